@@ -1,0 +1,67 @@
+# Deep Learning Kernels: build the book, run the tests, measure the kernels.
+#
+#   make book      the HTML book in _build/html, every chapter executed
+#   make test      the test suite (CPU emulator; GPU tests skip without a GPU)
+#   make test-gpu  on a GPU machine: GPU tests and kernel tests on the GPU (no venv, no install)
+#   make bench     on a GPU machine: benchmarks/*.py -> benchmarks/results/*.json
+#   make clean     remove build outputs and caches (make distclean also removes .venv)
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: help book test test-gpu bench clean distclean
+
+help:
+	@sed -n '3,8p' Makefile | sed 's/^# *//'
+
+# The virtual environment: every pinned package, then this project (editable, so
+# that the book and the tests always use the files of this checkout).
+$(STAMP): requirements.lock pyproject.toml
+	@test -x $(VPY) || $(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(VPY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+# Notebooks run in the venv's own "python3" kernel (JUPYTER_PATH puts its
+# kernelspec first); a cell that raises fails the build (_config.yml).
+book: $(STAMP)
+	$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (Deep Learning Kernels)" >/dev/null
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" JUPYTER_PATH="$(CURDIR)/$(VENV)/share/jupyter" PYTHONPATH="$(CURDIR)" \
+		$(VENV)/bin/jupyter-book build --all .
+	@test -f _build/html/index.html && echo "book: $(CURDIR)/_build/html/index.html"
+
+test: $(STAMP)
+	$(VPY) -m pytest $(PYTEST_ARGS)
+
+# The GPU machine's own python3 (numpy, torch, pytest; PyCUDA from wheels on
+# PYTHONPATH); the repository is imported from this checkout, nothing installed.
+GPU_ENV = DLK_BACKEND=gpu PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"
+
+test-gpu:
+	@$(GPU_ENV) python3 -c "import sys; from kernels.runtime.select import _gpu_usable; \
+		sys.exit(0 if _gpu_usable() else 'make test-gpu: no usable GPU (is PyCUDA importable? is there a CUDA device?)')"
+	$(GPU_ENV) python3 -m pytest -p no:cacheprovider -m "gpu or backend" $(PYTEST_ARGS)
+
+# Every GPU benchmark, each in its own process; a failing one does not stop the
+# others, but fails the target.  (emulator_*.py measure the CPU emulator: run those
+# by hand, see their docstrings.)
+bench:
+	@mkdir -p benchmarks/results
+	@failed=""; for script in benchmarks/*.py; do \
+		case "$$(basename $$script)" in common.py|_*|emulator_*) continue;; esac; \
+		echo "== $$script"; $(GPU_ENV) python3 $$script || failed="$$failed $$script"; \
+	 done; \
+	 if [ -n "$$failed" ]; then echo "make bench: failed:$$failed"; exit 1; fi
+
+clean:
+	rm -rf _build .pytest_cache .hypothesis *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,32 @@
+"""The book's autograder: CUDA kernels from ``%%cuda`` notebook cells, checked and timed in isolation.
+
+* :mod:`autograder.submission` -- read ``%%cuda`` cells from a notebook without running it;
+* :mod:`autograder.exercise`, :mod:`autograder.exercises` -- how exercises are declared, and every one declared;
+* :mod:`autograder.isolation` -- :func:`grade_submission`, in a fresh child process;
+* :mod:`autograder.checker`, :mod:`autograder.timing_policy` -- what that child does;
+* :mod:`autograder.result` -- :class:`ExerciseResult`, the JSON that comes back;
+* :mod:`autograder.student` -- the ``%%cuda`` magic and ``check()`` for notebooks.
+
+Points, in short:
+
+* correctness: per shape, all of whose seeds must pass; proportional to the
+  shapes that pass.  A kernel that does not compile, crashes, hangs, or whose
+  launch integers are refused scores no correctness points at all;
+* speed (GPU only): in bands of the speed-up over the exercise's reference
+  kernel, only for a kernel that passed every case; a time below the physical
+  floor fails the exercise.  Graded without a GPU (on the CPU emulator), speed
+  is not measured and its points are not awarded: ``speed_measured`` is
+  False, ``speed_pending`` True and ``speed_note`` says so; a grading run on
+  a GPU awards them.
+"""
+
+from .exercise import Exercise
+from .exercises import all_exercises, get_exercise
+from .isolation import grade_submission
+from .result import ExerciseResult, ShapeResult
+from .submission import KernelSubmission, submissions_from_notebook
+
+__all__ = [
+    "Exercise", "ExerciseResult", "KernelSubmission", "ShapeResult",
+    "all_exercises", "get_exercise", "grade_submission", "submissions_from_notebook",
+]

@@ -1,0 +1,381 @@
+"""``autograder``: the instructor's workflow around nbgrader.
+
+    autograder release  ASSIGNMENT...|all [--exchange DIR]  solutions/ -> exercises/ (+ exchange)
+    autograder collect  ASSIGNMENT [--exchange DIR]   exchange -> submitted/
+    autograder grade    ASSIGNMENT [--student ID ...] submitted/ -> autograded/ + gradebook
+    autograder feedback ASSIGNMENT [--student ID ...] autograded/ -> feedback/ (HTML)
+    autograder export   ASSIGNMENT [--csv F] [--gradescope DIR]
+    autograder grade-notebook NOTEBOOK --assignment A [--results-json F]
+                                                      one notebook, no gradebook
+                                                      (e.g. a Gradescope runner)
+
+Every command takes ``--course-dir`` (default: the current directory, which
+holds nbgrader_config.py) and ``--db`` (any database URL nbgrader accepts;
+default ``sqlite:///<course-dir>/gradebook.db``).
+
+Grading never executes a submitted notebook: see autograder.nbgrader_bridge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import logging
+import os
+import sys
+import time
+
+from traitlets.config import Config
+from traitlets.config.loader import PyFileConfigLoader
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------
+
+
+def load_config(course_dir: str, db: str | None = None, exchange: str | None = None) -> Config:
+    course_dir = os.path.abspath(course_dir)
+    config = Config()
+    path = os.path.join(course_dir, "nbgrader_config.py")
+    if os.path.exists(path):
+        config.merge(PyFileConfigLoader("nbgrader_config.py", path=course_dir).load_config())
+    else:
+        _say(f"note: no nbgrader_config.py in {course_dir}; using the course layout defaults")
+        config.CourseDirectory.source_directory = "solutions"
+        config.CourseDirectory.release_directory = "exercises"
+        config.ClearSolutions.code_stub = {"python": "// YOUR CODE HERE"}
+    config.CourseDirectory.root = course_dir
+    if db:
+        config.CourseDirectory.db_url = db
+    if exchange:
+        config.Exchange.root = os.path.abspath(exchange)
+    return config
+
+
+def _coursedir(config: Config, assignment: str, student: str = "*"):
+    from nbgrader.coursedir import CourseDirectory
+
+    cd = CourseDirectory(config=config)
+    cd.assignment_id = assignment
+    cd.student_id = student
+    return cd
+
+
+def _quiet_nbgrader(verbose: bool) -> None:
+    if not verbose:
+        import warnings
+
+        # nbgrader 0.9.6's gradebook code trips SQLAlchemy's autoflush warnings.
+        warnings.filterwarnings("ignore", message=".*not in session.*")
+    level = logging.INFO if verbose else logging.WARNING
+    for name in ("traitlets", "nbgrader", "NbGrader", "TrustedAutograde", "Autograde",
+                 "GenerateAssignment", "GenerateFeedback"):
+        logging.getLogger(name).setLevel(level)
+
+
+def _run_converter(converter) -> None:
+    from nbgrader.converters.base import NbGraderException
+
+    try:
+        converter.start()
+    except NbGraderException as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+# --------------------------------------------------------------------------
+# release
+# --------------------------------------------------------------------------
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from nbgrader.converters import GenerateAssignment
+
+    config = load_config(args.course_dir, args.db, args.exchange)
+    assignments = args.assignment
+    if assignments == ["all"]:
+        base = _coursedir(config, "*").format_path(_coursedir(config, "*").source_directory, ".", "")
+        assignments = sorted(d for d in os.listdir(base)
+                             if glob.glob(os.path.join(base, d, "*.ipynb")))
+    for assignment in assignments:
+        cd = _coursedir(config, assignment)
+        gen = GenerateAssignment(coursedir=cd, config=config)
+        gen.force = True
+        gen.create_assignment = True
+        _run_converter(gen)
+        out = cd.format_path(cd.release_directory, ".", assignment)
+        _say(f"generated student notebooks: {os.path.relpath(out, cd.root)}")
+        for path in sorted(glob.glob(os.path.join(out, "*.ipynb"))):
+            _say(f"  {os.path.relpath(path, cd.root)}")
+        if args.exchange:
+            from nbgrader.auth import Authenticator
+            from nbgrader.exchange.default import ExchangeReleaseAssignment
+
+            rel = ExchangeReleaseAssignment(coursedir=cd, authenticator=Authenticator(config=config), config=config)
+            rel.force = True
+            rel.start()
+            _say(f"released {assignment} to the exchange {args.exchange}")
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from nbgrader.auth import Authenticator
+    from nbgrader.exchange.default import ExchangeCollect
+
+    config = load_config(args.course_dir, args.db, args.exchange)
+    cd = _coursedir(config, args.assignment)
+    collect = ExchangeCollect(coursedir=cd, authenticator=Authenticator(config=config), config=config)
+    collect.update = True
+    collect.start()
+    students = submitted_students(cd, args.assignment)
+    _say(f"collected {args.assignment}: {len(students)} submission(s) under {cd.submitted_directory}/")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# grade
+# --------------------------------------------------------------------------
+
+
+def submitted_students(cd, assignment: str) -> list[str]:
+    base = os.path.join(cd.root, cd.submitted_directory)
+    return sorted(
+        s for s in os.listdir(base) if os.path.isdir(os.path.join(base, s, assignment))
+    ) if os.path.isdir(base) else []
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    from autograder.nbgrader_bridge import TrustedAutograde
+
+    config = load_config(args.course_dir, args.db)
+    if args.secret_file:
+        with open(args.secret_file) as f:
+            config.TrustedGrade.secret = f.read().strip()
+    if args.timeout is not None:
+        config.TrustedGrade.timeout_s = float(args.timeout)
+    _quiet_nbgrader(args.verbose)
+    cd0 = _coursedir(config, args.assignment)
+    students = args.student or submitted_students(cd0, args.assignment)
+    if not students:
+        _say(f"no submissions of {args.assignment} under {os.path.join(cd0.root, cd0.submitted_directory)}")
+        return 1
+    _say(f"grading {args.assignment}: {len(students)} submission(s), backend "
+         f"{os.environ.get('DLK_BACKEND', 'auto')}")
+    failures = []
+    t_all = time.perf_counter()
+    for i, student in enumerate(students, 1):
+        _say(f"[{i}/{len(students)}] {student}")
+        cd = _coursedir(config, args.assignment, student)
+        conv = TrustedAutograde(coursedir=cd, config=config)
+        conv.force = True
+        conv.create_student = True
+        conv.progress = _say
+        t0 = time.perf_counter()
+        try:
+            conv.start()
+        except Exception as exc:  # one broken submission never stops the others
+            failures.append(student)
+            _say(f"  {student}: grading failed: {exc} (run with -v for nbgrader's log)")
+            continue
+        seconds = time.perf_counter() - t0
+        total, maximum = _gradebook_total(cd, args.assignment, student)
+        _say(f"  {student}: {total:g} / {maximum:g} points; grading took {seconds:.1f} s")
+    _say(f"graded {len(students) - len(failures)} of {len(students)} in {time.perf_counter() - t_all:.1f} s")
+    return 1 if failures else 0
+
+
+def _gradebook_total(cd, assignment: str, student: str) -> tuple[float, float]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(cd.db_url, cd.course_id) as gb:
+        sub = gb.find_submission(assignment, student)
+        return float(sub.score), float(sub.max_score)
+
+
+# --------------------------------------------------------------------------
+# feedback
+# --------------------------------------------------------------------------
+
+
+def cmd_feedback(args: argparse.Namespace) -> int:
+    from nbgrader.converters import GenerateFeedback
+
+    config = load_config(args.course_dir, args.db)
+    config.HTMLExporter.template_name = "feedback"
+    _quiet_nbgrader(args.verbose)
+    students = args.student or ["*"]
+    for student in students:
+        cd = _coursedir(config, args.assignment, student)
+        conv = GenerateFeedback(coursedir=cd, config=config)
+        conv.force = True
+        _run_converter(conv)
+    cd = _coursedir(config, args.assignment)
+    for path in sorted(glob.glob(cd.format_path(cd.feedback_directory, "*", args.assignment) + "/*.html")):
+        _say(f"  {os.path.relpath(path, cd.root)}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# export
+# --------------------------------------------------------------------------
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from autograder import export
+
+    config = load_config(args.course_dir, args.db)
+    cd = _coursedir(config, args.assignment)
+    rows = export.collect(cd, args.assignment)
+    if not (args.csv or args.gradescope):
+        args.csv = f"{args.assignment}_grades.csv"
+    if args.csv:
+        export.write_csv(rows, args.csv)
+        _say(f"wrote {args.csv} ({len(rows)} students)")
+    if args.gradescope:
+        paths = export.write_gradescope(rows, args.gradescope)
+        _say(f"wrote {len(paths)} Gradescope results.json under {args.gradescope}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+# grade-notebook (no gradebook)
+# --------------------------------------------------------------------------
+
+
+def cmd_grade_notebook(args: argparse.Namespace) -> int:
+    import nbformat
+
+    from autograder import export
+    from autograder.nbgrader_bridge import grade_notebook, instructor_test_cells
+
+    config = load_config(args.course_dir)
+    cd = _coursedir(config, args.assignment)
+    source_nb = args.source
+    if not source_nb:
+        folder = cd.format_path(cd.source_directory, ".", args.assignment)
+        source_nb = os.path.join(folder, os.path.basename(args.notebook))
+        candidates = sorted(glob.glob(os.path.join(folder, "*.ipynb")))
+        if not os.path.exists(source_nb) and len(candidates) == 1:
+            source_nb = candidates[0]  # the assignment's only notebook, whatever the upload is called
+    cells = instructor_test_cells(nbformat.read(source_nb, as_version=4))
+    nb = nbformat.read(args.notebook, as_version=4)
+    secret = args.secret_file and open(args.secret_file).read().strip()
+    from autograder.nbgrader_bridge import TrustedGrade
+
+    secret = secret or TrustedGrade().secret
+    grading = grade_notebook(
+        nb,
+        list(dict.fromkeys(c["exercise"] for c in cells)),
+        student=args.student,
+        notebook=os.path.splitext(os.path.basename(args.notebook))[0],
+        secret=secret,
+        timeout_s=args.timeout,
+        log=_say,
+    )
+    data = export.gradescope_from_grading(grading, cells)
+    _say(f"{args.student}: {data['score']:g} / {sum(t['max_score'] for t in data['tests']):g} points; "
+         f"grading took {grading.total_seconds:.1f} s")
+    if args.results_json:
+        with open(args.results_json, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        _say(f"wrote {args.results_json}")
+    return 0
+
+
+# --------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def common(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--course-dir", default=".", help="course root (holds nbgrader_config.py)")
+        sp.add_argument("--db", default=None, help="gradebook database URL (default sqlite:///<course-dir>/gradebook.db)")
+        sp.add_argument("-v", "--verbose", action="store_true", help="show nbgrader's log")
+
+    sp = sub.add_parser("release", help="generate the student notebooks (nbgrader generate_assignment)")
+    sp.add_argument("assignment", nargs="+", help="assignment folder(s) under solutions/, or 'all'")
+    sp.add_argument("--exchange", help="also release to this nbgrader exchange directory")
+    common(sp)
+    sp.set_defaults(func=cmd_release)
+
+    sp = sub.add_parser("collect", help="collect submissions from an nbgrader exchange into submitted/")
+    sp.add_argument("assignment")
+    sp.add_argument("--exchange", help="the nbgrader exchange directory (default: nbgrader's)")
+    common(sp)
+    sp.set_defaults(func=cmd_collect)
+
+    sp = sub.add_parser("grade", help="autograde submissions into the gradebook, never executing them")
+    sp.add_argument("assignment")
+    sp.add_argument("--student", action="append", help="grade only this student (repeatable)")
+    sp.add_argument("--secret-file", help="file holding the secret the hidden seeds derive from "
+                    "(default: $DLK_GRADER_SECRET, else a fresh random secret per run)")
+    sp.add_argument("--timeout", type=float, default=None, help="time limit per exercise, seconds")
+    common(sp)
+    sp.set_defaults(func=cmd_grade)
+
+    sp = sub.add_parser("feedback", help="generate HTML feedback (nbgrader generate_feedback)")
+    sp.add_argument("assignment")
+    sp.add_argument("--student", action="append")
+    common(sp)
+    sp.set_defaults(func=cmd_feedback)
+
+    sp = sub.add_parser("export", help="export grades: CSV and/or Gradescope results.json")
+    sp.add_argument("assignment")
+    sp.add_argument("--csv", help="CSV file to write")
+    sp.add_argument("--gradescope", help="directory for <student>/results.json")
+    common(sp)
+    sp.set_defaults(func=cmd_export)
+
+    sp = sub.add_parser("grade-notebook", help="grade one notebook file without a gradebook")
+    sp.add_argument("notebook")
+    sp.add_argument("--assignment", required=True)
+    sp.add_argument("--source", help="instructor notebook (default solutions/<assignment>/<same name>)")
+    sp.add_argument("--student", default="student")
+    sp.add_argument("--results-json", help="write Gradescope's results.json here")
+    sp.add_argument("--secret-file")
+    sp.add_argument("--timeout", type=float, default=None)
+    common(sp)
+    sp.set_defaults(func=cmd_grade_notebook)
+    return p
+
+
+def _alembic_head_in_process() -> str:
+    """What nbgrader's ``get_alembic_version`` returns, without running the ``alembic`` command."""
+    import nbgrader.api
+    from alembic.config import Config as AlembicConfig
+    from alembic.script import ScriptDirectory
+
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location", os.path.join(os.path.dirname(nbgrader.api.__file__), "alembic"))
+    return ScriptDirectory.from_config(cfg).get_current_head()
+
+
+def _ensure_tools_on_path() -> None:
+    """nbgrader runs the ``alembic`` command when it opens a gradebook; it may not be on PATH
+    (a ``pip install --target`` on the GPU machine installs no commands there), so the
+    same question is answered in this process."""
+    import nbgrader.api
+
+    nbgrader.api.get_alembic_version = _alembic_head_in_process
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _ensure_tools_on_path()
+    _quiet_nbgrader(args.verbose)
+    root = os.path.abspath(args.course_dir)
+    if root not in sys.path and os.path.isdir(os.path.join(root, "autograder")):
+        sys.path.insert(0, root)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,221 @@
+"""How an exercise is declared: once, in a module under ``autograder/exercises/``.
+
+An :class:`Exercise` says everything the grader needs and nothing else needs
+to change when a chapter adds one:
+
+* the kernel the student writes (its name and C declaration);
+* the arguments in the order of that declaration: inputs, outputs (filled
+  with NaN, or zeros where the exercise says so, before every launch) and
+  scalars;
+* a NumPy reference computed in float64, an input generator, and the scale
+  errors are measured against (so that tolerances are relative to the size of
+  the numbers float32 rounding works on, not to values that cancel);
+* visible shapes (what ``check()`` runs), hidden shapes (grading only), and
+  shapes drawn per student from the grading secret;
+* the launch integers the student chooses (``block=256 grid=512``): their
+  ranges and defaults, and how grid, block and shared memory follow from them;
+* points for correctness and for speed, the reference kernel speed is
+  measured against (``kernels/<topic>.cu``), and the flop and byte counts that
+  give the physical floor of the run time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Shape = dict  # {"n": 1000003}
+Inputs = dict  # argument name -> np.ndarray or Python number
+
+
+class LaunchError(ValueError):
+    """The student's launch integers cannot be used (status ``invalid_launch``)."""
+
+
+@dataclass(frozen=True)
+class LaunchKey:
+    """One ``key=int`` of the ``%%cuda`` line."""
+
+    name: str
+    minimum: int = 1
+    maximum: int = 2**31 - 1
+    required: bool = False
+    #: Used when the key is not given: an int, or ``f(shape, launch) -> int``
+    #: (resolved per shape, after the other keys).  None: the key stays absent.
+    default: int | Callable[[Shape, dict], int] | None = None
+    multiple_of: int = 1
+    help: str = ""
+
+    def check(self, value: int) -> str:
+        """'' when ``value`` is acceptable, else why not."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{self.name} must be an integer, not {value!r}"
+        if not self.minimum <= value <= self.maximum:
+            return f"{self.name}={value} is out of range: it must be between {self.minimum} and {self.maximum}" + (
+                f" ({self.help})" if self.help else ""
+            )
+        if self.multiple_of > 1 and value % self.multiple_of:
+            return f"{self.name}={value} must be a multiple of {self.multiple_of}"
+        return ""
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One kernel argument, in the order of the declared signature."""
+
+    name: str
+    role: str  # "in" | "out" | "inout" | "scalar"
+    #: For "out": what the buffer holds before the launch ("nan" or "zeros").
+    init: str = "nan"
+
+    def __post_init__(self):
+        if self.role not in ("in", "out", "inout", "scalar"):
+            raise ValueError(f"argument {self.name}: role must be in/out/inout/scalar, not {self.role!r}")
+        if self.init not in ("nan", "zeros"):
+            raise ValueError(f"argument {self.name}: init must be 'nan' or 'zeros'")
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared: int = 0
+
+
+@dataclass(frozen=True)
+class ReferenceKernel:
+    """The trusted kernel speed is compared with: ``kernel`` in ``kernels/<topic>.cu``.
+
+    ``launch(shape) -> LaunchConfig`` is the trusted launch configuration (the
+    one ``kernels/<topic>.py`` uses; it runs in the grading process, so it may
+    ask the device for its multiprocessor count); ``arg_order`` names the
+    exercise's arguments in the reference kernel's order when that differs
+    from the exercise's declaration.
+    """
+
+    topic: str
+    kernel: str
+    launch: Callable[[Shape], LaunchConfig]
+    arg_order: tuple[str, ...] | None = None
+    #: Use this source instead of kernels/<topic>.cu (a provisional reference).
+    source: str | None = None
+    defines: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str
+    title: str
+    kernel: str  # the __global__ function the student writes
+    signature: str  # its C declaration, e.g. "saxpy(int n, float alpha, const float* x, float* y)"
+    args: tuple[Arg, ...]
+    make_inputs: Callable[[Shape, np.random.Generator], Inputs]
+    #: float64 results, one array per output ("out"/"inout") argument.
+    reference: Callable[[Inputs], dict[str, np.ndarray]]
+    #: Per output: the magnitude rounding errors scale with (same shape as the output,
+    #: or a scalar).  Tolerance per element = atol + rtol * scale.
+    error_scale: Callable[[Inputs], dict[str, np.ndarray]]
+    rtol: float
+    atol: float
+    visible_shapes: tuple[Shape, ...]
+    hidden_shapes: tuple[Shape, ...]
+    launch_keys: tuple[LaunchKey, ...]
+    launch_config: Callable[[Shape, dict], LaunchConfig]
+    correctness_points: float
+    speed_points: float
+    reference_kernel: ReferenceKernel | None
+    flops: Callable[[Shape], float]
+    bytes_moved: Callable[[Shape], float]
+    #: The shape speed is measured on (large enough that launch overhead does not dominate).
+    timing_shape: Shape | None = None
+    #: Shapes drawn per student and exercise from the grading secret: f(rng, launch) -> shapes.
+    secret_shapes: Callable[[np.random.Generator, dict], list[Shape]] | None = None
+    #: (minimum speed-up over the reference, fraction of the speed points), best first.
+    speed_bands: tuple[tuple[float, float], ...] = ((0.9, 1.0), (0.7, 0.75), (0.5, 0.5), (0.25, 0.25))
+    visible_seeds: int = 1
+    hidden_seeds: int = 3
+    #: Hard limit for one grading child process (seconds), hidden and visible mode.
+    time_limit_s: float = 120.0
+    visible_time_limit_s: float = 60.0
+    #: The largest output / input the grader allocates for this exercise (elements).
+    max_elements: int = 1 << 26
+    label: Callable[[Shape], str] | None = None
+    description: str = ""
+    #: Names the cause of a failure by running the kernel on chosen inputs:
+    #: ``probe(shape, run) -> hint`` where ``run(inputs) -> outputs`` launches the
+    #: student's kernel once (same launch configuration).  '' when it cannot tell.
+    probe: Callable[[Shape, Callable[[Inputs], dict]], str] | None = None
+
+    # ----------------------------------------------------------------- helpers
+    def shape_label(self, shape: Shape) -> str:
+        if self.label is not None:
+            return self.label(shape)
+        return ", ".join(f"{k}={v}" for k, v in shape.items())
+
+    @property
+    def outputs(self) -> tuple[Arg, ...]:
+        return tuple(a for a in self.args if a.role in ("out", "inout"))
+
+    @property
+    def max_points(self) -> float:
+        return self.correctness_points + self.speed_points
+
+    def validate_launch(self, launch: dict) -> dict:
+        """Check the student's integers: unknown keys, required keys, ranges.
+
+        Returns the launch with every fixed (non-callable) default filled in;
+        raises :class:`LaunchError` with every problem found.
+        """
+        known = {k.name: k for k in self.launch_keys}
+        problems = []
+        for key in launch:
+            if key not in known:
+                problems.append(f"unknown launch key '{key}' (this exercise takes: {', '.join(known) or 'none'})")
+        result: dict = {}
+        for key in self.launch_keys:
+            if key.name in launch:
+                why = key.check(launch[key.name])
+                if why:
+                    problems.append(why)
+                else:
+                    result[key.name] = int(launch[key.name])
+            elif key.required:
+                problems.append(f"the launch key '{key.name}' is required, e.g. '%%cuda {self.name} {key.name}=256'" + (f" ({key.help})" if key.help else ""))
+            elif isinstance(key.default, int):
+                result[key.name] = key.default
+        if problems:
+            raise LaunchError("; ".join(problems))
+        return result
+
+    def resolve_launch(self, shape: Shape, launch: dict) -> tuple[dict, LaunchConfig]:
+        """The launch integers for one shape (callable defaults applied) and the launch configuration."""
+        resolved = dict(launch)
+        for key in self.launch_keys:
+            if key.name not in resolved and callable(key.default):
+                value = int(key.default(shape, resolved))
+                why = key.check(value)
+                if why:
+                    raise LaunchError(f"for {self.shape_label(shape)} the default {why}")
+                resolved[key.name] = value
+        config = self.launch_config(shape, resolved)
+        return resolved, config
+
+    def all_shapes(self, mode: str) -> list[tuple[Shape, bool]]:
+        shapes = [(s, True) for s in self.visible_shapes]
+        if mode == "hidden":
+            shapes += [(s, False) for s in self.hidden_shapes]
+        return shapes
+
+
+def ceil_div(a: int, b: int) -> int:
+    return max(1, math.ceil(a / b))
+
+
+def dim3(value) -> tuple[int, int, int]:
+    if isinstance(value, int):
+        return (value, 1, 1)
+    items = list(value) + [1] * (3 - len(value))
+    return (int(items[0]), int(items[1]), int(items[2]))

@@ -1,0 +1,278 @@
+"""Exercises of the chapter "Capsule networks": the prediction u_hat = W u and its two gradients.
+
+Layout as in ``kernels/capsule_prediction.cu``, all row-major float32:
+u [batch, in_caps, in_dim], W [in_caps, out_caps, out_dim, in_dim],
+u_hat and G = dE/du_hat [batch, in_caps, out_caps, out_dim].
+
+Shapes never have two equal sizes where a swapped stride could hide (except
+the 1x1x1x1x1 and the {4, 8} ones the original custom op was tested on);
+they include a batch of one, rows (out_caps * out_dim) that are no multiple
+of 4, in_dim that is no multiple of 4, more samples than one block of the
+reference kernels takes (64 and 128), one shape drawn per student from the
+grading secret, and (on the GPU) CapsNet's DigitCaps shape for timing.
+Tolerances are relative to the sums of |terms|, the size float32 rounding
+works on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+
+AXES = ("batch", "in_caps", "in_dim", "out_caps", "out_dim")
+
+
+def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
+    scale = 10.0 ** rng.uniform(-0.5, 0.5, shape)
+    return ((mean + 0.5 * rng.standard_normal(shape)) * scale).astype(np.float32)
+
+
+def _dims(shape) -> tuple[int, int, int, int, int]:
+    return tuple(int(shape[a]) for a in AXES)
+
+
+def _label(shape) -> str:
+    return ", ".join(f"{a}={shape[a]}" for a in AXES)
+
+
+def _shape(batch, in_caps, in_dim, out_caps, out_dim) -> dict:
+    return dict(zip(AXES, (batch, in_caps, in_dim, out_caps, out_dim)))
+
+
+VISIBLE = (_shape(1, 1, 1, 1, 1), _shape(4, 8, 4, 8, 4), _shape(2, 3, 4, 5, 6), _shape(3, 5, 8, 10, 16))
+HIDDEN = (_shape(1, 7, 3, 5, 3), _shape(67, 3, 8, 10, 16), _shape(130, 2, 5, 3, 7), _shape(5, 11, 16, 2, 6),
+          _shape(2, 96, 8, 10, 16), _shape(9, 4, 7, 1, 9))
+DIGITCAPS = _shape(128, 1152, 8, 10, 16)
+
+
+def _secret_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
+    """One shape per student: five different sizes, the row no multiple of 4."""
+    for _ in range(100):
+        dims = (int(rng.integers(2, 80)), int(rng.integers(2, 40)), int(rng.integers(2, 12)),
+                int(rng.integers(2, 12)), int(rng.integers(2, 20)))
+        if len(set(dims)) == 5 and (dims[3] * dims[4]) % 4:
+            return [_shape(*dims)]
+    return [_shape(37, 13, 5, 3, 7)]
+
+
+BLOCK = LaunchKey("block", 1, 1024, default=256, help="threads per block, 1..1024; default 256")
+
+
+def _grid_key(count, what):
+    return LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(count(shape), launch["block"]),
+                     help=f"blocks in the grid; default ceil({what} / block), one thread per element")
+
+
+SHARED = LaunchKey("shared", 0, 227 * 1024, default=0, help="bytes of dynamic shared memory; default 0")
+
+
+def _launch(shape, launch) -> LaunchConfig:
+    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=launch["shared"])
+
+
+def _scalars(shape) -> dict:
+    return dict(zip(AXES, _dims(shape)))
+
+
+def _f64(a):
+    return np.asarray(a, np.float64)
+
+
+SIGNATURE_TAIL = "int batch, int in_caps, int in_dim, int out_caps, int out_dim"
+SCALAR_ARGS = tuple(Arg(a, "scalar") for a in AXES)
+
+# ------------------------------------------------------------ forward: u_hat = W u
+
+
+def _forward_inputs(shape, rng):
+    b, ic, idim, oc, od = _dims(shape)
+    return {"u": varied(rng, (b, ic, idim), 0.4), "W": varied(rng, (ic, oc, od, idim), 0.3), "u_hat": None,
+            **_scalars(shape)}
+
+
+def _forward_reference(inputs):
+    from kernels.capsule_prediction import forward_reference
+
+    return {"u_hat": forward_reference(inputs["u"], inputs["W"])}
+
+
+def _forward_scale(inputs):
+    return {"u_hat": np.einsum("ijdk,bik->bijd", np.abs(_f64(inputs["W"])), np.abs(_f64(inputs["u"])))}
+
+
+def _reference_forward_launch(shape) -> LaunchConfig:
+    from kernels.capsule_prediction import CAPS_BATCH_TILE, register_block_shape
+
+    b, ic, idim, oc, od = _dims(shape)
+    return LaunchConfig((ic, ceil_div(b, CAPS_BATCH_TILE), 1), (*register_block_shape(oc, od), 1),
+                        CAPS_BATCH_TILE * idim * 4)
+
+
+def _u_hat_elements(shape) -> int:
+    b, ic, _, oc, od = _dims(shape)
+    return b * ic * oc * od
+
+
+def _forward_bytes(shape) -> float:
+    from kernels.capsule_prediction import bytes_moved
+
+    return float(bytes_moved(*_dims(shape)))
+
+
+def _flops(shape) -> float:
+    b, ic, idim, oc, od = _dims(shape)
+    return 2.0 * b * ic * idim * oc * od
+
+
+CAPSULE_PREDICT = Exercise(
+    name="capsule_predict",
+    title="Capsule prediction: u_hat[b, i, j, :] = W[i, j] u[b, i]",
+    kernel="capsule_predict",
+    signature=f"capsule_predict(const float* u, const float* W, float* u_hat, {SIGNATURE_TAIL})",
+    args=(Arg("u", "in"), Arg("W", "in"), Arg("u_hat", "out"), *SCALAR_ARGS),
+    make_inputs=_forward_inputs,
+    reference=_forward_reference,
+    error_scale=_forward_scale,
+    rtol=1e-5,
+    atol=1e-30,
+    visible_shapes=VISIBLE,
+    hidden_shapes=HIDDEN,
+    secret_shapes=_secret_shapes,
+    launch_keys=(BLOCK, _grid_key(_u_hat_elements, "batch * in_caps * out_caps * out_dim"), SHARED),
+    launch_config=_launch,
+    correctness_points=6.0,
+    speed_points=2.0,
+    reference_kernel=ReferenceKernel(topic="capsule_prediction", kernel="capsule_predict_vectorized",
+                                     launch=_reference_forward_launch, defines={"CAPS_IN_DIM": 8},
+                                     arg_order=("u", "W", "u_hat", "batch", "in_caps", "out_caps", "out_dim")),
+    flops=_flops,
+    bytes_moved=_forward_bytes,
+    timing_shape=DIGITCAPS,
+    label=_label,
+    description=("u_hat[b][i][j][d] = sum over k < in_dim of W[i][j][d][k] * u[b][i][k] for every sample b, input "
+                 "capsule i, output capsule j and output dimension d. u is [batch][in_caps][in_dim], W "
+                 "[in_caps][out_caps][out_dim][in_dim], u_hat [batch][in_caps][out_caps][out_dim], all row-major."),
+)
+
+# ------------------------------------------------------------ input gradient: du = W^T G
+
+
+def _grad_input_inputs(shape, rng):
+    b, ic, idim, oc, od = _dims(shape)
+    return {"grad_u_hat": varied(rng, (b, ic, oc, od), 0.3), "W": varied(rng, (ic, oc, od, idim), 0.3),
+            "grad_u": None, **_scalars(shape)}
+
+
+def _grad_input_reference(inputs):
+    from kernels.capsule_prediction_backward import grad_input_reference
+
+    return {"grad_u": grad_input_reference(inputs["grad_u_hat"], inputs["W"])}
+
+
+def _grad_input_scale(inputs):
+    return {"grad_u": np.einsum("ijdk,bijd->bik", np.abs(_f64(inputs["W"])), np.abs(_f64(inputs["grad_u_hat"])))}
+
+
+def _reference_grad_input_launch(shape) -> LaunchConfig:
+    from kernels.capsule_prediction_backward import CAPS_GRAD_BATCH_TILE
+
+    b, ic, idim, oc, od = _dims(shape)
+    return LaunchConfig((ic, ceil_div(b, CAPS_GRAD_BATCH_TILE), 1), (CAPS_GRAD_BATCH_TILE, 1, 1), oc * od * idim * 4)
+
+
+def _grad_bytes(shape) -> float:
+    b, ic, idim, oc, od = _dims(shape)
+    return 4.0 * (b * ic * oc * od + ic * oc * od * idim + b * ic * idim)
+
+
+CAPSULE_GRAD_INPUT = Exercise(
+    name="capsule_grad_input",
+    title="Capsule prediction, backward: dE/du[b, i] = W[i]^T dE/du_hat[b, i]",
+    kernel="capsule_grad_input",
+    signature=f"capsule_grad_input(const float* grad_u_hat, const float* W, float* grad_u, {SIGNATURE_TAIL})",
+    args=(Arg("grad_u_hat", "in"), Arg("W", "in"), Arg("grad_u", "out"), *SCALAR_ARGS),
+    make_inputs=_grad_input_inputs,
+    reference=_grad_input_reference,
+    error_scale=_grad_input_scale,
+    rtol=1e-5,
+    atol=1e-30,
+    visible_shapes=VISIBLE,
+    hidden_shapes=HIDDEN,
+    secret_shapes=_secret_shapes,
+    launch_keys=(BLOCK, _grid_key(lambda s: _dims(s)[0] * _dims(s)[1] * _dims(s)[2], "batch * in_caps * in_dim"),
+                 SHARED),
+    launch_config=_launch,
+    correctness_points=6.0,
+    speed_points=2.0,
+    reference_kernel=ReferenceKernel(topic="capsule_prediction_backward", kernel="capsule_grad_input_shared_weights",
+                                     launch=_reference_grad_input_launch, defines={"CAPS_IN_DIM": 8},
+                                     arg_order=("grad_u_hat", "W", "grad_u", "batch", "in_caps", "out_caps", "out_dim")),
+    flops=_flops,
+    bytes_moved=_grad_bytes,
+    timing_shape=DIGITCAPS,
+    label=_label,
+    description=("grad_u[b][i][k] = sum over j < out_caps and d < out_dim of W[i][j][d][k] * grad_u_hat[b][i][j][d] "
+                 "(for one sample and input capsule: W[i]^T times the gradient of the ROW = out_caps * out_dim "
+                 "outputs). grad_u is [batch][in_caps][in_dim]."),
+)
+
+# ------------------------------------------------------------ weight gradient: dW = sum_b G u^T
+
+
+def _grad_weight_inputs(shape, rng):
+    b, ic, idim, oc, od = _dims(shape)
+    return {"grad_u_hat": varied(rng, (b, ic, oc, od), 0.3), "u": varied(rng, (b, ic, idim), 0.4),
+            "grad_W": None, **_scalars(shape)}
+
+
+def _grad_weight_reference(inputs):
+    from kernels.capsule_prediction_backward import grad_weight_reference
+
+    return {"grad_W": grad_weight_reference(inputs["grad_u_hat"], inputs["u"])}
+
+
+def _grad_weight_scale(inputs):
+    return {"grad_W": np.einsum("bijd,bik->ijdk", np.abs(_f64(inputs["grad_u_hat"])), np.abs(_f64(inputs["u"])))}
+
+
+def _reference_grad_weight_launch(shape) -> LaunchConfig:
+    from kernels.capsule_prediction_backward import grad_weight_block_shape
+
+    b, ic, idim, oc, od = _dims(shape)
+    block = grad_weight_block_shape(oc, od, idim)
+    return LaunchConfig((ic, 1, 1), (*block, 1), block[1] * oc * od * idim * 4)
+
+
+CAPSULE_GRAD_WEIGHT = Exercise(
+    name="capsule_grad_weight",
+    title="Capsule prediction, backward: dE/dW[i] = sum over the batch of dE/du_hat[b, i] u[b, i]^T",
+    kernel="capsule_grad_weight",
+    signature=f"capsule_grad_weight(const float* grad_u_hat, const float* u, float* grad_W, {SIGNATURE_TAIL})",
+    args=(Arg("grad_u_hat", "in"), Arg("u", "in"), Arg("grad_W", "out"), *SCALAR_ARGS),
+    make_inputs=_grad_weight_inputs,
+    reference=_grad_weight_reference,
+    error_scale=_grad_weight_scale,
+    rtol=1e-5,
+    atol=1e-30,
+    visible_shapes=VISIBLE,
+    hidden_shapes=HIDDEN,
+    secret_shapes=_secret_shapes,
+    launch_keys=(BLOCK, _grid_key(lambda s: _dims(s)[1] * _dims(s)[3] * _dims(s)[4] * _dims(s)[2],
+                                  "in_caps * out_caps * out_dim * in_dim"), SHARED),
+    launch_config=_launch,
+    correctness_points=6.0,
+    speed_points=2.0,
+    reference_kernel=ReferenceKernel(topic="capsule_prediction_backward", kernel="capsule_grad_weight_register_blocked",
+                                     launch=_reference_grad_weight_launch, defines={"CAPS_IN_DIM": 8},
+                                     arg_order=("grad_u_hat", "u", "grad_W", "batch", "in_caps", "out_caps", "out_dim")),
+    flops=_flops,
+    bytes_moved=_grad_bytes,
+    timing_shape=DIGITCAPS,
+    label=_label,
+    description=("grad_W[i][j][d][k] = sum over samples b < batch of grad_u_hat[b][i][j][d] * u[b][i][k]: each "
+                 "weight is used by every sample, so its gradient is a reduction over the batch. grad_W is "
+                 "[in_caps][out_caps][out_dim][in_dim]."),
+)
+
+EXERCISES = [CAPSULE_PREDICT, CAPSULE_GRAD_INPUT, CAPSULE_GRAD_WEIGHT]

@@ -1,0 +1,199 @@
+"""Exercises of the chapter "CUDA from Python": SAXPY with a grid-stride loop, and a sum.
+
+Inputs have a non-zero mean and values spread over two decades, so a kernel
+that writes zeros or the mean cannot pass; sizes include 1, primes, sizes that
+are no multiple of any block, one drawn per student from the grading secret
+(never a multiple of the student's own block) and a large one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def varied(rng: np.random.Generator, n: int, mean: float) -> np.ndarray:
+    """``n`` float32 values around ``mean`` times a scale spread over 0.1 .. 10."""
+    scale = 10.0 ** rng.uniform(-1.0, 1.0, n)
+    return ((mean + 0.5 * rng.standard_normal(n)) * scale).astype(np.float32)
+
+
+def _n(shape) -> int:
+    return int(shape["n"])
+
+
+def _grid_default(shape, launch) -> int:
+    return ceil_div(_n(shape), launch["block"])
+
+
+def _secret_sizes(rng: np.random.Generator, launch: dict) -> list[dict]:
+    """One size per student that is not a multiple of their block (nor of 32)."""
+    block = int(launch.get("block", 256))
+    for _ in range(100):
+        n = block * int(rng.integers(40, 400)) + int(rng.integers(1, max(2, block)))
+        if n % block and n % 32:
+            return [{"n": n}]
+    return [{"n": block * 97 + 1 + (block * 97 + 1) % 2}]
+
+
+def _reference_grid(n: int, block: int = 256) -> int:
+    from kernels.runtime.loader import grid_stride_blocks
+
+    return grid_stride_blocks(n, block)
+
+
+BLOCK = LaunchKey("block", 1, 1024, required=True, help="threads per block, 1..1024")
+GRID = LaunchKey("grid", 1, 2**31 - 1, default=_grid_default, help="blocks in the grid; default ceil(n / block)")
+
+# --------------------------------------------------------------------- SAXPY
+
+
+def _saxpy_inputs(shape, rng):
+    n = _n(shape)
+    alpha = np.float32(rng.uniform(0.5, 3.0) * rng.choice([-1.0, 1.0]))
+    return {"n": n, "alpha": alpha, "x": varied(rng, n, 1.0), "y": varied(rng, n, 2.0)}
+
+
+def _saxpy_reference(inputs):
+    x = inputs["x"].astype(np.float64)
+    y = inputs["y"].astype(np.float64)
+    return {"y": float(inputs["alpha"]) * x + y}
+
+
+def _saxpy_scale(inputs):
+    # One or two roundings of numbers as large as |alpha x| and |y|.
+    return {"y": np.abs(float(inputs["alpha"]) * inputs["x"].astype(np.float64)) + np.abs(inputs["y"].astype(np.float64))}
+
+
+def _saxpy_launch(shape, launch) -> LaunchConfig:
+    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=0)
+
+
+SAXPY = Exercise(
+    name="saxpy",
+    title="SAXPY with a grid-stride loop",
+    kernel="saxpy",
+    signature="saxpy(int n, float alpha, const float* x, float* y)",
+    args=(Arg("n", "scalar"), Arg("alpha", "scalar"), Arg("x", "in"), Arg("y", "inout")),
+    make_inputs=_saxpy_inputs,
+    reference=_saxpy_reference,
+    error_scale=_saxpy_scale,
+    rtol=1e-5,  # float32 with or without FMA is within ~1.2e-7; rounding through float16 is ~5e-4 off
+    atol=1e-30,
+    visible_shapes=({"n": 31}, {"n": 1000}, {"n": 4096}, {"n": 4099}, {"n": 16384}),
+    hidden_shapes=({"n": 1}, {"n": 257}, {"n": 65536}, {"n": 1000003}, {"n": 2**20 + 1}),
+    secret_shapes=_secret_sizes,
+    launch_keys=(BLOCK, GRID),
+    launch_config=_saxpy_launch,
+    correctness_points=6.0,
+    speed_points=2.0,
+    reference_kernel=ReferenceKernel(
+        topic="saxpy",
+        kernel="saxpy_grid_stride",
+        launch=lambda shape: LaunchConfig((_reference_grid(_n(shape)), 1, 1), (256, 1, 1), 0),
+    ),
+    flops=lambda shape: 2.0 * _n(shape),
+    bytes_moved=lambda shape: 12.0 * _n(shape),
+    timing_shape={"n": 2**25 + 3},
+    label=lambda shape: f"n={_n(shape)}",
+    description="y[i] = alpha * x[i] + y[i] for every i < n, with any grid (a grid-stride loop).",
+)
+
+# ---------------------------------------------------------------- reduce_sum
+
+
+def _sum_inputs(shape, rng):
+    n = _n(shape)
+    return {"x": varied(rng, n, 1.0), "out": None, "n": n}
+
+
+def _sum_reference(inputs):
+    return {"out": np.array([np.sum(inputs["x"], dtype=np.float64)])}
+
+
+def _sum_scale(inputs):
+    # Relative to sum(|x|); a float32 sum in any order (even one atomicAdd per
+    # element) stays within about eps * sqrt(n) of it, so the bound widens
+    # slowly with n.  Rounding partial sums through float16 (eps 1e-3) fails.
+    x = inputs["x"]
+    n = max(1, x.size)
+    factor = 1.0 + 0.5 * F32_EPS * np.sqrt(n) / 1e-5
+    return {"out": np.array([float(np.sum(np.abs(x), dtype=np.float64)) * factor])}
+
+
+PROBE_CHUNK = 2048  # float16 adds integers exactly up to 2048: a chunk of ones sums exactly in any precision
+
+
+def _sum_probe(shape, run) -> str:
+    """Sum ones, 2048 at a time: tells elements missed or added twice apart from lost precision."""
+    n = _n(shape)
+    if n > 8 * PROBE_CHUNK:
+        return ""
+    for start in range(0, n, PROBE_CHUNK):
+        stop = min(n, start + PROBE_CHUNK)
+        x = np.zeros(n, np.float32)
+        x[start:stop] = 1.0
+        got = float(run({"x": x, "out": None, "n": n})["out"][0])
+        want = stop - start
+        if got == want:
+            continue
+        where = f"With x[{start}:{stop}] set to ones (zeros elsewhere) the kernel returns {got:g}, not {want}"
+        if not np.isfinite(got) or abs(got) > 1e30:
+            return (f"{where}: it reads values from outside x (past its end, where the grader keeps a guard, or "
+                    f"uninitialised memory): check the bounds check (if (i < n)) and that every value added was written.")
+        if got.is_integer() and 0 <= got < want:
+            missed = f"{want - got:.0f} of those elements {'was' if want - got == 1 else 'were'} not added"
+            return (f"{where}: {missed}. Check the loop bound, the grid-stride "
+                    f"step (i += blockDim.x * gridDim.x) and that the grid covers every element.")
+        if got.is_integer() and got > want:
+            return (f"{where}: {got - want:.0f} elements were added more than once (a stride that is too short, or "
+                    f"partial sums added twice).")
+        return f"{where}."
+    return ("Summing ones shows every element added exactly once, so the error on the test values comes from lost "
+            "precision: partial sums rounded to float16 (half precision) or a less exact operation.")
+
+
+def _sum_launch(shape, launch) -> LaunchConfig:
+    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=launch["shared"])
+
+
+REDUCE_SUM = Exercise(
+    name="reduce_sum",
+    title="Sum of a vector",
+    kernel="reduce_sum",
+    signature="reduce_sum(const float* x, float* out, int n)",
+    args=(Arg("x", "in"), Arg("out", "out", init="zeros"), Arg("n", "scalar")),
+    make_inputs=_sum_inputs,
+    reference=_sum_reference,
+    error_scale=_sum_scale,
+    rtol=1e-5,
+    atol=1e-30,
+    visible_shapes=({"n": 1}, {"n": 1000}, {"n": 4096}, {"n": 4099}, {"n": 16384}),
+    hidden_shapes=({"n": 31}, {"n": 257}, {"n": 65536}, {"n": 1000003}, {"n": 2**20 + 1}),
+    secret_shapes=_secret_sizes,
+    launch_keys=(
+        BLOCK,
+        GRID,
+        LaunchKey("shared", 0, 227 * 1024, default=lambda shape, launch: 4 * launch["block"],
+                  help="bytes of dynamic shared memory per block; default block * 4"),
+    ),
+    launch_config=_sum_launch,
+    correctness_points=8.0,
+    speed_points=4.0,
+    reference_kernel=ReferenceKernel(
+        topic="reduction",
+        kernel="reduce_sum_warp_shuffle",
+        launch=lambda shape: LaunchConfig((_reference_grid(_n(shape)), 1, 1), (256, 1, 1), 0),
+    ),
+    flops=lambda shape: 1.0 * _n(shape),
+    bytes_moved=lambda shape: 4.0 * _n(shape),
+    timing_shape={"n": 2**26 + 3},
+    label=lambda shape: f"n={_n(shape)}",
+    description="out[0] = sum of x[0..n) (out is zero before the launch); atomicAdd of per-block partial sums is allowed.",
+    probe=_sum_probe,
+)
+
+EXERCISES = [SAXPY, REDUCE_SUM]

@@ -1,0 +1,177 @@
+"""Exercises of the chapter "Perceptrons": batched inference, and the minibatch gradient sum.
+
+Inputs have a non-zero mean and varied scale, so a kernel that writes zeros,
+the mean, or one sample's value for all cannot pass.  Weights are scaled with
+the number of features so that the sigmoid stays away from saturation, where
+a wrong weighted sum would still give 0 or 1.  Sizes include 1, primes,
+sizes that are no multiple of any block, one drawn per student from the
+grading secret, and (on the GPU) a large one for timing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
+    """Values around ``mean``, each times a scale spread over 0.3 .. 3."""
+    scale = 10.0 ** rng.uniform(-0.5, 0.5, shape)
+    return ((mean + 0.5 * rng.standard_normal(shape)) * scale).astype(np.float32)
+
+
+# ------------------------------------------------------------ batched perceptron inference
+
+
+def _forward_inputs(shape, rng):
+    n, d = int(shape["n"]), int(shape["d"])
+    x = varied(rng, (n, d), 0.5)
+    w = (rng.standard_normal(d) * 0.7 / np.sqrt(d)).astype(np.float32)
+    b = np.float32(rng.uniform(-1.0, 1.0))
+    return {"x": x, "params": np.append(w, b).astype(np.float32), "y": None, "n": n, "d": d}
+
+
+def _forward_reference(inputs):
+    from kernels.perceptron import forward_sigmoid_reference
+
+    return {"y": forward_sigmoid_reference(inputs["x"], inputs["params"])}
+
+
+def _forward_scale(inputs):
+    # The weighted sum is rounded on the scale of sum |w_j x_j| + |b|; the sigmoid's slope is at most 1/4.
+    x = inputs["x"].astype(np.float64)
+    p = inputs["params"].astype(np.float64)
+    return {"y": 0.25 * (np.abs(x) @ np.abs(p[:-1]) + abs(p[-1])) + 1.0}
+
+
+def _n_d(shape):
+    return int(shape["n"]), int(shape["d"])
+
+
+def _forward_launch(shape, launch) -> LaunchConfig:
+    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=0)
+
+
+def _secret_forward_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
+    block = int(launch.get("block", 256))
+    n = block * int(rng.integers(3, 40)) + int(rng.integers(1, max(2, block)))
+    return [{"n": n, "d": int(rng.integers(1, 20))}]
+
+
+BLOCK = LaunchKey("block", 1, 1024, required=True, help="threads per block, 1..1024")
+
+PERCEPTRON_FORWARD = Exercise(
+    name="perceptron_forward",
+    title="Batched perceptron inference",
+    kernel="perceptron_forward",
+    signature="perceptron_forward(const float* x, const float* params, float* y, int n, int d)",
+    args=(Arg("x", "in"), Arg("params", "in"), Arg("y", "out"), Arg("n", "scalar"), Arg("d", "scalar")),
+    make_inputs=_forward_inputs,
+    reference=_forward_reference,
+    error_scale=_forward_scale,
+    rtol=1e-5,  # float32 sums are within ~1e-6 of the scale; float16 inputs or sums are ~5e-4 off
+    atol=1e-7,
+    visible_shapes=({"n": 1, "d": 2}, {"n": 100, "d": 2}, {"n": 256, "d": 3}, {"n": 1000, "d": 5}, {"n": 4099, "d": 2}),
+    hidden_shapes=({"n": 31, "d": 1}, {"n": 257, "d": 7}, {"n": 3001, "d": 64}, {"n": 65537, "d": 2}),
+    secret_shapes=_secret_forward_shapes,
+    launch_keys=(
+        BLOCK,
+        LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(int(shape["n"]), launch["block"]),
+                  help="blocks in the grid; default ceil(n / block)"),
+    ),
+    launch_config=_forward_launch,
+    correctness_points=4.0,
+    speed_points=0.0,
+    reference_kernel=ReferenceKernel(
+        topic="perceptron",
+        kernel="perceptron_forward_sigmoid",
+        launch=lambda shape: LaunchConfig((ceil_div(int(shape["n"]), 256), 1, 1), (256, 1, 1), 0),
+    ),
+    flops=lambda shape: 2.0 * _n_d(shape)[0] * (_n_d(shape)[1] + 1),
+    bytes_moved=lambda shape: 4.0 * _n_d(shape)[0] * (_n_d(shape)[1] + 1),
+    timing_shape={"n": 2**22 + 3, "d": 2},
+    label=lambda shape: f"n={shape['n']}, d={shape['d']}",
+    description=("y[i] = sigmoid(params[0] x[i][0] + ... + params[d-1] x[i][d-1] + params[d]) for every sample i < n; "
+                 "x is n-by-d, row-major; params holds the d weights and then the bias. One thread per sample."),
+)
+
+# ------------------------------------------------------------ minibatch gradient sum
+
+
+def _sum_inputs(shape, rng):
+    n, k = int(shape["n"]), int(shape["k"])
+    return {"grads": varied(rng, (n, k), 1.0), "total": None, "n": n, "k": k}
+
+
+def _sum_reference(inputs):
+    return {"total": inputs["grads"].astype(np.float64).sum(axis=0)}
+
+
+def _sum_scale(inputs):
+    # Relative to the column sums of |grads|: a float32 sum in any order (one atomicAdd per element
+    # included) stays within about eps * sqrt(n) of it; partial sums rounded through float16 do not.
+    g = inputs["grads"]
+    n = max(1, g.shape[0])
+    factor = 1.0 + 0.5 * F32_EPS * np.sqrt(n) / 1e-5
+    return {"total": np.abs(g).astype(np.float64).sum(axis=0) * factor}
+
+
+def _n_k(shape):
+    return int(shape["n"]), int(shape["k"])
+
+
+def _sum_launch(shape, launch) -> LaunchConfig:
+    return LaunchConfig(grid=(launch["grid"], launch["grid_y"], 1), block=(launch["block"], 1, 1), shared=launch["shared"])
+
+
+def _secret_sum_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
+    block = int(launch.get("block", 256))
+    n = block * int(rng.integers(3, 60)) + int(rng.integers(1, max(2, block)))
+    return [{"n": n, "k": int(rng.integers(2, 6))}]
+
+
+def _reference_sum_launch(shape) -> LaunchConfig:
+    n, k = _n_k(shape)
+    return LaunchConfig((ceil_div(n, 256), k, 1), (256, 1, 1), 0)
+
+
+GRADIENT_SUM = Exercise(
+    name="gradient_sum",
+    title="Summing per-sample gradients over a minibatch",
+    kernel="gradient_sum",
+    signature="gradient_sum(const float* grads, float* total, int n, int k)",
+    args=(Arg("grads", "in"), Arg("total", "out", init="zeros"), Arg("n", "scalar"), Arg("k", "scalar")),
+    make_inputs=_sum_inputs,
+    reference=_sum_reference,
+    error_scale=_sum_scale,
+    rtol=1e-5,
+    atol=1e-30,
+    visible_shapes=({"n": 1, "k": 3}, {"n": 100, "k": 3}, {"n": 256, "k": 2}, {"n": 1000, "k": 1}, {"n": 4099, "k": 3}),
+    hidden_shapes=({"n": 31, "k": 5}, {"n": 257, "k": 4}, {"n": 10007, "k": 3}, {"n": 65537, "k": 2}),
+    secret_shapes=_secret_sum_shapes,
+    launch_keys=(
+        BLOCK,
+        LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(int(shape["n"]), launch["block"]),
+                  help="blocks along x; default ceil(n / block)"),
+        LaunchKey("grid_y", 1, 65535, default=lambda shape, launch: int(shape["k"]),
+                  help="blocks along y; default k (one row of blocks per column, as the tree reference); "
+                       "set grid_y=1 for a kernel that loops over the columns itself"),
+        LaunchKey("shared", 0, 227 * 1024, default=0, help="bytes of dynamic shared memory per block; default 0"),
+    ),
+    launch_config=_sum_launch,
+    correctness_points=5.0,
+    speed_points=3.0,
+    reference_kernel=ReferenceKernel(topic="perceptron", kernel="gradient_sum_tree", launch=_reference_sum_launch),
+    flops=lambda shape: 1.0 * _n_k(shape)[0] * _n_k(shape)[1],
+    bytes_moved=lambda shape: 4.0 * _n_k(shape)[0] * _n_k(shape)[1],
+    timing_shape={"n": 2**24 + 3, "k": 3},
+    label=lambda shape: f"n={shape['n']}, k={shape['k']}",
+    description=("total[j] = grads[0][j] + ... + grads[n-1][j] for every column j < k of the n-by-k row-major matrix "
+                 "grads (one row of per-sample gradients per sample). total holds zeros before the launch; "
+                 "atomicAdd of per-block partial sums is allowed. Speed is compared with gradient_sum_tree."),
+)
+
+EXERCISES = [PERCEPTRON_FORWARD, GRADIENT_SUM]

@@ -1,0 +1,213 @@
+"""Grades out of the gradebook: CSV and Gradescope's ``results.json``.
+
+Scores come from nbgrader's gradebook (what ``autograder grade`` wrote, plus any
+manual grades and late penalties). The feedback text of each test cell comes
+from the autograded notebook, and the device, backend, status and speed-up of
+each exercise from the ``<notebook>.results.json`` written beside it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from typing import Any
+
+import nbformat
+
+from autograder.nbgrader_bridge import RESULTS_SUFFIX, speedup_of
+
+
+def _cell_outputs(nb_path: str) -> dict[str, str]:
+    """grade_id -> the stdout text of that test cell in the autograded notebook."""
+    if not os.path.exists(nb_path):
+        return {}
+    nb = nbformat.read(nb_path, as_version=4)
+    out = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and "grade_id" in meta:
+            out[meta["grade_id"]] = "".join(
+                o.get("text", "") for o in cell.get("outputs", [])
+                if o.get("output_type") == "stream" and o.get("name") == "stdout"
+            )
+    return out
+
+
+def _results_file(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def collect(cd, assignment: str) -> list[dict]:
+    """One row per student who has a submission of ``assignment`` in the gradebook."""
+    from nbgrader.api import Gradebook
+
+    from autograder.nbgrader_bridge import grade_target
+
+    rows = []
+    with Gradebook(cd.db_url, cd.course_id) as gb:
+        ass = gb.find_assignment(assignment)
+        cell_targets = {}
+        for nb in ass.notebooks:
+            for sc in nb.source_cells:
+                target = grade_target(sc.source) if sc.cell_type == "code" else None
+                if target is not None:
+                    cell_targets[(nb.name, sc.name)] = target
+        for sub in sorted(ass.submissions, key=lambda s: s.student.id):
+            student = sub.student.id
+            row: dict[str, Any] = {
+                "student": student,
+                "assignment": assignment,
+                "timestamp": sub.timestamp.isoformat() if sub.timestamp else "",
+                "score": float(sub.score),
+                "max_score": float(sub.max_score),
+                "late_penalty": float(sub.late_submission_penalty or 0.0),
+                "needs_manual_grade": bool(sub.needs_manual_grade),
+                "cells": [],
+                "exercises": {},
+                "grading_seconds": 0.0,
+            }
+            for snb in sub.notebooks:
+                folder = cd.format_path(cd.autograded_directory, student, assignment)
+                texts = _cell_outputs(os.path.join(folder, snb.name + ".ipynb"))
+                results = _results_file(os.path.join(folder, snb.name + RESULTS_SUFFIX))
+                row["grading_seconds"] += float(results.get("grading_seconds", 0.0))
+                for name, res in results.get("exercises", {}).items():
+                    row["exercises"][name] = res
+                order = {gid: i for i, gid in enumerate(texts)}
+                for grade in sorted(snb.grades, key=lambda g: (order.get(g.name, len(order)), g.name)):
+                    target = cell_targets.get((snb.name, grade.name))
+                    row["cells"].append({
+                        "notebook": snb.name,
+                        "grade_id": grade.name,
+                        "exercise": target.exercise if target else "",
+                        "part": target.part if target else "",
+                        "score": float(grade.score),
+                        "max_score": float(grade.max_score),
+                        "output": texts.get(grade.name, ""),
+                    })
+            rows.append(row)
+    return rows
+
+
+def _speedup(res: dict) -> str:
+    class _R:  # speedup_of reads .timing
+        timing = res.get("timing")
+
+    value = speedup_of(_R)
+    return f"{value:.3f}" if value else ""
+
+
+def write_csv(rows: list[dict], path: str) -> None:
+    grade_ids = []
+    exercises = []
+    for row in rows:
+        for c in row["cells"]:
+            if c["grade_id"] not in grade_ids:
+                grade_ids.append(c["grade_id"])
+            if c["exercise"] and c["exercise"] not in exercises:
+                exercises.append(c["exercise"])
+        for name in row["exercises"]:
+            if name not in exercises:
+                exercises.append(name)
+    header = ["student", "assignment", "timestamp", "score", "max_score", "late_penalty", "final_score"]
+    header += grade_ids
+    for name in exercises:
+        header += [f"{name}_status", f"{name}_speedup"]
+    header += ["backend", "device", "driver", "grading_seconds"]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for row in rows:
+            by_id = {c["grade_id"]: c["score"] for c in row["cells"]}
+            res = row["exercises"]
+            backends = sorted({r.get("backend", "") for r in res.values() if r.get("backend")})
+            devices = sorted({r.get("device", "") for r in res.values() if r.get("device")})
+            line = [row["student"], row["assignment"], row["timestamp"], _num(row["score"]),
+                    _num(row["max_score"]), _num(row["late_penalty"]),
+                    _num(max(row["score"] - row["late_penalty"], 0.0))]
+            line += [_num(by_id[g]) if g in by_id else "" for g in grade_ids]
+            for name in exercises:
+                r = res.get(name, {})
+                line += [r.get("status", ""), _speedup(r)]
+            drivers = sorted({str((r.get("timing") or {}).get("driver")) for r in res.values()
+                              if (r.get("timing") or {}).get("driver")})
+            line += ["; ".join(backends), "; ".join(devices), "; ".join(drivers), f"{row['grading_seconds']:.1f}"]
+            w.writerow(line)
+
+
+def _num(x: float) -> str:
+    """Whole numbers without ".0"; anything else exactly (float(text) == x)."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
+def gradescope_results(row: dict) -> dict:
+    """Gradescope's results.json for one student's row."""
+    tests = []
+    for c in row["cells"]:
+        name = f"{c['exercise']} ({c['part']})" if c["exercise"] else c["grade_id"]
+        tests.append({
+            "name": name,
+            "score": c["score"],
+            "max_score": c["max_score"],
+            "output": c["output"],
+            "status": "passed" if c["score"] >= c["max_score"] else "failed",
+        })
+    devices = sorted({r.get("device", "") for r in row["exercises"].values() if r.get("device")})
+    backends = sorted({r.get("backend", "") for r in row["exercises"].values() if r.get("backend")})
+    final = max(row["score"] - row["late_penalty"], 0.0)
+    summary = [f"Graded on {', '.join(devices) or 'unknown device'} ({', '.join(backends) or '-'})."]
+    for name, r in row["exercises"].items():
+        sp = _speedup(r)
+        summary.append(f"{name}: {r.get('status', '?')}" + (f", {float(sp):.2f}x the reference kernel" if sp else ""))
+    if row["late_penalty"]:
+        summary.append(f"Late penalty: -{row['late_penalty']:g} points.")
+    return {
+        "score": final,
+        "execution_time": round(row.get("grading_seconds", 0.0), 1),
+        "output": "\n".join(summary),
+        "tests": tests,
+        "extra_data": {
+            "devices": devices,
+            "backends": backends,
+            "exercises": {
+                name: {k: r.get(k) for k in ("status", "device", "backend", "timing", "speed_measured")}
+                for name, r in row["exercises"].items()
+            },
+        },
+    }
+
+
+def write_gradescope(rows: list[dict], directory: str) -> list[str]:
+    paths = []
+    for row in rows:
+        folder = os.path.join(directory, row["student"])
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, "results.json")
+        with open(path, "w") as f:
+            json.dump(gradescope_results(row), f, indent=1)
+            f.write("\n")
+        paths.append(path)
+    return paths
+
+
+def gradescope_from_grading(grading, cells: list[dict]) -> dict:
+    """results.json straight from a NotebookGrading (no gradebook)."""
+    from autograder.nbgrader_bridge import part_feedback, part_points
+
+    row = {"score": 0.0, "late_penalty": 0.0, "cells": [], "exercises": {},
+           "grading_seconds": grading.total_seconds}
+    data = grading.to_json()
+    row["exercises"] = data["exercises"]
+    for c in cells:
+        result = grading.results[c["exercise"]]
+        awarded = part_points(result, c["part"], c["points"])
+        row["score"] += awarded
+        row["cells"].append({**c, "score": awarded, "max_score": c["points"],
+                             "output": part_feedback(result, c["part"], c["points"], awarded)})
+    return gradescope_results(row)

@@ -1,0 +1,510 @@
+"""Grade one submission in a fresh child process, and the child's side of that.
+
+The parent (the grader, holding the secret) starts ``python -I`` with a
+scrubbed environment, its working directory an empty temporary directory,
+its own session (so the whole process group can be killed), and limits on
+CPU time, file size and core dumps; it polls the child's memory and kills it
+past a limit, and kills it at a hard wall-clock deadline.
+
+What crosses into the child, on its stdin (then closed): the exercise name,
+the kernel source text, the launch integers, and the list of cases to run
+(shape, seed) -- the seeds derived in the parent from the secret, the
+student id and the exercise, so the secret itself never leaves the parent
+and nothing about the hidden cases is ever written to a file.
+
+What comes back: JSON lines on a separate pipe whose descriptor the child is
+given (stdout and stderr, where a kernel's printf goes, are only captured as
+a log), each line tagged with a random nonce the parent chose.  A line per
+finished case arrives as the check runs, so a hang or a crash in the middle
+still reports which cases passed and where it stopped.
+
+A hung kernel, an illegal address, a compile error, a crash or a huge
+allocation costs that exercise only: the parent turns any of them into an
+:class:`~autograder.result.ExerciseResult` with a status and a message.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import resource
+import secrets as _secrets
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .exercise import Exercise, LaunchError
+from .result import ExerciseResult, ShapeResult
+from .submission import KernelSubmission
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SECRET_ENV = "DLK_GRADER_SECRET"
+#: Environment variables the child may see (besides those set below).
+PASS_ENV = (
+    "PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
+    "DLK_BACKEND", "DLK_GPU_TIMEOUT", "SYSTEMROOT",
+)
+PASS_ENV_PREFIXES = ("DLK_EMULATOR_",)
+#: Resident memory a grading child (with its compiler and emulator worker) may use.
+MEMORY_LIMIT_CPU = 4 * 2**30
+MEMORY_LIMIT_GPU = 16 * 2**30  # timing holds several large input sets and their float64 references
+LOG_LIMIT = 4000  # characters of captured stdout/stderr kept
+
+
+# ------------------------------------------------------------------ seeds
+def derive_seed(secret: bytes, student_id: str, exercise: str, case: int, repeat: int) -> int:
+    """A 63-bit seed from the grading secret; unguessable without the secret."""
+    message = f"{student_id}\0{exercise}\0{case}\0{repeat}".encode()
+    return int.from_bytes(hmac.new(secret, message, hashlib.sha256).digest()[:8], "little") >> 1
+
+
+VISIBLE_SEED_BASE = 20240917  # visible cases use fixed, public seeds (check() shows them)
+
+
+def plan_cases(ex: Exercise, launch: dict, mode: str, secret: bytes, student_id: str) -> list[dict]:
+    """The cases to run: one per (shape, seed); hidden ones get seeds from the secret."""
+    cases = []
+    for index, shape in enumerate(ex.visible_shapes):
+        for rep in range(ex.visible_seeds):
+            cases.append({"shape": dict(shape), "seed": VISIBLE_SEED_BASE + 1000 * index + rep, "visible": True, "seed_index": rep})
+    if mode == "hidden":
+        # Visible shapes again with fresh secret seeds, then the hidden shapes.
+        shapes = list(ex.visible_shapes) + list(ex.hidden_shapes)
+        if ex.secret_shapes is not None:
+            rng = np.random.default_rng(derive_seed(secret, student_id, ex.name, -1, 0))
+            shapes += list(ex.secret_shapes(rng, launch))
+        for index, shape in enumerate(shapes):
+            for rep in range(ex.hidden_seeds):
+                cases.append({"shape": dict(shape), "seed": derive_seed(secret, student_id, ex.name, index, rep),
+                              "visible": False, "seed_index": rep})
+    return cases
+
+
+def _resolve_secret(secret: bytes | None) -> bytes:
+    if secret is not None:
+        return secret if isinstance(secret, bytes) else str(secret).encode()
+    env = os.environ.get(SECRET_ENV)
+    if env:
+        return env.encode()
+    # No secret held: fresh seeds for this run only (nothing to reproduce them from).
+    return _secrets.token_bytes(32)
+
+
+# ------------------------------------------------------------------ parent
+def _build_cache_dir() -> str:
+    """Where the child caches compiled kernels (emulator builds are keyed by a hash of the source)."""
+    return os.environ.get("DLK_CACHE_DIR") or str(Path.home() / ".cache" / "dlk-grader")
+
+
+def _child_env(tmp: str, backend: str | None, limit: float) -> dict:
+    env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
+    env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update({
+        "HOME": tmp, "TMPDIR": tmp, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+        "MPLBACKEND": "Agg", "DLK_EMULATOR_SANDBOX": "1", "OMP_NUM_THREADS": "1",
+        # Builds are written by the grader's own code in the child, never by a kernel
+        # (kernels run under the emulator's sandbox, which forbids writing files).
+        "DLK_CACHE_DIR": _build_cache_dir(),
+        # One launch may not use the whole limit, so that a hang is reported by the
+        # emulator (naming the kernel) before the process is killed.
+        "DLK_EMULATOR_TIMEOUT": str(max(2.0, min(float(os.environ.get("DLK_EMULATOR_TIMEOUT", 60)), 0.6 * limit))),
+        "DLK_GPU_TIMEOUT": str(max(2.0, min(float(os.environ.get("DLK_GPU_TIMEOUT", 120)), 0.6 * limit))),
+    })
+    if backend:
+        env["DLK_BACKEND"] = backend
+    return env
+
+
+def _apply_limits(cpu_s: float, file_bytes: int) -> None:
+    """Limits of the grading child, set by the child itself first thing (inherited by the
+    compiler and the emulator's worker).  Not a preexec_fn: that is unsafe in a threaded
+    parent such as a notebook kernel."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    cpu = int(cpu_s) + 5
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard == resource.RLIM_INFINITY or hard > cpu + 5:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+
+
+def _rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` and its children (the compiler, say), from /proc."""
+    total = 0
+    try:
+        pids = [pid]
+        children = Path(f"/proc/{pid}/task/{pid}/children")
+        if children.exists():
+            pids += [int(p) for p in children.read_text().split()]
+        for p in pids:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return total
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+
+
+def _base_result(ex: Exercise | None, sub: KernelSubmission, mode: str, status: str, message: str) -> ExerciseResult:
+    return ExerciseResult(
+        exercise=sub.exercise,
+        status=status,
+        correctness_max=ex.correctness_points if ex else 0.0,
+        speed_max=ex.speed_points if ex else 0.0,
+        message=message,
+        mode=mode,
+        launch=dict(sub.launch),
+    )
+
+
+def grade_submission(
+    sub: KernelSubmission,
+    mode: str = "hidden",
+    secret: bytes | None = None,
+    student_id: str = "",
+    timeout_s: float | None = None,
+    backend: str | None = None,
+    memory_limit: int | None = None,
+) -> ExerciseResult:
+    """Check (and on a GPU, in hidden mode, time) one submission in a fresh child process.
+
+    ``mode="visible"``: the visible shapes with public seeds (what ``check()``
+    runs).  ``mode="hidden"``: visible and hidden shapes with seeds derived
+    from ``secret`` (or ``$DLK_GRADER_SECRET``, or a fresh random one), and
+    speed on a GPU.  ``backend`` forces "gpu" or "cpu" in the child (default:
+    ``$DLK_BACKEND``, else the child's own choice).  Never raises for
+    anything the submission does.
+    """
+    from .exercises import all_exercises
+
+    if mode not in ("visible", "hidden"):
+        raise ValueError(f"mode must be 'visible' or 'hidden', not {mode!r}")
+    ex = all_exercises().get(sub.exercise)
+    if ex is None:
+        known = ", ".join(sorted(all_exercises()))
+        return _base_result(None, sub, mode, "invalid_launch",
+                            f"There is no exercise called '{sub.exercise}' (the name after %%cuda). Known exercises: {known}.")
+    if sub.parse_error:
+        return _base_result(ex, sub, mode, "invalid_launch", f"The %%cuda line could not be read: {sub.parse_error}.")
+    try:
+        launch = ex.validate_launch(sub.launch)
+    except LaunchError as exc:
+        return _base_result(ex, sub, mode, "invalid_launch", f"Launch configuration refused: {exc}.")
+    if not sub.source.strip():
+        return _base_result(ex, sub, mode, "compile_error", f"The '%%cuda {ex.name}' cell is empty: write the kernel {ex.signature} in it.")
+
+    secret_bytes = _resolve_secret(secret)
+    cases = plan_cases(ex, launch, mode, secret_bytes, student_id)
+    limit = float(timeout_s if timeout_s is not None else (ex.time_limit_s if mode == "hidden" else ex.visible_time_limit_s))
+    nonce = _secrets.token_hex(16)
+    request = {
+        "exercise": ex.name,
+        "source": sub.source,
+        "cell_line": sub.cell_line,
+        "launch": launch,
+        "mode": mode,
+        "cases": cases,
+        "nonce": nonce,
+        "cpu_limit_s": limit * 2 + 30,
+        "file_limit_bytes": 512 * 2**20,
+    }
+    started = time.monotonic()
+    lock = _gpu_lock(mode, backend)
+    if memory_limit is None:
+        memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
+    with lock:
+        result = _run_child(ex, sub, request, limit, backend, memory_limit)
+    result.elapsed_s = round(time.monotonic() - started, 3)
+    return result
+
+
+class _gpu_lock:
+    """One timed grading job per machine at a time: an exclusive lock file around hidden GPU runs."""
+
+    def __init__(self, mode: str, backend: str | None):
+        choice = (backend or os.environ.get("DLK_BACKEND", "auto")).lower()
+        self.wants_gpu = choice == "gpu" or (choice == "auto" and _pycuda_importable())
+        self.path = Path(tempfile.gettempdir()) / f"dlk-gpu-grading-{os.getuid()}.lock" if mode == "hidden" and self.wants_gpu else None
+        self.fd: int | None = None
+
+    def __enter__(self):
+        if self.path is not None:
+            import fcntl
+
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            os.close(self.fd)  # releases the lock
+        return False
+
+
+def _pycuda_importable() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pycuda") is not None
+
+
+def _import_path() -> list[str]:
+    """The repository, then the grader's own import path (PyCUDA may come from PYTHONPATH),
+    without the current directory: a student's folder must not shadow a module."""
+    cwd = os.path.realpath(os.getcwd())
+    path = [str(REPO_ROOT)]
+    for entry in sys.path:
+        if not entry or entry == "." or os.path.realpath(entry) == cwd and os.path.realpath(entry) != str(REPO_ROOT):
+            continue
+        if entry not in path:
+            path.append(entry)
+    return path
+
+
+def _child_command() -> list[str]:
+    # -I: no user site, no PYTHONPATH, no current directory on sys.path; the
+    # import path is set explicitly from the grader's own.
+    bootstrap = (
+        "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
+        "from autograder.isolation import child_main; child_main()"
+    )
+    return [sys.executable, "-I", "-c", bootstrap, json.dumps(_import_path())]
+
+
+def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float, backend: str | None, memory_limit: int) -> ExerciseResult:
+    nonce = request["nonce"]
+    with tempfile.TemporaryDirectory(prefix="dlk-grade-") as tmp:
+        read_fd, write_fd = os.pipe()
+        request["result_fd"] = write_fd
+        try:
+            proc = subprocess.Popen(
+                _child_command(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=tmp,
+                env=_child_env(tmp, backend, limit),
+                pass_fds=(write_fd,),
+                start_new_session=True,
+            )
+        finally:
+            os.close(write_fd)
+        try:
+            proc.stdin.write(json.dumps(request, default=_json_default).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+
+        events: list[dict] = []
+        log = bytearray()
+        buffer = b""
+        final: dict | None = None
+        killed_for = ""
+        deadline = time.monotonic() + limit
+        sel = selectors.DefaultSelector()
+        sel.register(read_fd, selectors.EVENT_READ, "result")
+        sel.register(proc.stdout, selectors.EVENT_READ, "log")
+        open_streams = 2
+        try:
+            while open_streams:
+                now = time.monotonic()
+                if now > deadline:
+                    killed_for = "timeout"
+                    break
+                for key, _ in sel.select(timeout=min(0.1, max(0.0, deadline - now))):
+                    if key.data == "result":
+                        chunk = os.read(read_fd, 65536)
+                    else:
+                        chunk = os.read(proc.stdout.fileno(), 65536)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        open_streams -= 1
+                        continue
+                    if key.data == "log":
+                        if len(log) < 4 * LOG_LIMIT:
+                            log += chunk
+                        continue
+                    buffer += chunk
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        try:
+                            msg = json.loads(line)
+                        except ValueError:
+                            continue
+                        if not isinstance(msg, dict) or msg.get("nonce") != nonce:
+                            continue  # not from the checker
+                        if msg.get("event") == "result":
+                            final = msg.get("result")
+                        else:
+                            events.append(msg)
+                if _rss_bytes(proc.pid) > memory_limit:
+                    killed_for = "memory"
+                    break
+        finally:
+            sel.close()
+            if killed_for or proc.poll() is None:
+                if killed_for:
+                    _kill_group(proc)
+                try:
+                    proc.wait(timeout=max(1.0, deadline - time.monotonic() + 5) if not killed_for else 10)
+                except subprocess.TimeoutExpired:
+                    killed_for = killed_for or "timeout"
+                    _kill_group(proc)
+                    proc.wait()
+            else:
+                # The child closed its pipes; make sure no grandchild lingers in the group.
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            os.close(read_fd)
+            proc.stdout.close()
+        log_text = log.decode(errors="replace")[-LOG_LIMIT:]
+
+    if final is not None and not killed_for:
+        result = ExerciseResult.from_dict(final)
+        if log_text.strip():
+            result.log = (result.log + "\n" if result.log else "") + "output:\n" + log_text
+        return result
+    return _result_without_report(ex, sub, request, events, killed_for, proc.returncode, log_text, limit, memory_limit)
+
+
+def _result_without_report(ex, sub, request, events, killed_for, returncode, log_text, limit, memory_limit) -> ExerciseResult:
+    shapes = [ShapeResult(**_shape_fields(e["case"])) for e in events if e.get("event") == "case"]
+    running = next((e for e in reversed(events) if e.get("event") == "start_case"), None)
+    done = len(shapes)
+    where = ""
+    if running is not None and running.get("index", -1) >= done:
+        c = request["cases"][running["index"]]
+        where = f" while running {'the visible' if c['visible'] else 'a hidden'} case {ex.shape_label(c['shape'])}"
+    stage = next((e.get("stage") for e in reversed(events) if e.get("event") == "stage"), "")
+    if stage == "compile" and running is None:
+        where = " while compiling"
+    elif stage == "timing":
+        where = " while timing the kernel"
+    if killed_for == "timeout":
+        status = "timeout"
+        message = (
+            f"The check did not finish within {limit:.0f} s{where}, so it was stopped. "
+            f"A kernel that never returns usually has a loop whose index does not advance (a grid-stride step of 0, "
+            f"a `while` without progress) or a __syncthreads() that some threads of the block never reach."
+        )
+    elif killed_for == "memory":
+        status = "crashed"
+        message = f"The check used more than {memory_limit / 2**30:.1f} GiB of memory{where} and was stopped."
+    else:
+        status = "crashed"
+        if returncode is not None and returncode < 0:
+            try:
+                sig = signal.Signals(-returncode).name
+            except ValueError:
+                sig = f"signal {-returncode}"
+            how = f"was killed by {sig}"
+        else:
+            how = f"exited (status {returncode}) without a result"
+        message = (
+            f"The process checking the kernel {how}{where}. This usually means the kernel wrote far outside its "
+            f"buffers (a missing bounds check) and corrupted memory."
+        )
+    if shapes:
+        message += f" {sum(s.passed for s in shapes)} of {len(shapes)} cases finished before that passed."
+    result = ExerciseResult(
+        exercise=ex.name,
+        status=status,
+        correctness_max=ex.correctness_points,
+        speed_max=ex.speed_points,
+        shapes=shapes,
+        message=message,
+        mode=request["mode"],
+        launch=dict(request["launch"]),
+        log=log_text,
+    )
+    return result
+
+
+def _shape_fields(d: dict) -> dict:
+    from dataclasses import fields
+
+    names = {f.name for f in fields(ShapeResult)}
+    return {k: v for k, v in d.items() if k in names}
+
+
+def _json_default(value):
+    """NumPy scalars and arrays (from an exercise's shapes or timings) as plain JSON values."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot send {type(value).__name__} to or from the grading process")
+
+
+# ------------------------------------------------------------------ child
+class _Channel:
+    """The child's end of the result pipe: one JSON line per message, tagged with the nonce."""
+
+    def __init__(self, fd: int, nonce: str):
+        self.fd = fd
+        self.nonce = nonce
+
+    def send(self, event: str, **payload) -> None:
+        from .result import _clean
+
+        data = json.dumps(_clean({"nonce": self.nonce, "event": event, **payload}), allow_nan=False,
+                          default=_json_default).encode() + b"\n"
+        view = memoryview(data)
+        while view:
+            written = os.write(self.fd, view)
+            view = view[written:]
+
+
+def child_main() -> None:
+    """Entry point of the grading child: read the request, check, report, exit."""
+    request = json.loads(sys.stdin.buffer.read())
+    sys.stdin.close()
+    _apply_limits(float(request.get("cpu_limit_s", 300)), int(request.get("file_limit_bytes", 512 * 2**20)))
+    # Move the result pipe to an unpredictable high descriptor, away from the
+    # low numbers a kernel's code might guess.
+    import fcntl
+
+    fd = fcntl.fcntl(int(request["result_fd"]), fcntl.F_DUPFD_CLOEXEC, 100 + _secrets.randbelow(800))
+    os.close(int(request["result_fd"]))
+    channel = _Channel(fd, request["nonce"])
+    from .checker import run_request
+
+    try:
+        result = run_request(request, channel.send)
+    except BaseException as exc:  # a bug in the grader itself: report it, never a traceback as a score
+        import traceback
+
+        result = ExerciseResult(
+            exercise=request.get("exercise", ""),
+            status="crashed",
+            message=f"The grader failed while checking this kernel ({type(exc).__name__}: {exc}). Please tell the instructor.",
+            log=traceback.format_exc()[-LOG_LIMIT:],
+            mode=request.get("mode", ""),
+        )
+    channel.send("result", result=result.to_dict())
+    sys.stdout.flush()
+    os._exit(0)  # no atexit handlers of a possibly broken CUDA context
+
+
+if __name__ == "__main__":  # python -m autograder.isolation (reads a request on stdin)
+    child_main()

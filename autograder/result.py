@@ -1,0 +1,248 @@
+"""The outcome of grading one exercise: points, per-case errors, hints, timing.
+
+An :class:`ExerciseResult` is what the isolated checker sends back over its
+pipe (as JSON) and what the nbgrader side writes into the gradebook and the
+student's feedback.  Everything in it is plain data: ``to_json()`` /
+``from_json()`` round-trip exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+
+#: Every status an exercise can end in.
+STATUSES = (
+    "passed",  # every case correct
+    "failed",  # ran, but some case was wrong
+    "compile_error",  # the source did not compile, or the kernel/signature is not the one asked for
+    "launch_error",  # the kernel failed while running (illegal address, race found by the emulator, ...)
+    "timeout",  # the check did not finish within its time limit
+    "crashed",  # the checking process died (signal, memory limit) or sent no result
+    "invalid_launch",  # the launch integers are missing, unknown or out of range
+    "missing",  # no %%cuda cell for this exercise
+)
+
+
+@dataclass
+class ShapeResult:
+    """One case: one shape with one seed."""
+
+    label: str  # "n=1000003"
+    shape: dict
+    seed_index: int  # 0, 1, 2 ... (the seed itself is never reported in hidden mode)
+    visible: bool  # True for the shapes check() shows students
+    passed: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None  # |got - expected| / tolerance scale, worst element
+    first_bad_index: list[int] | None = None
+    expected: float | None = None  # at first_bad_index
+    got: float | None = None
+    n_bad: int = 0
+    n_total: int = 0
+    output: str = ""  # which output argument the numbers are about
+    hint: str = ""
+    error: str = ""  # an exception's message, when the case did not run to the end
+    error_map: dict | None = None  # {"rows": [[frac bad, ...], ...], "shape": [...]} for pictures
+
+    def summary(self) -> str:
+        tag = "PASS" if self.passed else "FAIL"
+        text = f"{tag}  {self.label:<22} seed #{self.seed_index}"
+        if self.max_abs_err is not None:
+            text += f"  max abs err {_fmt(self.max_abs_err)}  max rel err {_fmt(self.max_rel_err)}"
+        if not self.passed and self.first_bad_index is not None:
+            idx = ",".join(str(i) for i in self.first_bad_index)
+            text += f"\n        {self.n_bad} of {self.n_total} wrong; first at {self.output}[{idx}]: expected {_fmt(self.expected)}, got {_fmt(self.got)}"
+        if self.error:
+            text += "\n        " + self.error.replace("\n", "\n        ")
+        if self.hint and not self.passed:
+            text += f"\n        hint: {self.hint}"
+        return text
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return str(x)
+    return f"{x:.4g}"
+
+
+def _clean(value):
+    """JSON has no NaN/Inf: encode them as strings and decode them back."""
+    if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()  # NumPy scalars as plain Python numbers
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+_SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+
+def _unclean_number(value):
+    return _SPECIAL.get(value, value) if isinstance(value, str) else value
+
+
+@dataclass
+class ExerciseResult:
+    exercise: str
+    status: str
+    correctness_score: float = 0.0
+    correctness_max: float = 0.0
+    speed_score: float = 0.0
+    speed_max: float = 0.0
+    speed_measured: bool = False
+    shapes: list[ShapeResult] = field(default_factory=list)
+    message: str = ""  # one paragraph a student can act on
+    timing: dict | None = None  # student_ms, reference_ms, speedup, floor_ms, percent_of_floor, device, driver, clocks
+    backend: str = ""  # "gpu" | "cpu"
+    device: str = ""
+    # --- additions beyond the core fields ---
+    mode: str = "hidden"  # "visible" (check()) or "hidden" (grading)
+    launch: dict = field(default_factory=dict)  # the validated launch integers
+    speed_pending: bool = False  # correct, but speed could not be measured here (no GPU)
+    speed_note: str = ""  # why speed points were or were not given
+    log: str = ""  # compiler log / captured output, trimmed
+    elapsed_s: float = 0.0
+
+    # ------------------------------------------------------------------ points
+    @property
+    def score(self) -> float:
+        return self.correctness_score + self.speed_score
+
+    @property
+    def max_score(self) -> float:
+        return self.correctness_max + self.speed_max
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+    # -------------------------------------------------------------------- JSON
+    def to_dict(self) -> dict:
+        return _clean(asdict(self))
+
+    def to_json(self, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ExerciseResult":
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        shape_fields = {f.name for f in fields(ShapeResult)}
+        shapes = []
+        for s in kwargs.get("shapes") or []:
+            s = {k: v for k, v in s.items() if k in shape_fields}
+            for key in ("max_abs_err", "max_rel_err", "expected", "got"):
+                if key in s:
+                    s[key] = _unclean_number(s[key])
+            shapes.append(ShapeResult(**s))
+        kwargs["shapes"] = shapes
+        if kwargs.get("timing"):
+            kwargs["timing"] = {k: _unclean_number(v) for k, v in kwargs["timing"].items()}
+        return cls(**kwargs)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ExerciseResult":
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def missing(cls, exercise: str, correctness_max: float = 0.0, speed_max: float = 0.0) -> "ExerciseResult":
+        """The result for an exercise with no ``%%cuda`` cell."""
+        if not correctness_max and not speed_max:
+            try:
+                from .exercises import get_exercise
+
+                ex = get_exercise(exercise)
+                correctness_max, speed_max = ex.correctness_points, ex.speed_points
+            except Exception:
+                pass
+        return cls(
+            exercise=exercise,
+            status="missing",
+            correctness_max=correctness_max,
+            speed_max=speed_max,
+            message=f"No '%%cuda {exercise}' cell was found in the notebook, so there was nothing to grade. "
+            f"The kernel for this exercise must be in a code cell whose first line is '%%cuda {exercise} ...'.",
+        )
+
+    # ---------------------------------------------------------------- feedback
+    def feedback_text(self) -> str:
+        """Plain text for the student's feedback: status, points, each case, hints, timing."""
+        lines = [
+            f"Exercise {self.exercise}: {self.status.replace('_', ' ')}",
+            f"  correctness {self.correctness_score:g} / {self.correctness_max:g}"
+            + (f", speed {self.speed_score:g} / {self.speed_max:g}" if self.speed_max else ""),
+        ]
+        if self.backend:
+            lines.append(f"  ran on: {self.device or self.backend} ({'GPU' if self.backend == 'gpu' else 'CPU emulator'})")
+        if self.launch:
+            lines.append("  launch: " + " ".join(f"{k}={v}" for k, v in self.launch.items()))
+        if self.message:
+            lines += ["", _indent(self.message, "  ")]
+        if self.shapes:
+            lines.append("")
+            lines.append("  cases:")
+            lines += ["    " + line for line in self.case_lines()]
+        if self.timing:
+            t = self.timing
+            lines.append("")
+            if t.get("student_ms") is not None:
+                lines.append(
+                    f"  time: {_fmt(t.get('student_ms'))} ms (reference {_fmt(t.get('reference_ms'))} ms, "
+                    f"speed-up {_fmt(t.get('speedup'))}x); physical floor {_fmt(t.get('floor_ms'))} ms "
+                    f"({_fmt(t.get('percent_of_floor'))}% of the floor's speed)"
+                )
+            if t.get("device"):
+                lines.append(f"  measured on {t.get('device')}, driver {t.get('driver', '?')}, clocks {t.get('clocks', '?')}")
+        if self.speed_note:
+            lines.append("  speed: " + self.speed_note)
+        return "\n".join(lines)
+
+    def case_lines(self) -> list[str]:
+        """One line per shape whose seeds all passed; the details of every failing case."""
+        lines: list[str] = []
+        order: list[tuple[bool, str]] = []
+        groups: dict[tuple[bool, str], list[ShapeResult]] = {}
+        for s in self.shapes:
+            key = (s.visible, s.label)
+            if key not in groups:
+                order.append(key)
+                groups[key] = []
+            groups[key].append(s)
+        for key in order:
+            cases = groups[key]
+            prefix = "" if key[0] else "(hidden) "
+            if all(c.passed for c in cases):
+                worst_abs = max((c.max_abs_err for c in cases if c.max_abs_err is not None), default=None)
+                worst_rel = max((c.max_rel_err for c in cases if c.max_rel_err is not None), default=None)
+                seeds = f"{len(cases)} seeds" if len(cases) > 1 else f"seed #{cases[0].seed_index}"
+                lines.append(f"{prefix}PASS  {key[1]:<22} {seeds:<8}  max abs err {_fmt(worst_abs)}  max rel err {_fmt(worst_rel)}")
+            else:
+                failing = [c for c in cases if not c.passed]
+                lines += (prefix + failing[0].summary()).splitlines()
+                others = [f"seed #{c.seed_index} ({c.n_bad} of {c.n_total} wrong)" if c.n_total else f"seed #{c.seed_index}"
+                          for c in failing[1:]]
+                if others:
+                    lines.append(f"{prefix}      also wrong: {', '.join(others)}")
+                passed = sum(c.passed for c in cases)
+                if passed:
+                    lines.append(f"{prefix}      ({passed} other seed{'s' if passed > 1 else ''} of {key[1]} passed)")
+        return lines
+
+    def __str__(self) -> str:
+        return self.feedback_text()
+
+
+def _indent(text: str, prefix: str) -> str:
+    return "\n".join(prefix + line for line in text.splitlines())

@@ -1,0 +1,152 @@
+"""The notebook side: the ``%%cuda`` cell magic and ``check()``.
+
+In a notebook::
+
+    %load_ext autograder.student          # or: from autograder.student import *
+
+    %%cuda saxpy block=256 grid=512
+    __global__ void saxpy(int n, float alpha, const float* x, float* y) { ... }
+
+    check("saxpy")
+
+The magic compiles the cell on the current backend (the GPU, or the CPU
+emulator without one) and shows compiler messages at the cell's own line
+numbers (the ``%%cuda`` line is line 1).  ``check()`` runs the visible cases
+in a separate process, exactly as grading does, and prints a report; where
+it helps it draws where the errors are.  Grading never runs this module: it
+reads the ``%%cuda`` cells from the notebook file (see
+:mod:`autograder.submission`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .result import ExerciseResult
+from .submission import KernelSubmission, parse_magic_line
+
+__all__ = ["check", "submission", "load_ipython_extension"]
+
+#: The last ``%%cuda`` cell run for each exercise (this notebook session).
+_SUBMISSIONS: dict[str, KernelSubmission] = {}
+#: The result of the last ``check()``.
+last_result: ExerciseResult | None = None
+
+
+def compile_cell(line: str, cell: str, out=None) -> KernelSubmission | None:
+    """What ``%%cuda`` does: parse the line, compile the body, remember it for ``check()``."""
+    out = out or sys.stdout
+    err = sys.stderr
+    parsed = parse_magic_line(line)
+    if parsed.error:
+        print(f"%%cuda: {parsed.error}", file=err)
+        return None
+    name = parsed.exercise
+    sub = KernelSubmission(exercise=name or "", source=cell, launch=dict(parsed.launch), cell_line=2)
+
+    from kernels.runtime import errors
+    from kernels.runtime.module import compile_source
+
+    try:
+        module = compile_source(sub.compile_source(), name=f"{name or 'cell'}.cu")
+    except errors.KernelCompileError as exc:
+        print(str(exc), file=err)
+        print("(line numbers are those of this cell; the %%cuda line is line 1)", file=err)
+        if name:
+            _SUBMISSIONS[name] = sub  # check() reports the compile error too
+        return sub
+    except errors.KernelError as exc:
+        print(f"%%cuda: {exc}", file=err)
+        return sub
+    backend = module.backend.name
+    kernels = ", ".join(module.kernel_names) or "no __global__ functions"
+    print(f"compiled on the {'GPU' if backend == 'gpu' else 'CPU emulator'}: {kernels}", file=out)
+    if name:
+        _warn_exercise(name, sub, module, err)
+        _SUBMISSIONS[name] = sub
+    return sub
+
+
+def _warn_exercise(name: str, sub: KernelSubmission, module, err) -> None:
+    from .checker import check_signature
+    from .exercise import LaunchError
+    from .exercises import all_exercises
+
+    ex = all_exercises().get(name)
+    if ex is None:
+        print(f"note: there is no exercise '{name}' (known: {', '.join(sorted(all_exercises()))}); "
+              f"the cell compiled but cannot be checked", file=err)
+        return
+    problem = check_signature(ex, module)
+    if problem:
+        print(f"note: {problem}", file=err)
+    try:
+        ex.validate_launch(sub.launch)
+    except LaunchError as exc:
+        print(f"note: launch configuration: {exc}", file=err)
+
+
+def submission(name: str) -> KernelSubmission | None:
+    """The last ``%%cuda <name>`` cell run in this session."""
+    return _SUBMISSIONS.get(name)
+
+
+def check(name: str, plot: bool = True, timeout_s: float | None = None) -> None:
+    """Run the visible tests of exercise ``name`` on the kernel of the last ``%%cuda name`` cell."""
+    global last_result
+    sub = _SUBMISSIONS.get(name)
+    if sub is None:
+        print(f"No kernel for '{name}' yet: run the cell that starts with '%%cuda {name} ...' first.")
+        return None
+    from kernels.runtime import select
+
+    from .isolation import grade_submission
+    from .report import check_text, plot_error_maps
+
+    try:
+        backend = select.current_backend().name
+    except Exception:
+        backend = None
+    result = grade_submission(sub, mode="visible", backend=backend, timeout_s=timeout_s)
+    last_result = result
+    print(check_text(result))
+    if plot and result.status == "failed":
+        try:
+            fig = plot_error_maps(result)
+        except Exception:
+            fig = None
+        if fig is not None:
+            try:
+                from IPython.display import display
+
+                display(fig)
+                import matplotlib.pyplot as plt
+
+                plt.close(fig)
+            except ImportError:
+                pass
+    return None
+
+
+def cuda(line: str, cell: str) -> None:
+    """The ``%%cuda`` cell magic."""
+    compile_cell(line, cell)
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext autograder.student``: register ``%%cuda`` and put ``check`` in the namespace."""
+    ipython.register_magic_function(cuda, magic_kind="cell", magic_name="cuda")
+    ipython.user_ns.setdefault("check", check)
+
+
+def _register_if_interactive() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    ip = get_ipython()
+    if ip is not None:
+        load_ipython_extension(ip)
+
+
+_register_if_interactive()

@@ -1,0 +1,322 @@
+"""How the grader times a kernel and turns the time into speed points (GPU only).
+
+Runs inside the grading child, with trusted code only (a student cannot patch
+it: their Python never runs there).  The policy:
+
+* CUDA events recorded on a stream the grader creates; each call timed on its
+  own, never a batch divided by its count;
+* the student's kernel and the reference kernel alternate (reference,
+  student, reference, ...) in the same process, after 3 untimed warm-up pairs;
+* before every timed call: the working buffers are reset from pristine device
+  copies of one of several freshly generated input sets (rotating, so output
+  cached from an earlier call is wrong), then L2 is flushed by writing a
+  buffer twice its size, then the start event is recorded;
+* after every timed call the whole context is synchronised (work left running
+  on another stream is waited for) and the student's output is re-validated
+  against the host's float64 reference for that input set: a random sample of
+  elements on every call, every element on the first, a middle and the last;
+* samples until the standard error of the mean is under 1 % of the mean for
+  both kernels (at least 10 pairs) or 100 pairs; the medians are compared;
+* a time below the physical floor (bytes over the peak bandwidth, flops over
+  the peak rate) is an error, not a record: no speed points and a failed
+  status;
+* speed points in bands of the speed-up over the reference, only for a kernel
+  that passed every correctness case.
+
+Everything that imports PyCUDA does so inside the functions, so this module
+imports on a machine without it.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import time
+
+import numpy as np
+
+from .exercise import Exercise, LaunchError
+
+WARMUP_PAIRS = 3
+MIN_PAIRS = 10
+MAX_PAIRS = 100
+QUICK_MIN, QUICK_MAX = 5, 15
+TARGET_STDERR = 0.01
+INPUT_SETS = 2
+SAMPLE_ELEMENTS = 65536
+#: A measured time this far below the floor is impossible (event resolution and clock drift allowance).
+FLOOR_MARGIN = 0.9
+#: Generous peak FP32 rate per SM per clock (flops): 128 FMA lanes x 2, doubled for safety.
+FLOPS_PER_SM_CLOCK = 512
+
+
+def speed_points(ex: Exercise, timing: dict) -> tuple[float, str]:
+    """(points, explanation) from a timing: 0 below the floor, else by the exercise's bands."""
+    if timing.get("below_floor"):
+        return 0.0, (
+            f"rejected: {timing['student_ms']:.4g} ms is below the physical floor of {timing['floor_ms']:.4g} ms "
+            f"({ex.bytes_moved(timing['shape']):.3g} bytes at {timing['peak_bandwidth_gbs']:.0f} GB/s): the kernel cannot "
+            f"have done all the work in that time (skipped or cached work?)"
+        )
+    speedup = float(timing["speedup"])
+    for minimum, fraction in ex.speed_bands:
+        if speedup >= minimum:
+            points = round(ex.speed_points * fraction, 4)
+            return points, f"{speedup:.2f}x the reference's speed (band >= {minimum:g}x): {points:g} of {ex.speed_points:g} points"
+    lowest = ex.speed_bands[-1][0] if ex.speed_bands else 0
+    return 0.0, f"{speedup:.2f}x the reference's speed, below the lowest band ({lowest:g}x): no speed points"
+
+
+def stderr_fraction(samples: list[float]) -> float:
+    if len(samples) < 2:
+        return float("inf")
+    mean = statistics.fmean(samples)
+    return statistics.stdev(samples) / len(samples) ** 0.5 / mean if mean > 0 else float("inf")
+
+
+def enough_samples(ref: list[float], stu: list[float], minimum: int, maximum: int, target: float = TARGET_STDERR) -> bool:
+    n = min(len(ref), len(stu))
+    if n >= maximum:
+        return True
+    return n >= minimum and stderr_fraction(ref) < target and stderr_fraction(stu) < target
+
+
+def physical_floor_ms(ex: Exercise, shape: dict, peak_bandwidth: float, peak_flops: float) -> float:
+    return 1e3 * max(ex.bytes_moved(shape) / peak_bandwidth, ex.flops(shape) / peak_flops)
+
+
+# ------------------------------------------------------------------ GPU side
+_poison = None
+
+
+def poison_shared_memory(backend) -> None:
+    """Write NaN into as much shared memory of every SM as a block can hold (best effort)."""
+    global _poison
+    if backend.name != "gpu":
+        return
+    import pycuda.driver as cuda
+    from pycuda.compiler import SourceModule
+
+    if _poison is None:
+        mod = SourceModule(
+            """
+            extern "C" __global__ void dlk_poison_shared(int words) {
+                extern __shared__ float s[];
+                volatile float* v = s;
+                for (int i = threadIdx.x; i < words; i += blockDim.x) v[i] = __int_as_float(0x7fc00000);
+            }""",
+            no_extern_c=True,
+        )
+        fn = mod.get_function("dlk_poison_shared")
+        limits = backend.limits()
+        shared = int(limits.max_shared_bytes_optin)
+        fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
+        sms = int(backend.describe().get("multiprocessors") or 1)
+        _poison = (mod, fn, shared, sms)
+    _, fn, shared, sms = _poison
+    fn(np.int32(shared // 4), grid=(sms * 2, 1, 1), block=(256, 1, 1), shared=shared)
+    cuda.Context.synchronize()
+
+
+def _clocks() -> str:
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw",
+             "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=10,
+        )
+        if out.returncode == 0:
+            return out.stdout.strip().splitlines()[0]
+    except Exception:
+        pass
+    return ""
+
+
+def _peak_bandwidth(cuda, stream, info: dict) -> tuple[float, float]:
+    """(peak bytes/s used for the floor, measured device-to-device copy bytes/s)."""
+    nbytes = 512 * 2**20
+    a, b = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
+    start, end = cuda.Event(), cuda.Event()
+    best = 0.0
+    for _ in range(5):
+        start.record(stream)
+        cuda.memcpy_dtod_async(b, a, nbytes, stream)
+        end.record(stream)
+        end.synchronize()
+        ms = start.time_till(end)
+        if ms > 0:
+            best = max(best, 2 * nbytes / (ms / 1e3))
+    a.free()
+    b.free()
+    theoretical = 2 * info.get("memory_clock_mhz", 0) * 1e6 * info.get("memory_bus_bits", 0) / 8
+    return max(best, theoretical), best
+
+
+class _InputSet:
+    def __init__(self, ex: Exercise, shape: dict, params, seed: int, cuda):
+        rng = np.random.default_rng(seed)
+        self.inputs = ex.make_inputs(shape, rng)
+        pristine = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.inputs.items()}
+        self.expected = ex.reference(pristine)
+        self.scale = ex.error_scale(pristine)
+        self.pristine_dev: dict[str, object] = {}
+        self.host_init: dict[str, np.ndarray] = {}
+        for arg, param in zip(ex.args, params):
+            if arg.role == "scalar":
+                continue
+            if arg.role == "out":
+                host = np.full(np.shape(self.expected[arg.name]), np.nan if arg.init == "nan" else 0, dtype=param.dtype)
+            else:
+                host = np.ascontiguousarray(self.inputs[arg.name])
+            self.host_init[arg.name] = host
+            self.pristine_dev[arg.name] = cuda.to_device(host)
+
+
+def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = False) -> dict:
+    """Time the student's kernel against the exercise's reference kernel on the GPU."""
+    import pycuda.driver as cuda
+
+    from kernels.runtime.loader import load_topic
+    from kernels.runtime.module import compile_source
+
+    from .checker import CaseError, compare
+
+    rk = ex.reference_kernel
+    shape = dict(ex.timing_shape or ex.hidden_shapes[-1])
+    try:
+        _, config = ex.resolve_launch(shape, launch)
+    except LaunchError as exc:
+        raise CaseError("invalid_launch", f"launch configuration refused for the timing size: {exc}") from None
+    ref_config = rk.launch(shape)
+    if rk.source is not None:
+        ref_module = compile_source(rk.source, name=f"{rk.topic}.cu", defines=rk.defines, backend=backend)
+    else:
+        ref_module = load_topic(rk.topic, rk.defines or None, backend=backend)
+
+    student_sig = module.signatures[ex.kernel]
+    ref_sig = ref_module.signatures[rk.kernel]
+    stu_fn = module.compiled._function(ex.kernel)
+    ref_fn = ref_module.compiled._function(rk.kernel)
+    limits = backend.limits()
+    for fn, cfg in ((stu_fn, config), (ref_fn, ref_config)):
+        if cfg.shared > limits.max_shared_bytes_per_block:
+            fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg.shared)
+
+    info = backend.describe()
+    stream = cuda.Stream()
+    sets = [_InputSet(ex, shape, student_sig.params, int.from_bytes(os.urandom(8), "little"), cuda)
+            for _ in range(1 if quick else INPUT_SETS)]
+    work = {name: cuda.mem_alloc(max(1, host.nbytes)) for name, host in sets[0].host_init.items()}
+    nbytes = {name: host.nbytes for name, host in sets[0].host_init.items()}
+    l2 = int(info.get("l2_bytes") or 64 * 2**20)
+    flush = cuda.mem_alloc(2 * l2)
+
+    def arguments(sig, order, input_set):
+        args = []
+        for name, param in zip(order, sig.params):
+            if name in work:
+                args.append(work[name])
+            else:
+                args.append(param.dtype.type(input_set.inputs[name]))
+        return args
+
+    stu_order = [a.name for a in ex.args]
+    ref_order = list(rk.arg_order or stu_order)
+
+    def prepare(input_set):
+        for name, dev in input_set.pristine_dev.items():
+            if nbytes[name]:
+                cuda.memcpy_dtod_async(work[name], dev, nbytes[name], stream)
+        cuda.memset_d32_async(flush, 0, 2 * l2 // 4, stream)
+
+    def timed(fn, sig, order, cfg, input_set) -> float:
+        prepare(input_set)
+        start, end = cuda.Event(), cuda.Event()
+        start.record(stream)
+        fn(*arguments(sig, order, input_set), grid=cfg.grid, block=cfg.block, shared=cfg.shared, stream=stream)
+        end.record(stream)
+        end.synchronize()
+        cuda.Context.synchronize()  # anything else still running (another stream) finishes before validation
+        return start.time_till(end)
+
+    rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
+
+    def validate(input_set, call: int, full: bool) -> None:
+        for arg in ex.outputs:
+            host = np.empty_like(input_set.host_init[arg.name])
+            cuda.memcpy_dtoh(host, work[arg.name])
+            exp = np.asarray(input_set.expected[arg.name]).reshape(host.shape)
+            scale = np.broadcast_to(np.asarray(input_set.scale[arg.name], dtype=np.float64), host.shape)
+            if not full and host.size > SAMPLE_ELEMENTS:
+                idx = np.concatenate([rng.integers(0, host.size, SAMPLE_ELEMENTS), np.arange(host.size - 1024, host.size)])
+                got, exp, scale = host.ravel()[idx], exp.ravel()[idx], scale.ravel()[idx]
+            else:
+                got = host
+            cmp = compare(got, exp, scale, ex.rtol, ex.atol)
+            if cmp["n_bad"]:
+                raise CaseError(
+                    "failed",
+                    f"the output of timed call #{call} was wrong ({cmp['n_bad']} of the elements checked; e.g. expected "
+                    f"{cmp['expected']:.6g}, got {cmp['got']:.6g}) although the correctness cases passed",
+                    "A kernel must compute its result on every call, from the inputs of that call (no results kept "
+                    "from an earlier call, no work left running after it returns).",
+                )
+
+    def run_timed(call: int, full: bool):
+        s = sets[call % len(sets)]
+        r = timed(ref_fn, ref_sig, ref_order, ref_config, s)
+        t = timed(stu_fn, student_sig, stu_order, config, s)
+        validate(s, call, full)
+        return r, t
+
+    from kernels.runtime import errors as E
+
+    try:
+        for call in range(WARMUP_PAIRS):
+            run_timed(call, full=(call == 0))
+        ref_ms: list[float] = []
+        stu_ms: list[float] = []
+        lo, hi = (QUICK_MIN, QUICK_MAX) if quick else (MIN_PAIRS, MAX_PAIRS)
+        call = WARMUP_PAIRS
+        while not enough_samples(ref_ms, stu_ms, lo, hi):
+            r, t = run_timed(call, full=(call == WARMUP_PAIRS + lo // 2))
+            ref_ms.append(r)
+            stu_ms.append(t)
+            call += 1
+        # The last call is validated in full.
+        validate(sets[(call - 1) % len(sets)], call - 1, full=True)
+    except cuda.Error as exc:
+        from kernels.runtime.gpu import _launch_error
+
+        raise _launch_error(exc, ex.kernel) from None
+    except E.KernelError:
+        raise
+
+    peak_bw, measured_bw = _peak_bandwidth(cuda, stream, info)
+    peak_flops = float(info.get("multiprocessors", 1)) * float(info.get("clock_mhz", 1)) * 1e6 * FLOPS_PER_SM_CLOCK
+    floor_ms = physical_floor_ms(ex, shape, peak_bw, peak_flops)
+    student = statistics.median(stu_ms)
+    reference = statistics.median(ref_ms)
+    return {
+        "shape": shape,
+        "student_ms": student,
+        "reference_ms": reference,
+        "speedup": reference / student if student > 0 else float("inf"),
+        "floor_ms": floor_ms,
+        "percent_of_floor": 100.0 * floor_ms / student if student > 0 else float("inf"),
+        "below_floor": bool(student < FLOOR_MARGIN * floor_ms),
+        "student_stderr": stderr_fraction(stu_ms),
+        "reference_stderr": stderr_fraction(ref_ms),
+        "pairs": len(stu_ms),
+        "student_launch": {"grid": list(config.grid), "block": list(config.block), "shared": config.shared},
+        "reference_kernel": f"kernels/{rk.topic}.cu:{rk.kernel}",
+        "peak_bandwidth_gbs": peak_bw / 1e9,
+        "measured_copy_bandwidth_gbs": measured_bw / 1e9,
+        "peak_gflops": peak_flops / 1e9,
+        "device": info.get("name", ""),
+        "driver": info.get("driver_version", ""),
+        "compute_capability": info.get("compute_capability", ""),
+        "clocks": _clocks() or f"sm {info.get('clock_mhz')} MHz, memory {info.get('memory_clock_mhz')} MHz (max)",
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }

@@ -1,0 +1,245 @@
+"""Benchmark the capsule prediction kernels (forward and both gradients) against PyTorch, in one run on one GPU.
+
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 benchmarks/capsules.py     # writes benchmarks/results/capsules.json
+
+At CapsNet's DigitCaps shape (batch 128, 1152 input capsules of 8, 10 output
+capsules of 16) every kernel version is first checked against PyTorch in
+float64, then timed with CUDA events (warm-up, L2 flush before each call,
+median).  Peers, measured in the same run with TF32 off: ``torch.einsum``,
+the transpose + batched matmul route (what a framework without a custom op
+does), and torch autograd's backward of the einsum (both gradients), against
+the two separate gradient kernels and the fused one.  The memory floor is the
+least traffic (read u and W, write u_hat; for the gradients read G and the
+other operand, write the gradient) over the copy bandwidth measured now.
+
+Every forward kernel writes u_hat as a contiguous [batch, in_caps, out_caps,
+out_dim] array, so each peer is timed until it has produced the same: the
+transpose + bmm route ends with ``.contiguous()``, and so does the einsum
+peer.  ``torch.einsum`` on its own returns a strided view whose memory is laid
+out [in_caps, batch, out_caps, out_dim] (the batched matmul's output); it is
+timed too, as a separate row, and the summary gives the speed-up against both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import print_table, require_gpu_backend, row, write_results  # noqa: E402
+
+from kernels import capsule_prediction as cp  # noqa: E402
+from kernels import capsule_prediction_backward as cb  # noqa: E402
+from kernels.runtime import empty, to_device  # noqa: E402
+from kernels.runtime.roofline import measure_peaks, peaks_as_dict  # noqa: E402
+from kernels.runtime.timing import time_kernel, time_torch  # noqa: E402
+
+DIGITCAPS = (128, 1152, 8, 10, 16)  # batch, in_caps, in_dim, out_caps, out_dim
+
+
+def check(name, got, expected, terms):
+    got = np.asarray(got, np.float64)
+    tol = 1e-5 * terms ** 0.5 * (np.abs(expected).max() + 1.0)
+    err = np.abs(got - expected).max()
+    if not err <= tol:
+        raise AssertionError(f"{name}: wrong result (max error {err:.3g} > {tol:.3g}); not timing it")
+
+
+def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
+    """Validate, then time every version and its peers; returns the results (``peaks``, ``summary``, ``results``)."""
+    require_gpu_backend()
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+    batch, in_caps, in_dim, out_caps, out_dim = shape = tuple(int(x) for x in shape)
+    row_len = out_caps * out_dim
+    rng = np.random.default_rng(0)
+    u = rng.standard_normal((batch, in_caps, in_dim)).astype(np.float32)
+    W = rng.standard_normal((in_caps, out_caps, out_dim, in_dim)).astype(np.float32)
+    G = rng.standard_normal((batch, in_caps, out_caps, out_dim)).astype(np.float32)
+
+    peaks = measure_peaks()
+    bw = peaks.bandwidth_gbs * 1e9
+    fwd_bytes = cp.bytes_moved(*shape)
+    fwd_flops = cp.flops(*shape)
+    gin_bytes = 4 * (G.size + W.size + u.size)   # read G and W, write du
+    gw_bytes = 4 * (G.size + u.size + W.size)    # read G and u, write dW
+    bwd_bytes = 4 * (G.size + 2 * W.size + 2 * u.size)  # both: read G, W and u once, write du and dW
+
+    # Float64 references from PyTorch on the GPU (a NumPy loop would take minutes at this size).
+    tu, tW, tG = (torch.from_numpy(a).cuda() for a in (u, W, G))
+    ref_fwd = torch.einsum("bik,ijdk->bijd", tu.double(), tW.double()).cpu().numpy()
+    ref_gin = torch.einsum("ijdk,bijd->bik", tW.double(), tG.double()).cpu().numpy()
+    ref_gw = torch.einsum("bijd,bik->ijdk", tG.double(), tu.double()).cpu().numpy()
+
+    du_, dW_, dG_ = to_device(u), to_device(W), to_device(G)
+    out = empty(G.shape)
+    gin_out = empty(u.shape)
+    gw_out = empty(W.shape)
+
+    rows = []
+
+    def kernel_row(name, group, launch, nbytes, flops, floor_s, peer_ms):
+        t = time_kernel(launch, repeat=repeat)
+        rows.append(row(name, group, "kernel", t, nbytes, flops, peaks,
+                        floor_us=floor_s * 1e6, times_floor=t.median_s / floor_s,
+                        speedup_vs_peers={k: v / t.median_ms for k, v in peer_ms.items()}))
+        return t
+
+    def peer_row(name, group, fn, nbytes, flops, floor_s):
+        t = time_torch(fn, repeat=repeat)
+        rows.append(row(name, group, "peer", t, nbytes, flops, peaks, floor_us=floor_s * 1e6,
+                        times_floor=t.median_s / floor_s))
+        return t
+
+    # ---------------------------------------------------------------- forward
+    fwd_floor = fwd_bytes / bw
+
+    def torch_einsum_view():
+        return torch.einsum("bik,ijdk->bijd", tu, tW)
+
+    def torch_einsum():
+        return torch.einsum("bik,ijdk->bijd", tu, tW).contiguous()
+
+    def torch_transpose_bmm():
+        x = tu.transpose(0, 1)                                   # [in_caps, batch, in_dim]
+        w = tW.view(in_caps, row_len, in_dim).transpose(1, 2)    # [in_caps, in_dim, row]
+        return torch.bmm(x, w).transpose(0, 1).contiguous()      # [batch, in_caps, row]
+
+    check("torch.einsum", torch_einsum().cpu().numpy(), ref_fwd, in_dim)
+    check("transpose + bmm", torch_transpose_bmm().view(G.shape).cpu().numpy(), ref_fwd, in_dim)
+    einsum_is_view = not torch_einsum_view().is_contiguous()
+    einsum_t = peer_row("torch.einsum + .contiguous()", "forward", torch_einsum, fwd_bytes, fwd_flops, fwd_floor)
+    einsum_view_t = peer_row("torch.einsum (strided view, not contiguous)" if einsum_is_view else "torch.einsum",
+                             "forward", torch_einsum_view, fwd_bytes, fwd_flops, fwd_floor)
+    bmm_t = peer_row("torch transpose + bmm", "forward", torch_transpose_bmm, fwd_bytes, fwd_flops, fwd_floor)
+    fwd_peers = {"torch.einsum + .contiguous()": einsum_t.median_ms, "torch.einsum view": einsum_view_t.median_ms,
+                 "transpose + bmm": bmm_t.median_ms}
+
+    for version in cp.VERSIONS:
+        if not cp.runs_version(version, in_dim, out_caps, out_dim):
+            continue
+        launcher = cp.LAUNCHERS[version]
+        launcher(du_, dW_, out=out)
+        check(version, out.get(), ref_fwd, in_dim)
+        kernel_row(f"capsule_predict_{version}", "forward",
+                   lambda launcher=launcher: launcher(du_, dW_, out=out, sync=False),
+                   fwd_bytes, fwd_flops, fwd_floor, fwd_peers)
+
+    # ---------------------------------------------------------------- backward
+    tu_r = tu.clone().requires_grad_(True)
+    tW_r = tW.clone().requires_grad_(True)
+    y = torch.einsum("bik,ijdk->bijd", tu_r, tW_r)
+    gin_floor, gw_floor = gin_bytes / bw, gw_bytes / bw
+
+    def autograd_both():
+        return torch.autograd.grad(y, (tu_r, tW_r), tG, retain_graph=True)
+
+    def autograd_input():
+        return torch.autograd.grad(y, (tu_r,), tG, retain_graph=True)
+
+    def autograd_weight():
+        return torch.autograd.grad(y, (tW_r,), tG, retain_graph=True)
+
+    g_u, g_W = autograd_both()
+    check("autograd du", g_u.cpu().numpy(), ref_gin, row_len)
+    check("autograd dW", g_W.cpu().numpy(), ref_gw, batch)
+    bwd_floor = bwd_bytes / bw
+    both_t = peer_row("torch autograd backward (du and dW)", "backward", autograd_both,
+                      bwd_bytes, 2 * fwd_flops, bwd_floor)
+    gin_peer = peer_row("torch autograd du only", "grad_input", autograd_input, gin_bytes, fwd_flops, gin_floor)
+    gw_peer = peer_row("torch autograd dW only", "grad_weight", autograd_weight, gw_bytes, fwd_flops, gw_floor)
+
+    best = {}
+    for name, launcher, result, ref, terms, nbytes, floor, peer in [
+        ("grad_input_naive", cb.grad_input_naive, gin_out, ref_gin, row_len, gin_bytes, gin_floor, gin_peer),
+        ("grad_input_shared_weights", cb.grad_input_shared_weights, gin_out, ref_gin, row_len, gin_bytes, gin_floor, gin_peer),
+        ("grad_weight_naive", cb.grad_weight_naive, gw_out, ref_gw, batch, gw_bytes, gw_floor, gw_peer),
+        ("grad_weight_register_blocked", cb.grad_weight_register_blocked, gw_out, ref_gw, batch, gw_bytes, gw_floor, gw_peer),
+    ]:
+        operand = dW_ if "input" in name else du_
+        launcher(dG_, operand, out=result)
+        check(name, result.get(), ref, terms)
+        t = kernel_row(f"capsule_{name}", "grad_input" if "input" in name else "grad_weight",
+                       lambda launcher=launcher, operand=operand, result=result:
+                       launcher(dG_, operand, out=result, sync=False),
+                       nbytes, fwd_flops, floor, {"torch autograd": peer.median_ms})
+        group = "grad_input" if "input" in name else "grad_weight"
+        best[group] = min(best.get(group, float("inf")), t.median_ms)
+
+    # Version 5: both gradients from one pass over G.
+    cb.grad_fused(dG_, dW_, du_, out_u=gin_out, out_W=gw_out)
+    check("grad_fused du", gin_out.get(), ref_gin, row_len)
+    check("grad_fused dW", gw_out.get(), ref_gw, batch)
+    fused_t = kernel_row("capsule_grad_fused (du and dW)", "backward",
+                         lambda: cb.grad_fused(dG_, dW_, du_, out_u=gin_out, out_W=gw_out, sync=False),
+                         bwd_bytes, 2 * fwd_flops, bwd_floor,
+                         {"torch autograd": both_t.median_ms})
+    separate_ms = best["grad_input"] + best["grad_weight"]
+    backward_ms = min(separate_ms, fused_t.median_ms)
+
+    # ---------------------------------------------------------------- summary
+    fwd_rows = [r for r in rows if r["group"] == "forward" and r["kind"] == "kernel"]
+    fastest = min(fwd_rows, key=lambda r: r["median_ms"])
+    naive = next(r for r in fwd_rows if r["name"] == "capsule_predict_naive")
+    summary = {
+        "shape": dict(zip(("batch", "in_caps", "in_dim", "out_caps", "out_dim"), shape)),
+        "forward_floor_us": fwd_floor * 1e6,
+        "forward_bytes": fwd_bytes,
+        "fastest_forward": fastest["name"],
+        "fastest_forward_us": fastest["median_ms"] * 1e3,
+        "naive_forward_us": naive["median_ms"] * 1e3,
+        "fastest_forward_speedup_vs_einsum": einsum_t.median_ms / fastest["median_ms"],
+        "einsum_returns_strided_view": einsum_is_view,
+        "fastest_forward_speedup_vs_einsum_view": einsum_view_t.median_ms / fastest["median_ms"],
+        "fastest_forward_speedup_vs_transpose_bmm": bmm_t.median_ms / fastest["median_ms"],
+        "fastest_forward_times_floor": fastest["median_ms"] / 1e3 / fwd_floor,
+        "fastest_separate_backward_us": separate_ms * 1e3,
+        "fused_backward_us": fused_t.median_ms * 1e3,
+        "fastest_backward_us": backward_ms * 1e3,
+        "backward_floor_us": bwd_floor * 1e6,
+        "torch_autograd_backward_us": both_t.median_ms * 1e3,
+        "backward_speedup_vs_autograd": both_t.median_ms / backward_ms,
+        "grad_input_speedup_vs_autograd_du": gin_peer.median_ms / best["grad_input"],
+        "grad_weight_speedup_vs_autograd_dW": gw_peer.median_ms / best["grad_weight"],
+    }
+    summary["goals_met"] = {
+        "forward_2x_faster_than_einsum": summary["fastest_forward_speedup_vs_einsum"] >= 2.0,
+        "forward_2x_faster_than_einsum_view": summary["fastest_forward_speedup_vs_einsum_view"] >= 2.0,
+        "forward_2x_faster_than_transpose_bmm": summary["fastest_forward_speedup_vs_transpose_bmm"] >= 2.0,
+        "forward_within_1.5x_of_floor": summary["fastest_forward_times_floor"] <= 1.5,
+        "backward_at_least_as_fast_as_autograd": summary["backward_speedup_vs_autograd"] >= 1.0,
+    }
+    return {"peaks": peaks_as_dict(peaks), "summary": summary, "results": rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", type=int, nargs=5, default=DIGITCAPS, metavar=("B", "IC", "ID", "OC", "OD"))
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+    data = measure(tuple(args.shape), args.repeat)
+    path = write_results("capsules", data)
+    rows, summary, peaks = data["results"], data["summary"], data["peaks"]
+    shape = tuple(summary["shape"].values())
+
+    print(f"\nresults written to {path}")
+    print(f"device {peaks['device']}: copy bandwidth {peaks['bandwidth_gbs']:.0f} GB/s; shape {shape}")
+    print(f"forward floor {summary['forward_floor_us']:.1f} us ({summary['forward_bytes'] / 1e6:.1f} MB)\n")
+    print_table(rows, "capsule prediction, every version and its peers")
+    print(f"\n{'':<44} {'x floor':>8}   speed-up vs peer(s)")
+    for r in rows:
+        sp = ", ".join(f"{k} {v:.2f}x" for k, v in r.get("speedup_vs_peers", {}).items())
+        print(f"{r['name']:<44} {r['times_floor']:>8.2f}   {sp}")
+    print("\nsummary:")
+    for k, v in summary.items():
+        print(f"  {k}: {v:.3g}" if isinstance(v, float) else f"  {k}: {v}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Shared by the benchmark scripts: device facts, one row per timed kernel, the results file.
+
+A results file (``benchmarks/results/<name>.json``) holds the device it was
+measured on, the date, software versions, the measured peaks, and one row per
+kernel or library peer with its median time, bandwidth and % of peak.  The
+book reads these files when it is built without a GPU.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import platform
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+RESULTS_DIR = REPO / "benchmarks" / "results"
+
+
+def require_gpu_backend():
+    """The GPU backend, or exit with a message saying why there is none."""
+    from kernels.runtime import select
+
+    try:
+        backend = select.current_backend()
+    except Exception as exc:  # noqa: BLE001 - any failure means: no GPU here
+        sys.exit(f"benchmarks need a GPU: could not start a backend ({exc})")
+    if backend.name != "gpu":
+        sys.exit("benchmarks need a GPU: the current backend is the CPU emulator (run with DLK_BACKEND=gpu on a GPU machine)")
+    return backend
+
+
+def software_versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for module in ("numpy", "pycuda", "torch", "cupy"):
+        try:
+            versions[module] = __import__(module).__version__
+        except Exception:  # noqa: BLE001 - absent peers are simply not recorded
+            pass
+    try:
+        import torch
+
+        versions["torch_cuda"] = torch.version.cuda
+    except Exception:  # noqa: BLE001
+        pass
+    return versions
+
+
+def row(name: str, group: str, kind: str, timing, nbytes: int, flops: int, peaks, **extra) -> dict:
+    """One result: ``kind`` is "kernel" (ours) or "peer" (a library doing the same job)."""
+    seconds = timing.median_ms / 1e3
+    gbs = nbytes / seconds / 1e9
+    entry = {
+        "name": name,
+        "group": group,
+        "kind": kind,
+        "bytes": int(nbytes),
+        "flops": int(flops),
+        "median_ms": timing.median_ms,
+        "min_ms": timing.min_ms,
+        "samples": len(timing.samples_ms),
+        "gbs": gbs,
+        "gflops": flops / seconds / 1e9,
+        "percent_of_peak_bandwidth": 100 * gbs / peaks.bandwidth_gbs,
+    }
+    entry.update(extra)
+    return entry
+
+
+def write_results(name: str, payload: dict) -> Path:
+    """Write ``benchmarks/results/<name>.json`` with the date and device facts added."""
+    from kernels.runtime import select
+
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    data = {
+        "benchmark": name,
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "device": select.current_backend().describe(),
+        "software": software_versions(),
+    }
+    data.update(payload)
+    path = RESULTS_DIR / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def print_table(rows: list[dict], title: str = "") -> None:
+    if title:
+        print(title)
+    print(f"{'name':<44} {'kind':<6} {'median µs':>11} {'GB/s':>9} {'% peak BW':>10}")
+    for r in rows:
+        print(f"{r['name']:<44} {r['kind']:<6} {r['median_ms'] * 1e3:>11.1f} {r['gbs']:>9.0f} {r['percent_of_peak_bandwidth']:>10.1f}")

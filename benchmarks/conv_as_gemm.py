@@ -1,0 +1,347 @@
+"""Benchmark of the chapter "Convolution as matrix multiplication": the SGEMM ladder, the unroll kernel
+and the GEMM convolutions, each against its library peer measured in the same run.
+
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 benchmarks/conv_as_gemm.py      # -> benchmarks/results/conv_as_gemm.json
+
+* SGEMM: every version of kernels/sgemm.cu at 4096^3 (FP32, TF32 off) against cuBLAS (torch.matmul),
+  and a few tile configurations of the last version (the best is the ladder's last step);
+* unroll: kernels/im2col.cu against the measured device-to-device copy bandwidth;
+* convolution: unroll + GEMM, implicit GEMM, the direct convolution of kernels/conv2d.cu (if present)
+  and cuDNN (torch.nn.functional.conv2d, TF32 off) on the same layers, with the name of the kernel
+  cuDNN ran (which says which algorithm it chose).
+
+Every kernel is first checked against a float64 result (torch on the GPU), then timed with CUDA events
+(warm-up, L2 flush before each call, median).  The table printed last is the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import require_gpu_backend, write_results  # noqa: E402
+
+NAME = "conv_as_gemm"
+GEMM_SIZE = 4096
+#: Tile configurations of sgemm_warptile tried at GEMM_SIZE.
+WT_KEYS = ("WT_BM", "WT_BN", "WT_BK", "WT_MIN_BLOCKS", "WT_GROUP", "WT_NQ")
+WARPTILE_CONFIGS = ((128, 128, 16, 2, 0, 4), (128, 128, 16, 2, 0, 2), (128, 256, 8, 1, 0, 4), (128, 128, 16, 2, 8, 4))
+#: Implicit-GEMM tiles tried on the main layer.
+IG_KEYS = ("IG_BM", "IG_BN", "IG_BK", "IG_MIN_BLOCKS", "IG_NQ")
+IMPLICIT_CONFIGS = ((64, 128, 16, 1, 2), (64, 128, 8, 1, 2), (64, 256, 8, 2, 4))
+#: Tiles of the SGEMM inside the explicit unroll + GEMM, tried on the main layer.
+UNROLL_GEMM_CONFIGS = ({"WT_BM": 64, "WT_BN": 128, "WT_BK": 8, "WT_MIN_BLOCKS": 2, "WT_NQ": 2},
+                       {"WT_BM": 64, "WT_BN": 256, "WT_BK": 8, "WT_MIN_BLOCKS": 2, "WT_NQ": 4})
+#: The layers: (label, N, C, H, W, M, K, pad, stride).  The first is the one the chapter's goal names.
+LAYERS = (
+    ("resnet 56x56 C64 M64 3x3", 128, 64, 56, 56, 64, 3, 1, 1),
+    ("resnet 28x28 C128 M128 3x3", 128, 128, 28, 28, 128, 3, 1, 1),
+    ("resnet stem 224x224 C3 M64 7x7/2", 32, 3, 224, 224, 64, 7, 3, 2),
+    ("lenet 28x28 C1 M6 5x5", 1024, 1, 28, 28, 6, 5, 0, 1),
+)
+TOL = 1e-4  # relative Frobenius error allowed in FP32 (sums of up to 4096 products land near 1e-6)
+
+
+def rel_error(out, ref) -> float:
+    import torch
+
+    out = torch.as_tensor(np.asarray(out), device="cuda", dtype=torch.float64)
+    ref = ref.to(torch.float64).reshape(out.shape)
+    if not torch.isfinite(out).all():
+        return float("inf")
+    return float(torch.linalg.norm(out - ref) / torch.linalg.norm(ref))
+
+
+def timed(fn, slow=False):
+    from kernels.runtime.timing import time_kernel
+
+    if slow:
+        return time_kernel(fn, warmup=1, repeat=5, max_repeat=5)
+    return time_kernel(fn, warmup=3, repeat=20, max_repeat=60)
+
+
+def bench_sgemm(results, rng, size):
+    import torch
+
+    from kernels import sgemm
+    from kernels.runtime.module import empty, to_device
+    from kernels.runtime.timing import time_torch
+
+    M = N = K = size
+    A = rng.standard_normal((M, K), dtype=np.float32)
+    B = rng.standard_normal((K, N), dtype=np.float32)
+    A_d, B_d, C_d = to_device(A), to_device(B), empty((M, N))
+    tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+    ref = tA.double() @ tB.double()
+    flops = sgemm.flops(M, N, K)
+    cublas = time_torch(lambda: torch.matmul(tA, tB), repeat=30)
+    peer_gflops = flops / cublas.median_s / 1e9
+    rows = [{"name": "cublas", "kind": "peer", "median_ms": cublas.median_ms, "gflops": peer_gflops,
+             "percent_of_cublas": 100.0}]
+
+    # A shape that is no multiple of any tile, checked for every version (cheap) before timing.
+    m, n, k = 1000, 1030, 777
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    small_ref = torch.from_numpy(a).cuda().double() @ torch.from_numpy(b).cuda().double()
+
+    def one(name, launcher, config=None):
+        kw = {"config": config} if config else {}
+        small_err = rel_error(launcher(a, b, **kw), small_ref)
+        C_d.set(np.full((M, N), np.nan, np.float32))
+        launcher(A_d, B_d, out=C_d, **kw)
+        err = max(small_err, rel_error(C_d.get(), ref))
+        timing = timed(launcher(A_d, B_d, out=C_d, prepare_only=True, **kw), slow=name in ("naive", "coalesced"))
+        gflops = flops / timing.median_s / 1e9
+        return {"name": name, "kind": "kernel", "median_ms": timing.median_ms, "gflops": gflops,
+                "percent_of_cublas": 100 * gflops / peer_gflops, "rel_error": err, "correct": err < TOL,
+                **({"config": config} if config else {})}
+
+    for name, _ in sgemm.VERSIONS[:-1]:
+        rows.append(one(name, sgemm.LAUNCHERS[name]))
+        print(f"  sgemm {name:<14} {rows[-1]['gflops']:9.0f} GFLOP/s  {rows[-1]['percent_of_cublas']:5.1f}% of cuBLAS", flush=True)
+    variants = []
+    for cfg in WARPTILE_CONFIGS:
+        config = dict(zip(WT_KEYS, cfg))
+        try:
+            r = one("warptile", sgemm.sgemm_warptile, config)
+        except Exception as exc:  # noqa: BLE001 - a configuration that does not build is recorded, not fatal
+            variants.append({"config": config, "error": repr(exc)[:300]})
+            continue
+        variants.append(r)
+        print(f"  sgemm warptile {cfg} {r['gflops']:9.0f} GFLOP/s  {r['percent_of_cublas']:5.1f}%", flush=True)
+    good = [v for v in variants if v.get("correct")]
+    if good:
+        rows.append(max(good, key=lambda v: v["gflops"]))
+    results["sgemm"] = {"M": M, "N": N, "K": K, "flops": flops, "rows": rows, "warptile_variants": variants}
+
+
+def bench_im2col(results, rng, bandwidth_gbs):
+    import torch
+
+    from kernels import im2col
+    from kernels.runtime.module import empty, to_device
+
+    label, N, C, H, W, M, K, pad, stride = LAYERS[0]
+    count = 32
+    X = rng.standard_normal((count, C, H, W), dtype=np.float32)
+    H_out, W_out = im2col.output_size(H, W, K, pad, stride)
+    X_d = to_device(X)
+    U_d = empty((count, C * K * K, H_out * W_out))
+    ref = im2col.reference(X, K, pad, stride)
+    nbytes = im2col.bytes_moved(count, C, H, W, K, pad, stride)
+    versions = []
+    for name, launcher in im2col.LAUNCHERS.items():
+        U_d.set(np.full(U_d.shape, np.nan, np.float32))
+        launcher(X_d, K, pad, stride, out=U_d)
+        ok = bool(np.array_equal(U_d.get(), ref))
+        timing = timed(launcher(X_d, K, pad, stride, out=U_d, prepare_only=True))
+        gbs = nbytes / timing.median_s / 1e9
+        versions.append({"name": name, "median_ms": timing.median_ms, "gbs": gbs, "correct": ok,
+                         "percent_of_copy_bandwidth": 100 * gbs / bandwidth_gbs})
+        print(f"  im2col {name:<12} {gbs:8.0f} GB/s = {100 * gbs / bandwidth_gbs:5.1f}% of copy bandwidth", flush=True)
+    best = max((v for v in versions if v["correct"]), key=lambda v: v["gbs"], default=versions[-1])
+    # The peer: a device-to-device copy of as many bytes as the unroll writes (torch's copy kernel).
+    src = torch.empty(count * C * K * K * H_out * W_out, device="cuda")
+    dst = torch.empty_like(src)
+    from kernels.runtime.timing import time_torch
+
+    copy = time_torch(lambda: dst.copy_(src))
+    results["im2col"] = {
+        "layer": label, "samples": count, "C": C, "H": H, "W": W, "K": K, "pad": pad, "stride": stride,
+        "expansion_ratio": im2col.expansion_ratio(C, H, W, K, pad, stride), "bytes": nbytes,
+        "versions": versions, "best": best["name"], "median_ms": best["median_ms"], "gbs": best["gbs"],
+        "correct": best["correct"], "copy_bandwidth_gbs": bandwidth_gbs,
+        "percent_of_copy_bandwidth": best["percent_of_copy_bandwidth"], "torch_copy_of_output_ms": copy.median_ms,
+    }
+
+
+def cudnn_kernel_names(fn) -> list[str]:
+    """Names of the GPU kernels one call of ``fn`` ran (they say which algorithm cuDNN chose)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the profiler's notice that it clears events between cycles
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize()
+    names = []
+    for evt in prof.events():
+        if getattr(evt, "device_type", None) is not None and "CUDA" in str(evt.device_type) and evt.name not in names:
+            names.append(evt.name)
+    return names[:4]
+
+
+def _best_config(results, prefix):
+    """The configuration of the fastest correct ``prefix`` row on the first (main) layer."""
+    rows = [r for r in results["conv"][0]["rows"] if r["name"].startswith(prefix) and r.get("correct")]
+    return min(rows, key=lambda r: r["median_ms"])["config"] if rows else None
+
+
+def bench_conv(results, rng, layer, main: bool):
+    import torch
+    import torch.nn.functional as F
+
+    from kernels import conv2d_gemm as cg
+    from kernels.runtime.module import empty, to_device
+    from kernels.runtime.timing import time_torch
+
+    label, N, C, H, W, M, K, pad, stride = layer
+    X = rng.standard_normal((N, C, H, W), dtype=np.float32)
+    Wt = (rng.standard_normal((M, C, K, K), dtype=np.float32) / np.sqrt(C * K * K)).astype(np.float32)
+    H_out = (H + 2 * pad - K) // stride + 1
+    W_out = (W + 2 * pad - K) // stride + 1
+    tX, tW = torch.from_numpy(X).cuda(), torch.from_numpy(Wt).cuda()
+    ref = F.conv2d(tX.double(), tW.double(), padding=pad, stride=stride)
+    flops = cg.flops(N, C, H, W, M, K, pad, stride)
+    X_d, W_d, Y_d = to_device(X), to_device(Wt), empty((N, M, H_out, W_out))
+    rows = []
+
+    def add(name, kind, timing, err=None, **extra):
+        gflops = flops / timing.median_s / 1e9
+        rows.append({"name": name, "kind": kind, "median_ms": timing.median_ms, "gflops": gflops,
+                     **({} if err is None else {"rel_error": err, "correct": err < TOL}), **extra})
+        print(f"  conv [{label}] {name:<28} {timing.median_ms * 1e3:9.1f} us {gflops:9.0f} GFLOP/s", flush=True)
+
+    torch.backends.cudnn.benchmark = False
+    conv = lambda: F.conv2d(tX, tW, padding=pad, stride=stride)  # noqa: E731
+    add("cudnn (default heuristic)", "peer", time_torch(conv), kernels=cudnn_kernel_names(conv))
+    torch.backends.cudnn.benchmark = True
+    conv()
+    add("cudnn (benchmark=True)", "peer", time_torch(conv), kernels=cudnn_kernel_names(conv))
+    torch.backends.cudnn.benchmark = False
+
+    kw = dict(shape=(N, C, H, W), wshape=(M, C, K, K))
+    configs = [dict(zip(IG_KEYS, cfg)) for cfg in IMPLICIT_CONFIGS]
+    if not main:
+        configs = [_best_config(results, "implicit_gemm") or configs[0]]
+    for config in configs:
+        cfg = tuple(config[k] for k in IG_KEYS)
+        try:
+            Y_d.set(np.full(Y_d.shape, np.nan, np.float32))
+            cg.conv2d_implicit_gemm(X_d, W_d, pad, stride, out=Y_d, config=config, **kw)
+            err = rel_error(Y_d.get(), ref)
+            t = timed(cg.conv2d_implicit_gemm(X_d, W_d, pad, stride, out=Y_d, config=config, prepare_only=True, **kw))
+            add(f"implicit_gemm {cfg}", "kernel", t, err, config=config)
+        except Exception as exc:  # noqa: BLE001
+            rows.append({"name": f"implicit_gemm {cfg}", "kind": "kernel", "error": repr(exc)[:300]})
+    P = H_out * W_out
+    chunk = cg.chunk_for(N, C, K, P)
+    workspace = empty((chunk, C * K * K, P))
+    for config in (UNROLL_GEMM_CONFIGS if main else [_best_config(results, "unroll_gemm") or UNROLL_GEMM_CONFIGS[0]]):
+        try:
+            Y_d.set(np.full(Y_d.shape, np.nan, np.float32))
+            cg.conv2d_unroll_gemm(X_d, W_d, pad, stride, out=Y_d, workspace=workspace, chunk=chunk, config=config, **kw)
+            err = rel_error(Y_d.get(), ref)
+            t = timed(cg.conv2d_unroll_gemm(X_d, W_d, pad, stride, out=Y_d, workspace=workspace, chunk=chunk,
+                                            config=config, prepare_only=True, **kw))
+            tiles = (config["WT_BM"], config["WT_BN"], config["WT_BK"], config["WT_MIN_BLOCKS"], config["WT_NQ"])
+            add(f"unroll_gemm {tiles}", "kernel", t, err, chunk=chunk, workspace_bytes=4 * chunk * C * K * K * P,
+                config=config)
+        except Exception as exc:  # noqa: BLE001
+            rows.append({"name": f"unroll_gemm {config}", "kind": "kernel", "error": repr(exc)[:300]})
+    del workspace
+
+    # The direct convolution of the CNN chapter (no padding, stride 1): run on the input padded in
+    # advance, which gives the same output and the same arithmetic.
+    if stride == 1:
+        try:
+            from kernels import conv2d
+
+            Xp = np.pad(X, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+            Xp_d, b_d = to_device(Xp), to_device(np.zeros(M, np.float32))
+            for version, kernel_name in (("tiled_multimap", "conv2d_forward_tiled_multimap"), ("tiled", "conv2d_forward_tiled")):
+                grid, block, shared = conv2d.launch_config(version, N, C, H + 2 * pad, W + 2 * pad, M, K)
+                W_grid = conv2d.tile_grid(H_out, W_out)[1]
+                kernel = conv2d.module().function(kernel_name)
+                prepared = kernel.prepare((Xp_d, W_d, b_d, Y_d, N, C, H + 2 * pad, W + 2 * pad, M, K, W_grid), grid, block, shared)
+                Y_d.set(np.full(Y_d.shape, np.nan, np.float32))
+                kernel.launch_prepared(prepared)
+                err = rel_error(Y_d.get(), ref)
+                t = timed(lambda: kernel.launch_prepared(prepared, sync=False))
+                add(f"direct conv2d {version}", "kernel", t, err)
+                break
+        except Exception as exc:  # noqa: BLE001 - the CNN chapter's kernels may change; record why
+            rows.append({"name": "direct conv2d", "kind": "kernel", "error": repr(exc)[:300]})
+    best_cudnn = min(r["median_ms"] for r in rows if r["kind"] == "peer")
+    for r in rows:
+        if "median_ms" in r:
+            r["percent_of_cudnn"] = 100 * best_cudnn / r["median_ms"]
+    results.setdefault("conv", []).append({
+        "layer": label, "N": N, "C": C, "H": H, "W": W, "M": M, "K": K, "pad": pad, "stride": stride,
+        "flops": flops, "rows": rows})
+
+
+def summary(results):
+    print()
+    g = results.get("sgemm", {"M": "-", "rows": []})
+    print(f"SGEMM {g['M']}^3, FP32 (TF32 off)")
+    print(f"{'version':<16} {'ms':>9} {'GFLOP/s':>9} {'% cuBLAS':>9}  ok")
+    for r in g["rows"]:
+        print(f"{r['name']:<16} {r['median_ms']:9.3f} {r['gflops']:9.0f} {r['percent_of_cublas']:9.1f}  {r.get('correct', '')}")
+    u = results.get("im2col")
+    if u:
+        for v in u["versions"]:
+            print(f"im2col {v['name']:<12} {v['gbs']:.0f} GB/s, {v['percent_of_copy_bandwidth']:.1f}% of copy bandwidth "
+                  f"({u['copy_bandwidth_gbs']:.0f} GB/s); correct {v['correct']}")
+    for layer in results.get("conv", []):
+        print(f"conv {layer['layer']} (N={layer['N']})")
+        for r in layer["rows"]:
+            if "median_ms" in r:
+                print(f"  {r['name']:<30} {r['median_ms'] * 1e3:9.1f} us {r['gflops']:9.0f} GFLOP/s "
+                      f"{r['percent_of_cudnn']:6.1f}% of cuDNN  {r.get('correct', '')}")
+            else:
+                print(f"  {r['name']:<30} failed: {r.get('error', '')[:80]}")
+
+
+def measure(size: int = GEMM_SIZE, skip=()) -> dict:
+    """Run every part on the current GPU and return the results (what the chapter calls on a GPU)."""
+    require_gpu_backend()
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    from kernels.runtime import roofline
+
+    rng = np.random.default_rng(2024)
+    bandwidth = roofline.measure_bandwidth_gbs()
+    fp32 = roofline.measure_fp32_gflops()
+    print(f"copy bandwidth {bandwidth:.0f} GB/s, FP32 FMA peak {fp32:.0f} GFLOP/s", flush=True)
+    results = {"peaks": {"bandwidth_gbs": bandwidth, "fp32_gflops": fp32}, "tf32": False}
+    for part, fn in (("sgemm", lambda: bench_sgemm(results, rng, size)),
+                     ("im2col", lambda: bench_im2col(results, rng, bandwidth)),
+                     ("conv", lambda: [bench_conv(results, rng, layer, i == 0) for i, layer in enumerate(LAYERS)])):
+        if part in skip:
+            continue
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - keep what was measured; the traceback says what failed
+            traceback.print_exc()
+            results.setdefault("errors", []).append(f"{part}: {traceback.format_exc()[-500:]}")
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=GEMM_SIZE, help="M = N = K of the SGEMM ladder")
+    parser.add_argument("--skip", nargs="*", default=(), choices=("sgemm", "im2col", "conv"))
+    args = parser.parse_args(argv)
+    results = measure(args.size, args.skip)
+    path = write_results(NAME, results)
+    print(f"wrote {path}")
+    summary(results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Activation functions of ``kernels/activations.cu``: NumPy references and launchers.
+
+``forward(name, z)`` and ``backward(name, saved, dY)`` launch the kernel
+pair of ``name`` ("sigmoid", "tanh" or "relu").  ``saved`` is what the
+backward kernel reads: the output y for sigmoid and tanh, the input z for ReLU
+(``SAVES[name]`` says which).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import read_source
+from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+
+TOPIC = "activations"
+BLOCK = 256
+NAMES = ("sigmoid", "tanh", "relu")
+SAVES = {"sigmoid": "output", "tanh": "output", "relu": "input"}
+
+_modules: dict[int, Module] = {}
+
+
+def module() -> Module:
+    backend = current_backend()
+    if id(backend) not in _modules:
+        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
+    return _modules[id(backend)]
+
+
+# --------------------------------------------------------------------------- NumPy references (float64)
+
+
+def forward_reference(name: str, z) -> np.ndarray:
+    z = np.asarray(z, np.float64)
+    if name == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-z))
+    if name == "tanh":
+        return np.tanh(z)
+    if name == "relu":
+        return np.maximum(z, 0.0)
+    raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
+
+
+def backward_reference(name: str, saved, dY) -> np.ndarray:
+    """dE/dz from dE/dy; ``saved`` is y (sigmoid, tanh) or z (relu), as for the kernels."""
+    s = np.asarray(saved, np.float64)
+    dY = np.asarray(dY, np.float64)
+    if name == "sigmoid":
+        return dY * s * (1.0 - s)
+    if name == "tanh":
+        return dY * (1.0 - s * s)
+    if name == "relu":
+        return dY * (s > 0)
+    raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
+
+
+# --------------------------------------------------------------------------- launchers
+
+
+def _f32(a):
+    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _out(out, shape):
+    return np.empty(shape, np.float32) if out is None else out
+
+
+def forward(name: str, z, out=None):
+    """``<name>_forward``: y = f(z), one thread per element."""
+    if name not in NAMES:
+        raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
+    z = _f32(z)
+    y = _out(out, tuple(z.shape))
+    count = int(np.prod(z.shape))
+    module().function(f"{name}_forward")(z, y, count, grid=blocks_for(count, BLOCK), block=BLOCK)
+    return y
+
+
+def backward(name: str, saved, dY, out=None):
+    """``<name>_backward``: dZ = dY * f'(z), one thread per element."""
+    if name not in NAMES:
+        raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
+    saved, dY = _f32(saved), _f32(dY)
+    if tuple(saved.shape) != tuple(dY.shape):
+        raise ValueError(f"saved {SAVES[name]} has shape {tuple(saved.shape)} but dY has {tuple(dY.shape)}")
+    dZ = _out(out, tuple(dY.shape))
+    count = int(np.prod(dY.shape))
+    module().function(f"{name}_backward")(saved, dY, dZ, count, grid=blocks_for(count, BLOCK), block=BLOCK)
+    return dZ

@@ -1,0 +1,349 @@
+"""The forward convolution of ``kernels/conv2d.cu``: sequential references and one launcher per version.
+
+Shapes (NCHW, as ``torch.nn.functional.conv2d``): ``X`` is ``(N, C, H, W)``,
+the filter bank ``Wf`` is ``(M, C, K, K)``, the bias ``b`` is ``(M,)``, and
+``Y`` is ``(N, M, H - K + 1, W - K + 1)``: no padding, stride 1.
+
+The references come in the order the chapter builds them: the loops over one
+sample (:func:`conv_layer_sequential`), the same loops over a minibatch
+(:func:`conv_layer_minibatch`), and a vectorised float64 version the tests
+compare against (:func:`forward_reference`).  Every launcher takes NumPy
+arrays or device buffers; it returns a new NumPy array, or writes ``out``
+(a device buffer or array) and returns it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import read_source
+from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+
+TOPIC = "conv2d"
+TILE_WIDTH = 16  # must equal the #define in conv2d.cu
+CONV_MAPS = 8  # output maps per block of conv2d_forward_tiled_multimap (the #define in conv2d.cu)
+REG_PIXELS = 4  # output pixels per thread of conv2d_forward_register_tiled (the #define in conv2d.cu)
+CONSTANT_CAPACITY = 16384  # floats of filter bank that fit conv_filters (64 KiB of constant memory)
+FUSED_BLOCK = 128  # threads per block of the fused kernel
+SAMPLE_BLOCK_MAPS = 8  # output maps per block of conv2d_forward_whole_sample (the #define in conv2d.cu)
+SAMPLE_MAX_THREADS = 256  # threads per block of conv2d_forward_whole_sample at most (they loop over the work)
+SHARED_LIMIT = 48 * 1024  # bytes of dynamic shared memory a block may have without opting in to more
+ACTIVATIONS = {"none": 0, "relu": 1, "tanh": 2, "sigmoid": 3}  # the codes of conv2d_bias_act_pool_fused
+
+_modules: dict[int, Module] = {}
+
+
+def module() -> Module:
+    """``conv2d.cu`` compiled once per backend."""
+    backend = current_backend()
+    if id(backend) not in _modules:
+        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
+    return _modules[id(backend)]
+
+
+# --------------------------------------------------------------------------- references
+
+
+def output_shape(x_shape, w_shape) -> tuple[int, int, int, int]:
+    """``(N, M, H_out, W_out)`` of a valid (unpadded, stride 1) convolution, with the shapes checked."""
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise ValueError(f"X must be (N, C, H, W) and the filters (M, C, K, K); got {tuple(x_shape)} and {tuple(w_shape)}")
+    N, C, H, W = (int(s) for s in x_shape)
+    M, C_w, K, K2 = (int(s) for s in w_shape)
+    if C_w != C:
+        raise ValueError(f"X has {C} input maps but the filter bank expects {C_w}")
+    if K != K2:
+        raise ValueError(f"filters must be square, got {K} x {K2}")
+    if K > H or K > W:
+        raise ValueError(f"a {K} x {K} filter does not fit a {H} x {W} map")
+    return N, M, H - K + 1, W - K + 1
+
+
+def conv_layer_sequential(X, Wf, b=None) -> np.ndarray:
+    """One sample: ``X[C, H, W]``, ``Wf[M, C, K, K]`` -> ``Y[M, H-K+1, W-K+1]``, as plain loops (slow)."""
+    X, Wf = np.asarray(X, np.float64), np.asarray(Wf, np.float64)
+    C, H, W = X.shape
+    M, _, K, _ = Wf.shape
+    H_out, W_out = H - K + 1, W - K + 1
+    Y = np.zeros((M, H_out, W_out))
+    for m in range(M):  # for each output feature map
+        for h in range(H_out):  # for each output pixel
+            for w in range(W_out):
+                Y[m, h, w] = 0.0 if b is None else b[m]
+                for c in range(C):  # sum over all input feature maps
+                    for p in range(K):  # K x K filter
+                        for q in range(K):
+                            Y[m, h, w] += X[c, h + p, w + q] * Wf[m, c, p, q]
+    return Y
+
+
+def conv_layer_minibatch(X, Wf, b=None) -> np.ndarray:
+    """A minibatch ``X[N, C, H, W]``: the loops of :func:`conv_layer_sequential` inside a loop over samples."""
+    N = X.shape[0]
+    _, M, H_out, W_out = output_shape(X.shape, Wf.shape)
+    Y = np.zeros((N, M, H_out, W_out))
+    for n in range(N):  # the samples are independent: another dimension of parallelism
+        Y[n] = conv_layer_sequential(X[n], Wf, b)
+    return Y
+
+
+def forward_reference(X, Wf, b=None) -> np.ndarray:
+    """Y in float64, vectorised: every K x K window of X against every filter."""
+    X = np.asarray(X, np.float64)
+    Wf = np.asarray(Wf, np.float64)
+    output_shape(X.shape, Wf.shape)
+    K = Wf.shape[2]
+    windows = np.lib.stride_tricks.sliding_window_view(X, (K, K), axis=(2, 3))  # N, C, H_out, W_out, K, K
+    Y = np.einsum("nchwpq,mcpq->nmhw", windows, Wf, optimize=True)
+    if b is not None:
+        Y += np.asarray(b, np.float64)[None, :, None, None]
+    return Y
+
+
+def activation_reference(name: str, Z) -> np.ndarray:
+    Z = np.asarray(Z, np.float64)
+    if name == "none":
+        return Z
+    if name == "relu":
+        return np.maximum(Z, 0.0)
+    if name == "tanh":
+        return np.tanh(Z)
+    if name == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-Z))
+    raise ValueError(f"unknown activation {name!r}; known: {', '.join(ACTIVATIONS)}")
+
+
+def fused_reference(X, Wf, b, activation: str = "relu") -> np.ndarray:
+    """Convolution + bias, activation, 2 x 2 max pooling (floor), in float64."""
+    A = activation_reference(activation, forward_reference(X, Wf, b))
+    N, M, H_out, W_out = A.shape
+    Hp, Wp = H_out // 2, W_out // 2
+    return A[:, :, : 2 * Hp, : 2 * Wp].reshape(N, M, Hp, 2, Wp, 2).max(axis=(3, 5))
+
+
+def flops(N, C, H, W, M, K) -> float:
+    """Multiply-adds of the convolution, counted as 2 flops each."""
+    return 2.0 * N * M * (H - K + 1) * (W - K + 1) * C * K * K
+
+
+def bytes_moved(N, C, H, W, M, K) -> float:
+    """The least the convolution must move: read X and the filters once, write Y once (float32)."""
+    return 4.0 * (N * C * H * W + M * C * K * K + M + N * M * (H - K + 1) * (W - K + 1))
+
+
+# --------------------------------------------------------------------------- launchers
+
+
+def _f32(a):
+    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _host(a) -> np.ndarray:
+    return a.get() if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _out(out, shape):
+    if out is None:
+        return np.empty(shape, np.float32)
+    # Any buffer with the right number of elements will do, read as ``shape`` (a network may keep
+    # the N x M x 1 x 1 output of its last convolution as an N x M matrix for the next layer).
+    if int(np.prod(out.shape)) != int(np.prod(shape)):
+        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
+    return out
+
+
+def tile_grid(H_out: int, W_out: int, tile: int = TILE_WIDTH) -> tuple[int, int]:
+    """``(H_grid, W_grid)``: the tiles of ``tile`` x ``tile`` pixels that cover an output map."""
+    return blocks_for(H_out, tile), blocks_for(W_out, tile)
+
+
+def _prepare(X, Wf, b):
+    X, Wf = _f32(X), _f32(Wf)
+    N, M, H_out, W_out = output_shape(X.shape, Wf.shape)
+    b = np.zeros(M, np.float32) if b is None else _f32(b)
+    if tuple(b.shape) != (M,):
+        raise ValueError(f"the bias has shape {tuple(b.shape)}, expected ({M},)")
+    _, C, H, W = (int(s) for s in X.shape)
+    K = int(Wf.shape[2])
+    return X, Wf, b, (N, C, H, W, M, K), (N, M, H_out, W_out)
+
+
+def grid_width(version: str, W_out: int) -> int:
+    """``W_grid``, the tiles across an output map, as a version's kernel expects it."""
+    columns = TILE_WIDTH * REG_PIXELS if version == "register_tiled" else TILE_WIDTH
+    return blocks_for(W_out, columns)
+
+
+def launch_config(version: str, N, C, H, W, M, K):
+    """``(grid, block, shared_bytes)`` of a version for a layer."""
+    H_grid, W_grid = tile_grid(H - K + 1, W - K + 1)
+    block = (TILE_WIDTH, TILE_WIDTH)
+    halo = (TILE_WIDTH + K - 1) ** 2
+    if version == "register_tiled":
+        W_grid = grid_width(version, W - K + 1)
+        tile = (TILE_WIDTH + K - 1) * (TILE_WIDTH * REG_PIXELS + K - 1)
+        return (blocks_for(M, CONV_MAPS), H_grid * W_grid, N), block, 4 * (tile + CONV_MAPS * K * K)
+    if version in ("naive", "constant"):
+        return (M, H_grid * W_grid, N), block, 0
+    if version == "tiled":
+        return (M, H_grid * W_grid, N), block, 4 * (halo + K * K)
+    if version == "tiled_multimap":
+        return (blocks_for(M, CONV_MAPS), H_grid * W_grid, N), block, 4 * (halo + CONV_MAPS * K * K)
+    if version == "fused":
+        count = N * M * ((H - K + 1) // 2) * ((W - K + 1) // 2)
+        return blocks_for(count, FUSED_BLOCK), FUSED_BLOCK, 0
+    if version == "whole_sample":
+        # One work item per pair of maps and 2 x 2 quad of outputs; as many threads as the items of a
+        # block (a whole number of warps), at most SAMPLE_MAX_THREADS (the threads then loop).
+        items = blocks_for(min(M, SAMPLE_BLOCK_MAPS), 2) * blocks_for(H - K + 1, 2) * blocks_for(W - K + 1, 2)
+        threads = min(SAMPLE_MAX_THREADS, 32 * blocks_for(items, 32))
+        return (blocks_for(M, SAMPLE_BLOCK_MAPS), N), threads, whole_sample_shared_bytes(C, H, W, K)
+    raise ValueError(f"unknown version {version!r}")
+
+
+def whole_sample_shared_bytes(C, H, W, K) -> int:
+    """Dynamic shared memory of ``conv2d_forward_whole_sample``: a sample (+ W + 2 zeros) and 8 maps' filters."""
+    sample = -(-(C * H * W + W + 2) // 4) * 4
+    return 4 * (sample + SAMPLE_BLOCK_MAPS * C * K * K)
+
+
+def whole_sample_fits(C, H, W, K) -> bool:
+    """Whether a layer's sample and a block's filters fit the shared memory of one block (version 7)."""
+    return whole_sample_shared_bytes(C, H, W, K) <= SHARED_LIMIT
+
+
+def set_constant_filters(Wf) -> None:
+    """Copy a filter bank into ``conv_filters`` (constant memory) for versions 2 and 5."""
+    host = _host(Wf)
+    if host.size > CONSTANT_CAPACITY:
+        raise ValueError(
+            f"the filter bank has {host.size} floats; constant memory holds {CONSTANT_CAPACITY} (64 KiB). "
+            f"Use a version that reads the filters from global memory."
+        )
+    module().set_constant("conv_filters", host)
+
+
+def _launch(version: str, kernel: str, X, Wf, b, out, with_filters: bool = True):
+    X, Wf, b, dims, y_shape = _prepare(X, Wf, b)
+    N, C, H, W, M, K = dims
+    Y = _out(out, y_shape)
+    grid, block, shared = launch_config(version, *dims)
+    W_grid = grid_width(version, W - K + 1)
+    args = (X, Wf, b, Y) if with_filters else (X, b, Y)
+    module().function(kernel)(*args, N, C, H, W, M, K, W_grid, grid=grid, block=block, shared=shared)
+    return Y
+
+
+def forward_naive(X, Wf, b=None, out=None):
+    """Version 1: ``conv2d_forward_naive``; one thread per output pixel."""
+    return _launch("naive", "conv2d_forward_naive", X, Wf, b, out)
+
+
+def forward_constant(X, Wf, b=None, out=None):
+    """Version 2: ``conv2d_forward_constant``; the filter bank in constant memory (at most 16384 floats)."""
+    set_constant_filters(Wf)
+    return _launch("constant", "conv2d_forward_constant", X, Wf, b, out, with_filters=False)
+
+
+def forward_tiled(X, Wf, b=None, out=None):
+    """Version 3: ``conv2d_forward_tiled``; input tile and filter in shared memory."""
+    return _launch("tiled", "conv2d_forward_tiled", X, Wf, b, out)
+
+
+def forward_tiled_multimap(X, Wf, b=None, out=None):
+    """Version 4: ``conv2d_forward_tiled_multimap``; CONV_MAPS output maps per block."""
+    return _launch("tiled_multimap", "conv2d_forward_tiled_multimap", X, Wf, b, out)
+
+
+def forward_register_tiled(X, Wf, b=None, out=None):
+    """Version 5: ``conv2d_forward_register_tiled``; CONV_MAPS maps x REG_PIXELS pixels per thread."""
+    return _launch("register_tiled", "conv2d_forward_register_tiled", X, Wf, b, out)
+
+
+def forward_fused(X, Wf, b=None, activation: str = "relu", out=None):
+    """Version 6: ``conv2d_bias_act_pool_fused``; convolution + bias, activation and 2 x 2 max pooling."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; known: {', '.join(ACTIVATIONS)}")
+    X, Wf, b, dims, (N, M, H_out, W_out) = _prepare(X, Wf, b)
+    N, C, H, W, M, K = dims
+    if H_out < 2 or W_out < 2:
+        raise ValueError(f"a {H_out} x {W_out} output is too small for 2 x 2 pooling")
+    set_constant_filters(Wf)
+    P = _out(out, (N, M, H_out // 2, W_out // 2))
+    grid, block, _ = launch_config("fused", *dims)
+    module().function("conv2d_bias_act_pool_fused")(X, b, P, N, C, H, W, M, K, ACTIVATIONS[activation],
+                                                    grid=grid, block=block)
+    return P
+
+
+def _launch_whole_sample(X, Wf, b, activation: str, pool: bool, out):
+    X, Wf, b, dims, (N, M, H_out, W_out) = _prepare(X, Wf, b)
+    N, C, H, W, M, K = dims
+    if not whole_sample_fits(C, H, W, K):
+        raise ValueError(
+            f"a sample of {C} x {H} x {W} and {SAMPLE_BLOCK_MAPS} maps of {C} x {K} x {K} filters need "
+            f"{whole_sample_shared_bytes(C, H, W, K)} bytes of shared memory; a block has {SHARED_LIMIT}. "
+            f"Use a tiled version for layers this large."
+        )
+    if pool and (H_out < 2 or W_out < 2):
+        raise ValueError(f"a {H_out} x {W_out} output is too small for 2 x 2 pooling")
+    Y = _out(out, (N, M, H_out // 2, W_out // 2) if pool else (N, M, H_out, W_out))
+    grid, block, shared = launch_config("whole_sample", *dims)
+    module().function("conv2d_forward_whole_sample")(X, Wf, b, Y, N, C, H, W, M, K, ACTIVATIONS[activation],
+                                                     int(pool), grid=grid, block=block, shared=shared)
+    return Y
+
+
+def forward_whole_sample(X, Wf, b=None, out=None):
+    """Version 7: ``conv2d_forward_whole_sample``; a block per (sample, 8 maps), 2 x 2 outputs of 2 maps per thread.
+
+    For small layers: the sample and 8 maps' filters must fit 48 KiB of shared memory (ValueError otherwise).
+    """
+    return _launch_whole_sample(X, Wf, b, "none", False, out)
+
+
+def forward_whole_sample_fused(X, Wf, b=None, activation: str = "relu", out=None):
+    """Version 7 with bias, activation and 2 x 2 max pooling fused (the same kernel, ``pool`` = 1)."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation!r}; known: {', '.join(ACTIVATIONS)}")
+    return _launch_whole_sample(X, Wf, b, activation, True, out)
+
+
+FORWARDS = {
+    "naive": forward_naive,
+    "constant": forward_constant,
+    "tiled": forward_tiled,
+    "tiled_multimap": forward_tiled_multimap,
+    "register_tiled": forward_register_tiled,
+    "whole_sample": forward_whole_sample,
+}
+"""The convolution versions (output = the convolution + bias), in teaching order."""
+
+KERNEL_NAMES = {
+    "naive": "conv2d_forward_naive",
+    "constant": "conv2d_forward_constant",
+    "tiled": "conv2d_forward_tiled",
+    "tiled_multimap": "conv2d_forward_tiled_multimap",
+    "register_tiled": "conv2d_forward_register_tiled",
+    "fused": "conv2d_bias_act_pool_fused",
+    "whole_sample": "conv2d_forward_whole_sample",
+}
+
+
+def kernel_source(name: str, topic: str = TOPIC) -> str:
+    """One ``__global__`` kernel (or ``__device__`` function) of ``kernels/<topic>.cu`` with the comment just above it."""
+    lines = read_source(topic).splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if ("__global__" in line or "__device__" in line) and f" {name}(" in line), None)
+    if start is None:
+        raise KeyError(f"kernels/{topic}.cu has no kernel called {name}")
+    first = start
+    while first > 0 and lines[first - 1].startswith("//"):
+        first -= 1
+    depth, seen, end = 0, False, start
+    for end in range(start, len(lines)):
+        depth += lines[end].count("{") - lines[end].count("}")
+        seen = seen or "{" in lines[end]
+        if seen and depth == 0:
+            break
+    return "\n".join(lines[first : end + 1])

@@ -1,0 +1,180 @@
+"""Convolution layers as matrix products: the NumPy reference and the launchers of ``kernels/conv2d_gemm.cu``.
+
+``X`` is ``(N, C, H, W)``, the filters ``Wt`` are ``(M, C, K, K)`` (PyTorch's
+layout; as a matrix, ``M x (C*K*K)``), ``Y`` is ``(N, M, H_out, W_out)``;
+zero padding ``pad`` and stride ``stride`` as in ``torch.nn.functional.conv2d``
+(no bias).
+
+* :func:`conv2d_unroll_gemm`: unroll a chunk of samples with
+  ``kernels/im2col.cu``, multiply with ``conv2d_gemm_batched``; repeat.
+* :func:`conv2d_implicit_gemm`: one kernel; the unrolled matrix is built tile
+  by tile in shared memory and never written to global memory.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels import im2col
+from kernels.runtime import DeviceBuffer, blocks_for
+from kernels.runtime.loader import launch, load_topic, output_like
+from kernels.runtime.module import empty
+
+TOPIC = "conv2d_gemm"
+VERSIONS = (
+    ("unroll_gemm", "im2col into global memory, then the warp-tiled SGEMM per sample"),
+    ("implicit_gemm", "the unrolled tiles gathered straight into shared memory (no unrolled matrix)"),
+)
+
+#: Compile-time tiles: WT_* for the SGEMM the explicit version includes, IG_* for the implicit GEMM.
+DEFAULT_CONFIG = {"WT_BM": 64, "WT_BN": 128, "WT_BK": 8, "WT_MIN_BLOCKS": 2, "WT_NQ": 2,
+                  "IG_BM": 64, "IG_BN": 128, "IG_BK": 16, "IG_MIN_BLOCKS": 1, "IG_NQ": 2}
+IMPLICIT_MAX_TAPS = 4096  # IG_MAX_CKK in conv2d_gemm.cu
+#: Floats of unrolled matrix the explicit version keeps at once (1 GiB): bounds memory, sets the chunk.
+WORKSPACE_FLOATS = 2**28
+
+
+def reference(X, Wt, pad: int = 0, stride: int = 1) -> np.ndarray:
+    """Y in float64, through the unrolled matrix: Y[n] = Wmat U[n]."""
+    X = np.asarray(X, np.float64)
+    Wt = np.asarray(Wt, np.float64)
+    N, C, H, W = X.shape
+    M, C2, K, K2 = Wt.shape
+    if C2 != C or K2 != K:
+        raise ValueError(f"filters {Wt.shape} do not match an input with {C} channels (square filters only)")
+    H_out, W_out = im2col.output_size(H, W, K, pad, stride)
+    U = im2col.reference(X, K, pad, stride)                   # (N, C*K*K, P)
+    return np.einsum("mk,nkp->nmp", Wt.reshape(M, C * K * K), U).reshape(N, M, H_out, W_out)
+
+
+def direct_reference(X, Wt, pad: int = 0, stride: int = 1) -> np.ndarray:
+    """Y in float64 by the definition (a sum over c, i, j of shifted inputs): checks :func:`reference`."""
+    X = np.asarray(X, np.float64)
+    Wt = np.asarray(Wt, np.float64)
+    N, C, H, W = X.shape
+    M, _, K, _ = Wt.shape
+    H_out, W_out = im2col.output_size(H, W, K, pad, stride)
+    Xp = np.pad(X, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    Y = np.zeros((N, M, H_out, W_out))
+    for i in range(K):
+        for j in range(K):
+            patch = Xp[:, :, i : i + stride * (H_out - 1) + 1 : stride, j : j + stride * (W_out - 1) + 1 : stride]
+            Y += np.einsum("mc,nchw->nmhw", Wt[:, :, i, j], patch)
+    return Y
+
+
+def flops(N, C, H, W, M, K, pad=0, stride=1) -> float:
+    H_out, W_out = im2col.output_size(H, W, K, pad, stride)
+    return 2.0 * N * M * H_out * W_out * C * K * K
+
+
+def min_bytes(N, C, H, W, M, K, pad=0, stride=1) -> float:
+    """Input and filters read once, output written once."""
+    H_out, W_out = im2col.output_size(H, W, K, pad, stride)
+    return 4.0 * (N * C * H * W + M * C * K * K + N * M * H_out * W_out)
+
+
+def _module(config):
+    return load_topic(TOPIC, {**DEFAULT_CONFIG, **(config or {})})
+
+
+def _check(X, Wt, shape, wshape):
+    N, C, H, W = (int(s) for s in (shape or X.shape))
+    M, C2, K, K2 = (int(s) for s in (wshape or Wt.shape))
+    if C2 != C or K2 != K:
+        raise ValueError(f"filters {(M, C2, K, K2)} do not match an input with {C} channels (square filters only)")
+    return N, C, H, W, M, K
+
+
+def _f32(a):
+    return np.ascontiguousarray(a, dtype=np.float32) if isinstance(a, np.ndarray) else a
+
+
+def chunk_for(N, C, K, P, workspace_floats=WORKSPACE_FLOATS) -> int:
+    """Samples unrolled per launch: as many as fit the workspace (at least one)."""
+    per_sample = C * K * K * P
+    return max(1, min(N, workspace_floats // per_sample, (2**31 - 1) // (C * P)))
+
+
+def conv2d_unroll_gemm(X, Wt, pad: int = 0, stride: int = 1, *, chunk: int | None = None, out=None,
+                       workspace=None, shape=None, wshape=None, config=None, sync=True, prepare_only=False):
+    """Version 1: unroll ``chunk`` samples at a time into ``workspace``, then Y[n] = Wmat U[n] for each.
+
+    ``shape``/``wshape`` give the shapes of ``X``/``Wt`` when they are flat device buffers.
+    """
+    X, Wt = _f32(X), _f32(Wt)
+    N, C, H, W, M, K = _check(X, Wt, shape, wshape)
+    H_out, W_out = im2col.output_size(H, W, K, pad, stride)
+    P, CKK = H_out * W_out, C * K * K
+    chunk = chunk or chunk_for(N, C, K, P)
+    Y = output_like(X, (N, M, H_out, W_out), np.float32) if out is None else out
+    if workspace is None:
+        workspace = empty((chunk, CKK, P))
+    elif workspace.size < chunk * CKK * P:
+        raise ValueError(f"the workspace holds {workspace.size} floats; {chunk} unrolled samples need {chunk * CKK * P}")
+    c = {**DEFAULT_CONFIG, **(config or {})}
+    gemm = _module(config).function("conv2d_gemm_batched")
+    Y_dev = Y if isinstance(Y, DeviceBuffer) else empty(Y.shape)
+    X_dev = X if isinstance(X, DeviceBuffer) else _to_device(X)
+    W_dev = Wt if isinstance(Wt, DeviceBuffer) else _to_device(Wt)
+    steps = []
+    threads = (c["WT_BM"] // 64) * (c["WT_BN"] // (16 * c["WT_NQ"])) * 32
+    for n0 in range(0, N, chunk):
+        count = min(chunk, N - n0)
+        steps.append(im2col.im2col_unroll_vec4(X_dev, K, pad, stride, n0=n0, count=count, out=workspace,
+                                          shape=(N, C, H, W), prepare_only=True))
+        steps.append(launch(gemm, (W_dev, workspace, Y_dev, n0, M, CKK, P),
+                            grid=(blocks_for(P, c["WT_BN"]), blocks_for(M, c["WT_BM"]), count),
+                            block=threads, prepare_only=True))
+
+    def enqueue():
+        for step in steps:
+            step()
+
+    if prepare_only:
+        return enqueue
+    enqueue()
+    if isinstance(Y, np.ndarray):
+        Y[...] = Y_dev.get().reshape(Y.shape)
+    elif sync:
+        from kernels.runtime import current_backend
+
+        current_backend().synchronize()
+    return Y
+
+
+def _to_device(a):
+    from kernels.runtime.module import to_device
+
+    return to_device(a)
+
+
+def conv2d_implicit_gemm(X, Wt, pad: int = 0, stride: int = 1, *, out=None, shape=None, wshape=None,
+                         config=None, sync=True, prepare_only=False):
+    """Version 2: one launch; the unrolled matrix exists only as tiles in shared memory.
+
+    Filters up to 7x7, C*K*K up to 4096 taps, inputs of fewer than 2^31 elements (2^25 per sample).
+    """
+    X, Wt = _f32(X), _f32(Wt)
+    N, C, H, W, M, K = _check(X, Wt, shape, wshape)
+    H_out, W_out = im2col.output_size(H, W, K, pad, stride)
+    if K > 7:
+        raise ValueError(f"conv2d_implicit_gemm keeps one bit per filter tap in a 64-bit mask: {K}x{K} filters are too large")
+    if N * C * H * W >= 2**31 or C * H * W >= 2**25:
+        raise ValueError(f"X has {N * C * H * W} elements ({C * H * W} per sample); conv2d_implicit_gemm indexes it "
+                         f"with 32-bit offsets (fewer than 2^31 in all, 2^25 per sample): split the batch")
+    if C * K * K > IMPLICIT_MAX_TAPS:
+        raise ValueError(f"C*K*K = {C * K * K} filter taps; the tap table of conv2d_implicit_gemm holds "
+                         f"{IMPLICIT_MAX_TAPS}: use conv2d_unroll_gemm")
+    config = {**(config or {}), "IG_WIDE_MASK": int(K > 5)}
+    c = {**DEFAULT_CONFIG, **config}
+    Y = output_like(X, (N, M, H_out, W_out), np.float32) if out is None else out
+    kernel = _module(config).function("conv2d_implicit_gemm")
+    threads = (c["IG_BM"] // 64) * (c["IG_BN"] // (16 * c["IG_NQ"])) * 32
+    grid = (blocks_for(N * H_out * W_out, c["IG_BN"]), blocks_for(M, c["IG_BM"]))
+    enqueue = launch(kernel, (X, Wt, Y, N, C, H, W, M, K, pad, stride, H_out, W_out),
+                     grid=grid, block=threads, sync=sync, prepare_only=prepare_only)
+    return enqueue if prepare_only else Y
+
+
+LAUNCHERS = {"unroll_gemm": conv2d_unroll_gemm, "implicit_gemm": conv2d_implicit_gemm}

@@ -1,0 +1,151 @@
+"""The fully connected layer of ``kernels/fully_connected.cu``: NumPy references and one launcher per version.
+
+Shapes: ``X`` is ``(n, in_features)``, ``W`` is ``(out_features, in_features)``
+(one row per output neuron, as ``torch.nn.Linear``), ``b`` is
+``(out_features,)``, ``Y = X W^T + b`` is ``(n, out_features)``.
+
+Every launcher takes NumPy arrays or device buffers; it returns a new NumPy
+array, or writes ``out`` (a device buffer or array) and returns it, so a
+network can keep all its activations on the device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import read_source
+from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+
+TOPIC = "fully_connected"
+BLOCK_1D = 128  # threads per block of the one-dimensional kernels
+BLOCK_2D = (16, 16)  # threads per block of the naive two-dimensional kernels
+FC_TILE = 16  # must equal the #define in fully_connected.cu
+
+_modules: dict[int, Module] = {}
+
+
+def module() -> Module:
+    """``fully_connected.cu`` compiled once per backend."""
+    backend = current_backend()
+    if id(backend) not in _modules:
+        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
+    return _modules[id(backend)]
+
+
+def _f32(a):
+    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _out(out, shape):
+    if out is None:
+        return np.empty(shape, np.float32)
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
+    return out
+
+
+def _shapes(X, W):
+    if len(X.shape) != 2 or len(W.shape) != 2:
+        raise ValueError(f"X and W must be matrices, got shapes {X.shape} and {W.shape}")
+    n, in_features = X.shape
+    out_features, w_in = W.shape
+    if w_in != in_features:
+        raise ValueError(f"X has {in_features} features per sample but W expects {w_in} (W is out x in)")
+    return int(n), int(in_features), int(out_features)
+
+
+def _grid_2d(columns: int, rows: int, block=BLOCK_2D):
+    return (blocks_for(columns, block[0]), blocks_for(rows, block[1]))
+
+
+# --------------------------------------------------------------------------- NumPy references (float64)
+
+
+def forward_reference(X, W, b) -> np.ndarray:
+    return np.asarray(X, np.float64) @ np.asarray(W, np.float64).T + np.asarray(b, np.float64)
+
+
+def backward_input_reference(dY, W) -> np.ndarray:
+    """dE/dX = dE/dY W  (for one sample, W^T dE/dy)."""
+    return np.asarray(dY, np.float64) @ np.asarray(W, np.float64)
+
+
+def backward_weight_reference(dY, X) -> np.ndarray:
+    """dE/dW = dE/dY^T X: the sum over samples of the outer products dE/dy x^T."""
+    return np.asarray(dY, np.float64).T @ np.asarray(X, np.float64)
+
+
+def backward_bias_reference(dY) -> np.ndarray:
+    return np.asarray(dY, np.float64).sum(axis=0)
+
+
+# --------------------------------------------------------------------------- launchers
+
+
+def forward_matvec(W, b, x, out=None):
+    """Version 1: ``fc_forward_matvec``; y = W x + b for one sample ``x``."""
+    W, b, x = _f32(W), _f32(b), _f32(x)
+    out_features, in_features = (int(s) for s in W.shape)
+    y = _out(out, (out_features,))
+    module().function("fc_forward_matvec")(W, b, x, y, in_features, out_features,
+                                           grid=blocks_for(out_features, BLOCK_1D), block=BLOCK_1D)
+    return y
+
+
+def forward_naive(X, W, b, out=None):
+    """Version 2: ``fc_forward_naive``; one thread per element of Y."""
+    X, W, b = _f32(X), _f32(W), _f32(b)
+    n, in_features, out_features = _shapes(X, W)
+    Y = _out(out, (n, out_features))
+    module().function("fc_forward_naive")(X, W, b, Y, n, in_features, out_features,
+                                          grid=_grid_2d(out_features, n), block=BLOCK_2D)
+    return Y
+
+
+def forward_tiled(X, W, b, out=None):
+    """Version 3: ``fc_forward_tiled``; FC_TILE x FC_TILE tiles in shared memory."""
+    X, W, b = _f32(X), _f32(W), _f32(b)
+    n, in_features, out_features = _shapes(X, W)
+    Y = _out(out, (n, out_features))
+    module().function("fc_forward_tiled")(X, W, b, Y, n, in_features, out_features,
+                                          grid=_grid_2d(out_features, n, (FC_TILE, FC_TILE)), block=(FC_TILE, FC_TILE))
+    return Y
+
+
+def backward_input(dY, W, out=None):
+    """Version 4: ``fc_backward_input``; dX = dY W."""
+    dY, W = _f32(dY), _f32(W)
+    out_features, in_features = (int(s) for s in W.shape)
+    n = int(dY.shape[0])
+    if tuple(dY.shape) != (n, out_features):
+        raise ValueError(f"dY has shape {tuple(dY.shape)}, expected (n, {out_features})")
+    dX = _out(out, (n, in_features))
+    module().function("fc_backward_input")(dY, W, dX, n, in_features, out_features,
+                                           grid=_grid_2d(in_features, n), block=BLOCK_2D)
+    return dX
+
+
+def backward_weight(dY, X, out=None):
+    """Version 5: ``fc_backward_weight``; dW = dY^T X."""
+    dY, X = _f32(dY), _f32(X)
+    n, in_features = (int(s) for s in X.shape)
+    out_features = int(dY.shape[1])
+    if int(dY.shape[0]) != n:
+        raise ValueError(f"dY has {dY.shape[0]} rows but X has {n} samples")
+    dW = _out(out, (out_features, in_features))
+    module().function("fc_backward_weight")(dY, X, dW, n, in_features, out_features,
+                                            grid=_grid_2d(in_features, out_features), block=BLOCK_2D)
+    return dW
+
+
+def backward_bias(dY, out=None):
+    """Version 6: ``fc_backward_bias``; db = column sums of dY."""
+    dY = _f32(dY)
+    n, out_features = (int(s) for s in dY.shape)
+    db = _out(out, (out_features,))
+    module().function("fc_backward_bias")(dY, db, n, out_features,
+                                          grid=blocks_for(out_features, BLOCK_1D), block=BLOCK_1D)
+    return db
+
+
+FORWARDS = {"naive": forward_naive, "tiled": forward_tiled}

@@ -1,0 +1,237 @@
+"""The perceptron kernels of ``kernels/perceptron.cu``: NumPy references and one launcher per version.
+
+Layout shared by every function here: ``x`` is an ``(n, d)`` float32 matrix,
+one sample per row; ``params`` holds the ``d`` weights followed by the bias
+(``params[d]``); per-sample gradients are an ``(n, d + 1)`` matrix in the
+same order, and the minibatch gradient is their column sum.
+
+References compute in float64 and are what the tests and the exercises
+compare the kernels against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import read_source
+from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend, empty, to_device, zeros
+
+TOPIC = "perceptron"
+BLOCK = 256  # threads per block of the one-thread-per-sample kernels
+GRADIENT_SUM_BLOCK = 256  # must equal the #define in perceptron.cu (a power of two)
+
+_modules: dict[int, Module] = {}
+
+
+def module() -> Module:
+    """``perceptron.cu`` compiled once per backend."""
+    backend = current_backend()
+    if id(backend) not in _modules:
+        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
+    return _modules[id(backend)]
+
+
+def _matrix(x) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    if x.ndim != 2:
+        raise ValueError(f"x must be an (n, d) matrix, got shape {x.shape}")
+    return x
+
+
+def _vector(v) -> np.ndarray:
+    return np.ascontiguousarray(v, dtype=np.float32).reshape(-1)
+
+
+# --------------------------------------------------------------------------- NumPy references
+
+
+def weighted_sum_reference(x, params) -> np.ndarray:
+    """z = x w + b for every sample, in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    params = np.asarray(params, dtype=np.float64)
+    return x @ params[:-1] + params[-1]
+
+
+def classify_sign_reference(x, params) -> np.ndarray:
+    """1, 0 or -1: the side of the line w.x + b = 0 each sample lies on."""
+    return np.sign(weighted_sum_reference(x, params))
+
+
+def sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def forward_sigmoid_reference(x, params) -> np.ndarray:
+    return sigmoid(weighted_sum_reference(x, params))
+
+
+def sample_gradients_reference(x, t, params) -> np.ndarray:
+    """Row i: the gradient of E_i = (y_i - t_i)^2 / 2 with respect to (w, b)."""
+    x = np.asarray(x, dtype=np.float64)
+    y = forward_sigmoid_reference(x, params)
+    delta = (y - np.asarray(t, dtype=np.float64)) * y * (1.0 - y)
+    return np.concatenate([delta[:, None] * x, delta[:, None]], axis=1)
+
+
+def gradient_sum_reference(grads) -> np.ndarray:
+    """The column sums of an (n, k) matrix of per-sample gradients."""
+    return np.asarray(grads, dtype=np.float64).sum(axis=0)
+
+
+def update_reference(params, total, learning_rate: float, n: int) -> np.ndarray:
+    return np.asarray(params, dtype=np.float64) - learning_rate * np.asarray(total, dtype=np.float64) / n
+
+
+def loss_reference(x, t, params) -> float:
+    """Mean of E_i = (y_i - t_i)^2 / 2 over the samples."""
+    y = forward_sigmoid_reference(x, params)
+    return float(np.mean((y - np.asarray(t, dtype=np.float64)) ** 2 / 2))
+
+
+# --------------------------------------------------------------------------- launchers, one per version
+
+
+def classify_sign(x, params) -> np.ndarray:
+    """Version 1: ``perceptron_classify_sign``, one thread per sample."""
+    x = _matrix(x)
+    n, d = x.shape
+    y = np.empty(n, np.float32)
+    module().function("perceptron_classify_sign")(x, _vector(params), y, n, d, grid=blocks_for(n, BLOCK), block=BLOCK)
+    return y
+
+
+def forward_sigmoid(x, params) -> np.ndarray:
+    """Version 2: ``perceptron_forward_sigmoid``."""
+    x = _matrix(x)
+    n, d = x.shape
+    y = np.empty(n, np.float32)
+    module().function("perceptron_forward_sigmoid")(x, _vector(params), y, n, d, grid=blocks_for(n, BLOCK), block=BLOCK)
+    return y
+
+
+def sample_gradients(x, t, params, out: DeviceBuffer | None = None):
+    """Version 3: ``perceptron_sample_gradients``; an (n, d + 1) matrix (or ``out``, filled on the device)."""
+    x = _matrix(x)
+    n, d = x.shape
+    grads = out if out is not None else np.empty((n, d + 1), np.float32)
+    module().function("perceptron_sample_gradients")(
+        x, _vector(t), params if isinstance(params, DeviceBuffer) else _vector(params), grads, n, d,
+        grid=blocks_for(n, BLOCK), block=BLOCK,
+    )
+    return grads
+
+
+def _grads_shape(grads) -> tuple[int, int]:
+    if len(grads.shape) != 2:
+        raise ValueError(f"grads must be an (n, k) matrix, got shape {grads.shape}")
+    return int(grads.shape[0]), int(grads.shape[1])
+
+
+def gradient_sum_atomic(grads, total: DeviceBuffer | None = None):
+    """Version 4: ``gradient_sum_atomic``; the column sums of ``grads``.
+
+    Returns a NumPy vector, or fills ``total`` (a device buffer, zeroed here) and returns it.
+    """
+    grads = grads if isinstance(grads, DeviceBuffer) else _matrix(grads)
+    n, k = _grads_shape(grads)
+    out = total if total is not None else np.zeros(k, np.float32)
+    if total is not None:
+        total.set(np.zeros(k, np.float32))
+    module().function("gradient_sum_atomic")(grads, out, n, k, grid=blocks_for(n, BLOCK), block=BLOCK)
+    return out
+
+
+def gradient_sum_tree(grads, total: DeviceBuffer | None = None):
+    """Version 5: ``gradient_sum_tree``; grid (blocks over rows, one per column), GRADIENT_SUM_BLOCK threads."""
+    grads = grads if isinstance(grads, DeviceBuffer) else _matrix(grads)
+    n, k = _grads_shape(grads)
+    out = total if total is not None else np.zeros(k, np.float32)
+    if total is not None:
+        total.set(np.zeros(k, np.float32))
+    module().function("gradient_sum_tree")(
+        grads, out, n, k, grid=(blocks_for(n, GRADIENT_SUM_BLOCK), k), block=GRADIENT_SUM_BLOCK
+    )
+    return out
+
+
+GRADIENT_SUMS = {"atomic": gradient_sum_atomic, "tree": gradient_sum_tree}
+
+
+def update(params, total, learning_rate: float, n: int):
+    """Version 6: ``perceptron_update``, in place on ``params`` (a float32 array or device buffer)."""
+    k = int(params.size)
+    module().function("perceptron_update")(params, total, float(learning_rate), int(n), k, grid=blocks_for(k, BLOCK), block=BLOCK)
+    return params
+
+
+# --------------------------------------------------------------------------- data and training
+
+
+def make_two_clouds(n: int = 200, seed: int = 0, separation: float = 2.5) -> tuple[np.ndarray, np.ndarray]:
+    """Two Gaussian clouds in the plane with labels 0 and 1 (nearly linearly separable)."""
+    rng = np.random.default_rng(seed)
+    labels = (np.arange(n) % 2).astype(np.float32)
+    centres = np.array([[-1.0, -0.5], [1.0, 0.5]]) * separation / 2
+    x = centres[labels.astype(int)] + rng.standard_normal((n, 2))
+    order = rng.permutation(n)
+    return x[order].astype(np.float32), labels[order]
+
+
+def minibatches(n: int, batch_size: int, rng: np.random.Generator, shuffle: bool = True):
+    """Index arrays of the minibatches of one epoch (a fresh shuffle each epoch)."""
+    order = rng.permutation(n) if shuffle else np.arange(n)
+    return [order[s : s + batch_size] for s in range(0, n, batch_size)]
+
+
+@dataclass
+class TrainingHistory:
+    params: list[np.ndarray] = field(default_factory=list)  # after each epoch; params[0] is the start
+    loss: list[float] = field(default_factory=list)  # mean E over the data set, same epochs
+
+
+def train(x, t, params, learning_rate: float = 1.0, epochs: int = 20, batch_size: int = 32, seed: int = 0,
+          reduction: str = "tree", shuffle: bool = True) -> TrainingHistory:
+    """Minibatch gradient descent with the kernels: per-sample gradients, their sum, the update.
+
+    The parameters stay on the device for the whole run; each minibatch is
+    copied in, and the parameters are read back once per epoch for the history.
+    """
+    x = _matrix(x)
+    t = _vector(t)
+    n, d = x.shape
+    reduce = GRADIENT_SUMS[reduction]
+    rng = np.random.default_rng(seed)
+    device_params = to_device(_vector(params))
+    total = zeros(d + 1)
+    history = TrainingHistory()
+    history.params.append(device_params.get().copy())
+    history.loss.append(loss_reference(x, t, history.params[-1]))
+    for _ in range(epochs):
+        for batch in minibatches(n, batch_size, rng, shuffle):
+            xb, tb = x[batch], t[batch]
+            grads = empty((len(batch), d + 1))
+            sample_gradients(xb, tb, device_params, out=grads)
+            reduce(grads, total)
+            update(device_params, total, learning_rate, len(batch))
+        history.params.append(device_params.get().copy())
+        history.loss.append(loss_reference(x, t, history.params[-1]))
+    return history
+
+
+def train_reference(x, t, params, learning_rate: float = 1.0, epochs: int = 20, batch_size: int = 32, seed: int = 0,
+                    shuffle: bool = True) -> TrainingHistory:
+    """The same training in NumPy (float64), on the same minibatches."""
+    x = np.asarray(x, np.float64)
+    t = np.asarray(t, np.float64)
+    params = np.asarray(params, np.float64).copy()
+    rng = np.random.default_rng(seed)
+    history = TrainingHistory(params=[params.copy()], loss=[loss_reference(x, t, params)])
+    for _ in range(epochs):
+        for batch in minibatches(len(x), batch_size, rng, shuffle):
+            total = gradient_sum_reference(sample_gradients_reference(x[batch], t[batch], params))
+            params = update_reference(params, total, learning_rate, len(batch))
+        history.params.append(params.copy())
+        history.loss.append(loss_reference(x, t, params))
+    return history

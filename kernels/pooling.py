@@ -1,0 +1,157 @@
+"""Pooling layers of ``kernels/pooling.cu``: NumPy references and one launcher per version.
+
+``X`` is ``(N, C, H, W)``; a pooling layer of size ``pool`` summarises each
+``pool x pool`` window (stride ``pool``) and gives ``(N, C, H // pool, W // pool)``:
+rows and columns that do not fill a window are dropped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import read_source
+from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+
+TOPIC = "pooling"
+BLOCK = 256
+
+_modules: dict[int, Module] = {}
+
+
+def module() -> Module:
+    backend = current_backend()
+    if id(backend) not in _modules:
+        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
+    return _modules[id(backend)]
+
+
+# --------------------------------------------------------------------------- references (float64)
+
+
+def _windows(X, pool: int) -> np.ndarray:
+    """``(N, C, H // pool, W // pool, pool * pool)``: the pixels of every window, in row-major order."""
+    X = np.asarray(X, np.float64)
+    if X.ndim != 4:
+        raise ValueError(f"X must be (N, C, H, W), got shape {X.shape}")
+    N, C, H, W = X.shape
+    Ho, Wo = H // pool, W // pool
+    if Ho == 0 or Wo == 0:
+        raise ValueError(f"a {pool} x {pool} window does not fit a {H} x {W} map")
+    w = X[:, :, : Ho * pool, : Wo * pool].reshape(N, C, Ho, pool, Wo, pool)
+    return w.transpose(0, 1, 2, 4, 3, 5).reshape(N, C, Ho, Wo, pool * pool)
+
+
+def avg_pool_reference(X, pool: int = 2) -> np.ndarray:
+    return _windows(X, pool).mean(axis=-1)
+
+
+def subsample_bias_sigmoid_reference(X, b, pool: int = 2) -> np.ndarray:
+    z = avg_pool_reference(X, pool) + np.asarray(b, np.float64)[None, :, None, None]
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def max_pool_reference(X, pool: int = 2) -> np.ndarray:
+    return _windows(X, pool).max(axis=-1)
+
+
+def avg_pool_backward_reference(dY, x_shape, pool: int = 2) -> np.ndarray:
+    dY = np.asarray(dY, np.float64)
+    dX = np.zeros(x_shape)
+    N, C, Ho, Wo = dY.shape
+    spread = np.repeat(np.repeat(dY, pool, axis=2), pool, axis=3) / (pool * pool)
+    dX[:, :, : Ho * pool, : Wo * pool] = spread
+    return dX
+
+
+def max_pool_backward_reference(X, dY, pool: int = 2) -> np.ndarray:
+    """dY goes to the first maximum (row-major) of each window; every other pixel gets 0."""
+    X = np.asarray(X, np.float64)
+    dY = np.asarray(dY, np.float64)
+    N, C, H, W = X.shape
+    Ho, Wo = H // pool, W // pool
+    winner = _windows(X, pool).argmax(axis=-1)  # argmax returns the first maximum
+    onehot = (np.arange(pool * pool) == winner[..., None]) * dY[..., None]  # N, C, Ho, Wo, pool*pool
+    dX = np.zeros((N, C, H, W))
+    dX[:, :, : Ho * pool, : Wo * pool] = (
+        onehot.reshape(N, C, Ho, Wo, pool, pool).transpose(0, 1, 2, 4, 3, 5).reshape(N, C, Ho * pool, Wo * pool)
+    )
+    return dX
+
+
+# --------------------------------------------------------------------------- launchers
+
+
+def _f32(a):
+    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _out(out, shape):
+    if out is None:
+        return np.empty(shape, np.float32)
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
+    return out
+
+
+def pooled_shape(x_shape, pool: int) -> tuple[int, int, int, int]:
+    if len(x_shape) != 4:
+        raise ValueError(f"X must be (N, C, H, W), got shape {tuple(x_shape)}")
+    N, C, H, W = (int(s) for s in x_shape)
+    if pool < 1 or H // pool == 0 or W // pool == 0:
+        raise ValueError(f"a {pool} x {pool} window does not fit a {H} x {W} map")
+    return N, C, H // pool, W // pool
+
+
+def _forward(kernel: str, X, pool: int, out, bias=None):
+    X = _f32(X)
+    shape = pooled_shape(X.shape, pool)
+    Y = _out(out, shape)
+    N, C, H, W = (int(s) for s in X.shape)
+    count = int(np.prod(shape))
+    args = (X, Y) if bias is None else (X, _f32(bias), Y)
+    module().function(kernel)(*args, N, C, H, W, int(pool), grid=blocks_for(count, BLOCK), block=BLOCK)
+    return Y
+
+
+def avg_pool(X, pool: int = 2, out=None):
+    """Version 1: ``avg_pool_forward``."""
+    return _forward("avg_pool_forward", X, pool, out)
+
+
+def subsample_bias_sigmoid(X, b, pool: int = 2, out=None):
+    """Version 2: ``subsample_bias_sigmoid_forward``; LeNet's subsampling with a bias per map and a sigmoid."""
+    if tuple(np.shape(b)) != (int(X.shape[1]),):
+        raise ValueError(f"the bias has shape {tuple(np.shape(b))}, expected ({X.shape[1]},)")
+    return _forward("subsample_bias_sigmoid_forward", X, pool, out, bias=b)
+
+
+def max_pool(X, pool: int = 2, out=None):
+    """Version 3: ``max_pool_forward``."""
+    return _forward("max_pool_forward", X, pool, out)
+
+
+def avg_pool_backward(dY, x_shape, pool: int = 2, out=None):
+    """Version 4: ``avg_pool_backward``; dE/dX of shape ``x_shape``."""
+    dY = _f32(dY)
+    if tuple(dY.shape) != pooled_shape(x_shape, pool):
+        raise ValueError(f"dY has shape {tuple(dY.shape)}, expected {pooled_shape(x_shape, pool)}")
+    N, C, H, W = (int(s) for s in x_shape)
+    dX = _out(out, (N, C, H, W))
+    module().function("avg_pool_backward")(dY, dX, N, C, H, W, int(pool),
+                                           grid=blocks_for(N * C * H * W, BLOCK), block=BLOCK)
+    return dX
+
+
+def max_pool_backward(X, dY, pool: int = 2, out=None):
+    """Version 5: ``max_pool_backward``; dE/dX, the gradient routed to each window's maximum."""
+    X, dY = _f32(X), _f32(dY)
+    if tuple(dY.shape) != pooled_shape(X.shape, pool):
+        raise ValueError(f"dY has shape {tuple(dY.shape)}, expected {pooled_shape(X.shape, pool)}")
+    N, C, H, W = (int(s) for s in X.shape)
+    dX = _out(out, (N, C, H, W))
+    module().function("max_pool_backward")(X, dY, dX, N, C, H, W, int(pool),
+                                           grid=blocks_for(N * C * H * W, BLOCK), block=BLOCK)
+    return dX
+
+
+FORWARDS = {"avg": avg_pool, "max": max_pool}

@@ -1,0 +1,133 @@
+"""Sum of an array: NumPy reference and a launcher per kernel of reduction.cu.
+
+Every kernel adds into ``out[0]`` with ``atomicAdd``, so the launchers zero
+``out`` before the launch.  They return the sum as a Python float; with
+``prepare_only=True`` and ``out=`` (a one-element device buffer) they
+return a function that enqueues the launch without zeroing ``out``, which is
+what timing needs (the timed launches keep adding into ``out``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.runtime import blocks_for
+from kernels.runtime.backend import DeviceBuffer
+from kernels.runtime.loader import grid_stride_blocks, launch, load_topic
+from kernels.runtime.module import zeros
+
+TOPIC = "reduction"
+VERSIONS = ("atomic", "shared_tree", "warp_shuffle")
+
+
+def reference(x: np.ndarray) -> float:
+    """The sum in float64, the yardstick the float32 kernels are compared with."""
+    return float(np.sum(x, dtype=np.float64))
+
+
+def tolerance(x: np.ndarray) -> float:
+    """How far a float32 sum of ``x`` may be from the float64 sum.
+
+    Rounding errors of a sum in float32 grow like sqrt(n) * eps * sum(|x|)
+    when they are independent, as they are while partial sums stay small
+    enough to represent every addend well (a per-thread register sum, a
+    tree).  The bound allows twice that plus 1e-5 of sum(|x|): a sum kept
+    in float16, or one that drops elements, is far outside it.  One running
+    total of many elements (``reduce_sum_atomic`` at large n) is not: once
+    the total is large, each small addend is rounded away (in float32,
+    2**24 + 1 == 2**24).
+    """
+    n = max(1, int(x.size))
+    scale = float(np.sum(np.abs(x), dtype=np.float64))
+    return scale * (1e-5 + 2 * float(np.finfo(np.float32).eps) * np.sqrt(n))
+
+
+def bytes_moved(n: int) -> int:
+    """Every float read once (the single output is negligible)."""
+    return 4 * n
+
+
+def _run(kernel_name: str, x, out, zero_out: bool, grid: int, block: int, shared: int, sync: bool, prepare_only: bool):
+    n = int(x.size)
+    kernel = load_topic(TOPIC).function(kernel_name)
+    if prepare_only:
+        if not isinstance(out, DeviceBuffer):
+            raise ValueError("prepare_only needs out=, a one-element device buffer the timed launches add into")
+        return launch(kernel, (x, out, n), grid=grid, block=block, shared=shared, prepare_only=True)
+    if out is None:
+        out = zeros(1, np.float32)
+    elif zero_out:
+        if isinstance(out, DeviceBuffer):
+            out.set(np.zeros(out.shape, np.float32))
+        else:
+            out[...] = 0
+    launch(kernel, (x, out, n), grid=grid, block=block, shared=shared, sync=sync)
+    if not sync:
+        return out
+    return float((out.get() if isinstance(out, DeviceBuffer) else out).reshape(-1)[0])
+
+
+def reduce_sum_atomic(
+    x,
+    *,
+    out=None,
+    zero_out: bool = True,
+    block: int = 256,
+    grid: int | None = None,
+    sync: bool = True,
+    prepare_only: bool = False,
+):
+    """Version 1: one atomicAdd per element (a grid-stride loop; by default one thread per element)."""
+    n = int(x.size)
+    grid = blocks_for(n, block) if grid is None else grid
+    return _run("reduce_sum_atomic", x, out, zero_out, grid, block, 0, sync, prepare_only)
+
+
+def _check_power_of_two(block: int) -> None:
+    if block < 1 or block & (block - 1):
+        raise ValueError(f"reduce_sum_shared_tree halves the block at each step: block ({block}) must be a power of two")
+
+
+def reduce_sum_shared_tree(
+    x,
+    *,
+    out=None,
+    zero_out: bool = True,
+    block: int = 256,
+    grid: int | None = None,
+    sync: bool = True,
+    prepare_only: bool = False,
+):
+    """Version 2: shared-memory tree per block, one atomicAdd per block; ``block`` a power of two."""
+    _check_power_of_two(block)
+    grid = grid_stride_blocks(int(x.size), block) if grid is None else grid
+    return _run("reduce_sum_shared_tree", x, out, zero_out, grid, block, block * 4, sync, prepare_only)
+
+
+def reduce_sum_warp_shuffle(
+    x,
+    *,
+    out=None,
+    zero_out: bool = True,
+    block: int = 256,
+    grid: int | None = None,
+    sync: bool = True,
+    prepare_only: bool = False,
+):
+    """Version 3: warp shuffles, one atomicAdd per block; ``block`` a multiple of 32."""
+    if block % 32:
+        raise ValueError(f"reduce_sum_warp_shuffle works in whole warps: block ({block}) must be a multiple of 32")
+    grid = grid_stride_blocks(int(x.size), block) if grid is None else grid
+    return _run("reduce_sum_warp_shuffle", x, out, zero_out, grid, block, 0, sync, prepare_only)
+
+
+LAUNCHERS = {
+    "atomic": reduce_sum_atomic,
+    "shared_tree": reduce_sum_shared_tree,
+    "warp_shuffle": reduce_sum_warp_shuffle,
+}
+
+
+def reduce_sum(x, version: str = "warp_shuffle", **options):
+    """Run one version by name (see ``VERSIONS``)."""
+    return LAUNCHERS[version](x, **options)

@@ -1,0 +1,415 @@
+"""The CPU emulator: runs the book's CUDA C kernels on the CPU, and checks them.
+
+The same source a reader passes to the GPU is compiled by g++ against a
+prelude of CUDA built-ins (with AddressSanitizer) into a worker program that
+runs one module's kernels in a separate process.  Each block's threads run
+as fibers that switch at barriers and warp intrinsics.  On top of running the
+kernel, the emulator turns the classic kernel bugs into errors that name the
+line: out-of-bounds accesses (:class:`KernelMemoryError`), races and reads of
+unwritten shared memory (each launch runs twice, in two thread orders and
+with two fill patterns in shared memory: :class:`KernelRaceError`,
+:class:`UninitializedSharedMemoryError`), barrier divergence
+(:class:`BarrierDivergenceError`), kernels that run too long
+(:class:`KernelTimeoutError`) and crashes (:class:`KernelLaunchError`).
+
+Settings (environment variables, or attributes of :class:`EmulatorBackend`):
+
+* ``DLK_EMULATOR_TIMEOUT`` (``timeout``): seconds a launch may take, default 60;
+* ``DLK_EMULATOR_CHECKS=0`` (``checks``): run each launch once, without the
+  race and uninitialised-shared-memory checks (faster);
+* ``DLK_EMULATOR_SANDBOX=1`` (``sandbox``): run kernels under a seccomp filter
+  that forbids starting programs, networking and writing files (grading);
+* ``DLK_CACHE_DIR``: where builds are cached (``$DLK_CACHE_DIR/emulator``, default
+  ``~/.cache/dlk-emulator``);
+* ``DLK_EMULATOR_ASAN=0``: build without AddressSanitizer (faster, but out-of-bounds
+  accesses go unreported; the build falls back to this by itself, with a warning,
+  where the compiler has no AddressSanitizer);
+* ``DLK_EMULATOR_UCONTEXT=1``: switch fibers with the C library's ucontext instead
+  of the x86-64 assembly (the path other architectures take; much slower).
+
+Modules: :mod:`.rewrite` (source to translation unit), :mod:`.build` (g++ and the
+cache), :mod:`.protocol` (the worker process), :mod:`.diagnose` (reports and
+comparisons to errors); ``prelude.h`` and ``runtime.cpp`` are the C++ side.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import struct
+import sys
+import threading
+import weakref
+
+import numpy as np
+
+from ..backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
+from ..errors import BarrierDivergenceError, KernelError, KernelLaunchError, KernelTimeoutError
+from ..signature import KernelSignature
+from . import build as _build
+from .diagnose import (
+    BufferInfo,
+    SourceInfo,
+    count_differences,
+    first_difference,
+    race_error,
+    uninitialized_error,
+    unwritten_in_both,
+    worker_death_error,
+)
+from .protocol import Reader, Worker, WorkerDied, WorkerTimeout, pack_string
+from .rewrite import rewrite
+
+__all__ = ["EmulatorBackend", "EmulatorBuffer", "EmulatorModule"]
+
+DEFAULT_TIMEOUT = 60.0
+
+_ERROR_KINDS = {1: "assert", 2: "divergence", 3: "trap", 4: "other"}
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+class EmulatorBuffer(DeviceBuffer):
+    """Device memory of the emulator: a host array, sent to the worker at each launch."""
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        # like fresh GPU memory, not zeros: all bytes 0xFF (NaN for floats, -1 for integers)
+        self.array = np.empty(self.shape, self.dtype)
+        self.array.view(np.uint8).fill(0xFF)
+
+    def get(self) -> np.ndarray:
+        return self.array.copy()
+
+    def set(self, host: np.ndarray) -> None:
+        host = np.asarray(host)
+        if host.shape != self.shape or host.dtype != self.dtype:
+            raise KernelError(f"cannot copy a {host.dtype}{host.shape} array into a {self.dtype}{self.shape} buffer")
+        np.copyto(self.array, host)
+
+
+class EmulatorModule(CompiledModule):
+    """One compiled module and its worker process (started on first use)."""
+
+    def __init__(self, backend: "EmulatorBackend", built: _build.Built, source: str, source_name: str,
+                 signatures: dict[str, KernelSignature], variables: list[tuple[str, bool]]):
+        self.backend = backend
+        self.executable = built.executable
+        self.from_cache = built.from_cache
+        self.asan = built.asan
+        self.source = source
+        self.source_name = source_name
+        self.signatures = dict(signatures)
+        self.kernel_index = {name: i for i, name in enumerate(signatures)}
+        self.variables = dict(variables)
+        self._globals: dict[str, bytes] = {}  # set_global values, replayed into a restarted worker
+        self._worker: Worker | None = None
+        self._lock = threading.Lock()
+        self._worker_box: list = [None]
+        self._finalizer = weakref.finalize(self, EmulatorModule._close_worker, self._worker_box)
+
+    # ---- worker life ------------------------------------------------------------
+    @staticmethod
+    def _close_worker(box):
+        if box[0] is not None:
+            box[0].close()
+            box[0] = None
+
+    def close(self) -> None:
+        """Stop the worker process (a later launch starts a new one)."""
+        self._close_worker(self._worker_box)
+        self._worker = None
+
+    def _evict(self) -> None:
+        """Stop the worker to save processes, keeping its __device__ variables for the next one."""
+        with self._lock:
+            worker = self._worker
+            if worker is None or not worker.alive():
+                return
+            try:
+                for name, writable in self.variables.items():
+                    if not writable:
+                        continue
+                    size = Reader(worker.request(b"G" + pack_string(name) + struct.pack("<Q", 0), self.backend.timeout))
+                    size.u32()
+                    nbytes = size.u64()
+                    reply = Reader(worker.request(b"G" + pack_string(name) + struct.pack("<Q", nbytes), self.backend.timeout))
+                    if reply.u32() == 0:
+                        reply.u64()
+                        self._globals[name] = reply.raw(nbytes)
+            except (WorkerDied, WorkerTimeout):
+                pass
+            self.close()
+
+    def _ensure_worker(self) -> Worker:
+        if self._worker is not None and self._worker.alive():
+            return self._worker
+        self.close()
+        worker = Worker(self.executable, sandbox=self.backend.sandbox)
+        self._worker = worker
+        self._worker_box[0] = worker
+        try:
+            worker.handshake(timeout=max(30.0, self.backend.timeout))
+        except (WorkerDied, WorkerTimeout) as exc:
+            self.close()
+            raise KernelLaunchError(f"{self.source_name}: the emulator's worker did not start:\n{exc.log[-3000:]}") from None
+        self.backend._worker_started(self)
+        if self.backend.sandbox and worker.sandboxed is False:
+            self.backend._warn_once("sandbox", "the emulator's sandbox (seccomp) could not be installed on this system")
+        for name, data in self._globals.items():
+            self._set_in_worker(worker, name, data)
+        return worker
+
+    def _source_info(self, kernel: str) -> SourceInfo:
+        return SourceInfo(kernel, self.source_name, self.source.splitlines())
+
+    # ---- globals ----------------------------------------------------------------
+    def _set_in_worker(self, worker: Worker, name: str, data: bytes) -> None:
+        reply = Reader(worker.request(b"S" + pack_string(name) + struct.pack("<Q", len(data)) + data, self.backend.timeout))
+        status, size = reply.u32(), reply.u64()
+        if status == 1:
+            known = ", ".join(self.variables) or "none"
+            raise KernelError(f"{self.source_name} has no __constant__ or __device__ variable '{name}' (variables: {known})")
+        if status == 2:
+            raise KernelError(f"'{name}' holds {size} bytes; {len(data)} bytes cannot be copied into it")
+
+    def set_global(self, name: str, host: np.ndarray) -> None:
+        data = np.ascontiguousarray(host).tobytes()
+        with self._lock:
+            try:
+                self._set_in_worker(self._ensure_worker(), name, data)
+            except (WorkerDied, WorkerTimeout) as exc:
+                self.close()
+                raise KernelLaunchError(f"{self.source_name}: the emulator's worker failed: {exc}") from None
+            self._globals[name] = data
+
+    def get_global(self, name: str, dtype: np.dtype, count: int) -> np.ndarray:
+        dtype = np.dtype(dtype)
+        nbytes = dtype.itemsize * int(count)
+        with self._lock:
+            worker = self._ensure_worker()
+            try:
+                reply = Reader(worker.request(b"G" + pack_string(name) + struct.pack("<Q", nbytes), self.backend.timeout))
+            except (WorkerDied, WorkerTimeout) as exc:
+                self.close()
+                raise KernelLaunchError(f"{self.source_name}: the emulator's worker failed: {exc}") from None
+        status, size = reply.u32(), reply.u64()
+        if status == 1:
+            raise KernelError(f"{self.source_name} has no __constant__ or __device__ variable '{name}'")
+        if status == 2:
+            raise KernelError(f"'{name}' holds {size} bytes; cannot read {nbytes}")
+        return np.frombuffer(reply.raw(nbytes), dtype=dtype).copy()
+
+    # ---- launches -----------------------------------------------------------------
+    def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int) -> None:
+        with self._lock:
+            self._launch(signature, args, grid, block, shared_bytes)
+
+    def _launch(self, signature, args, grid, block, shared_bytes) -> None:
+        backend = self.backend
+        kernel = signature.name
+        source = self._source_info(kernel)
+        buffers: list[EmulatorBuffer] = []
+        infos: list[BufferInfo] = []
+        outputs: list[bool] = []
+        params = []
+        for param, value in zip(signature.params, args):
+            if param.is_pointer:
+                if not isinstance(value, EmulatorBuffer):
+                    raise KernelError(f"{kernel}: parameter '{param.name}' needs a buffer of the CPU emulator")
+                for i, b in enumerate(buffers):
+                    if b is value:
+                        infos[i].names.append(param.name)
+                        outputs[i] = outputs[i] or not param.is_const
+                        break
+                else:
+                    i = len(buffers)
+                    buffers.append(value)
+                    infos.append(BufferInfo([param.name], value.dtype, value.shape))
+                    outputs.append(not param.is_const)
+                params.append(struct.pack("<BQ", 0, i))
+            else:
+                raw = np.asarray(value).tobytes()[:8].ljust(8, b"\0")
+                params.append(b"\1" + raw)
+        checks = backend.checks
+        request = [
+            b"L",
+            struct.pack("<I6IQII", self.kernel_index[kernel], *grid, *block, shared_bytes, 2 if checks else 1, len(buffers)),
+        ]
+        for b, out in zip(buffers, outputs):
+            data = b.array.tobytes()
+            request += [struct.pack("<QB", len(data), 1 if out else 0), data]
+        request += [struct.pack("<I", len(params)), *params]
+        out_index = [i for i, o in enumerate(outputs) if o]
+
+        def read_run(reader: Reader):
+            status = reader.u32()
+            if status:
+                run = reader.string()
+                message = reader.string()
+                printed = reader.string()
+                if printed and not run:
+                    sys.stdout.write(printed)
+                    sys.stdout.flush()
+                raise self._kernel_error(status, kernel, message, run)
+            text = reader.string()
+            unwritten = reader.string()
+            arrays = []
+            for i in out_index:
+                b = buffers[i]
+                arrays.append(np.frombuffer(reader.raw(b.nbytes), dtype=b.dtype).reshape(b.shape).copy())
+            return text, unwritten, arrays
+
+        worker = self._ensure_worker()
+        log_start = worker.log_position()
+        try:
+            reply = Reader(worker.request(b"".join(request), backend.timeout))
+            text_a, unwritten_a, out_a = read_run(reply)
+            if text_a:
+                sys.stdout.write(text_a)
+                sys.stdout.flush()
+            self._forward_stderr(worker, log_start)
+            log_start = worker.log_position()
+            diff = None
+            if checks:
+                _, _, out_b = read_run(reply)
+                diff = first_difference(out_a, out_b)
+                if diff is not None:
+                    rerun = Reader(worker.request(b"C" + struct.pack("<I", self.kernel_index[kernel]), backend.timeout))
+                    _, unwritten_c, out_c = read_run(rerun)
+        except KernelLaunchError:
+            self._forward_stderr(worker, log_start)
+            raise
+        except WorkerTimeout as exc:
+            self.close()
+            raise KernelTimeoutError(
+                f"{kernel}: the launch (grid {grid}, block {block}) did not finish within {exc.seconds:g} s and was "
+                f"stopped. An endless loop (a loop condition that never becomes false, or threads waiting on a flag "
+                f"no thread sets) is the usual cause; on the CPU emulator keep shapes small. The limit is "
+                f"DLK_EMULATOR_TIMEOUT (seconds).",
+                cuda_error="CUDA_ERROR_LAUNCH_TIMEOUT",
+            ) from None
+        except WorkerDied as exc:
+            self.close()
+            log = exc.log[log_start:] if len(exc.log) >= log_start else exc.log
+            raise worker_death_error(exc.returncode, log, source, infos, str(self.executable)) from None
+        except BaseException:
+            # interrupted (Ctrl-C, a stopped notebook cell): the worker may still be running the
+            # kernel and its reply would be read by the next request, so stop it
+            self.close()
+            raise
+
+        for i, arr in zip(out_index, out_a):
+            buffers[i].array[...] = arr
+        if diff is not None:
+            index = out_index[diff.buffer]
+            diff.buffer = index
+            poison_diff = first_difference(out_a, out_c)
+            if poison_diff is not None:
+                poison_diff.buffer = out_index[poison_diff.buffer]
+                unwritten = unwritten_in_both(unwritten_a, unwritten_c)
+                if unwritten:
+                    raise uninitialized_error(source, infos, poison_diff, unwritten)
+            differing = count_differences(out_a, out_b, out_index.index(index))
+            raise race_error(source, infos, diff, differing)
+
+    def _forward_stderr(self, worker: Worker, start: int) -> None:
+        text = worker.read_log(start)
+        noise = ("==", "DLK-", "False positive error reports may follow", "For details see https://github.com/google/sanitizers")
+        lines = [l for l in text.splitlines() if l and not l.startswith(noise)]
+        if lines:
+            sys.stderr.write("\n".join(lines) + "\n")
+
+    def _kernel_error(self, status: int, kernel: str, message: str, run: str) -> KernelLaunchError:
+        note = f" (while re-running the launch with threads in {run.split('-')[0]} order)" if run else ""
+        kind = _ERROR_KINDS.get(status, "other")
+        if kind == "divergence":
+            return BarrierDivergenceError(f"{kernel}: {message}{note}", cuda_error="CUDA_ERROR_LAUNCH_FAILED")
+        if kind == "assert":
+            return KernelLaunchError(f"{kernel}: {message}{note}", cuda_error="CUDA_ERROR_ASSERT")
+        return KernelLaunchError(f"{kernel}: {message}{note}", cuda_error="CUDA_ERROR_LAUNCH_FAILED")
+
+
+class EmulatorBackend(Backend):
+    """Runs kernels on the CPU emulator (``DLK_BACKEND=cpu``)."""
+
+    name = "cpu"
+
+    def __init__(self, sandbox: bool | None = None, timeout: float | None = None, checks: bool | None = None):
+        self.sandbox = _env_flag("DLK_EMULATOR_SANDBOX", False) if sandbox is None else bool(sandbox)
+        if timeout is None:
+            try:
+                timeout = float(os.environ.get("DLK_EMULATOR_TIMEOUT", DEFAULT_TIMEOUT))
+            except ValueError:
+                raise KernelError("DLK_EMULATOR_TIMEOUT must be a number of seconds") from None
+        #: seconds one launch may take before it is stopped (the grader may lower it)
+        self.timeout = float(timeout)
+        #: run each launch twice (thread orders, poison patterns) to find races and uninitialised reads
+        self.checks = _env_flag("DLK_EMULATOR_CHECKS", True) if checks is None else bool(checks)
+        self._warned: set[str] = set()
+        # modules with a running worker, least recently started first
+        self._live: list[weakref.ref] = []
+
+    #: at most this many worker processes run at once; the oldest is stopped (and restarted when used again)
+    max_workers = 8
+
+    def _worker_started(self, module: "EmulatorModule") -> None:
+        self._live = [r for r in self._live if r() is not None and r() is not module and r()._worker is not None]
+        self._live.append(weakref.ref(module))
+        while len(self._live) > self.max_workers:
+            oldest = self._live.pop(0)()
+            if oldest is not None and not oldest._lock.locked():
+                oldest._evict()
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            import warnings
+
+            warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+    def compile(self, source, source_name, options, include_dirs, signatures) -> EmulatorModule:
+        unit = rewrite(source, source_name, signatures)
+        built = _build.build(unit.text, source, source_name, tuple(options), tuple(include_dirs))
+        return EmulatorModule(self, built, source, source_name, signatures, unit.variables)
+
+    def empty(self, shape, dtype) -> EmulatorBuffer:
+        return EmulatorBuffer(shape, dtype)
+
+    def synchronize(self) -> None:
+        """Launches are synchronous on the emulator: nothing to wait for."""
+
+    def limits(self) -> DeviceLimits:
+        # like an sm_90 device: 48 KiB of static shared memory, up to 227 KiB dynamic when opted in
+        return DeviceLimits(max_shared_bytes_per_block=48 * 1024, max_shared_bytes_optin=227 * 1024)
+
+    def describe(self) -> dict:
+        info = {
+            "name": f"CPU emulator on {cpu_model()}",
+            "backend": "cpu",
+            "cpu": cpu_model(),
+            "machine": platform.machine(),
+            "cores": os.cpu_count(),
+            "checks": self.checks,
+            "sandbox": self.sandbox,
+            "timeout_s": self.timeout,
+        }
+        info.update(_build.describe_toolchain())
+        return info

@@ -1,0 +1,345 @@
+"""Build the worker executable of a module with g++, and cache it.
+
+The executable is the reader's translation unit (see :mod:`.rewrite`) linked
+with the emulator's runtime (``runtime.cpp``), built with AddressSanitizer
+where the compiler has it.  Builds are cached like PyCUDA's: in
+``$DLK_CACHE_DIR`` (default ``~/.cache/dlk-emulator``), keyed by a hash of the
+prelude, runtime, translation unit, options and compiler version.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import KernelCompileError
+from .rewrite import GENERATED_NAME
+
+HERE = Path(__file__).resolve().parent
+PRELUDE = HERE / "prelude.h"
+RUNTIME = HERE / "runtime.cpp"
+INCLUDE = HERE / "include"
+
+BASE_FLAGS = ("-std=gnu++17", "-g", "-gdwarf-4", "-O1", "-fno-omit-frame-pointer", "-w", "-fdiagnostics-color=never", "-pthread")
+ASAN_FLAGS = ("-fsanitize=address",)
+PATTERN_INIT = ("-ftrivial-auto-var-init=pattern",)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("DLK_CACHE_DIR")
+    path = Path(root) / "emulator" if root else Path.home() / ".cache" / "dlk-emulator"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def compiler() -> str:
+    return os.environ.get("CXX", "g++")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(cxx: str) -> str:
+    try:
+        out = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KernelCompileError(
+            f"the CPU emulator needs a C++ compiler ({cxx}), which could not be run: {exc}. "
+            f"Install g++ (apt-get install g++) or set CXX."
+        ) from None
+    return out.stdout.splitlines()[0] if out.stdout else cxx
+
+
+def _digest(*parts) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(repr(part).encode() if not isinstance(part, (bytes, str)) else (part.encode() if isinstance(part, str) else part))
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _atomic_output(final: Path) -> Path:
+    fd, tmp = tempfile.mkstemp(prefix=final.name + ".", suffix=".tmp", dir=final.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cxx: str
+    version: str
+    flags: tuple[str, ...]
+    asan: bool
+    runtime_object: Path
+
+
+_warned_no_asan = False
+
+
+@functools.lru_cache(maxsize=None)
+def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool = False) -> Toolchain:
+    global _warned_no_asan
+    version = compiler_version(cxx)
+    directory = Path(cache)
+    sources = (PRELUDE.read_text(), RUNTIME.read_text())
+    errors = []
+    candidates = [
+        (BASE_FLAGS + PATTERN_INIT + ASAN_FLAGS, True),
+        (BASE_FLAGS + ASAN_FLAGS, True),
+        (BASE_FLAGS + PATTERN_INIT, False),
+        (BASE_FLAGS, False),
+    ]
+    if not use_asan:
+        candidates = [c for c in candidates if not c[1]]
+    for flags, asan in candidates:
+        # the runtime: optimised, not instrumented (only the reader's code needs checking)
+        runtime_flags = tuple(f for f in flags if f not in ASAN_FLAGS and f != "-O1") + ("-O2",)
+        if asan:
+            runtime_flags += ("-DDLK_WITH_ASAN=1",)
+        if ucontext:
+            runtime_flags += ("-DDLK_FORCE_UCONTEXT=1",)
+        obj = directory / f"runtime-{_digest(version, runtime_flags, *sources)}.o"
+        if not obj.exists():
+            tmp = _atomic_output(obj)
+            cmd = [cxx, *runtime_flags, "-I", str(HERE), "-c", str(RUNTIME), "-o", str(tmp)]
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            ok = result.returncode == 0
+            if ok and asan:
+                ok = _asan_links(cxx, flags, tmp, directory)
+            if not ok:
+                tmp.unlink(missing_ok=True)
+                errors.append(result.stderr[-2000:])
+                continue
+            os.replace(tmp, obj)
+        if not asan and use_asan and not _warned_no_asan:
+            _warned_no_asan = True
+            warnings.warn(
+                "the CPU emulator could not build with AddressSanitizer; out-of-bounds accesses will "
+                "not be reported (install the compiler's libasan)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return Toolchain(cxx, version, flags, asan, obj)
+    raise KernelCompileError("the CPU emulator's runtime does not compile:\n" + "\n".join(errors))
+
+
+def _asan_links(cxx: str, flags, obj: Path, directory: Path) -> bool:
+    """A test link of the runtime: is libasan installed?"""
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
+        stub = Path(tmp) / "stub.cpp"
+        stub.write_text(
+            '#include "prelude.h"\n'
+            'extern "C" const __dlk_kernel_entry __dlk_kernels[] = {{0, 0}};\n'
+            'extern "C" const __dlk_variable_entry __dlk_variables[] = {{0, 0, 0, 0, 0}};\n'
+            'extern "C" const __dlk_variable_entry __dlk_file_shared[] = {{0, 0, 0, 0, 0}};\n'
+        )
+        cmd = [cxx, *flags, "-I", str(HERE), str(stub), str(obj), "-o", str(Path(tmp) / "stub")]
+        return subprocess.run(cmd, capture_output=True).returncode == 0
+
+
+def toolchain() -> Toolchain:
+    # DLK_EMULATOR_ASAN=0 builds without AddressSanitizer (faster; out-of-bounds accesses go unnoticed)
+    use_asan = os.environ.get("DLK_EMULATOR_ASAN", "1").strip().lower() not in ("0", "false", "no", "off")
+    # DLK_EMULATOR_UCONTEXT=1 switches fibers with the C library's ucontext (the portable path)
+    ucontext = os.environ.get("DLK_EMULATOR_UCONTEXT", "0").strip().lower() in ("1", "true", "yes", "on")
+    return _toolchain_for(compiler(), str(cache_dir()), use_asan, ucontext)
+
+
+def _usable_options(options: tuple[str, ...], include_dirs: tuple[str, ...]) -> list[str]:
+    """Keep the options g++ understands the same way (-D, -U, -I); drop nvcc's own (-arch, -O3, ...)."""
+    kept: list[str] = []
+    pending = None
+    for opt in options:
+        if pending:
+            kept += [pending, str(Path(opt).resolve()) if pending == "-I" else opt]
+            pending = None
+        elif opt in ("-D", "-U", "-I"):
+            pending = opt
+        elif opt.startswith(("-D", "-U", "-I")):
+            kept.append(opt)
+        elif opt.startswith("-std=c++"):
+            kept.append(opt.replace("-std=c++", "-std=gnu++"))
+    for d in include_dirs:
+        kept += ["-I", str(Path(d).resolve())]
+    return kept
+
+
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"]', re.M)
+
+
+def _included_files(text: str, search: list[Path], seen: dict[Path, str] | None = None, depth: int = 0) -> dict[Path, str]:
+    """Headers the source includes from its include directories (recursively), with their text:
+    part of the cache key, so that editing a header rebuilds (system headers are left out)."""
+    seen = {} if seen is None else seen
+    if depth > 8:
+        return seen
+    for name in _INCLUDE.findall(text):
+        for directory in search:
+            path = (directory / name).resolve()
+            if path.is_file():
+                if path not in seen:
+                    try:
+                        seen[path] = path.read_text(errors="replace")
+                    except OSError:
+                        break
+                    _included_files(seen[path], search, seen, depth + 1)
+                break
+    return seen
+
+
+@dataclass(frozen=True)
+class Built:
+    executable: Path
+    from_cache: bool
+    asan: bool
+
+
+def build(unit_text: str, source: str, source_name: str, options: tuple[str, ...], include_dirs: tuple[str, ...]) -> Built:
+    tc = toolchain()
+    user_flags = _usable_options(options, include_dirs)
+    search = [Path(f[2:]) if f.startswith("-I") and len(f) > 2 else None for f in user_flags]
+    search = [p for p in search if p] + [Path(user_flags[i + 1]) for i, f in enumerate(user_flags[:-1]) if f == "-I"]
+    headers = _included_files(unit_text, search)
+    key = _digest(tc.version, tc.flags, tc.runtime_object.name, unit_text, user_flags,
+                  *(f"{p}\n{t}" for p, t in sorted(headers.items())))
+    directory = cache_dir()
+    exe = directory / f"module-{key}"
+    if exe.exists():
+        try:
+            os.utime(exe)  # most recently used: kept longest when the cache is pruned
+        except OSError:
+            pass
+        return Built(exe, True, tc.asan)
+    tmp = _atomic_output(exe)
+    with tempfile.TemporaryDirectory(dir=directory) as work:
+        tu = Path(work) / "unit.cpp"
+        tu.write_text(unit_text)
+        cmd = [
+            tc.cxx, *tc.flags, "-I", str(HERE), "-I", str(INCLUDE), *user_flags,
+            str(tu), str(tc.runtime_object), "-o", str(tmp), "-lm",
+        ]
+        result = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
+    if result.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise compile_error(result.stderr, source, source_name)
+    os.replace(tmp, exe)
+    _prune(directory)
+    return Built(exe, False, tc.asan)
+
+
+#: builds kept in the cache; beyond it the least recently used are removed
+MAX_CACHED_MODULES = 400
+
+
+def _prune(directory: Path) -> None:
+    modules = [p for p in directory.glob("module-*") if not p.name.endswith(".tmp")]
+    if len(modules) <= MAX_CACHED_MODULES:
+        return
+
+    def last_used(p: Path) -> float:
+        try:
+            st = p.stat()
+            return max(st.st_atime, st.st_mtime)
+        except OSError:
+            return 0.0
+
+    for old in sorted(modules, key=last_used)[: len(modules) - MAX_CACHED_MODULES * 3 // 4]:
+        try:
+            old.unlink()  # a running worker keeps its (unlinked) executable
+        except OSError:
+            pass
+
+
+_DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?P<kind>fatal error|error|warning|note):\s*(?P<msg>.*)$")
+_WHERE = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:\d+:)?\s")
+
+
+def _reader_line_near(log_lines: list[str], index: int, want: str) -> int | None:
+    """The reader's line a diagnostic inside the prelude is about: the mention of the reader's
+    file that belongs to it (a following "in expansion of macro" note, else a preceding
+    "required from here")."""
+
+    def is_error(line: str) -> bool:
+        m = _DIAG.match(line)
+        return bool(m and m.group("kind") in ("error", "fatal error"))
+
+    for k in range(index + 1, len(log_lines)):
+        if is_error(log_lines[k]):
+            break
+        m = _WHERE.match(log_lines[k])
+        if m and Path(m.group("file")).name == want:
+            return int(m.group("line"))
+    for k in range(index - 1, -1, -1):
+        if is_error(log_lines[k]):
+            break
+        m = _WHERE.match(log_lines[k])
+        if m and Path(m.group("file")).name == want:
+            return int(m.group("line"))
+    return None
+
+
+def compile_error(log: str, source: str, source_name: str) -> KernelCompileError:
+    """g++'s messages about the reader's file, each with the line it is about quoted.
+
+    Errors g++ finds inside the emulator's prelude (a CUDA built-in used with the
+    wrong types, say) are shown at the reader's line that used the built-in.
+    """
+    lines = source.splitlines()
+    want = Path(source_name).name
+    log_lines = log.splitlines()
+    shown: list[str] = []
+    seen = set()
+    for index, raw in enumerate(log_lines):
+        m = _DIAG.match(raw)
+        if not m:
+            if "undefined reference to" in raw:
+                shown.append(raw.split(": ", 1)[-1].strip())
+            continue
+        kind = m.group("kind")
+        message = m.group("msg")
+        if Path(m.group("file")).name == want:
+            lineno = int(m.group("line"))
+            if kind == "note" and ("in expansion of macro" in message or "prelude.h" in message):
+                continue
+        elif kind in ("error", "fatal error"):
+            if m.group("file") == GENERATED_NAME:
+                shown.append(f"in the emulator's launch code: {message}")
+                continue
+            lineno = _reader_line_near(log_lines, index, want)
+            if lineno is None:
+                shown.append(f"{kind}: {message}")
+                continue
+            message += " (in the emulator's definition of a CUDA built-in used here)"
+        else:
+            continue
+        key = (lineno, message)
+        if key in seen:
+            continue
+        seen.add(key)
+        text = f"{source_name}:{lineno}: {kind}: {message}"
+        if 1 <= lineno <= len(lines):
+            text += f"\n  {lineno:4d} | {lines[lineno - 1]}"
+        shown.append(text)
+    if not shown:
+        tail = "\n".join(log.strip().splitlines()[-20:])
+        shown.append(tail or "the C++ compiler failed without a message")
+    message = f"{source_name} does not compile (the CPU emulator compiles it with g++):\n" + "\n".join(shown[:25])
+    return KernelCompileError(message, log=log, source_name=source_name)
+
+
+def describe_toolchain() -> dict:
+    try:
+        tc = toolchain()
+    except Exception as exc:  # pragma: no cover - reported, not raised
+        return {"compiler": f"unavailable ({exc})"}
+    return {"compiler": tc.version, "sanitizer": "AddressSanitizer" if tc.asan else "none", "flags": " ".join(tc.flags)}
+
+
+def clear_cache() -> None:
+    shutil.rmtree(cache_dir(), ignore_errors=True)

@@ -1,0 +1,3 @@
+// The CPU emulator's stand-in for <device_launch_parameters.h>: the CUDA built-ins come
+// from the prelude every translation unit starts with, so this is empty.
+#pragma once

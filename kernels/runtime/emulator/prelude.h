@@ -1,0 +1,349 @@
+// CUDA C built-ins for the CPU emulator.
+//
+// Every kernel source is compiled by g++ with this header in front of it.  It
+// defines what nvcc provides implicitly: the execution-space keywords, the
+// built-in index variables, vector types, atomics, warp intrinsics, barriers
+// and the usual math intrinsics.  Barriers and warp intrinsics call into the
+// emulator's scheduler (runtime.cpp), which runs the threads of a block as
+// fibers and checks that they meet.
+#pragma once
+
+#include <assert.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#define __CUDACC__ 1
+#define DLK_EMULATOR 1
+
+// ---- execution spaces and qualifiers ------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __managed__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __grid_constant__
+#define __align__(n) __attribute__((aligned(n)))
+#define __builtin_align__(n) __attribute__((aligned(n)))
+#define __cudart_builtin__
+// The emulator rewrites __shared__ declarations itself (poisoned per block);
+// one that reaches the compiler (made by a macro, say) still works, unchecked.
+#define __shared__ static
+
+// ---- vector types ----------------------------------------------------------
+#define DLK_VEC2(T, N, A) \
+  struct __attribute__((aligned(A))) N##2 { T x, y; }; \
+  static inline N##2 make_##N##2(T x, T y) { N##2 v; v.x = x; v.y = y; return v; }
+#define DLK_VEC3(T, N) \
+  struct N##3 { T x, y, z; }; \
+  static inline N##3 make_##N##3(T x, T y, T z) { N##3 v; v.x = x; v.y = y; v.z = z; return v; }
+#define DLK_VEC4(T, N, A) \
+  struct __attribute__((aligned(A))) N##4 { T x, y, z, w; }; \
+  static inline N##4 make_##N##4(T x, T y, T z, T w) { N##4 v; v.x = x; v.y = y; v.z = z; v.w = w; return v; }
+#define DLK_VEC1(T, N) \
+  struct N##1 { T x; }; \
+  static inline N##1 make_##N##1(T x) { N##1 v; v.x = x; return v; }
+#define DLK_VECS(T, N, A2, A4) DLK_VEC1(T, N) DLK_VEC2(T, N, A2) DLK_VEC3(T, N) DLK_VEC4(T, N, A4)
+DLK_VECS(float, float, 8, 16)
+DLK_VECS(double, double, 16, 16)
+DLK_VECS(int, int, 8, 16)
+DLK_VECS(unsigned int, uint, 8, 16)
+DLK_VECS(long long, longlong, 16, 16)
+DLK_VECS(unsigned long long, ulonglong, 16, 16)
+DLK_VECS(short, short, 4, 8)
+DLK_VECS(unsigned short, ushort, 4, 8)
+DLK_VECS(signed char, char, 2, 4)
+DLK_VECS(unsigned char, uchar, 2, 4)
+#undef DLK_VECS
+#undef DLK_VEC1
+#undef DLK_VEC2
+#undef DLK_VEC3
+#undef DLK_VEC4
+
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+// ---- built-in variables (set by the scheduler before each thread runs) ------
+extern "C" uint3 threadIdx;
+extern "C" uint3 blockIdx;
+extern "C" dim3 blockDim;
+extern "C" dim3 gridDim;
+constexpr int warpSize = 32;
+
+// ---- the scheduler's interface ----------------------------------------------
+extern "C" {
+void __dlk_syncthreads(int line);
+int __dlk_syncthreads_reduce(int op, int predicate, int line);
+unsigned long long __dlk_warp_op(int op, unsigned mask, unsigned long long value, int param, int width, int line);
+void __dlk_shared_register(void* ptr, size_t bytes, size_t elem_bytes, const char* name, int line);
+void* __dlk_dynamic_shared(void);
+void* __dlk_dynamic_shared_register(void** slot, const char* name);
+extern unsigned __dlk_block_generation;
+void __dlk_trap(int line) __attribute__((noreturn));
+int __dlk_printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+long long __dlk_clock(void);
+}
+
+// One static __shared__ declarator, rewritten by the emulator as
+//   static T name[N]; DLK_SHARED(name, line);
+// which poisons it the first time a thread of each block reaches it.
+template <class T> struct __dlk_base { typedef T type; };
+template <class T, size_t N> struct __dlk_base<T[N]> { typedef typename __dlk_base<T>::type type; };
+#define DLK_SHARED(name, line)                                                      \
+  do {                                                                              \
+    static unsigned __dlk_gen_of_##name = 0;                                        \
+    if (__dlk_gen_of_##name != __dlk_block_generation) {                            \
+      __dlk_gen_of_##name = __dlk_block_generation;                                 \
+      __dlk_shared_register((void*)&(name), sizeof(name),                           \
+                            sizeof(typename __dlk_base<decltype(name)>::type), #name, line); \
+    }                                                                               \
+  } while (0)
+
+// ---- barriers ---------------------------------------------------------------
+#define __syncthreads() __dlk_syncthreads(__LINE__)
+#define __syncthreads_count(p) __dlk_syncthreads_reduce(0, (p), __LINE__)
+#define __syncthreads_and(p) __dlk_syncthreads_reduce(1, (p), __LINE__)
+#define __syncthreads_or(p) __dlk_syncthreads_reduce(2, (p), __LINE__)
+#define __threadfence() ((void)0)
+#define __threadfence_block() ((void)0)
+#define __threadfence_system() ((void)0)
+#define __trap() __dlk_trap(__LINE__)
+#define __nanosleep(ns) ((void)(ns))
+#define clock() __dlk_clock()
+#define clock64() __dlk_clock()
+
+// ---- warp intrinsics (warp size 32) ---------------------------------------
+enum { DLK_SHFL_IDX, DLK_SHFL_UP, DLK_SHFL_DOWN, DLK_SHFL_XOR, DLK_BALLOT, DLK_ANY, DLK_ALL, DLK_SYNCWARP,
+       DLK_REDUCE_ADD, DLK_REDUCE_MIN, DLK_REDUCE_MAX, DLK_MATCH_ANY, DLK_ACTIVEMASK };
+
+template <class T> static inline unsigned long long __dlk_bits(T v) {
+  static_assert(sizeof(T) <= 8, "warp shuffles move values of at most 8 bytes");
+  unsigned long long b = 0;
+  memcpy(&b, &v, sizeof(T));
+  return b;
+}
+template <class T> static inline T __dlk_from_bits(unsigned long long b) {
+  T v;
+  memcpy(&v, &b, sizeof(T));
+  return v;
+}
+#define DLK_SHFL(op, mask, var, p, width) \
+  __dlk_from_bits<decltype(+(var))>(__dlk_warp_op(op, mask, __dlk_bits<decltype(+(var))>(var), p, width, __LINE__))
+#define __shfl_sync(mask, var, ...) DLK_SHFL_ARGS(DLK_SHFL_IDX, mask, var, __VA_ARGS__, 32)
+#define __shfl_up_sync(mask, var, ...) DLK_SHFL_ARGS(DLK_SHFL_UP, mask, var, __VA_ARGS__, 32)
+#define __shfl_down_sync(mask, var, ...) DLK_SHFL_ARGS(DLK_SHFL_DOWN, mask, var, __VA_ARGS__, 32)
+#define __shfl_xor_sync(mask, var, ...) DLK_SHFL_ARGS(DLK_SHFL_XOR, mask, var, __VA_ARGS__, 32)
+#define DLK_SHFL_ARGS(op, mask, var, p, width, ...) DLK_SHFL(op, mask, var, p, width)
+#define __ballot_sync(mask, pred) ((unsigned)__dlk_warp_op(DLK_BALLOT, mask, (pred) ? 1 : 0, 0, 32, __LINE__))
+#define __any_sync(mask, pred) ((int)__dlk_warp_op(DLK_ANY, mask, (pred) ? 1 : 0, 0, 32, __LINE__))
+#define __all_sync(mask, pred) ((int)__dlk_warp_op(DLK_ALL, mask, (pred) ? 1 : 0, 0, 32, __LINE__))
+#define __syncwarp(...) ((void)__dlk_warp_op(DLK_SYNCWARP, DLK_SYNCWARP_MASK(__VA_ARGS__ + 0), 0, 0, 32, __LINE__))
+#define DLK_SYNCWARP_MASK(m) ((m) == 0 ? 0xffffffffu : (unsigned)(m))
+// the lanes of the warp that reach this same call (the converged lanes); lanes that
+// exited or wait elsewhere are not in it
+#define __activemask() ((unsigned)__dlk_warp_op(DLK_ACTIVEMASK, 0xffffffffu, 0, 0, 32, __LINE__))
+#define __reduce_add_sync(mask, v) ((unsigned)__dlk_warp_op(DLK_REDUCE_ADD, mask, (unsigned)(v), 0, 32, __LINE__))
+#define __reduce_min_sync(mask, v) ((unsigned)__dlk_warp_op(DLK_REDUCE_MIN, mask, (unsigned)(v), 0, 32, __LINE__))
+#define __reduce_max_sync(mask, v) ((unsigned)__dlk_warp_op(DLK_REDUCE_MAX, mask, (unsigned)(v), 0, 32, __LINE__))
+#define __match_any_sync(mask, v) ((unsigned)__dlk_warp_op(DLK_MATCH_ANY, mask, __dlk_bits(v), 0, 32, __LINE__))
+
+// ---- atomics: the threads of a block run one at a time, so plain operations are atomic
+#define DLK_ATOMIC(name, expr)                                                         \
+  template <class T, class U> static inline T name(T* address, U value_) {            \
+    T value = (T)value_;                                                               \
+    T old = *address;                                                                  \
+    *address = (expr);                                                                 \
+    return old;                                                                        \
+  }
+DLK_ATOMIC(atomicAdd, old + value)
+DLK_ATOMIC(atomicSub, old - value)
+DLK_ATOMIC(atomicExch, value)
+DLK_ATOMIC(atomicMax, old < value ? value : old)
+DLK_ATOMIC(atomicMin, value < old ? value : old)
+DLK_ATOMIC(atomicAnd, old & value)
+DLK_ATOMIC(atomicOr, old | value)
+DLK_ATOMIC(atomicXor, old ^ value)
+#undef DLK_ATOMIC
+#define atomicAdd_block atomicAdd
+#define atomicAdd_system atomicAdd
+static inline unsigned atomicInc(unsigned* address, unsigned limit) {
+  unsigned old = *address;
+  *address = old >= limit ? 0 : old + 1;
+  return old;
+}
+static inline unsigned atomicDec(unsigned* address, unsigned limit) {
+  unsigned old = *address;
+  *address = (old == 0 || old > limit) ? limit : old - 1;
+  return old;
+}
+template <class T, class U, class V> static inline T atomicCAS(T* address, U compare, V value) {
+  T old = *address;
+  if (old == (T)compare) *address = (T)value;
+  return old;
+}
+
+// ---- loads --------------------------------------------------------------------
+template <class T> static inline T __ldg(const T* p) { return *p; }
+template <class T> static inline T __ldca(const T* p) { return *p; }
+template <class T> static inline T __ldcs(const T* p) { return *p; }
+template <class T> static inline T __ldcg(const T* p) { return *p; }
+template <class T> static inline T __ldlu(const T* p) { return *p; }
+template <class T> static inline void __stcs(T* p, T v) { *p = v; }
+template <class T> static inline void __stcg(T* p, T v) { *p = v; }
+template <class T> static inline void __stwt(T* p, T v) { *p = v; }
+
+// ---- integer min/max overloads of CUDA's math library -----------------------
+#define DLK_MINMAX(T)                                           \
+  static inline T min(T a, T b) { return a < b ? a : b; }       \
+  static inline T max(T a, T b) { return a < b ? b : a; }
+DLK_MINMAX(int)
+DLK_MINMAX(unsigned int)
+DLK_MINMAX(long)
+DLK_MINMAX(unsigned long)
+DLK_MINMAX(long long)
+DLK_MINMAX(unsigned long long)
+#undef DLK_MINMAX
+static inline unsigned int min(int a, unsigned int b) { return min((unsigned)a, b); }
+static inline unsigned int min(unsigned int a, int b) { return min(a, (unsigned)b); }
+static inline unsigned int max(int a, unsigned int b) { return max((unsigned)a, b); }
+static inline unsigned int max(unsigned int a, int b) { return max(a, (unsigned)b); }
+static inline long long min(long long a, int b) { return min(a, (long long)b); }
+static inline long long min(int a, long long b) { return min((long long)a, b); }
+static inline long long max(long long a, int b) { return max(a, (long long)b); }
+static inline long long max(int a, long long b) { return max((long long)a, b); }
+static inline float min(float a, float b) { return fminf(a, b); }
+static inline float max(float a, float b) { return fmaxf(a, b); }
+static inline double min(double a, double b) { return fmin(a, b); }
+static inline double max(double a, double b) { return fmax(a, b); }
+static inline double min(float a, double b) { return fmin(a, b); }
+static inline double min(double a, float b) { return fmin(a, b); }
+static inline double max(float a, double b) { return fmax(a, b); }
+static inline double max(double a, float b) { return fmax(a, b); }
+static inline long long llmin(long long a, long long b) { return min(a, b); }
+static inline long long llmax(long long a, long long b) { return max(a, b); }
+static inline unsigned umin(unsigned a, unsigned b) { return min(a, b); }
+static inline unsigned umax(unsigned a, unsigned b) { return max(a, b); }
+
+// ---- float intrinsics ------------------------------------------------------
+// glibc declares __expf, __sinf, ... itself (same meaning): CUDA's fast versions are macros
+#define __expf(x) expf(x)
+#define __exp10f(x) exp10f(x)
+#define __logf(x) logf(x)
+#define __log2f(x) log2f(x)
+#define __log10f(x) log10f(x)
+#define __sinf(x) sinf(x)
+#define __cosf(x) cosf(x)
+#define __tanf(x) tanf(x)
+#define __sincosf(x, s, c) sincosf(x, s, c)
+#define __powf(x, y) powf(x, y)
+static inline float __fdividef(float a, float b) { return a / b; }
+static inline float fdividef(float a, float b) { return a / b; }
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+static inline float rcbrtf(float x) { return 1.0f / cbrtf(x); }
+static inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+static inline float __fsqrt_rn(float x) { return sqrtf(x); }
+static inline float __frcp_rn(float x) { return 1.0f / x; }
+static inline float __saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static inline double __dadd_rn(double a, double b) { return a + b; }
+static inline double __dmul_rn(double a, double b) { return a * b; }
+static inline float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678118654752f); }
+static inline double normcdf(double x) { return 0.5 * erfc(-x * 0.70710678118654752); }
+static inline float sinpif(float x) { return sinf(3.14159265358979323846f * x); }
+static inline float cospif(float x) { return cosf(3.14159265358979323846f * x); }
+
+// ---- conversions and bit tricks -------------------------------------------
+static inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
+static inline int __float2int_rz(float x) { return (int)x; }
+static inline int __float2int_rd(float x) { return (int)floorf(x); }
+static inline int __float2int_ru(float x) { return (int)ceilf(x); }
+static inline unsigned __float2uint_rn(float x) { return (unsigned)nearbyintf(x); }
+static inline unsigned __float2uint_rz(float x) { return (unsigned)x; }
+static inline long long __float2ll_rn(float x) { return (long long)nearbyintf(x); }
+static inline float __int2float_rn(int x) { return (float)x; }
+static inline float __uint2float_rn(unsigned x) { return (float)x; }
+static inline float __ll2float_rn(long long x) { return (float)x; }
+static inline int __double2int_rn(double x) { return (int)nearbyint(x); }
+static inline float __double2float_rn(double x) { return (float)x; }
+static inline int __float_as_int(float x) { return __dlk_from_bits<int>(__dlk_bits(x)); }
+static inline unsigned __float_as_uint(float x) { return __dlk_from_bits<unsigned>(__dlk_bits(x)); }
+static inline float __int_as_float(int x) { return __dlk_from_bits<float>(__dlk_bits(x)); }
+static inline float __uint_as_float(unsigned x) { return __dlk_from_bits<float>(__dlk_bits(x)); }
+static inline long long __double_as_longlong(double x) { return __dlk_from_bits<long long>(__dlk_bits(x)); }
+static inline double __longlong_as_double(long long x) { return __dlk_from_bits<double>(__dlk_bits(x)); }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
+static inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
+static inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+static inline unsigned __brev(unsigned x) {
+  unsigned r = 0;
+  for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
+  return r;
+}
+static inline int __mul24(int a, int b) { return a * b; }
+static inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
+static inline int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
+  s &= 31;
+  return s ? (hi << s) | (lo >> (32 - s)) : hi;
+}
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
+  s &= 31;
+  return s ? (lo >> s) | (hi << (32 - s)) : lo;
+}
+
+// ---- launch trampolines: unpack the argument array into the kernel's parameters
+struct __dlk_pointer_arg {
+  void* const* slot;
+  template <class T> operator T*() const { return *(T* const*)slot; }
+};
+struct __dlk_scalar_arg {
+  const void* slot;
+  template <class T> operator T() const {
+    T v;
+    memcpy(&v, slot, sizeof(T));
+    return v;
+  }
+};
+struct __dlk_kernel_entry {
+  const char* name;
+  void (*launch)(void* const* args);
+};
+struct __dlk_variable_entry {
+  const char* name;
+  void* address;
+  size_t bytes;
+  size_t elem_bytes;
+  int writable;  // a __device__ variable (kernels may write it), not __constant__
+};
+
+// ---- printf: collected per launch and shown after it --------------------------
+#define printf __dlk_printf

@@ -1,0 +1,260 @@
+"""The GPU backend: PyCUDA on a real CUDA device.
+
+Source is compiled by nvcc through PyCUDA's ``SourceModule`` (which caches by
+source and options).  The reader's source is wrapped in ``extern "C"`` so
+kernels are found by their plain names, with a ``#line`` directive so that
+compiler messages give the reader's own line numbers; ``#include`` lines are
+hoisted above the wrapper (C++ headers cannot live inside ``extern "C"``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import time
+
+import numpy as np
+
+from .backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
+from .diagnostics import compile_error_message
+from .errors import KernelCompileError, KernelError, KernelLaunchError, KernelTimeoutError, LaunchConfigError
+from .signature import KernelSignature
+
+try:  # PyCUDA is only needed on a machine with a GPU.
+    import pycuda.driver as cuda
+    from pycuda.compiler import SourceModule
+except ImportError:  # pragma: no cover - exercised on machines without PyCUDA
+    cuda = None
+
+# CUDA's descriptions (what PyCUDA puts in its messages) -> the error enum name.
+CUDA_ERRORS = {
+    "an illegal memory access was encountered": "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "unspecified launch failure": "CUDA_ERROR_LAUNCH_FAILED",
+    "device-side assert triggered": "CUDA_ERROR_ASSERT",
+    "too many resources requested for launch": "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+    "the launch timed out and was terminated": "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "misaligned address": "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "an illegal instruction was encountered": "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "operation not supported on global/shared address space": "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    "invalid program counter": "CUDA_ERROR_INVALID_PC",
+    "out of memory": "CUDA_ERROR_OUT_OF_MEMORY",
+    "invalid argument": "CUDA_ERROR_INVALID_VALUE",
+    "invalid resource handle": "CUDA_ERROR_INVALID_HANDLE",
+}
+# After these the context is unusable: every later CUDA call fails too.
+STICKY = {
+    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ASSERT",
+    "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_TIMEOUT",
+}
+EXPLAIN = {
+    "CUDA_ERROR_ILLEGAL_ADDRESS": "a thread read or wrote memory outside every buffer (check the bounds guard and the index arithmetic)",
+    "CUDA_ERROR_ASSERT": "an assert() in the kernel failed",
+    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the block needs more registers or shared memory than a multiprocessor has; use fewer threads per block",
+    "CUDA_ERROR_MISALIGNED_ADDRESS": "a vector load/store (float4, ...) used an address that is not a multiple of its size",
+}
+
+
+def cuda_error_name(exc: BaseException) -> str | None:
+    text = str(exc).lower()
+    for description, name in CUDA_ERRORS.items():
+        if description in text:
+            return name
+    return None
+
+
+def _launch_error(exc: BaseException, kernel: str | None) -> KernelLaunchError:
+    name = cuda_error_name(exc)
+    where = f"kernel {kernel}" if kernel else "the last kernel"
+    message = f"{where} failed: {name or 'CUDA error'} ({exc})"
+    if name in EXPLAIN:
+        message += f"\n  meaning: {EXPLAIN[name]}"
+    if name in STICKY:
+        message += "\n  The CUDA context is unusable after this error: restart the Python process (the notebook kernel) to run kernels again."
+    return KernelLaunchError(message, cuda_error=name)
+
+
+def _wrap_source(source: str, source_name: str) -> str:
+    """``extern "C"`` around the source, includes hoisted, line numbers preserved."""
+    includes: list[str] = []
+    body: list[str] = []
+    for line in source.splitlines():
+        if re.match(r"\s*#\s*include\b", line):
+            includes.append(line)
+            body.append("")  # keep the line count
+        else:
+            body.append(line)
+    escaped = source_name.replace("\\", "\\\\").replace('"', '\\"')
+    return "\n".join(includes) + f'\nextern "C" {{\n#line 1 "{escaped}"\n' + "\n".join(body) + "\n}\n"
+
+
+class GPUBuffer(DeviceBuffer):
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self.allocation = cuda.mem_alloc(max(1, self.nbytes))
+
+    @property
+    def ptr(self) -> int:
+        return int(self.allocation)
+
+    def get(self) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        if self.nbytes:
+            cuda.memcpy_dtoh(out, self.allocation)
+        return out
+
+    def set(self, host: np.ndarray) -> None:
+        host = np.ascontiguousarray(host, dtype=self.dtype)
+        if host.size != self.size:
+            raise KernelError(f"cannot copy {host.size} values into a buffer of {self.size}")
+        if self.nbytes:
+            cuda.memcpy_htod(self.allocation, host)
+
+
+class GPUModule(CompiledModule):
+    def __init__(self, backend: "GPUBackend", module, source_name: str):
+        self.backend = backend
+        self.module = module
+        self.source_name = source_name
+        self._functions: dict[str, object] = {}
+
+    def _function(self, name: str):
+        if name not in self._functions:
+            self._functions[name] = self.module.get_function(name)
+        return self._functions[name]
+
+    def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int) -> None:
+        function = self._function(signature.name)
+        if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
+            function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
+        converted = [a.allocation if isinstance(a, GPUBuffer) else a for a in args]
+        try:
+            function(*converted, grid=grid, block=block, shared=shared_bytes)
+        except cuda.Error as exc:
+            name = cuda_error_name(exc)
+            if name in ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE"):
+                raise LaunchConfigError(
+                    f"{signature.name} could not be launched with grid {grid}, block {block}, "
+                    f"{shared_bytes} bytes shared: {name} ({exc})" + (f"\n  meaning: {EXPLAIN[name]}" if name in EXPLAIN else "")
+                ) from None
+            raise _launch_error(exc, signature.name) from None
+        self.backend.last_kernel = signature.name
+
+    def _global(self, name: str):
+        try:
+            return self.module.get_global(name)
+        except cuda.Error:
+            raise KernelError(f"{self.source_name} has no __constant__ or __device__ variable '{name}'") from None
+
+    def set_global(self, name: str, host: np.ndarray) -> None:
+        ptr, size = self._global(name)
+        if host.nbytes > size:
+            raise KernelError(f"'{name}' holds {size} bytes; {host.nbytes} bytes given")
+        cuda.memcpy_htod(ptr, host)
+
+    def get_global(self, name: str, dtype: np.dtype, count: int) -> np.ndarray:
+        ptr, size = self._global(name)
+        out = np.empty(count, dtype)
+        if out.nbytes > size:
+            raise KernelError(f"'{name}' holds {size} bytes; {out.nbytes} bytes asked for")
+        cuda.memcpy_dtoh(out, ptr)
+        return out
+
+
+class GPUBackend(Backend):
+    """Kernels on the first CUDA device, through PyCUDA."""
+
+    name = "gpu"
+
+    def __init__(self, device: int = 0):
+        if cuda is None:
+            raise KernelError("the GPU backend needs PyCUDA (pip install pycuda); use DLK_BACKEND=cpu for the emulator")
+        cuda.init()
+        if cuda.Device.count() == 0:
+            raise KernelError("no CUDA device found; use DLK_BACKEND=cpu for the emulator")
+        self.device = cuda.Device(device)
+        # The primary context is the one the CUDA runtime (and so torch and
+        # cupy) uses too: peers measured in the same process share it.
+        self.context = self.device.retain_primary_context()
+        self.context.push()
+        atexit.register(self._close)
+        self.last_kernel: str | None = None
+        #: Seconds synchronize() waits for a kernel before calling it hung.
+        self.timeout_s = float(os.environ.get("DLK_GPU_TIMEOUT", "120"))
+        self._limits: DeviceLimits | None = None
+
+    def _close(self) -> None:
+        try:
+            self.context.pop()
+        except Exception:
+            pass
+
+    def compile(self, source, source_name, options, include_dirs, signatures) -> GPUModule:
+        wrapped = _wrap_source(source, source_name)
+        try:
+            module = SourceModule(wrapped, options=list(options), no_extern_c=True, include_dirs=list(include_dirs))
+        except cuda.CompileError as exc:
+            log = getattr(exc, "stderr", "") or str(exc)
+            raise KernelCompileError(compile_error_message(log, source, source_name, "nvcc"), log=log, source_name=source_name) from None
+        return GPUModule(self, module, source_name)
+
+    def empty(self, shape, dtype) -> GPUBuffer:
+        try:
+            return GPUBuffer(shape, dtype)
+        except cuda.MemoryError as exc:
+            raise KernelError(f"cannot allocate {np.prod(shape) * np.dtype(dtype).itemsize} bytes on the GPU: {exc}") from None
+
+    def synchronize(self) -> None:
+        """Wait for the device, at most ``timeout_s`` seconds, naming any failure."""
+        done = cuda.Event()
+        try:
+            done.record()
+            deadline = time.monotonic() + self.timeout_s
+            pause = 0.0
+            while not done.query():
+                if time.monotonic() > deadline:
+                    raise KernelTimeoutError(
+                        f"kernel {self.last_kernel or '?'} is still running after {self.timeout_s:.0f} s: "
+                        f"probably an endless loop (a loop bound or a barrier that is never reached). "
+                        f"A running kernel cannot be stopped from Python: restart the notebook kernel.",
+                        cuda_error="timeout",
+                    )
+                time.sleep(pause)
+                pause = min(0.01, pause + 0.0002)
+            cuda.Context.synchronize()
+        except cuda.Error as exc:
+            raise _launch_error(exc, self.last_kernel) from None
+
+    def limits(self) -> DeviceLimits:
+        if self._limits is None:
+            a = cuda.device_attribute
+            d = self.device
+            self._limits = DeviceLimits(
+                max_threads_per_block=d.get_attribute(a.MAX_THREADS_PER_BLOCK),
+                max_block_dims=(d.get_attribute(a.MAX_BLOCK_DIM_X), d.get_attribute(a.MAX_BLOCK_DIM_Y), d.get_attribute(a.MAX_BLOCK_DIM_Z)),
+                max_grid_dims=(d.get_attribute(a.MAX_GRID_DIM_X), d.get_attribute(a.MAX_GRID_DIM_Y), d.get_attribute(a.MAX_GRID_DIM_Z)),
+                max_shared_bytes_per_block=d.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK),
+                max_shared_bytes_optin=d.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+                warp_size=d.get_attribute(a.WARP_SIZE),
+            )
+        return self._limits
+
+    def describe(self) -> dict:
+        a = cuda.device_attribute
+        d = self.device
+        major, minor = d.compute_capability()
+        driver = cuda.get_driver_version()
+        return {
+            "backend": "gpu",
+            "name": d.name(),
+            "compute_capability": f"{major}.{minor}",
+            "driver_version": f"{driver // 1000}.{(driver % 1000) // 10}",
+            "multiprocessors": d.get_attribute(a.MULTIPROCESSOR_COUNT),
+            "clock_mhz": d.get_attribute(a.CLOCK_RATE) / 1000,
+            "memory_clock_mhz": d.get_attribute(a.MEMORY_CLOCK_RATE) / 1000,
+            "memory_bus_bits": d.get_attribute(a.GLOBAL_MEMORY_BUS_WIDTH),
+            "l2_bytes": d.get_attribute(a.L2_CACHE_SIZE),
+            "memory_bytes": d.total_memory(),
+        }

@@ -1,0 +1,98 @@
+"""Compile a topic's ``kernels/<topic>.cu`` once per process and backend.
+
+Launchers call :func:`load_topic` on every launch; the first call compiles
+the file (about half a second with nvcc, longer on the emulator) and later
+calls return the same :class:`~kernels.runtime.module.Module`.  Switching
+backend (:func:`~kernels.runtime.select.use_backend`) compiles again for the
+new one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import select
+from .backend import Backend
+from .module import Module, blocks_for, compile_source
+
+KERNEL_DIR = Path(__file__).resolve().parent.parent
+
+# (id(backend), topic, defines) -> (backend, module); the backend is kept so its id is not reused.
+_modules: dict[tuple, tuple[Backend, Module]] = {}
+
+
+def load_topic(topic: str, defines: dict[str, object] | None = None, backend: Backend | None = None) -> Module:
+    """The compiled ``kernels/<topic>.cu`` (with ``kernels/`` on the include path)."""
+    backend = backend or select.current_backend()
+    frozen = tuple(sorted((k, str(v)) for k, v in (defines or {}).items()))
+    key = (id(backend), topic, frozen)
+    hit = _modules.get(key)
+    if hit is not None and hit[0] is backend:
+        return hit[1]
+    path = KERNEL_DIR / f"{topic}.cu"
+    module = compile_source(
+        path.read_text(), name=path.name, include_dirs=(str(KERNEL_DIR),), defines=dict(frozen), backend=backend
+    )
+    _modules[key] = (backend, module)
+    return module
+
+
+def multiprocessors(backend: Backend | None = None) -> int:
+    """Number of streaming multiprocessors (SMs) of the device; 4 on the CPU emulator."""
+    backend = backend or select.current_backend()
+    try:
+        count = backend.describe().get("multiprocessors")
+    except Exception:
+        count = None
+    return int(count) if count else 4
+
+
+def grid_stride_blocks(n: int, threads_per_block: int, blocks_per_sm: int | None = None, backend: Backend | None = None) -> int:
+    """Blocks for a grid-stride kernel: enough to fill every SM, never more than ``n`` needs.
+
+    By default as many blocks as can be resident at once (2048 threads per SM
+    on recent GPUs): one "wave" of the whole device.
+    """
+    if blocks_per_sm is None:
+        blocks_per_sm = max(1, 2048 // threads_per_block)
+    return max(1, min(blocks_for(n, threads_per_block), multiprocessors(backend) * blocks_per_sm))
+
+
+def output_like(template, shape=None, dtype=None):
+    """A new output for a launcher: a NumPy array if ``template`` is one, else a device buffer.
+
+    NumPy outputs are filled with NaN, so that an element a kernel forgot to
+    write shows up in a comparison instead of passing by luck.
+    """
+    import numpy as np
+
+    from .backend import DeviceBuffer
+    from .module import empty
+
+    shape = template.shape if shape is None else shape
+    dtype = template.dtype if dtype is None else np.dtype(dtype)
+    if isinstance(template, DeviceBuffer):
+        return empty(shape, dtype)
+    return np.full(shape, np.nan, dtype=dtype)
+
+
+def element_count(*arrays) -> int:
+    """The common size of NumPy arrays or device buffers; ValueError if they differ."""
+    sizes = {int(a.size) for a in arrays}
+    if len(sizes) != 1:
+        raise ValueError(f"arrays of different sizes: {[int(a.size) for a in arrays]}")
+    return sizes.pop()
+
+
+def launch(kernel, args, *, grid, block, shared: int = 0, sync: bool = True, prepare_only: bool = False):
+    """Launch ``kernel(*args)``, or with ``prepare_only`` return a function that enqueues it.
+
+    The prepared function skips argument checks and conversions on each call
+    (they were done once), so that timing measures the kernel and not the
+    Python that launches it: ``time_kernel(vector_add_grid_stride(a, b, c, prepare_only=True))``.
+    """
+    prepared = kernel.prepare(args, grid, block, shared)
+    if prepare_only:
+        return lambda: kernel.launch_prepared(prepared, sync=False)
+    kernel.launch_prepared(prepared, sync=sync)
+    return None

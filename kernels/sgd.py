@@ -1,0 +1,31 @@
+"""The gradient descent step of ``kernels/sgd.cu``: reference and launcher."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import read_source
+from .runtime import Module, blocks_for, compile_source, current_backend
+
+TOPIC = "sgd"
+BLOCK = 256
+
+_modules: dict[int, Module] = {}
+
+
+def module() -> Module:
+    backend = current_backend()
+    if id(backend) not in _modules:
+        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
+    return _modules[id(backend)]
+
+
+def sgd_update_reference(param, grad, learning_rate: float) -> np.ndarray:
+    return np.asarray(param, np.float64) - learning_rate * np.asarray(grad, np.float64)
+
+
+def sgd_update(param, grad, learning_rate: float):
+    """``sgd_update``, in place on ``param`` (a float32 array or a device buffer)."""
+    count = int(np.prod(param.shape))
+    module().function("sgd_update")(param, grad, float(learning_rate), count, grid=blocks_for(count, BLOCK), block=BLOCK)
+    return param

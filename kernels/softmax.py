@@ -1,0 +1,100 @@
+"""Softmax and cross-entropy of ``kernels/softmax.cu``: NumPy references and one launcher per version.
+
+``Z`` is an ``(n, c)`` matrix of scores (one row per sample, one column per
+class), ``labels`` an int32 vector of classes in ``0..c-1``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import read_source
+from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+
+TOPIC = "softmax"
+BLOCK = 128
+
+_modules: dict[int, Module] = {}
+
+
+def module() -> Module:
+    backend = current_backend()
+    if id(backend) not in _modules:
+        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
+    return _modules[id(backend)]
+
+
+# --------------------------------------------------------------------------- NumPy references (float64)
+
+
+def softmax_reference(Z) -> np.ndarray:
+    Z = np.asarray(Z, np.float64)
+    e = np.exp(Z - Z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def cross_entropy_reference(Z, labels) -> np.ndarray:
+    """Per-sample loss logsumexp(z) - z_t."""
+    Z = np.asarray(Z, np.float64)
+    m = Z.max(axis=1)
+    lse = m + np.log(np.exp(Z - m[:, None]).sum(axis=1))
+    return lse - Z[np.arange(len(Z)), np.asarray(labels)]
+
+
+def cross_entropy_backward_reference(Z, labels) -> np.ndarray:
+    """Gradient of the mean loss over the rows: (softmax(Z) - onehot) / n."""
+    P = softmax_reference(Z)
+    P[np.arange(len(P)), np.asarray(labels)] -= 1.0
+    return P / len(P)
+
+
+# --------------------------------------------------------------------------- launchers
+
+
+def _f32(a):
+    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _labels(labels):
+    return labels if isinstance(labels, DeviceBuffer) else np.ascontiguousarray(labels, dtype=np.int32)
+
+
+def _out(out, shape):
+    return np.empty(shape, np.float32) if out is None else out
+
+
+def softmax_naive(Z, out=None):
+    """Version 1: ``softmax_naive`` (overflows for scores above ~88)."""
+    Z = _f32(Z)
+    n, c = (int(s) for s in Z.shape)
+    P = _out(out, (n, c))
+    module().function("softmax_naive")(Z, P, n, c, grid=blocks_for(n, BLOCK), block=BLOCK)
+    return P
+
+
+def softmax_stable(Z, out=None):
+    """Version 2: ``softmax_stable``."""
+    Z = _f32(Z)
+    n, c = (int(s) for s in Z.shape)
+    P = _out(out, (n, c))
+    module().function("softmax_stable")(Z, P, n, c, grid=blocks_for(n, BLOCK), block=BLOCK)
+    return P
+
+
+def cross_entropy_forward(Z, labels, probs=None, loss=None):
+    """Version 3: ``softmax_cross_entropy_forward``; returns (probabilities, per-sample loss)."""
+    Z, labels = _f32(Z), _labels(labels)
+    n, c = (int(s) for s in Z.shape)
+    P = _out(probs, (n, c))
+    L = _out(loss, (n,))
+    module().function("softmax_cross_entropy_forward")(Z, labels, P, L, n, c, grid=blocks_for(n, BLOCK), block=BLOCK)
+    return P, L
+
+
+def cross_entropy_backward(P, labels, out=None):
+    """Version 4: ``softmax_cross_entropy_backward``; dZ of the mean loss."""
+    P, labels = _f32(P), _labels(labels)
+    n, c = (int(s) for s in P.shape)
+    dZ = _out(out, (n, c))
+    module().function("softmax_cross_entropy_backward")(P, labels, dZ, n, c, grid=blocks_for(n * c, BLOCK), block=BLOCK)
+    return dZ

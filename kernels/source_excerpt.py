@@ -1,0 +1,42 @@
+"""One function of a kernel file, as a chapter shows it: its comment, any ``#define`` above it, and its body.
+
+Chapters print the code they run from ``kernels/<topic>.cu`` itself, never a
+copy; when a file holds several versions, a chapter shows them one at a time::
+
+    from kernels.source_excerpt import function_source
+    Code(function_source("perceptron", "gradient_sum_tree"), language="cuda")
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import read_source
+
+
+def function_source(topic: str, name: str) -> str:
+    """The ``__global__`` (or ``__device__``) function ``name`` of ``kernels/<topic>.cu``.
+
+    Includes the comment lines and ``#define`` s directly above it (up to the
+    previous blank line), and the body to its closing brace.
+    """
+    source = read_source(topic)
+    lines = source.splitlines()
+    pattern = re.compile(r"^\s*(?:template\s*<[^>]*>\s*)?(?:extern\s+\"C\"\s+)?(?:__global__|__device__)[^(]*\b" + re.escape(name) + r"\s*\(")
+    start = next((i for i, line in enumerate(lines) if pattern.search(line)), None)
+    if start is None:
+        raise KeyError(f"kernels/{topic}.cu has no function called {name!r}")
+    first = start
+    while first > 0 and lines[first - 1].strip() and (
+        lines[first - 1].lstrip().startswith(("//", "#define", "/*", "*")) or lines[first - 1].strip().endswith("*/")
+    ):
+        first -= 1
+    # A #define separated by one blank line from the comment above the function belongs to it too.
+    depth, end, seen_brace = 0, start, False
+    for end in range(start, len(lines)):
+        code = re.sub(r"//.*", "", lines[end])
+        depth += code.count("{") - code.count("}")
+        seen_brace = seen_brace or "{" in code
+        if seen_brace and depth == 0:
+            break
+    return "\n".join(lines[first : end + 1]) + "\n"

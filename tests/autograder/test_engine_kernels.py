@@ -1,0 +1,282 @@
+"""The grading engine on real kernels: honest solutions, the planted-bug corpus, hangs, crashes, isolation.
+
+Runs on the current backend (the CPU emulator under ``make test``); each
+grade is a fresh child process, as in grading.  The corpus is
+``planted_bugs/*.cu``: each file is a ``%%cuda`` cell; a bug's second line
+``// expect: <regex>`` is what the feedback must say about it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder.exercises import get_exercise
+from autograder.isolation import grade_submission
+from autograder.submission import KernelSubmission, submission_from_cell
+
+pytestmark = pytest.mark.backend
+
+CORPUS = Path(__file__).parent / "planted_bugs"
+HONEST = sorted(CORPUS.glob("*_honest*.cu"))
+BUGS = sorted(CORPUS.glob("*_bug_*.cu"))
+SECRET = b"engine tests"
+
+
+def load(path: Path) -> KernelSubmission:
+    sub = submission_from_cell(path.read_text())
+    assert sub is not None and not sub.parse_error, path
+    return sub
+
+
+def expectation(path: Path, backend: str) -> str:
+    """The feedback a bug must get; ``// expect-gpu:`` where a GPU shows the bug differently (races)."""
+    text = path.read_text()
+    m = backend == "gpu" and re.search(r"^// expect-gpu: (.+)$", text, re.M) or re.search(r"^// expect: (.+)$", text, re.M)
+    assert m, f"{path.name} has no '// expect:' line"
+    return m.group(1).strip()
+
+
+def feedback(result) -> str:
+    return "\n".join([result.message] + [s.hint + " " + s.error for s in result.shapes])
+
+
+@pytest.fixture(scope="module")
+def backend_name():
+    """The backend the children are told to use: $DLK_BACKEND, else the GPU if usable, else the emulator."""
+    import os
+
+    from kernels.runtime.select import _gpu_usable
+
+    name = os.environ.get("DLK_BACKEND", "auto").strip().lower() or "auto"
+    if name == "auto":
+        name = "gpu" if _gpu_usable() else "cpu"
+    if name == "cpu":
+        try:
+            from kernels.runtime.emulator import EmulatorBackend  # noqa: F401
+        except ImportError as exc:
+            pytest.skip(f"the CPU emulator is not available: {exc}")
+    return name
+
+
+@pytest.mark.parametrize("path", HONEST, ids=lambda p: p.stem)
+def test_honest_solution_gets_every_correctness_point(path, backend_name):
+    sub = load(path)
+    result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="honest", backend=backend_name)
+    ex = get_exercise(sub.exercise)
+    timing_size = re.search(r"^// gpu-timing-size: (.+)$", path.read_text(), re.M)
+    if backend_name == "gpu" and timing_size:
+        # Right on every correctness case, wrong at the (much larger) timing size.
+        assert [s.label for s in result.shapes if not s.passed] == [s.label for s in result.shapes[-1:]]
+        assert "timing size" in result.shapes[-1].label
+        assert re.search(timing_size.group(1), result.message, re.I), result.message
+        n_shapes = len({s.label for s in result.shapes})
+        assert result.correctness_score == round(ex.correctness_points * (n_shapes - 1) / n_shapes, 4)
+        assert result.speed_score == 0
+        return
+    assert result.status == "passed", result.feedback_text()
+    assert result.correctness_score == ex.correctness_points
+    assert len({s.label for s in result.shapes}) >= 5
+    assert min(sum(1 for s in result.shapes if s.label == label and not s.visible)
+               for label in {s.label for s in result.shapes if not s.visible}) >= 3
+    if backend_name == "cpu":
+        assert not result.speed_measured and result.speed_score == 0 and result.speed_pending
+        assert "not measured" in result.speed_note
+
+
+@pytest.mark.parametrize("path", BUGS, ids=lambda p: p.stem)
+def test_planted_bug_fails_the_hidden_tests_and_is_named(path, backend_name):
+    sub = load(path)
+    result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="planted", backend=backend_name)
+    ex = get_exercise(sub.exercise)
+    if backend_name == "gpu" and result.status == "passed" and re.search(r"^// expect-gpu:", path.read_text(), re.M):
+        pytest.skip("this race did not change any result on the GPU in this run; the CPU emulator, which runs "
+                    "every launch in two thread orders, rejects it every time (make test)")
+    assert result.status != "passed", result.feedback_text()
+    assert result.correctness_score < ex.correctness_points
+    assert result.speed_score == 0
+    assert re.search(expectation(path, backend_name), feedback(result), re.I), feedback(result)
+
+
+@pytest.mark.parametrize("name", ["saxpy_bug_visible_only.cu", "reduce_sum_bug_visible_only.cu"])
+def test_visible_only_kernels_do_pass_check(name, backend_name):
+    """The hidden shapes are what catch them: check() alone would not."""
+    result = grade_submission(load(CORPUS / name), mode="visible", backend=backend_name)
+    assert result.status == "passed", result.feedback_text()
+
+
+def test_compile_error_is_reported_at_the_cells_own_line(backend_name):
+    cell = (
+        "%%cuda saxpy block=256\n"
+        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) y[i] = alpha * x[i] + undefined_name;\n"
+        "}\n"
+    )
+    result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
+    assert result.status == "compile_error"
+    assert re.search(r"saxpy\.cu:4\b", result.message), result.message
+    assert "undefined_name" in result.message
+    assert result.score == 0
+
+
+def test_wrong_signature_is_named(backend_name):
+    cell = "%%cuda saxpy block=256\n__global__ void saxpy(int n, const float* x, float* y) {}\n"
+    result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
+    assert result.status == "compile_error" and "float alpha" in result.message
+
+
+def test_including_files_is_refused(backend_name):
+    cell = '%%cuda saxpy block=256\n#include "/etc/passwd"\n__global__ void saxpy(int n, float a, const float* x, float* y) {}\n'
+    result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
+    assert result.status == "compile_error" and "not allowed" in result.message
+    assert "root:" not in result.feedback_text() + result.log
+
+
+def test_an_infinite_loop_costs_only_that_exercise(backend_name):
+    hang = (
+        "%%cuda saxpy block=256\n"
+        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+        "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 0) y[i] = alpha * x[i] + y[i];\n"
+        "}\n"
+    )
+    start = time.monotonic()
+    result = grade_submission(submission_from_cell(hang), mode="hidden", secret=SECRET, timeout_s=10, backend=backend_name)
+    assert time.monotonic() - start < 25
+    assert result.status == "timeout", result.feedback_text()
+    assert result.score == 0 and "loop" in result.message
+    # The next exercise is graded as if nothing happened.
+    after = grade_submission(load(CORPUS / "reduce_sum_honest.cu"), mode="visible", backend=backend_name)
+    assert after.status == "passed"
+
+
+def test_an_out_of_bounds_write_far_from_the_array_is_caught(backend_name):
+    if backend_name != "cpu":
+        pytest.skip("on a GPU a write far past a buffer faults or hits another allocation unseen; near ones hit the guard")
+    cell = (
+        "%%cuda saxpy block=256\n"
+        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
+        "    if (i == 0) y[n + 100000] = 1.0f;\n"
+        "}\n"
+    )
+    result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
+    assert result.status in ("launch_error", "crashed"), result.feedback_text()
+    assert result.score == 0
+    assert re.search(r"out[- ]of[- ]bounds|outside", result.message, re.I), result.message
+
+
+def test_a_crashing_kernel_is_a_clear_error(backend_name):
+    cell = (
+        "%%cuda saxpy block=32\n"
+        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+        "    float* nowhere = (float*)0;\n"
+        "    y[0] = nowhere[threadIdx.x];\n"
+        "}\n"
+    )
+    result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
+    assert result.status in ("launch_error", "crashed"), result.feedback_text()
+    assert result.score == 0 and result.message
+
+
+def test_grading_runs_in_a_separate_process(monkeypatch, backend_name):
+    """A monkeypatch in the grading process (or a student's notebook) does not reach the checker."""
+    import autograder.checker as checker
+
+    def always_right(got, expected, scale, rtol, atol):
+        return {"bad": got != got, "n_bad": 0, "max_abs_err": 0.0, "max_rel_err": 0.0, "err": 0 * got, "tol": 0 * got}
+
+    monkeypatch.setattr(checker, "compare", always_right)
+    monkeypatch.setenv("DLK_BACKEND", "no-such-backend")  # the child is told its backend explicitly
+    result = grade_submission(load(CORPUS / "saxpy_bug_zeros.cu"), mode="visible", backend=backend_name)
+    assert result.status == "failed" and result.score == 0
+
+
+# ------------------------------------------------------------------ the notebook side
+HONEST_SAXPY = (CORPUS / "saxpy_honest.cu").read_text().split("\n", 1)[1]
+
+
+def test_cuda_magic_and_check_in_an_ipython_shell(capsys, monkeypatch, backend_name):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import autograder.student as student
+
+    monkeypatch.setenv("DLK_BACKEND", backend_name)
+    monkeypatch.setattr(student, "_SUBMISSIONS", {})
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext autograder.student")
+    ip.run_cell("%%cuda saxpy block=256\n__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+                "    y[0] = oops;\n}\n")
+    err = capsys.readouterr().err
+    assert re.search(r"saxpy\.cu:3\b", err) and "oops" in err, err
+    ip.run_cell("%%cuda saxpy block=256 grid=24\n" + HONEST_SAXPY)
+    ip.run_cell('check("saxpy")')
+    out = capsys.readouterr().out
+    assert "all visible cases pass" in out and "n=4099" in out, out
+    assert student.last_result.status == "passed" and student.last_result.mode == "visible"
+    assert student.last_result.correctness_score == get_exercise("saxpy").correctness_points
+
+
+def test_error_map_picture_for_a_failing_check(backend_name):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from autograder.report import check_text, plot_error_maps
+
+    result = grade_submission(load(CORPUS / "saxpy_bug_stride_off_by_one.cu"), mode="visible", backend=backend_name)
+    assert result.status == "failed"
+    text = check_text(result)
+    assert "FAIL" in text and "grid-stride" in text
+    fig = plot_error_maps(result)
+    assert fig is not None and len(fig.axes) >= 1
+
+
+@pytest.mark.gpu
+def test_speed_is_measured_against_the_reference_on_a_gpu():
+    result = grade_submission(load(CORPUS / "saxpy_honest_default_grid.cu"), mode="hidden", secret=SECRET,
+                              student_id="gpu", backend="gpu")
+    assert result.status == "passed", result.feedback_text()
+    t = result.timing
+    assert result.speed_measured and t["student_ms"] > 0 and t["reference_ms"] > 0
+    assert t["floor_ms"] <= t["student_ms"] and not t["below_floor"]
+    assert t["device"] and t["driver"] and t["clocks"]
+    assert 0 <= result.speed_score <= result.speed_max
+    # An honest one-thread-per-element SAXPY is about as fast as the grid-stride reference.
+    assert t["speedup"] > 0.5
+
+
+@pytest.mark.gpu
+def test_kernels_that_skip_work_when_timed_are_caught_on_a_gpu():
+    """Correct on the correctness sizes, but does nothing for large n: the re-validation of timed calls fails it."""
+    cell = (
+        "%%cuda saxpy block=256\n"
+        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (n > 4000000) return;\n"
+        "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
+        "}\n"
+    )
+    result = grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id="gpu", backend="gpu")
+    assert result.status != "passed" and result.speed_score == 0, result.feedback_text()
+
+
+def test_a_kernel_cannot_write_files_while_graded(tmp_path, backend_name):
+    """On the emulator kernels run natively, under its sandbox (no files written, no programs started)."""
+    if backend_name != "cpu":
+        pytest.skip("device code cannot open files on a GPU")
+    target = tmp_path / "written_by_kernel"
+    cell = (
+        "%%cuda saxpy block=32\n"
+        "#include <cstdio>\n"
+        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+        f'    FILE* f = fopen("{target}", "w");\n'
+        '    if (f) { fputs("gradebook", f); fclose(f); }\n'
+        "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = alpha * x[i] + y[i];\n"
+        "}\n"
+    )
+    grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
+    assert not target.exists()

@@ -1,0 +1,201 @@
+"""The speed policy: bands, the physical floor, the stopping rule, and the timing loop itself.
+
+The timing loop runs on a GPU through PyCUDA; here it runs against a small
+stand-in for ``pycuda.driver`` whose "device" is NumPy arrays and whose
+"kernels" are NumPy functions, so that the loop's logic (alternation, fresh
+inputs, re-validation of timed calls, the floor) is tested without a GPU.
+The real thing is tested by the ``gpu`` tests in test_engine_kernels.py.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from autograder import timing_policy
+from autograder.exercises import get_exercise
+from autograder.timing_policy import enough_samples, physical_floor_ms, speed_points, stderr_fraction
+
+
+# ------------------------------------------------------------------ pure policy
+def test_speed_bands_give_points_only_above_each_threshold():
+    ex = get_exercise("saxpy")
+    base = {"below_floor": False, "student_ms": 1.0, "floor_ms": 0.1, "shape": {"n": 10}, "peak_bandwidth_gbs": 1000}
+    assert speed_points(ex, {**base, "speedup": 1.3})[0] == ex.speed_points
+    assert speed_points(ex, {**base, "speedup": 0.8})[0] == 0.75 * ex.speed_points
+    assert speed_points(ex, {**base, "speedup": 0.1})[0] == 0.0
+
+
+def test_a_time_below_the_physical_floor_is_rejected():
+    ex = get_exercise("saxpy")
+    points, note = speed_points(ex, {"below_floor": True, "student_ms": 0.001, "floor_ms": 0.1, "speedup": 100.0,
+                                     "shape": {"n": 2**25}, "peak_bandwidth_gbs": 3350.0})
+    assert points == 0 and "floor" in note
+
+
+def test_floor_is_bytes_over_bandwidth_or_flops_over_rate():
+    ex = get_exercise("saxpy")
+    n = 10**6
+    assert physical_floor_ms(ex, {"n": n}, 1e12, 1e15) == pytest.approx(12 * n / 1e12 * 1e3)
+    assert physical_floor_ms(ex, {"n": n}, 1e18, 1e9) == pytest.approx(2 * n / 1e9 * 1e3)
+
+
+def test_sampling_stops_on_low_standard_error_or_the_cap():
+    steady = [1.0, 1.001, 0.999] * 5
+    noisy = [1.0, 2.0] * 5
+    assert stderr_fraction(steady) < 0.01 and stderr_fraction(noisy) > 0.01
+    assert enough_samples(steady[:10], steady[:10], 10, 100)
+    assert not enough_samples(steady[:9], steady[:9], 10, 100)
+    assert not enough_samples(noisy, steady[:10], 10, 100)
+    assert enough_samples(noisy * 10, noisy * 10, 10, 100)
+
+
+# ------------------------------------------------------------------ the loop, on a stand-in for PyCUDA
+class FakeAllocation:
+    def __init__(self, nbytes):
+        self.data = np.zeros(max(1, nbytes), np.uint8)
+
+    def free(self):
+        pass
+
+
+class FakeEvent:
+    clock = [0.0]
+
+    def record(self, stream=None):
+        self.t = FakeEvent.clock[0]
+
+    def synchronize(self):
+        pass
+
+    def time_till(self, other):
+        return other.t - self.t
+
+
+def fake_driver(launch_log):
+    cuda = types.ModuleType("pycuda.driver")
+    cuda.Error = RuntimeError
+    cuda.Stream = lambda: object()
+    cuda.Event = FakeEvent
+    cuda.mem_alloc = FakeAllocation
+    cuda.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
+
+    def to_device(host):
+        a = FakeAllocation(host.nbytes)
+        a.data[: host.nbytes] = np.frombuffer(np.ascontiguousarray(host).tobytes(), np.uint8)
+        return a
+
+    def memcpy_dtod_async(dst, src, nbytes, stream=None):
+        dst.data[:nbytes] = src.data[:nbytes]
+
+    def memset_d32_async(dst, value, count, stream=None):
+        launch_log.append("flush")
+        dst.data[: 4 * count] = 0
+
+    def memcpy_dtoh(host, src):
+        host.reshape(-1).view(np.uint8)[:] = src.data[: host.nbytes]
+
+    cuda.to_device = to_device
+    cuda.memcpy_dtod_async = memcpy_dtod_async
+    cuda.memset_d32_async = memset_d32_async
+    cuda.memcpy_dtoh = memcpy_dtoh
+    cuda.Context = types.SimpleNamespace(synchronize=lambda: None)
+    return cuda
+
+
+def saxpy_function(name, ms, launch_log, cache=None):
+    """A "kernel": NumPy saxpy on fake allocations; advances the fake clock by ``ms``."""
+
+    def run(n, alpha, x, y, grid, block, shared, stream):
+        launch_log.append(name)
+        xs = x.data[: 4 * int(n)].view(np.float32)
+        ys = y.data[: 4 * int(n)].view(np.float32)
+        if cache is not None and "y" in cache:
+            ys[:] = cache["y"]  # replays an earlier call's output
+        else:
+            ys[:] = np.float32(alpha) * xs + ys
+            if cache is not None:
+                cache["y"] = ys.copy()
+        FakeEvent.clock[0] += ms
+
+    return run
+
+
+class FakeModule:
+    def __init__(self, name, fn):
+        from kernels.runtime.signature import parse_kernels
+
+        self.signatures = parse_kernels(f"__global__ void {name}(int n, float alpha, const float* x, float* y) {{}}", "f.cu", {})
+        self.compiled = types.SimpleNamespace(_function=lambda kernel: fn)
+
+
+class FakeBackend:
+    name = "gpu"
+
+    def limits(self):
+        from kernels.runtime.backend import DeviceLimits
+
+        return DeviceLimits()
+
+    def describe(self):
+        return {"name": "Stand-in GPU", "driver_version": "0.0", "l2_bytes": 1024, "memory_clock_mhz": 1000,
+                "memory_bus_bits": 64, "multiprocessors": 2, "clock_mhz": 1000}
+
+
+@pytest.fixture
+def timed_saxpy(monkeypatch):
+    import dataclasses
+
+    launch_log: list[str] = []
+    cuda = fake_driver(launch_log)
+    pycuda = types.ModuleType("pycuda")
+    pycuda.driver = cuda
+    monkeypatch.setitem(sys.modules, "pycuda", pycuda)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", cuda)
+    monkeypatch.setattr(timing_policy, "_clocks", lambda: "sm 1000 MHz")
+    ex = dataclasses.replace(get_exercise("saxpy"), timing_shape={"n": 100003})
+
+    def run(student_ms, cache=None, reference_ms=1.0):
+        ref = FakeModule("saxpy_grid_stride", saxpy_function("reference", reference_ms, launch_log))
+        stu = FakeModule("saxpy", saxpy_function("student", student_ms, launch_log, cache))
+        import kernels.runtime.loader as loader
+
+        monkeypatch.setattr(loader, "load_topic", lambda topic, defines=None, backend=None: ref)
+        monkeypatch.setattr(timing_policy, "_peak_bandwidth", lambda cuda, stream, info: (1e12, 1e12))
+        return timing_policy.measure_speed(ex, stu, {"block": 256}, FakeBackend())
+
+    return run, launch_log, ex
+
+
+def test_reference_and_student_alternate_with_a_flush_before_each_call(timed_saxpy):
+    run, log, ex = timed_saxpy
+    timing = run(student_ms=0.5)
+    calls = [c for c in log if c != "flush"]
+    assert calls[:6] == ["reference", "student"] * 3
+    assert all(a != b for a, b in zip(calls, calls[1:]))
+    # every launch is preceded by a flush
+    for i, c in enumerate(log):
+        if c in ("reference", "student"):
+            assert log[i - 1] == "flush"
+    assert timing["speedup"] == pytest.approx(2.0)
+    assert timing["pairs"] >= timing_policy.MIN_PAIRS
+    assert timing["device"] == "Stand-in GPU" and timing["clocks"] and timing["driver"]
+    assert speed_points(ex, timing)[0] == ex.speed_points
+
+
+def test_a_kernel_replaying_an_earlier_output_fails_revalidation(timed_saxpy):
+    from autograder.checker import CaseError
+
+    run, _, _ = timed_saxpy
+    with pytest.raises(CaseError, match="timed call"):
+        run(student_ms=0.5, cache={})
+
+
+def test_an_impossibly_fast_time_is_below_the_floor(timed_saxpy):
+    run, _, ex = timed_saxpy
+    timing = run(student_ms=1e-9)  # 1.2 MB in a femtosecond at 1 TB/s peak
+    assert timing["below_floor"]
+    assert speed_points(ex, timing)[0] == 0

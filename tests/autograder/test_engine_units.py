@@ -1,0 +1,309 @@
+"""The grading engine's parts that need no backend: parsing, results, tolerances, seeds, the child process."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+import time
+
+import nbformat
+import numpy as np
+import pytest
+
+from autograder import isolation
+from autograder.checker import compare, diagnose, error_map
+from autograder.exercise import LaunchConfig, LaunchError
+from autograder.exercises import all_exercises, get_exercise
+from autograder.isolation import derive_seed, grade_submission, plan_cases
+from autograder.result import ExerciseResult, ShapeResult
+from autograder.submission import KernelSubmission, parse_magic_line, submission_from_cell, submissions_from_notebook
+
+SAXPY_BODY = "__global__ void saxpy(int n, float alpha, const float* x, float* y) {}\n"
+
+
+# ------------------------------------------------------------------ submissions
+def test_magic_line_gives_name_and_launch_integers():
+    m = parse_magic_line("%%cuda saxpy block=256 grid=512")
+    assert (m.exercise, m.launch, m.error) == ("saxpy", {"block": 256, "grid": 512}, "")
+
+
+@pytest.mark.parametrize("line, fragment", [
+    ("%%cuda saxpy block=abc", "key=integer"),
+    ("%%cuda saxpy block=1 block=2", "twice"),
+    ("%%cuda saxpy block=2**8", "key=integer"),
+    ("%%cuda block=256", "exercise name"),
+    ("%%cuda saxpy block=__import__('os')", "key=integer"),
+])
+def test_malformed_magic_lines_are_reported_not_evaluated(line, fragment):
+    assert fragment in parse_magic_line(line).error
+
+
+def test_notebook_is_read_statically_last_cell_wins(tmp_path):
+    marker = tmp_path / "executed"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(f"open({str(marker)!r}, 'w').write('x')"),
+        nbformat.v4.new_code_cell("%%cuda saxpy block=128\n" + SAXPY_BODY),
+        nbformat.v4.new_markdown_cell("%%cuda reduce_sum block=1\nnot code"),
+        nbformat.v4.new_code_cell("\n%%cuda saxpy block=256 grid=7\n" + SAXPY_BODY),
+        nbformat.v4.new_code_cell("%%cuda\n// scratch cell, not graded\n"),
+        nbformat.v4.new_code_cell("%%cudax saxpy\n"),
+    ]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, str(path))
+    subs = submissions_from_notebook(path)
+    assert not marker.exists()
+    assert [s.exercise for s in subs] == ["saxpy"]
+    sub = subs[0]
+    assert sub.launch == {"block": 256, "grid": 7}
+    assert sub.source == SAXPY_BODY
+    assert sub.cell_line == 3 and sub.cell_index == 3
+    # Padding puts the body at the cell's own line numbers.
+    assert sub.compile_source().split("\n")[2] == SAXPY_BODY.split("\n")[0]
+    assert submissions_from_notebook(nbformat.read(str(path), as_version=4)) == subs
+
+
+# ------------------------------------------------------------------ results
+def test_result_round_trips_through_json_with_nan_and_inf():
+    r = ExerciseResult(
+        exercise="saxpy", status="failed", correctness_score=2.5, correctness_max=6, speed_max=2,
+        shapes=[ShapeResult(label="n=5", shape={"n": 5}, seed_index=0, visible=True, passed=False,
+                            max_abs_err=float("inf"), max_rel_err=float("nan"), first_bad_index=[3],
+                            expected=1.5, got=float("nan"), n_bad=1, n_total=5, output="y", hint="h",
+                            error_map={"rows": [[0.0, 1.0]], "shape": [5]})],
+        message="m", timing={"student_ms": 1.0, "speedup": float("inf")}, backend="cpu", device="emu",
+    )
+    text = r.to_json()
+    json.loads(text)  # strict JSON: no bare NaN
+    back = ExerciseResult.from_json(text)
+    assert back.to_json() == text
+    assert np.isnan(back.shapes[0].got) and np.isinf(back.shapes[0].max_abs_err)
+    assert "expected 1.5, got nan" in back.feedback_text()
+
+
+def test_missing_result_has_the_exercise_points():
+    r = ExerciseResult.missing("saxpy")
+    assert r.status == "missing" and r.score == 0
+    assert r.max_score == get_exercise("saxpy").max_points
+    assert "%%cuda saxpy" in r.feedback_text()
+
+
+# ------------------------------------------------------------------ exercises
+def test_exercises_are_discovered():
+    assert {"saxpy", "reduce_sum"} <= set(all_exercises())
+
+
+@pytest.mark.parametrize("name", sorted(all_exercises()))
+def test_exercise_declares_enough_shapes_and_seeds(name):
+    ex = get_exercise(name)
+    sizes = [s for s, _ in ex.all_shapes("hidden")]
+    assert len(sizes) >= 5 and len(ex.visible_shapes) >= 1 and len(ex.hidden_shapes) >= 1
+    assert ex.hidden_seeds >= 3
+    assert ex.secret_shapes is not None
+
+
+@pytest.mark.parametrize("name", ["saxpy", "reduce_sum"])
+def test_chapter_one_sizes(name):
+    ns = [s["n"] for s, _ in get_exercise(name).all_shapes("hidden")]
+    assert 1 in ns and 1000003 in ns and 2**20 + 1 in ns and 31 in ns
+
+
+@pytest.mark.parametrize("name", sorted(all_exercises()))
+def test_tolerance_rejects_zeros_mean_and_float16_but_accepts_float32(name):
+    """Authoring check: |expected| is far above the tolerance on every shape; float16 results fail."""
+    ex = get_exercise(name)
+    half_rejected, shapes = 0, 0
+    for shape, _ in ex.all_shapes("hidden"):
+        if int(np.prod([v for v in shape.values()])) > 300000:
+            continue  # the same distribution; keeps the test quick
+        for seed in range(3):
+            inputs = ex.make_inputs(shape, np.random.default_rng(seed))
+            expected = ex.reference(inputs)
+            scale = ex.error_scale(inputs)
+            shapes += 1
+            rejected = False
+            for out in ex.outputs:
+                exp = np.asarray(expected[out.name])
+                zeros = np.zeros(exp.shape, np.float32)
+                mean = np.full(exp.shape, exp.mean(), np.float32)
+                with np.errstate(over="ignore"):
+                    half = exp.astype(np.float16).astype(np.float32)
+                f32 = exp.astype(np.float32)
+                assert compare(zeros, exp, scale[out.name], ex.rtol, ex.atol)["n_bad"] > 0, shape
+                if exp.size > 4:
+                    assert compare(mean, exp, scale[out.name], ex.rtol, ex.atol)["n_bad"] > 0, shape
+                assert compare(f32, exp, scale[out.name], ex.rtol, ex.atol)["n_bad"] == 0, shape
+                rejected |= compare(half, exp, scale[out.name], ex.rtol, ex.atol)["n_bad"] > 0
+            half_rejected += rejected
+    # One rounding of a single value can be lucky; over the cases it must not be.
+    assert half_rejected >= 0.8 * shapes, (half_rejected, shapes)
+
+
+def test_reduce_sum_tolerance_admits_a_sequential_float32_sum():
+    ex = get_exercise("reduce_sum")
+    inputs = ex.make_inputs({"n": 2**20 + 1}, np.random.default_rng(3))
+    sequential = np.cumsum(inputs["x"], dtype=np.float32)[-1:]  # one atomicAdd per element, in order
+    assert compare(sequential, ex.reference(inputs)["out"], ex.error_scale(inputs)["out"], ex.rtol, ex.atol)["n_bad"] == 0
+
+
+def test_launch_validation():
+    ex = get_exercise("saxpy")
+    assert ex.validate_launch({"block": 1024, "grid": 2**31 - 1}) == {"block": 1024, "grid": 2**31 - 1}
+    for bad in ({}, {"block": 0}, {"block": 1025}, {"block": 256, "grid": 0}, {"block": 256, "grid": 2**31},
+                {"block": 256, "warp": 3}):
+        with pytest.raises(LaunchError):
+            ex.validate_launch(bad)
+    resolved, config = get_exercise("reduce_sum").resolve_launch({"n": 1000}, {"block": 128})
+    assert resolved == {"block": 128, "grid": 8, "shared": 512}
+    assert config == LaunchConfig((8, 1, 1), (128, 1, 1), 512)
+
+
+@pytest.mark.parametrize("launch, fragment", [
+    ({"block": 0}, "between 1 and 1024"),
+    ({"block": 2048}, "between 1 and 1024"),
+    ({"block": 256, "grid": -1}, "grid=-1"),
+    ({"grid": 4}, "required"),
+    ({"block": 256, "tile": 4}, "unknown launch key"),
+])
+def test_out_of_range_launch_integers_give_invalid_launch(launch, fragment):
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, launch), mode="visible")
+    assert r.status == "invalid_launch" and fragment in r.message
+    assert r.score == 0 and r.max_score == get_exercise("saxpy").max_points
+
+
+def test_unknown_exercise_and_unreadable_line_are_refused():
+    assert grade_submission(KernelSubmission("nope", SAXPY_BODY, {"block": 1})).status == "invalid_launch"
+    sub = submission_from_cell("%%cuda saxpy block=x\n" + SAXPY_BODY)
+    r = grade_submission(sub)
+    assert r.status == "invalid_launch" and "key=integer" in r.message
+
+
+# ------------------------------------------------------------------ seeds and cases
+def test_hidden_seeds_depend_on_secret_student_and_exercise():
+    a = derive_seed(b"k1", "alice", "saxpy", 0, 0)
+    assert a == derive_seed(b"k1", "alice", "saxpy", 0, 0)
+    assert len({a, derive_seed(b"k2", "alice", "saxpy", 0, 0), derive_seed(b"k1", "bob", "saxpy", 0, 0),
+                derive_seed(b"k1", "alice", "reduce_sum", 0, 0), derive_seed(b"k1", "alice", "saxpy", 0, 1)}) == 5
+
+
+def test_hidden_plan_has_fresh_seeds_and_a_size_off_the_students_block():
+    ex = get_exercise("saxpy")
+    visible = plan_cases(ex, {"block": 96}, "visible", b"s", "alice")
+    hidden = plan_cases(ex, {"block": 96}, "hidden", b"s", "alice")
+    assert visible == plan_cases(ex, {"block": 96}, "visible", b"other", "bob")
+    assert {c["seed"] for c in hidden if not c["visible"]}.isdisjoint({c["seed"] for c in visible})
+    hidden_sizes = {c["shape"]["n"] for c in hidden if not c["visible"]}
+    declared = {s["n"] for s in ex.visible_shapes + ex.hidden_shapes}
+    secret = hidden_sizes - declared
+    assert secret and all(n % 96 and n % 32 for n in secret)
+    per_shape = {}
+    for c in hidden:
+        if not c["visible"]:
+            per_shape[c["shape"]["n"]] = per_shape.get(c["shape"]["n"], 0) + 1
+    assert min(per_shape.values()) >= 3
+
+
+# ------------------------------------------------------------------ hints
+def _cmp(got, exp):
+    return compare(np.asarray(got, np.float32), np.asarray(exp, np.float64), np.abs(exp) + 1, 1e-5, 1e-30)
+
+
+def test_hint_for_errors_in_the_last_partial_block():
+    exp = np.arange(1, 1001, dtype=np.float64)
+    got = exp.astype(np.float32).copy()
+    got[990:] = np.nan
+    c = _cmp(got, exp)
+    hint = diagnose(c, got, exp, None, "nan", LaunchConfig((4, 1, 1), (256, 1, 1)), np.abs(exp) + 1)
+    assert "never written" in hint and "bounds check" in hint
+
+
+def test_hint_for_all_zeros_and_nan_and_small_errors():
+    exp = np.arange(1, 101, dtype=np.float64)
+    cfg = LaunchConfig((1, 1, 1), (128, 1, 1))
+    zeros = np.zeros(100, np.float32)
+    assert "0" in diagnose(_cmp(zeros, exp), zeros, exp, None, "nan", cfg, exp)
+    nan = exp.astype(np.float32)
+    nan[5] = np.nan
+    assert "initialised" in diagnose(_cmp(nan, exp), nan, exp, None, None, cfg, exp)
+    exp = np.linspace(1.1, 100.3, 100)
+    half = exp.astype(np.float16).astype(np.float32)
+    assert "half" in diagnose(_cmp(half, exp), half, exp, None, None, cfg, exp)
+
+
+def test_hint_for_elements_past_the_first_grid_stride_pass():
+    exp = np.arange(1, 5001, dtype=np.float64)
+    got = exp.astype(np.float32)
+    before = np.zeros(5000, np.float32)
+    got[2048::7] = 0  # skipped elements beyond one pass of 2048 threads
+    hint = diagnose(_cmp(got, exp), got, exp, before, None, LaunchConfig((8, 1, 1), (256, 1, 1)), exp)
+    assert "grid-stride" in hint
+
+
+def test_error_map_is_a_strip_for_1d_and_a_grid_for_2d():
+    bad = np.zeros(1000, bool)
+    bad[-10:] = True
+    m = error_map(bad)
+    assert len(m["rows"]) == 1 and m["rows"][0][-1] > 0 and m["rows"][0][0] == 0
+    m2 = error_map(np.eye(100, dtype=bool))
+    assert len(m2["rows"]) == 64 and len(m2["rows"][0]) == 64
+
+
+# ------------------------------------------------------------------ the child process (no kernel needed)
+def _fake_child(monkeypatch, code: str):
+    """Replace the grading child by a small Python program (the parent's handling is what is tested)."""
+    monkeypatch.setattr(isolation, "_child_command", lambda: [sys.executable, "-I", "-c", textwrap.dedent(code)])
+
+
+def test_a_hung_child_costs_only_its_time_limit(monkeypatch):
+    _fake_child(monkeypatch, "import time\nwhile True: time.sleep(1)")
+    start = time.monotonic()
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="visible", timeout_s=2)
+    assert r.status == "timeout" and r.score == 0
+    assert time.monotonic() - start < 15
+    assert "2 s" in r.message
+
+
+def test_a_child_killed_by_a_signal_is_a_crash(monkeypatch):
+    _fake_child(monkeypatch, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="visible", timeout_s=20)
+    assert r.status == "crashed" and "SIGSEGV" in r.message
+
+
+def test_a_child_using_too_much_memory_is_stopped(monkeypatch):
+    _fake_child(monkeypatch, "import time\nx = bytearray(600 * 2**20)\nfor i in range(0, len(x), 4096): x[i] = 1\ntime.sleep(30)")
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="visible", timeout_s=20,
+                         memory_limit=200 * 2**20)
+    assert r.status == "crashed" and "memory" in r.message
+
+
+def test_results_on_stdout_or_without_the_nonce_are_ignored(monkeypatch):
+    forged = json.dumps({"event": "result", "result": {"exercise": "saxpy", "status": "passed", "correctness_score": 6}})
+    _fake_child(monkeypatch, f"""
+        import json, os, sys
+        req = json.loads(sys.stdin.read())
+        print({forged!r})                               # a kernel's printf
+        os.write(req["result_fd"], ({forged!r} + "\\n").encode())   # no nonce
+    """)
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="visible", timeout_s=20)
+    assert r.status == "crashed" and r.score == 0
+
+
+def test_child_environment_is_scrubbed(monkeypatch, tmp_path):
+    monkeypatch.setenv("DLK_GRADER_SECRET", "top secret")
+    monkeypatch.setenv("GRADEBOOK_URL", "sqlite:///gradebook.db")
+    out = tmp_path / "seen.json"
+    _fake_child(monkeypatch, f"""
+        import json, os, sys
+        req = json.loads(sys.stdin.read())
+        json.dump({{"env": dict(os.environ), "cwd": os.getcwd(), "files": os.listdir("."),
+                    "request_keys": sorted(req)}}, open({str(out)!r}, "w"))
+    """)
+    grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k", timeout_s=20)
+    seen = json.loads(out.read_text())
+    assert "DLK_GRADER_SECRET" not in seen["env"] and "GRADEBOOK_URL" not in seen["env"]
+    assert "top secret" not in json.dumps(seen) and "k" not in seen["request_keys"]
+    assert seen["files"] == [] and seen["cwd"] != os.getcwd()
+    assert seen["env"]["DLK_EMULATOR_SANDBOX"] == "1"
+    assert "secret" not in seen["request_keys"]

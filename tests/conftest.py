@@ -1,0 +1,60 @@
+"""Shared pytest set-up: GPU tests skip (visibly) where there is no usable GPU.
+
+Markers (declared in pyproject.toml):
+
+* ``gpu``: needs a real CUDA device; skipped without one.
+* ``backend``: runs kernels on the current backend: the CPU emulator under
+  ``make test``, the GPU under ``make test-gpu`` (``DLK_BACKEND=gpu``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_usable() -> bool:
+    from kernels.runtime.select import _gpu_usable
+
+    return _gpu_usable()
+
+
+NO_GPU_REASON = (
+    "no usable GPU here (PyCUDA missing or no CUDA device): these tests run on a GPU machine with `make test-gpu`"
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if "gpu" in item.keywords]
+    if not gpu_items or gpu_usable():
+        return
+    skip = pytest.mark.skip(reason=NO_GPU_REASON)
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+def pytest_report_header(config):
+    import os
+
+    from kernels.runtime.select import ENV_VAR
+
+    return f"kernels backend: {ENV_VAR}={os.environ.get(ENV_VAR, 'auto')}"
+
+
+@pytest.fixture(scope="session")
+def backend():
+    """The backend kernels run on in this session; skips (with the reason) if none can be made.
+
+    With ``DLK_BACKEND=gpu`` or ``cpu`` a backend that cannot be made is an
+    error, not a skip: the run asked for it.
+    """
+    from kernels.runtime import select
+
+    try:
+        return select.current_backend()
+    except ImportError as exc:
+        if select.requested() != "auto":
+            raise
+        pytest.skip(f"no backend to run kernels on: the CPU emulator (kernels.runtime.emulator) cannot be imported ({exc})")

@@ -1,0 +1,16 @@
+// %%cuda capsule_grad_weight block=256
+// Bug: divides by the batch size (a mean), although grad_u_hat already carries any 1/batch of the loss.
+__global__ void capsule_grad_weight(const float* grad_u_hat, const float* u, float* grad_W, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
+{
+    long long row = (long long)out_caps * out_dim;
+    long long n = (long long)in_caps * row * in_dim;
+    long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (idx >= n) return;
+    long long k = idx % in_dim;
+    long long r = (idx / in_dim) % row;
+    long long i = idx / (row * in_dim);
+    float sum = 0.0f;
+    for (long long b = 0; b < batch; ++b)
+        sum += grad_u_hat[(b * in_caps + i) * row + r] * u[(b * in_caps + i) * in_dim + k];
+    grad_W[idx] = sum / batch;
+}

@@ -1,0 +1,18 @@
+// %%cuda capsule_predict block=256
+// Bug: the dot product is unrolled by 4 with no remainder loop (right only when in_dim is a multiple of 4).
+__global__ void capsule_predict(const float* u, const float* W, float* u_hat, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
+{
+    long long n = (long long)batch * in_caps * out_caps * out_dim;
+    long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (idx >= n) return;
+    long long d = idx % out_dim;
+    long long j = (idx / out_dim) % out_caps;
+    long long i = (idx / ((long long)out_dim * out_caps)) % in_caps;
+    long long b = idx / ((long long)out_dim * out_caps * in_caps);
+    const float* w = W + ((i * out_caps + j) * out_dim + d) * in_dim;
+    const float* x = u + (b * in_caps + i) * in_dim;
+    float sum = 0.0f;
+    for (int k = 0; k + 3 < in_dim; k += 4)
+        sum += w[k] * x[k] + w[k + 1] * x[k + 1] + w[k + 2] * x[k + 2] + w[k + 3] * x[k + 3];
+    u_hat[idx] = sum;
+}

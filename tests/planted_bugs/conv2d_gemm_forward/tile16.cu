@@ -1,0 +1,22 @@
+// %%cuda conv2d_gemm_forward tile_m=16 tile_n=16
+// Also correct: 16x16 tiles.
+#define TILE 16
+__global__ void conv2d_gemm_forward(const float* Wmat, const float* U, float* Y, int n0, int M, int CKK, int P)
+{
+    __shared__ float Ws[TILE][TILE];
+    __shared__ float Us[TILE][TILE];
+    const float* u = U + (long long)blockIdx.z * CKK * P;           // this sample's unrolled matrix
+    float* y = Y + (long long)(n0 + blockIdx.z) * M * P;            // and its output maps
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int m = blockIdx.y * TILE + ty, p = blockIdx.x * TILE + tx;
+    float acc = 0.0f;
+    for (int k0 = 0; k0 < CKK; k0 += TILE) {
+        Ws[ty][tx] = (m < M && k0 + tx < CKK) ? Wmat[m * CKK + k0 + tx] : 0.0f;
+        Us[ty][tx] = (k0 + ty < CKK && p < P) ? u[(k0 + ty) * P + p] : 0.0f;
+        __syncthreads();
+        for (int k = 0; k < TILE; ++k)
+            acc += Ws[ty][k] * Us[k][tx];
+        __syncthreads();
+    }
+    if (m < M && p < P) y[m * P + p] = acc;
+}

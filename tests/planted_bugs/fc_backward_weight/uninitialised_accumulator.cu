@@ -1,0 +1,12 @@
+// %%cuda fc_backward_weight block_x=16 block_y=16
+// Bug: the accumulator starts from the output's old contents instead of 0.
+__global__ void fc_backward_weight(const float* dY, const float* X, float* dW, int n, int in_features, int out_features)
+{
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    int j = blockIdx.y * blockDim.y + threadIdx.y;
+    if (j >= out_features || k >= in_features) return;
+    float acc = dW[j * in_features + k];
+    for (int i = 0; i < n; ++i)
+        acc += dY[i * out_features + j] * X[i * in_features + k];
+    dW[j * in_features + k] = acc;
+}

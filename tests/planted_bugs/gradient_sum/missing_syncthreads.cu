@@ -1,0 +1,16 @@
+// %%cuda gradient_sum block=256
+// Bug: no barrier between the steps of the tree, so a thread may read a partial sum before it is written.
+__global__ void gradient_sum(const float* grads, float* total, int n, int k)
+{
+    __shared__ float partial[256];
+    int j = blockIdx.y;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    partial[threadIdx.x] = (i < n) ? grads[i * k + j] : 0.0f;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride)
+            partial[threadIdx.x] += partial[threadIdx.x + stride];
+    }
+    if (threadIdx.x == 0)
+        atomicAdd(&total[j], partial[0]);
+}

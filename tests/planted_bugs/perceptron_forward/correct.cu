@@ -1,0 +1,11 @@
+// %%cuda perceptron_forward block=128
+// The reference answer: one thread per sample.
+__global__ void perceptron_forward(const float* x, const float* params, float* y, int n, int d)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float z = params[d];
+    for (int j = 0; j < d; ++j)
+        z += params[j] * x[i * d + j];
+    y[i] = 1.0f / (1.0f + expf(-z));
+}

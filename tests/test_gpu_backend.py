@@ -1,0 +1,92 @@
+"""The GPU backend names what went wrong: compile errors at the reader's lines, bad
+launches before they happen, CUDA errors by name.  Runs only where a GPU is usable."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    from kernels.runtime import select
+
+    return select.use_backend("gpu")
+
+
+def test_compile_error_quotes_the_readers_line(gpu):
+    from kernels.runtime import KernelCompileError, compile_source
+
+    source = "#include <cstdint>\n__global__ void f(float* x) {\n  x[0] = undefined_name;\n}\n"
+    with pytest.raises(KernelCompileError) as info:
+        compile_source(source, "broken.cu", backend=gpu)
+    message = str(info.value)
+    assert "broken.cu:3" in message
+    assert "x[0] = undefined_name;" in message
+
+
+def test_constant_memory_and_launch_roundtrip(gpu):
+    from kernels.runtime import compile_source
+
+    module = compile_source(
+        "__constant__ float scale[2];\n"
+        "__global__ void scaled(const float* x, float* y, int n) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i < n) y[i] = scale[0] * x[i] + scale[1];\n}\n",
+        "scaled.cu",
+        backend=gpu,
+    )
+    module.set_constant("scale", np.array([2.0, 1.0], np.float32))
+    x = np.arange(1000, dtype=np.float32)
+    y = np.full_like(x, np.nan)
+    module.function("scaled")(x, y, x.size, grid=4, block=256)
+    np.testing.assert_array_equal(y, 2 * x + 1)
+
+
+def test_dynamic_shared_memory_over_48k(gpu):
+    from kernels.runtime import compile_source
+
+    module = compile_source(
+        "__global__ void fill(float* out) {\n"
+        "  extern __shared__ float s[];\n"
+        "  for (int i = threadIdx.x; i < 16384; i += blockDim.x) s[i] = i;\n"
+        "  __syncthreads();\n"
+        "  out[threadIdx.x] = s[16383 - threadIdx.x];\n}\n",
+        "fill.cu",
+        backend=gpu,
+    )
+    out = np.zeros(256, np.float32)
+    module.function("fill")(out, grid=1, block=256, shared=16384 * 4)
+    np.testing.assert_array_equal(out, 16383 - np.arange(256, dtype=np.float32))
+
+
+def test_illegal_address_is_named_in_a_fresh_process():
+    # An illegal address kills the CUDA context, so it runs in its own process.
+    script = textwrap.dedent(
+        """
+        import numpy as np
+        from kernels.runtime import compile_source, KernelLaunchError, use_backend
+        use_backend("gpu")
+        m = compile_source("__global__ void wild(float* x) { x[threadIdx.x + (1 << 28)] = 1.0f; }", "wild.cu")
+        try:
+            m.function("wild")(np.zeros(4, np.float32), grid=1, block=32)
+        except KernelLaunchError as e:
+            print("ERROR", e.cuda_error)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "ERROR CUDA_ERROR_ILLEGAL_ADDRESS" in out.stdout, out.stdout + out.stderr
+
+
+def test_event_timing_measures_gpu_time_not_python_overhead(gpu):
+    # The timed launch is a kernel that waits a known number of clock cycles
+    # on the GPU: the measurement must find that duration, not the time Python
+    # took to enqueue the launch (tens of microseconds) nor nothing at all.
+    from kernels.runtime import timing
+
+    t = timing.time_kernel(lambda: timing.gpu_busy_wait(500.0), repeat=10)
+    assert 400 < t.median_ms * 1e3 < 700, t

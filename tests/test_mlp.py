@@ -1,0 +1,161 @@
+"""Fully connected layers, activations, softmax/cross-entropy and the MLP built from them, on the current backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels import activations, fully_connected as fc, mlp, sgd, softmax
+from kernels.gradcheck import check_gradients
+
+pytestmark = pytest.mark.backend
+
+# (samples, in_features, out_features): 1x1x1, odd sizes, one tile, one past a tile, the digits layers.
+FC_SHAPES = [(1, 1, 1), (3, 5, 7), (16, 16, 16), (17, 33, 10), (37, 64, 32), (5, 100, 3)]
+
+
+def randn(rng, *shape, mean=0.3):
+    return (rng.standard_normal(shape) + mean).astype(np.float32)
+
+
+def fc_data(n, k, m, seed=0):
+    rng = np.random.default_rng(seed)
+    return randn(rng, n, k), randn(rng, m, k), randn(rng, m), randn(rng, n, m)
+
+
+def assert_close_products(got, expected, a, b, rtol=1e-5):
+    """Products summed in float32: compare against the sum of |terms| (|a| @ |b|), which bounds the rounding."""
+    scale = np.abs(np.asarray(a, np.float64)) @ np.abs(np.asarray(b, np.float64))
+    err = np.abs(np.asarray(got, np.float64) - expected)
+    assert got.shape == expected.shape
+    assert np.all(err <= rtol * scale + 1e-6), f"max error {err.max()} (scale {scale.max()})"
+
+
+@pytest.mark.parametrize("n, k, m", FC_SHAPES)
+@pytest.mark.parametrize("version", ["naive", "tiled"])
+def test_fc_forward(backend, version, n, k, m):
+    X, W, b, _ = fc_data(n, k, m)
+    got = fc.FORWARDS[version](X, W, b)
+    assert_close_products(got - b, fc.forward_reference(X, W, b) - b, X, W.T)
+
+
+@pytest.mark.parametrize("k, m", [(1, 1), (5, 7), (64, 32), (100, 3), (130, 129)])
+def test_fc_forward_matvec(backend, k, m):
+    rng = np.random.default_rng(k * m)
+    W, b, x = randn(rng, m, k), randn(rng, m), randn(rng, k)
+    got = fc.forward_matvec(W, b, x)
+    expected = fc.forward_reference(x[None], W, b)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n, k, m", FC_SHAPES)
+def test_fc_backward(backend, n, k, m):
+    X, W, _, dY = fc_data(n, k, m, seed=1)
+    assert_close_products(fc.backward_input(dY, W), fc.backward_input_reference(dY, W), dY, W)
+    assert_close_products(fc.backward_weight(dY, X), fc.backward_weight_reference(dY, X), dY.T, X)
+    db = fc.backward_bias(dY)
+    np.testing.assert_allclose(db, fc.backward_bias_reference(dY), rtol=1e-5, atol=1e-5 * n)
+
+
+@pytest.mark.parametrize("n, k, m", [(3, 4, 5), (17, 6, 2)])
+def test_fc_backward_by_central_differences_and_adjoints(backend, n, k, m):
+    X, W, b, _ = fc_data(n, k, m, seed=2)
+    report = check_gradients(
+        fc.forward_reference,
+        lambda X, W, b, dY: (fc.backward_input(dY, W), fc.backward_weight(dY, X), fc.backward_bias(dY)),
+        [X, W, b], names=["X", "W", "b"], rtol=1e-4, atol=1e-5,
+    )
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("name", activations.NAMES)
+@pytest.mark.parametrize("count", [1, 255, 256, 257, 1000])
+def test_activations(backend, name, count):
+    rng = np.random.default_rng(count)
+    z = (3 * rng.standard_normal(count)).astype(np.float32)
+    dY = randn(rng, count)
+    y = activations.forward(name, z)
+    np.testing.assert_allclose(y, activations.forward_reference(name, z), rtol=1e-5, atol=1e-6)
+    saved = z if activations.SAVES[name] == "input" else y
+    np.testing.assert_allclose(activations.backward(name, saved, dY),
+                               activations.backward_reference(name, saved, dY), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", activations.NAMES)
+def test_activation_gradients(backend, name):
+    rng = np.random.default_rng(7)
+    z = rng.standard_normal((4, 5))
+    z[np.abs(z) < 0.05] += 0.1  # keep away from ReLU's kink, where the derivative does not exist
+
+    def vjp(z, w):
+        saved = z if activations.SAVES[name] == "input" else activations.forward(name, z)
+        return activations.backward(name, saved, w)
+
+    report = check_gradients(lambda z: activations.forward_reference(name, z), vjp, [z], rtol=1e-4, atol=1e-6)
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("n, c", [(1, 2), (7, 10), (128, 10), (129, 3), (300, 17)])
+def test_softmax_and_cross_entropy(backend, n, c):
+    rng = np.random.default_rng(n)
+    Z = (4 * rng.standard_normal((n, c))).astype(np.float32)
+    labels = rng.integers(0, c, n).astype(np.int32)
+    expected = softmax.softmax_reference(Z)
+    np.testing.assert_allclose(softmax.softmax_naive(Z), expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(softmax.softmax_stable(Z), expected, rtol=1e-5, atol=1e-7)
+    probs, loss = softmax.cross_entropy_forward(Z, labels)
+    np.testing.assert_allclose(probs, expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(loss, softmax.cross_entropy_reference(Z, labels), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(softmax.cross_entropy_backward(probs, labels),
+                               softmax.cross_entropy_backward_reference(Z, labels), rtol=1e-5, atol=1e-7 / n)
+
+
+def test_large_scores_break_the_naive_softmax_only(backend):
+    Z = np.array([[100.0, 90.0, 0.0], [1000.0, 0.0, -1000.0]], np.float32)
+    labels = np.array([1, 2], np.int32)
+    assert np.isnan(softmax.softmax_naive(Z)).any()
+    np.testing.assert_allclose(softmax.softmax_stable(Z), softmax.softmax_reference(Z), atol=1e-7)
+    _, loss = softmax.cross_entropy_forward(Z, labels)
+    np.testing.assert_allclose(loss, [10.0000454, 2000.0], rtol=1e-6)
+    assert np.isfinite(loss).all()
+
+
+def test_cross_entropy_gradient_by_central_differences(backend):
+    rng = np.random.default_rng(8)
+    Z = rng.standard_normal((6, 4))
+    labels = rng.integers(0, 4, 6).astype(np.int32)
+
+    def mean_loss(Z, labels):
+        return np.asarray(softmax.cross_entropy_reference(Z, labels).mean())
+
+    def vjp(Z, labels, w):
+        probs, _ = softmax.cross_entropy_forward(Z, labels)
+        return float(w) * softmax.cross_entropy_backward(probs, labels), None
+
+    report = check_gradients(mean_loss, vjp, [Z, labels], names=["Z", "labels"], rtol=1e-4, atol=1e-6)
+    assert report.ok, str(report)
+
+
+@pytest.mark.parametrize("count", [1, 255, 256, 257, 2080])
+def test_sgd_update(backend, count):
+    rng = np.random.default_rng(count)
+    param, grad = randn(rng, count), randn(rng, count)
+    expected = sgd.sgd_update_reference(param, grad, 0.25)
+    np.testing.assert_allclose(sgd.sgd_update(param.copy(), grad, 0.25), expected, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh"])
+def test_mlp_steps_agree_with_numpy(backend, activation):
+    X_train, X_test, y_train, y_test = mlp.load_digits_split()
+    start = mlp.init_params([64, 16, 10], seed=3)
+    kernel_net = mlp.KernelMLP(start, activation=activation)
+    numpy_net = mlp.NumpyMLP(start, activation=activation)
+    runs = [mlp.train(net, X_train, y_train, X_test[:50], y_test[:50], epochs=1, batch_size=100,
+                      learning_rate=0.5, seed=9, steps_per_epoch=4) for net in (kernel_net, numpy_net)]
+    for (Wk, bk), (Wn, bn) in zip(kernel_net.parameters(), numpy_net.parameters()):
+        np.testing.assert_allclose(Wk, Wn, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(bk, bn, rtol=1e-4, atol=1e-5)
+    assert abs(runs[0].train_loss[0] - runs[1].train_loss[0]) < 1e-4
+    assert runs[0].test_accuracy == runs[1].test_accuracy
+    # The parameters moved: four steps changed them by more than rounding.
+    assert max(np.abs(W - W0).max() for (W, _), (W0, _) in zip(kernel_net.parameters(), start)) > 1e-3

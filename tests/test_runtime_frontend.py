@@ -1,0 +1,332 @@
+"""The runtime's front end: signature parsing, argument and launch checks, copies.
+
+Everything here runs without a GPU or the emulator: a fake backend records
+launches instead of running them, so these tests also show that bad
+arguments are refused *before* anything reaches a device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.runtime import (
+    KernelArgumentError,
+    KernelCompileError,
+    KernelNotFoundError,
+    LaunchConfigError,
+    compile_source,
+    parse_kernels,
+)
+from kernels.runtime import select
+from kernels.runtime.backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits
+
+
+class FakeBuffer(DeviceBuffer):
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.data = np.zeros(self.shape, self.dtype)
+
+    def get(self):
+        return self.data.copy()
+
+    def set(self, host):
+        self.data[...] = host
+
+
+class FakeModule(CompiledModule):
+    def __init__(self, backend, on_launch):
+        self.backend = backend
+        self.on_launch = on_launch
+
+    def launch(self, signature, args, grid, block, shared_bytes):
+        self.backend.launches.append((signature.name, list(args), grid, block, shared_bytes))
+        if self.on_launch:
+            self.on_launch(signature, args)
+
+    def set_global(self, name, host):
+        self.backend.globals[name] = host.copy()
+
+    def get_global(self, name, dtype, count):
+        return self.backend.globals[name].view(dtype)[:count]
+
+
+class FakeBackend(Backend):
+    """Compiles nothing; records each launch; ``on_launch`` may write to the buffers."""
+
+    name = "fake"
+
+    def __init__(self, on_launch=None, multiprocessors=2):
+        self.launches = []
+        self.globals = {}
+        self.on_launch = on_launch
+        self.multiprocessors = multiprocessors
+
+    def compile(self, source, source_name, options, include_dirs, signatures):
+        return FakeModule(self, self.on_launch)
+
+    def empty(self, shape, dtype):
+        return FakeBuffer(shape, dtype)
+
+    def synchronize(self):
+        pass
+
+    def limits(self):
+        return DeviceLimits(max_shared_bytes_optin=100 * 1024)
+
+    def describe(self):
+        return {"backend": "fake", "name": "fake device", "multiprocessors": self.multiprocessors}
+
+
+SOURCE = r"""
+#define real float
+__global__ void scale(const float* __restrict__ x, float* y, int n, float alpha) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = alpha * x[i];
+}
+__global__ void __launch_bounds__(256) vec4(const float4* src, float4* dst, int n4) {}
+__global__ void with_macro(real* data, unsigned int count, int64_t big) {}
+"""
+
+
+@pytest.fixture
+def fake():
+    return FakeBackend()
+
+
+@pytest.fixture
+def module(fake):
+    return compile_source(SOURCE, "frontend.cu", backend=fake)
+
+
+def launch_scale(module, *args, grid=1, block=32, **kw):
+    module.function("scale")(*args, grid=grid, block=block, **kw)
+
+
+# --- argument checks: each refused before any launch --------------------------------------
+
+
+def test_wrong_argument_count_names_the_declaration(module, fake):
+    x = np.ones(8, np.float32)
+    with pytest.raises(KernelArgumentError, match=r"takes 4 arguments, 3 given(.|\n)*scale\(const float\* x"):
+        launch_scale(module, x, x.copy(), 8)
+    assert fake.launches == []
+
+
+def test_wrong_dtype_suggests_a_conversion(module, fake):
+    with pytest.raises(KernelArgumentError, match=r"float32 data, got float64.*astype\(np.float32\)"):
+        launch_scale(module, np.ones(8), np.ones(8, np.float32), 8, 2.0)
+    assert fake.launches == []
+
+
+def test_non_contiguous_array_is_refused(module, fake):
+    x = np.ones((8, 8), np.float32).T
+    with pytest.raises(KernelArgumentError, match="not C-contiguous"):
+        launch_scale(module, x, np.ones(64, np.float32), 64, 2.0)
+    assert fake.launches == []
+
+
+def test_read_only_array_for_an_output_is_refused(module):
+    y = np.ones(8, np.float32)
+    y.setflags(write=False)
+    with pytest.raises(KernelArgumentError, match="read-only"):
+        launch_scale(module, np.ones(8, np.float32), y, 8, 2.0)
+
+
+@pytest.mark.parametrize("value", [2**31, -(2**31) - 1])
+def test_integer_scalar_out_of_range(module, fake, value):
+    x = np.ones(8, np.float32)
+    with pytest.raises(KernelArgumentError, match=r"does not fit parameter 'int n'"):
+        launch_scale(module, x, x.copy(), value, 2.0)
+    assert fake.launches == []
+
+
+def test_fractional_value_for_integer_parameter(module):
+    x = np.ones(8, np.float32)
+    with pytest.raises(KernelArgumentError, match="is an integer"):
+        launch_scale(module, x, x.copy(), 8.5, 2.0)
+
+
+def test_array_for_a_scalar_parameter(module):
+    x = np.ones(8, np.float32)
+    with pytest.raises(KernelArgumentError, match="is a scalar, but an array was passed"):
+        launch_scale(module, x, x.copy(), x, 2.0)
+
+
+def test_non_array_for_a_pointer_parameter(module):
+    with pytest.raises(KernelArgumentError, match="is a pointer"):
+        launch_scale(module, [1.0, 2.0], np.ones(2, np.float32), 2, 2.0)
+
+
+def test_vector_type_needs_a_multiple_of_its_lanes(module, fake):
+    with pytest.raises(KernelArgumentError, match="4 values per element"):
+        module.function("vec4")(np.ones(6, np.float32), np.ones(8, np.float32), 2, grid=1, block=32)
+    assert fake.launches == []
+
+
+def test_device_buffer_of_the_wrong_dtype(module, fake):
+    bad = fake.empty((8,), np.int32)
+    with pytest.raises(KernelArgumentError, match="float32 data, got int32"):
+        launch_scale(module, bad, np.ones(8, np.float32), 8, 2.0)
+
+
+def test_unknown_kernel_lists_the_defined_ones(module):
+    with pytest.raises(KernelNotFoundError, match="scale, vec4, with_macro"):
+        module.function("scal")
+
+
+# --- launch configuration checks -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "grid, block, shared, message",
+    [
+        (1, 1025, 0, "1025 threads; a block holds at most 1024"),
+        (1, (32, 32, 2), 0, "2048 threads"),
+        (1, (1, 1, 65), 0, r"block.z = 65 is over the limit of 64"),
+        (0, 32, 0, r"grid.x = 0: every dimension must be at least 1"),
+        ((1, 70000), 32, 0, r"grid.y = 70000 is over the limit of 65535"),
+        (2.0, 32, 0, "grid must be an int or a tuple"),
+        ((2, 1.5), 32, 0, "grid.y must be an integer"),
+        ((1, 1, 1, 1), 32, 0, "1 to 3 dimensions"),
+        (1, 32, -4, "shared memory must be a byte count >= 0"),
+        (1, 32, 200 * 1024, "204800 bytes of dynamic shared memory"),
+    ],
+)
+def test_bad_launch_configuration_is_refused(module, fake, grid, block, shared, message):
+    x = np.ones(8, np.float32)
+    with pytest.raises(LaunchConfigError, match=message):
+        launch_scale(module, x, x.copy(), 8, 2.0, grid=grid, block=block, shared=shared)
+    assert fake.launches == []
+
+
+def test_launch_passes_converted_values(module, fake):
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, np.float32)
+    launch_scale(module, x, y, 8, 2, grid=(2,), block=(4, 1))
+    name, args, grid, block, shared = fake.launches[0]
+    assert (name, grid, block, shared) == ("scale", (2, 1, 1), (4, 1, 1), 0)
+    assert isinstance(args[0], DeviceBuffer) and isinstance(args[1], DeviceBuffer)
+    assert type(args[2]) is np.int32 and type(args[3]) is np.float32 and args[3] == 2.0
+
+
+def test_outputs_are_copied_back_and_inputs_are_not():
+    def fake_scale(signature, args):
+        x, y, n, alpha = args
+        y.data[:n] = alpha * x.data[:n]
+        x.data[:] = -1  # a kernel scribbling on its const input must not reach the caller
+
+    fake = FakeBackend(on_launch=fake_scale)
+    module = compile_source(SOURCE, "frontend.cu", backend=fake)
+    x = np.arange(8, dtype=np.float32)
+    y = np.zeros(8, np.float32)
+    launch_scale(module, x, y, 8, 3.0)
+    np.testing.assert_array_equal(y, 3 * np.arange(8))
+    np.testing.assert_array_equal(x, np.arange(8))
+
+
+# --- signature parsing -----------------------------------------------------------------------
+
+
+def test_parses_qualifiers_launch_bounds_macros_and_vector_types():
+    sigs = parse_kernels(SOURCE, "frontend.cu")
+    assert list(sigs) == ["scale", "vec4", "with_macro"]
+    x, y, n, alpha = sigs["scale"].params
+    assert (x.c_type, x.is_pointer, x.is_const, x.dtype) == ("float", True, True, np.float32)
+    assert (y.is_pointer, y.is_const) == (True, False)
+    assert (n.is_pointer, n.dtype, alpha.dtype) == (False, np.int32, np.float32)
+    src, dst, n4 = sigs["vec4"].params
+    assert (src.c_type, src.lanes, src.dtype, src.is_const, dst.is_const) == ("float4", 4, np.float32, True, False)
+    data, count, big = sigs["with_macro"].params
+    assert (data.dtype, data.is_pointer) == (np.float32, True)
+    assert (count.dtype, big.dtype) == (np.uint32, np.int64)
+    assert sigs["vec4"].line == 7
+
+
+@pytest.mark.parametrize(
+    "source, names",
+    [
+        ('extern "C" {\n__global__ void k(float* x) {}\n}', ["k"]),
+        ("__global__ void proto(float* x);\n__global__ void k(float* x) {}", ["k"]),
+        ("template <int N>\n__global__ void t(float* x) {}\n__global__ void k(float x[]) {}", ["k"]),
+        ("// __global__ void commented(float* x) {}\n/* __global__ void c2(int n) {} */\n__global__ void k(void) {}", ["k"]),
+        ("__global__ static void k(const double* __restrict x, unsigned long long n) {}", ["k"]),
+    ],
+)
+def test_which_functions_are_kernels(source, names):
+    assert list(parse_kernels(source)) == names
+
+
+def test_defines_name_types():
+    sigs = parse_kernels("__global__ void k(T* x, int n) {}", defines={"T": "double"})
+    assert sigs["k"].params[0].dtype == np.float64
+
+
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ("__global__ void k(float& x) {}", "by reference"),
+        ("__global__ void k(float** x) {}", "pointer to a pointer"),
+        ("__global__ void k(half* x) {}", "type 'half'"),
+        ("__global__ void k(float) {}", "needs a name"),
+        ("__global__ void k(float* x) {}\n__global__ void k(float* y) {}", "defined twice"),
+    ],
+)
+def test_signatures_the_runtime_cannot_pass(source, message):
+    with pytest.raises(KernelCompileError, match=message):
+        parse_kernels(source, "bad.cu")
+
+
+# --- the chapter-1 launchers check their inputs and choose launch configurations ---------------
+
+
+@pytest.fixture
+def fake_current():
+    """Make a fake backend the process's current one (launchers use the current backend)."""
+    saved = select._current
+    fake = FakeBackend(multiprocessors=2)
+    select._current = fake
+    yield fake
+    select._current = saved
+
+
+def test_launchers_choose_grids_for_n(fake_current):
+    from kernels import vector_add
+
+    a = np.ones(1000, np.float32)
+    vector_add.vector_add_one_thread_per_element(a, a, block=256)
+    vector_add.vector_add_grid_stride(a, a, block=128)
+    vector_add.vector_add_grid_stride(np.ones(100_000, np.float32), np.ones(100_000, np.float32), block=256)
+    (_, args1, grid1, block1, _), (_, _, grid2, block2, _), (_, _, grid3, _, _) = fake_current.launches
+    assert (grid1, block1) == ((4, 1, 1), (256, 1, 1))  # ceil(1000 / 256) blocks
+    assert (grid2, block2) == ((8, 1, 1), (128, 1, 1))  # no more blocks than n needs
+    assert grid3 == (2 * 2048 // 256, 1, 1)  # one full wave of the (fake) device, not n / 256
+    assert args1[3] == 1000
+
+
+def test_launchers_refuse_inputs_they_cannot_handle(fake_current):
+    from kernels import copy, reduction, saxpy, vector_add
+
+    with pytest.raises(ValueError, match="different sizes"):
+        vector_add.vector_add_grid_stride(np.ones(10, np.float32), np.ones(11, np.float32))
+    with pytest.raises(ValueError, match="different sizes"):
+        saxpy.saxpy_grid_stride(2.0, np.ones(10, np.float32), np.ones(11, np.float32))
+    with pytest.raises(ValueError, match="multiple of 4"):
+        copy.copy_grid_stride_float4(np.ones(10, np.float32))
+    with pytest.raises(ValueError, match="power of two"):
+        reduction.reduce_sum_shared_tree(np.ones(10, np.float32), block=96)
+    with pytest.raises(ValueError, match="multiple of 32"):
+        reduction.reduce_sum_warp_shuffle(np.ones(10, np.float32), block=48)
+    assert fake_current.launches == []
+
+
+def test_reduction_launchers_zero_the_output_and_size_shared_memory(fake_current):
+    from kernels import reduction
+
+    seen = []
+    fake_current.on_launch = lambda sig, args: seen.append(args[1].get().copy())
+    out = np.full(1, 123.0, np.float32)
+    reduction.reduce_sum_shared_tree(np.ones(1000, np.float32), out=out, block=128)
+    assert seen[0][0] == 0.0  # zeroed before the launch, since kernels atomicAdd into it
+    assert fake_current.launches[-1][4] == 128 * 4  # dynamic shared memory: one float per thread
