@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import read_source
-from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+from .runtime import DeviceBuffer, Module, blocks_for
+from .runtime.loader import load_topic
 
 TOPIC = "activations"
 BLOCK = 256
 NAMES = ("sigmoid", "tanh", "relu")
 SAVES = {"sigmoid": "output", "tanh": "output", "relu": "input"}
 
-_modules: dict[int, Module] = {}
-
 
 def module() -> Module:
-    backend = current_backend()
-    if id(backend) not in _modules:
-        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
-    return _modules[id(backend)]
+    return load_topic(TOPIC)
 
 
 # --------------------------------------------------------------------------- NumPy references (float64)

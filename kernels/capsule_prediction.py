@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import read_source
-from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+from .runtime import DeviceBuffer, Module, blocks_for
+from .runtime.loader import load_topic
 
 TOPIC = "capsule_prediction"
 CAPS_BATCH_TILE = 64  # must equal the #define in capsule_prediction.cu
@@ -34,17 +34,10 @@ STREAMING_THREADS = 320  # most threads per block of version 5: must equal CAPS_
 STREAMING_BATCH_TILE = 16  # samples per piece of work in version 5 (the fastest of those measured)
 STREAMING_MAX_SHARED = 48 * 1024  # bytes of input tile per block in version 5
 
-_modules: dict[tuple[int, int], Module] = {}
-
 
 def module(in_dim: int = 8) -> Module:
     """``capsule_prediction.cu`` compiled once per backend and ``in_dim`` (versions 3 and 4 need it at compile time)."""
-    backend = current_backend()
-    key = (id(backend), int(in_dim))
-    if key not in _modules:
-        _modules[key] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend,
-                                       defines={"CAPS_IN_DIM": int(in_dim)})
-    return _modules[key]
+    return load_topic(TOPIC, defines={"CAPS_IN_DIM": int(in_dim)})
 
 
 def _f32(a):
@@ -69,24 +62,6 @@ def shapes(u, W) -> tuple[int, int, int, int, int]:
     if (w_in_caps, w_in_dim) != (in_caps, in_dim):
         raise ValueError(f"u has {in_caps} capsules of {in_dim} but W is for {w_in_caps} capsules of {w_in_dim}")
     return batch, in_caps, in_dim, out_caps, out_dim
-
-
-def source_of(name: str, topic: str = TOPIC) -> str:
-    """One kernel of ``kernels/<topic>.cu`` with the comment lines just above it, as the chapter shows it."""
-    lines = read_source(topic).splitlines()
-    start = next((n for n, line in enumerate(lines) if f" {name}(" in line and "__global__" in line), None)
-    if start is None:
-        raise KeyError(f"kernels/{topic}.cu has no kernel called {name}")
-    first = start
-    while first > 0 and lines[first - 1].startswith("//") and not lines[first - 1].startswith("// ----"):
-        first -= 1
-    depth, seen, end = 0, False, start
-    for end in range(start, len(lines)):
-        depth += lines[end].count("{") - lines[end].count("}")
-        seen = seen or "{" in lines[end]
-        if seen and depth == 0:
-            break
-    return "\n".join(lines[first:end + 1])
 
 
 # --------------------------------------------------------------------------- NumPy references (float64)

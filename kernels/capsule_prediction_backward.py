@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import read_source
 from .capsule_prediction import _f32, _out, register_block_shape
-from .runtime import Module, blocks_for, compile_source, current_backend
+from .runtime import Module, blocks_for
+from .runtime.loader import load_topic
 
 TOPIC = "capsule_prediction_backward"
 CAPS_GRAD_BATCH_TILE = 128  # must equal the #define in capsule_prediction_backward.cu
@@ -25,17 +25,10 @@ FUSED_THREADS = 320  # block size of the fused kernel when ROW <= 320 (ROW threa
 NAIVE_BLOCK = 256
 SHARED_LIMIT = 48 * 1024  # dynamic shared memory a block gets without opting in
 
-_modules: dict[tuple[int, int], Module] = {}
-
 
 def module(in_dim: int = 8) -> Module:
     """``capsule_prediction_backward.cu`` compiled once per backend and ``in_dim``."""
-    backend = current_backend()
-    key = (id(backend), int(in_dim))
-    if key not in _modules:
-        _modules[key] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend,
-                                       defines={"CAPS_IN_DIM": int(in_dim)})
-    return _modules[key]
+    return load_topic(TOPIC, defines={"CAPS_IN_DIM": int(in_dim)})
 
 
 def _grad_shapes(grad_u_hat, in_dim: int):

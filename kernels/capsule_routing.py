@@ -13,23 +13,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import capsule_prediction, capsule_prediction_backward, read_source
+from . import capsule_prediction, capsule_prediction_backward
 from .capsule_prediction import _f32, _out
-from .runtime import Module, blocks_for, compile_source, current_backend
+from .runtime import Module, blocks_for
+from .runtime.loader import load_topic
 
 TOPIC = "capsule_routing"
 BLOCK = 256
 SQUASH_EPS = 1e-7  # must equal the #define in capsule_routing.cu
 ROUTING_ITERATIONS = 3
 
-_modules: dict[int, Module] = {}
-
 
 def module() -> Module:
-    backend = current_backend()
-    if id(backend) not in _modules:
-        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
-    return _modules[id(backend)]
+    return load_topic(TOPIC)
 
 
 def _grid(n: int) -> int:

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import read_source
-from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+from .runtime import DeviceBuffer, Module, blocks_for
+from .runtime.loader import load_topic
 
 TOPIC = "conv2d"
 TILE_WIDTH = 16  # must equal the #define in conv2d.cu
@@ -30,15 +30,10 @@ SAMPLE_MAX_THREADS = 256  # threads per block of conv2d_forward_whole_sample at 
 SHARED_LIMIT = 48 * 1024  # bytes of dynamic shared memory a block may have without opting in to more
 ACTIVATIONS = {"none": 0, "relu": 1, "tanh": 2, "sigmoid": 3}  # the codes of conv2d_bias_act_pool_fused
 
-_modules: dict[int, Module] = {}
-
 
 def module() -> Module:
     """``conv2d.cu`` compiled once per backend."""
-    backend = current_backend()
-    if id(backend) not in _modules:
-        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
-    return _modules[id(backend)]
+    return load_topic(TOPIC)
 
 
 # --------------------------------------------------------------------------- references
@@ -330,20 +325,3 @@ KERNEL_NAMES = {
 }
 
 
-def kernel_source(name: str, topic: str = TOPIC) -> str:
-    """One ``__global__`` kernel (or ``__device__`` function) of ``kernels/<topic>.cu`` with the comment just above it."""
-    lines = read_source(topic).splitlines()
-    start = next((i for i, line in enumerate(lines)
-                  if ("__global__" in line or "__device__" in line) and f" {name}(" in line), None)
-    if start is None:
-        raise KeyError(f"kernels/{topic}.cu has no kernel called {name}")
-    first = start
-    while first > 0 and lines[first - 1].startswith("//"):
-        first -= 1
-    depth, seen, end = 0, False, start
-    for end in range(start, len(lines)):
-        depth += lines[end].count("{") - lines[end].count("}")
-        seen = seen or "{" in lines[end]
-        if seen and depth == 0:
-            break
-    return "\n".join(lines[first : end + 1])

@@ -10,23 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import read_source
 from .conv2d import output_shape, tile_grid
-from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+from .runtime import DeviceBuffer, Module, blocks_for
+from .runtime.loader import load_topic
 
 TOPIC = "conv2d_backward"
 TILE_WIDTH = 16  # must equal the #define in conv2d_backward.cu
 REDUCE_BLOCK = 256  # must equal the #define in conv2d_backward.cu
 BLOCK_1D = 128
 
-_modules: dict[int, Module] = {}
-
 
 def module() -> Module:
-    backend = current_backend()
-    if id(backend) not in _modules:
-        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
-    return _modules[id(backend)]
+    return load_topic(TOPIC)
 
 
 # --------------------------------------------------------------------------- references

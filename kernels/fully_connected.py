@@ -13,23 +13,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import read_source
-from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend
+from .runtime import DeviceBuffer, Module, blocks_for
+from .runtime.loader import load_topic
 
 TOPIC = "fully_connected"
 BLOCK_1D = 128  # threads per block of the one-dimensional kernels
 BLOCK_2D = (16, 16)  # threads per block of the naive two-dimensional kernels
 FC_TILE = 16  # must equal the #define in fully_connected.cu
 
-_modules: dict[int, Module] = {}
-
 
 def module() -> Module:
     """``fully_connected.cu`` compiled once per backend."""
-    backend = current_backend()
-    if id(backend) not in _modules:
-        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
-    return _modules[id(backend)]
+    return load_topic(TOPIC)
 
 
 def _f32(a):

@@ -15,22 +15,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import read_source
-from .runtime import DeviceBuffer, Module, blocks_for, compile_source, current_backend, empty, to_device, zeros
+from .runtime import DeviceBuffer, Module, blocks_for, empty, to_device, zeros
+from .runtime.loader import load_topic
 
 TOPIC = "perceptron"
 BLOCK = 256  # threads per block of the one-thread-per-sample kernels
 GRADIENT_SUM_BLOCK = 256  # must equal the #define in perceptron.cu (a power of two)
 
-_modules: dict[int, Module] = {}
-
 
 def module() -> Module:
     """``perceptron.cu`` compiled once per backend."""
-    backend = current_backend()
-    if id(backend) not in _modules:
-        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
-    return _modules[id(backend)]
+    return load_topic(TOPIC)
 
 
 def _matrix(x) -> np.ndarray:

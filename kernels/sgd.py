@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import read_source
-from .runtime import Module, blocks_for, compile_source, current_backend
+from .runtime import Module, blocks_for
+from .runtime.loader import load_topic
 
 TOPIC = "sgd"
 BLOCK = 256
 
-_modules: dict[int, Module] = {}
-
 
 def module() -> Module:
-    backend = current_backend()
-    if id(backend) not in _modules:
-        _modules[id(backend)] = compile_source(read_source(TOPIC), name=f"{TOPIC}.cu", backend=backend)
-    return _modules[id(backend)]
+    return load_topic(TOPIC)
 
 
 def sgd_update_reference(param, grad, learning_rate: float) -> np.ndarray:

@@ -18,20 +18,29 @@ def function_source(topic: str, name: str) -> str:
     """The ``__global__`` (or ``__device__``) function ``name`` of ``kernels/<topic>.cu``.
 
     Includes the comment lines and ``#define`` s directly above it (up to the
-    previous blank line), and the body to its closing brace.
+    previous blank line or ``// ----`` separator), and the body to its closing
+    brace.  The name may follow qualifiers such as ``__launch_bounds__(256, 2)``,
+    on the same line or the next.
     """
     source = read_source(topic)
     lines = source.splitlines()
-    pattern = re.compile(r"^\s*(?:template\s*<[^>]*>\s*)?(?:extern\s+\"C\"\s+)?(?:__global__|__device__)[^(]*\b" + re.escape(name) + r"\s*\(")
-    start = next((i for i, line in enumerate(lines) if pattern.search(line)), None)
-    if start is None:
+    pattern = re.compile(
+        r"^[ \t]*(?:template\s*<[^>]*>\s*)?(?:extern\s+\"C\"\s+)?(?:__global__|__device__)"
+        r"(?:[^(;{]|\([^()]*\))*?\b" + re.escape(name) + r"\s*\(",
+        re.M,
+    )
+    match = pattern.search(source)
+    if match is None:
         raise KeyError(f"kernels/{topic}.cu has no function called {name!r}")
+    start = source.count("\n", 0, match.start())
     first = start
-    while first > 0 and lines[first - 1].strip() and (
-        lines[first - 1].lstrip().startswith(("//", "#define", "/*", "*")) or lines[first - 1].strip().endswith("*/")
-    ):
+    while first > 0:
+        above = lines[first - 1].strip()
+        if not above or above.startswith("// ----"):
+            break
+        if not (above.startswith(("//", "#define", "/*", "*")) or above.endswith("*/")):
+            break
         first -= 1
-    # A #define separated by one blank line from the comment above the function belongs to it too.
     depth, end, seen_brace = 0, start, False
     for end in range(start, len(lines)):
         code = re.sub(r"//.*", "", lines[end])
