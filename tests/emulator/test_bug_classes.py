@@ -502,17 +502,22 @@ def test_crash_without_address_sanitizer_still_names_the_line(emu_build, monkeyp
 
 def test_interrupted_launch_leaves_the_module_usable(emu_build):
     """Ctrl-C (or a stopped notebook cell) during an endless kernel: Python survives, the module works."""
-    import _thread
+    import os
+    import signal
     import threading
 
     module = emu_build(SPIN.replace("wait_for_flag", "wait_interrupted"))
-    timer = threading.Timer(1.0, _thread.interrupt_main)
+    # A real SIGINT, as Ctrl-C sends, with Python's own handler (a process started in the
+    # background by a non-interactive shell inherits SIGINT ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             module.function("wait_interrupted")(np.zeros(1, np.int32), np.zeros(4, np.int32), grid=1, block=4)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     out = np.zeros(4, np.int32)
     module.function("wait_interrupted")(np.ones(1, np.int32), out, grid=1, block=4)
     assert np.all(out == 1)
