@@ -13,7 +13,6 @@ Feedback names the pattern of the errors (see :func:`diagnose`).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 
@@ -654,19 +653,16 @@ def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mod
     send("stage", stage="timing")
     try:
         timing = measure_speed(ex, module, launch, backend, quick=(mode == "visible"))
-    except CaseError as exc:  # the kernel misbehaved while timed (wrong output of a timed call, ...)
+    except (CaseError, E.KernelError) as exc:  # wrong output of a timed call, or a crash or hang at that size
+        hint = exc.hint if isinstance(exc, CaseError) else _classify(exc)[1]
         if mode != "hidden":
             # check() awards no points: say what happened at the timing size, and
             # leave the verdict on the visible cases as it is.
-            res.speed_note = (f"not measured: at the timing size {ex.shape_label(ex.timing_shape)}, "
-                              f"{exc}" + (f" Hint: {exc.hint}" if exc.hint else "")
-                              + " Grading times the kernel at this size too, and a wrong result there costs the "
-                              "correctness points.")
+            res.speed_note = (f"not measured: at the timing size {ex.shape_label(ex.timing_shape)}, {exc}"
+                              + (f" Hint: {hint}" if hint else "")
+                              + " Grading times the kernel at this size too, and a wrong result there costs that "
+                                "size's share of the correctness points and the speed points.")
             return
-        _timing_size_failed(ex, res, str(exc), exc.hint)
-        return
-    except E.KernelError as exc:  # it crashed or hung on the timing size
-        status, hint = _classify(exc)
         _timing_size_failed(ex, res, str(exc), hint)
         return
     except Exception as exc:  # a failure of the timing itself: the kernel keeps its correctness points

@@ -323,5 +323,3 @@ KERNEL_NAMES = {
     "fused": "conv2d_bias_act_pool_fused",
     "whole_sample": "conv2d_forward_whole_sample",
 }
-
-

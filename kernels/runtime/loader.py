@@ -9,13 +9,11 @@ new one.
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from .. import KERNEL_DIR, source_path
 from . import select
 from .backend import Backend
 from .module import Module, blocks_for, compile_source
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent
 
 # (id(backend), topic, defines) -> (backend, module); the backend is kept so its id is not reused.
 _modules: dict[tuple, tuple[Backend, Module]] = {}
@@ -29,7 +27,7 @@ def load_topic(topic: str, defines: dict[str, object] | None = None, backend: Ba
     hit = _modules.get(key)
     if hit is not None and hit[0] is backend:
         return hit[1]
-    path = KERNEL_DIR / f"{topic}.cu"
+    path = source_path(topic)
     module = compile_source(
         path.read_text(), name=path.name, include_dirs=(str(KERNEL_DIR),), defines=dict(frozen), backend=backend
     )

@@ -19,9 +19,9 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import KERNEL_DIR, source_path
 from .errors import KernelCompileError
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_ARCH = "sm_90"
 
 
@@ -135,7 +135,7 @@ def compile_report(
 
 def report_topic(topic: str, arch: str = DEFAULT_ARCH) -> list[KernelResources]:
     """:func:`compile_report` of ``kernels/<topic>.cu``, kernels in the order the file defines them."""
-    path = KERNEL_DIR / f"{topic}.cu"
+    path = source_path(topic)
     source = path.read_text()
     found = {r.kernel: r for r in compile_report(source, path.name, arch, include_dirs=(str(KERNEL_DIR),))}
     order = [m.group(1) for m in re.finditer(r"__global__\s+void\s+(\w+)", source)]
