@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernels.runtime.versions import KernelVersion, LaunchConfig
+
 Shape = dict  # {"n": 1000003}
 Inputs = dict  # argument name -> np.ndarray or Python number
 
@@ -79,30 +81,35 @@ class Arg:
 
 
 @dataclass(frozen=True)
-class LaunchConfig:
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared: int = 0
-
-
-@dataclass(frozen=True)
 class ReferenceKernel:
-    """The trusted kernel speed is compared with: ``kernel`` in ``kernels/<topic>.cu``.
+    """The trusted kernel speed is compared with: one :class:`~kernels.runtime.versions.KernelVersion`.
 
-    ``launch(shape) -> LaunchConfig`` is the trusted launch configuration (the
-    one ``kernels/<topic>.py`` uses; it runs in the grading process, so it may
-    ask the device for its multiprocessor count); ``arg_order`` names the
+    Its topic, CUDA name, launch configuration and compile-time definitions
+    are the version's own (``kernels/<topic>.py``), so the grader times the
+    kernel exactly as the chapter launches it.  ``arg_order`` names the
     exercise's arguments in the reference kernel's order when that differs
     from the exercise's declaration.
     """
 
-    topic: str
-    kernel: str
-    launch: Callable[[Shape], LaunchConfig]
+    version: KernelVersion
     arg_order: tuple[str, ...] | None = None
     #: Use this source instead of kernels/<topic>.cu (a provisional reference).
     source: str | None = None
-    defines: dict = field(default_factory=dict)
+
+    @property
+    def topic(self) -> str:
+        return self.version.topic
+
+    @property
+    def kernel(self) -> str:
+        return self.version.kernel
+
+    @property
+    def defines(self) -> dict:
+        return dict(self.version.defines)
+
+    def launch(self, shape: Shape) -> LaunchConfig:
+        return self.version.launch(shape)
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,13 @@ backward kernel reads: the output y for sigmoid and tanh, the input z for ReLU
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "activations"
 BLOCK = 256
@@ -83,3 +86,22 @@ def backward(name: str, saved, dY, out=None):
     count = int(np.prod(dY.shape))
     module().function(f"{name}_backward")(saved, dY, dZ, count, grid=blocks_for(count, BLOCK), block=BLOCK)
     return dZ
+
+
+# --------------------------------------------------------------------------- the versions' facts
+# A shape is {"n": elements}; one thread per element.
+
+
+def _elementwise(shape):
+    return launch_1d(blocks_for(int(shape["n"]), BLOCK), BLOCK)
+
+
+KERNELS = kernel_table(*(
+    KernelVersion(TOPIC, f"{name}_{direction}", partial(launcher, name), _elementwise,
+                  # forward: z read, y written; backward: the saved values and dY read, dZ written
+                  bytes=(lambda shape, k=reads: 4.0 * (k + 1) * int(shape["n"])),
+                  flops=lambda shape: 4.0 * int(shape["n"]), reference=partial(reference, name))
+    for name in NAMES
+    for direction, launcher, reference, reads in (("forward", forward, forward_reference, 1),
+                                                   ("backward", backward, backward_reference, 2))
+))

@@ -21,6 +21,7 @@ import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "capsule_prediction"
 CAPS_BATCH_TILE = 64  # must equal the #define in capsule_prediction.cu
@@ -233,3 +234,33 @@ LAUNCHERS = {
     "vectorized": forward_vectorized,
     "streaming": forward_streaming,
 }
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+AXES = ("batch", "in_caps", "in_dim", "out_caps", "out_dim")  # the names of a shape's sizes
+
+
+def dims(shape) -> tuple[int, int, int, int, int]:
+    """``(batch, in_caps, in_dim, out_caps, out_dim)`` of a shape dict."""
+    return tuple(int(shape[a]) for a in AXES)
+
+
+def _register_blocked_launch(shape) -> LaunchConfig:
+    """Versions 3 and 4: a block per (input capsule, batch tile), the tile of u in shared memory."""
+    b, ic, idim, oc, od = dims(shape)
+    return LaunchConfig((ic, blocks_for(b, CAPS_BATCH_TILE), 1), (*register_block_shape(oc, od), 1),
+                        CAPS_BATCH_TILE * idim * 4)
+
+
+def _facts(kernel: str, launcher, launch) -> KernelVersion:
+    return KernelVersion(TOPIC, kernel, launcher, launch,
+                         bytes=lambda shape: float(bytes_moved(*dims(shape))),
+                         flops=lambda shape: float(flops(*dims(shape))),
+                         reference=forward_reference, defines={"CAPS_IN_DIM": 8})
+
+
+KERNELS = kernel_table(
+    _facts("capsule_predict_register_blocked", forward_register_blocked, _register_blocked_launch),
+    _facts("capsule_predict_vectorized", forward_vectorized, _register_blocked_launch),
+)

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .capsule_prediction import _f32, _out, register_block_shape
+from .capsule_prediction import _f32, _out, dims, flops, register_block_shape
 from .runtime import Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "capsule_prediction_backward"
 CAPS_GRAD_BATCH_TILE = 128  # must equal the #define in capsule_prediction_backward.cu
@@ -187,3 +188,35 @@ LAUNCHERS = {
     "grad_weight_register_blocked": grad_weight_register_blocked,
 }
 # grad_fused returns both gradients; it is not in LAUNCHERS, whose entries return one.
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+
+def _grad_bytes(shape) -> float:
+    """G, the weights (or inputs) read once, the gradient written once."""
+    b, ic, idim, oc, od = dims(shape)
+    return 4.0 * (b * ic * oc * od + ic * oc * od * idim + b * ic * idim)
+
+
+def _grad_input_launch(shape) -> LaunchConfig:
+    b, ic, idim, oc, od = dims(shape)
+    return LaunchConfig((ic, blocks_for(b, CAPS_GRAD_BATCH_TILE), 1), (CAPS_GRAD_BATCH_TILE, 1, 1), oc * od * idim * 4)
+
+
+def _grad_weight_launch(shape) -> LaunchConfig:
+    b, ic, idim, oc, od = dims(shape)
+    block = grad_weight_block_shape(oc, od, idim)
+    return LaunchConfig((ic, 1, 1), (*block, 1), block[1] * oc * od * idim * 4)
+
+
+def _flops(shape) -> float:
+    return float(flops(*dims(shape)))
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "capsule_grad_input_shared_weights", grad_input_shared_weights, _grad_input_launch,
+                  _grad_bytes, _flops, grad_input_reference, defines={"CAPS_IN_DIM": 8}),
+    KernelVersion(TOPIC, "capsule_grad_weight_register_blocked", grad_weight_register_blocked, _grad_weight_launch,
+                  _grad_bytes, _flops, grad_weight_reference, defines={"CAPS_IN_DIM": 8}),
+)

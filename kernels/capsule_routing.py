@@ -17,6 +17,7 @@ from . import capsule_prediction, capsule_prediction_backward
 from .capsule_prediction import _f32, _out
 from .runtime import Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "capsule_routing"
 BLOCK = 256
@@ -281,3 +282,41 @@ def train_digits(epochs=3, batch=64, lr=0.5, in_caps=32, in_dim=8, out_dim=16, s
             log(f"epoch {record['epoch']}: mean margin loss {record['loss']:.4f}, "
                 f"test accuracy {record['test_accuracy']:.3f}")
     return primary, digitcaps, history
+
+
+# --------------------------------------------------------------------------- the versions' facts
+# A shape is {"batch", "in_caps", "out_caps", "out_dim"}; every kernel runs a grid-stride loop over its
+# outputs on at most 65535 blocks of BLOCK threads.  The two backward kernels have no closed-form
+# reference here: the tests check them against finite differences (kernels/gradcheck.py).
+
+ROUTING_AXES = ("batch", "in_caps", "out_caps", "out_dim")
+
+
+def _sizes(shape) -> tuple[int, int, int, int]:
+    return tuple(int(shape[a]) for a in ROUTING_AXES)
+
+
+def _over(count):
+    return lambda shape: launch_1d(_grid(count(*_sizes(shape))), BLOCK)
+
+
+def _u_hat_bytes(b, i, j, d) -> float:
+    return 4.0 * b * i * j * d
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "routing_softmax", softmax, _over(lambda b, i, j, d: b * i),
+                  bytes=lambda shape: 8.0 * _sizes(shape)[0] * _sizes(shape)[1] * _sizes(shape)[2],
+                  flops=lambda shape: 4.0 * _sizes(shape)[0] * _sizes(shape)[1] * _sizes(shape)[2],
+                  reference=softmax_reference),
+    KernelVersion(TOPIC, "routing_weighted_sum", weighted_sum, _over(lambda b, i, j, d: b * j * d),
+                  bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
+                  flops=lambda shape: 2.0 * np.prod(_sizes(shape)), reference=weighted_sum_reference),
+    KernelVersion(TOPIC, "squash_forward", squash, _over(lambda b, i, j, d: b * j),
+                  bytes=lambda shape: 8.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
+                  flops=lambda shape: 4.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
+                  reference=squash_reference),
+    KernelVersion(TOPIC, "routing_agreement", agreement, _over(lambda b, i, j, d: b * i * j),
+                  bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
+                  flops=lambda shape: 2.0 * np.prod(_sizes(shape)), reference=agreement_reference),
+)

@@ -18,6 +18,7 @@ import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, LaunchConfig, as_launch, kernel_table
 
 TOPIC = "conv2d"
 TILE_WIDTH = 16  # must equal the #define in conv2d.cu
@@ -323,3 +324,25 @@ KERNEL_NAMES = {
     "fused": "conv2d_bias_act_pool_fused",
     "whole_sample": "conv2d_forward_whole_sample",
 }
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+LAYER_AXES = ("N", "C", "H", "W", "M", "K")  # a layer's sizes: samples, input maps, map height and width, output maps, filter
+
+
+def layer(shape) -> tuple[int, int, int, int, int, int]:
+    """``(N, C, H, W, M, K)`` of a shape dict."""
+    return tuple(int(shape[a]) for a in LAYER_AXES)
+
+
+def _forward_facts(version: str, launcher) -> KernelVersion:
+    return KernelVersion(
+        TOPIC, KERNEL_NAMES[version], launcher,
+        launch=lambda shape: as_launch(*launch_config(version, *layer(shape))),
+        bytes=lambda shape: bytes_moved(*layer(shape)), flops=lambda shape: flops(*layer(shape)),
+        reference=forward_reference,
+    )
+
+
+KERNELS = kernel_table(*(_forward_facts(version, launcher) for version, launcher in FORWARDS.items()))

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conv2d import output_shape, tile_grid
+from .conv2d import bytes_moved, flops, layer, output_shape, tile_grid
 from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "conv2d_backward"
 TILE_WIDTH = 16  # must equal the #define in conv2d_backward.cu
@@ -179,3 +180,21 @@ def backward_weight_auto(X, dY, K: int, out=None):
 AUTO_REDUCE_PRODUCTS = 1024  # products per weight from which backward_weight_auto uses a block per weight
 
 WEIGHT_VERSIONS = {"naive": backward_weight_naive, "reduce": backward_weight, "auto": backward_weight_auto}
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+
+def _input_launch(shape) -> LaunchConfig:
+    """One thread per input pixel, in tiles of TILE_WIDTH x TILE_WIDTH; grid (C, tiles, N)."""
+    N, C, H, W, M, K = layer(shape)
+    H_grid, W_grid = tile_grid(H, W, TILE_WIDTH)
+    return LaunchConfig((C, H_grid * W_grid, N), (TILE_WIDTH, TILE_WIDTH, 1), 0)
+
+
+KERNELS = kernel_table(
+    # The same multiply-adds and the same least traffic as the forward convolution (dY for Y, dX for X).
+    KernelVersion(TOPIC, "conv2d_backward_input", backward_input, _input_launch,
+                  bytes=lambda shape: bytes_moved(*layer(shape)), flops=lambda shape: flops(*layer(shape)),
+                  reference=backward_input_reference),
+)

@@ -11,6 +11,7 @@ import numpy as np
 
 from kernels.runtime import blocks_for
 from kernels.runtime.loader import element_count, grid_stride_blocks, launch, load_topic, output_like
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "copy"
 VERSIONS = ("one_thread_per_element", "grid_stride_float4")
@@ -61,6 +62,16 @@ LAUNCHERS = {
     "one_thread_per_element": copy_one_thread_per_element,
     "grid_stride_float4": copy_grid_stride_float4,
 }
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "copy_one_thread_per_element", copy_one_thread_per_element,
+                  lambda shape: launch_1d(blocks_for(int(shape["n"]), 256), 256),
+                  bytes=lambda shape: float(bytes_moved(int(shape["n"]))), flops=lambda shape: 0.0, reference=reference),
+    KernelVersion(TOPIC, "copy_grid_stride_float4", copy_grid_stride_float4,
+                  lambda shape: launch_1d(grid_stride_blocks(int(shape["n"]) // 4, 256), 256),
+                  bytes=lambda shape: float(bytes_moved(int(shape["n"]))), flops=lambda shape: 0.0, reference=reference),
+)
 
 
 def copy(src, version: str = "grid_stride_float4", **options):

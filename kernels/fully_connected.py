@@ -15,6 +15,7 @@ import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, LaunchConfig, as_launch, kernel_table
 
 TOPIC = "fully_connected"
 BLOCK_1D = 128  # threads per block of the one-dimensional kernels
@@ -144,3 +145,38 @@ def backward_bias(dY, out=None):
 
 
 FORWARDS = {"naive": forward_naive, "tiled": forward_tiled}
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+
+def layer(shape) -> tuple[int, int, int]:
+    """``(n, in, out)``: samples, input features, output features of a shape dict."""
+    return int(shape["n"]), int(shape["in"]), int(shape["out"])
+
+
+def _matmul_flops(shape) -> float:
+    return 2.0 * float(np.prod(layer(shape)))
+
+
+def _matmul_bytes(shape) -> float:
+    """Two matrices read once, one written once (the bias is negligible)."""
+    n, k, m = layer(shape)
+    return 4.0 * (n * (k + m) + k * m)
+
+
+def _naive_2d(columns, rows):
+    return lambda shape: as_launch(_grid_2d(columns(*layer(shape)), rows(*layer(shape))), BLOCK_2D)
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "fc_forward_naive", forward_naive, _naive_2d(lambda n, k, m: m, lambda n, k, m: n),
+                  _matmul_bytes, _matmul_flops, forward_reference),
+    KernelVersion(TOPIC, "fc_forward_tiled", forward_tiled,
+                  lambda shape: as_launch(_grid_2d(layer(shape)[2], layer(shape)[0], (FC_TILE, FC_TILE)), (FC_TILE, FC_TILE)),
+                  _matmul_bytes, _matmul_flops, forward_reference),
+    KernelVersion(TOPIC, "fc_backward_input", backward_input, _naive_2d(lambda n, k, m: k, lambda n, k, m: n),
+                  _matmul_bytes, _matmul_flops, backward_input_reference),
+    KernelVersion(TOPIC, "fc_backward_weight", backward_weight, _naive_2d(lambda n, k, m: k, lambda n, k, m: m),
+                  _matmul_bytes, _matmul_flops, backward_weight_reference),
+)

@@ -17,6 +17,7 @@ import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for, empty, to_device, zeros
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table, launch_1d
 
 TOPIC = "perceptron"
 BLOCK = 256  # threads per block of the one-thread-per-sample kernels
@@ -159,6 +160,47 @@ def update(params, total, learning_rate: float, n: int):
     k = int(params.size)
     module().function("perceptron_update")(params, total, float(learning_rate), int(n), k, grid=blocks_for(k, BLOCK), block=BLOCK)
     return params
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+
+def _per_sample(shape) -> LaunchConfig:
+    """One thread per sample (or per parameter): what every launcher above but the tree uses."""
+    return launch_1d(blocks_for(int(shape["n"]), BLOCK), BLOCK)
+
+
+def _tree_launch(shape) -> LaunchConfig:
+    n, k = int(shape["n"]), int(shape["k"])
+    return LaunchConfig((blocks_for(n, GRADIENT_SUM_BLOCK), k, 1), (GRADIENT_SUM_BLOCK, 1, 1), 0)
+
+
+def _forward_bytes(shape) -> float:
+    """x read and one output per sample (the d + 1 parameters are negligible)."""
+    n, d = int(shape["n"]), int(shape["d"])
+    return 4.0 * n * (d + 1)
+
+
+def _sum_bytes(shape) -> float:
+    return 4.0 * int(shape["n"]) * int(shape["k"])
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "perceptron_classify_sign", classify_sign, _per_sample, _forward_bytes,
+                  lambda shape: 2.0 * int(shape["n"]) * int(shape["d"]), classify_sign_reference),
+    KernelVersion(TOPIC, "perceptron_forward_sigmoid", forward_sigmoid, _per_sample, _forward_bytes,
+                  lambda shape: 2.0 * int(shape["n"]) * (int(shape["d"]) + 1), forward_sigmoid_reference),
+    KernelVersion(TOPIC, "perceptron_sample_gradients", sample_gradients, _per_sample,
+                  # x, t and the parameters read; the (n, d + 1) gradients written
+                  lambda shape: 4.0 * int(shape["n"]) * (2 * int(shape["d"]) + 2),
+                  lambda shape: float(int(shape["n"]) * (2 * int(shape["d"]) + 10)), sample_gradients_reference),
+    KernelVersion(TOPIC, "gradient_sum_atomic", gradient_sum_atomic, _per_sample, _sum_bytes,
+                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference),
+    KernelVersion(TOPIC, "gradient_sum_tree", gradient_sum_tree, _tree_launch, _sum_bytes,
+                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference),
+    KernelVersion(TOPIC, "perceptron_update", update, lambda shape: launch_1d(blocks_for(int(shape["k"]), BLOCK), BLOCK),
+                  lambda shape: 12.0 * int(shape["k"]), lambda shape: 2.0 * int(shape["k"]), update_reference),
+)
 
 
 # --------------------------------------------------------------------------- data and training

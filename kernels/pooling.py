@@ -11,6 +11,7 @@ import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table, launch_1d
 
 TOPIC = "pooling"
 BLOCK = 256
@@ -150,3 +151,36 @@ def max_pool_backward(X, dY, pool: int = 2, out=None):
 
 
 FORWARDS = {"avg": avg_pool, "max": max_pool}
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+MAP_AXES = ("N", "C", "H", "W", "pool")  # samples, maps, map height and width, window
+
+
+def _pooled_count(shape) -> int:
+    N, C, H, W, pool = (int(shape[a]) for a in MAP_AXES)
+    return N * C * (H // pool) * (W // pool)
+
+
+def _one_thread_per_output(shape) -> LaunchConfig:
+    return launch_1d(blocks_for(_pooled_count(shape), BLOCK), BLOCK)
+
+
+def _forward_bytes(shape) -> float:
+    """Every input read once, every pooled output written once."""
+    N, C, H, W, _ = (int(shape[a]) for a in MAP_AXES)
+    return 4.0 * (N * C * H * W + _pooled_count(shape))
+
+
+def _forward_flops(shape) -> float:
+    """One comparison (or add) per input of each window."""
+    return float(_pooled_count(shape) * int(shape["pool"]) ** 2)
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "avg_pool_forward", avg_pool, _one_thread_per_output, _forward_bytes, _forward_flops,
+                  avg_pool_reference),
+    KernelVersion(TOPIC, "max_pool_forward", max_pool, _one_thread_per_output, _forward_bytes, _forward_flops,
+                  max_pool_reference),
+)

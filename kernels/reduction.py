@@ -15,6 +15,7 @@ from kernels.runtime import blocks_for
 from kernels.runtime.backend import DeviceBuffer
 from kernels.runtime.loader import grid_stride_blocks, launch, load_topic
 from kernels.runtime.module import zeros
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "reduction"
 VERSIONS = ("atomic", "shared_tree", "warp_shuffle")
@@ -126,6 +127,27 @@ LAUNCHERS = {
     "shared_tree": reduce_sum_shared_tree,
     "warp_shuffle": reduce_sum_warp_shuffle,
 }
+
+
+
+def _reduction_version(kernel: str, launcher, blocks, shared_per_thread: int) -> KernelVersion:
+    def launch_for(shape):
+        n = int(shape["n"])
+        return launch_1d(blocks(n, 256), 256, shared_per_thread * 256)
+
+    return KernelVersion(
+        topic=TOPIC, kernel=kernel, launcher=launcher, launch=launch_for,
+        bytes=lambda shape: float(bytes_moved(int(shape["n"]))),
+        flops=lambda shape: float(int(shape["n"])),  # one add per element
+        reference=reference,
+    )
+
+
+KERNELS = kernel_table(
+    _reduction_version("reduce_sum_atomic", reduce_sum_atomic, blocks_for, 0),
+    _reduction_version("reduce_sum_shared_tree", reduce_sum_shared_tree, grid_stride_blocks, 4),
+    _reduction_version("reduce_sum_warp_shuffle", reduce_sum_warp_shuffle, grid_stride_blocks, 0),
+)
 
 
 def reduce_sum(x, version: str = "warp_shuffle", **options):

@@ -10,6 +10,7 @@ import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "softmax"
 BLOCK = 128
@@ -93,3 +94,31 @@ def cross_entropy_backward(P, labels, out=None):
     dZ = _out(out, (n, c))
     module().function("softmax_cross_entropy_backward")(P, labels, dZ, n, c, grid=blocks_for(n * c, BLOCK), block=BLOCK)
     return dZ
+
+
+# --------------------------------------------------------------------------- the versions' facts
+# A shape is {"n": rows, "c": classes}; one thread per row (per element for the backward pass).
+
+
+def _per_row(shape):
+    return launch_1d(blocks_for(int(shape["n"]), BLOCK), BLOCK)
+
+
+def _nc(shape) -> int:
+    return int(shape["n"]) * int(shape["c"])
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "softmax_naive", softmax_naive, _per_row, bytes=lambda shape: 8.0 * _nc(shape),
+                  flops=lambda shape: 3.0 * _nc(shape), reference=softmax_reference),
+    KernelVersion(TOPIC, "softmax_stable", softmax_stable, _per_row, bytes=lambda shape: 8.0 * _nc(shape),
+                  flops=lambda shape: 4.0 * _nc(shape), reference=softmax_reference),
+    KernelVersion(TOPIC, "softmax_cross_entropy_forward", cross_entropy_forward, _per_row,
+                  # Z read, P written, a label read and a loss written per row
+                  bytes=lambda shape: 4.0 * (2 * _nc(shape) + 2 * int(shape["n"])),
+                  flops=lambda shape: 4.0 * _nc(shape), reference=cross_entropy_reference),
+    KernelVersion(TOPIC, "softmax_cross_entropy_backward", cross_entropy_backward,
+                  lambda shape: launch_1d(blocks_for(_nc(shape), BLOCK), BLOCK),
+                  bytes=lambda shape: 4.0 * (2 * _nc(shape) + int(shape["n"])),
+                  flops=lambda shape: 2.0 * _nc(shape), reference=cross_entropy_backward_reference),
+)

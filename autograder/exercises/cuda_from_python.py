@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels import reduction, saxpy
+
 from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+
+SAXPY_REFERENCE = saxpy.KERNELS["saxpy_grid_stride"]
+SUM_REFERENCE = reduction.KERNELS["reduce_sum_warp_shuffle"]
 
 F32_EPS = float(np.finfo(np.float32).eps)
 
@@ -37,12 +42,6 @@ def _secret_sizes(rng: np.random.Generator, launch: dict) -> list[dict]:
         if n % block and n % 32:
             return [{"n": n}]
     return [{"n": block * 97 + 1 + (block * 97 + 1) % 2}]
-
-
-def _reference_grid(n: int, block: int = 256) -> int:
-    from kernels.runtime.loader import grid_stride_blocks
-
-    return grid_stride_blocks(n, block)
 
 
 BLOCK = LaunchKey("block", 1, 1024, required=True, help="threads per block, 1..1024")
@@ -90,13 +89,9 @@ SAXPY = Exercise(
     launch_config=_saxpy_launch,
     correctness_points=6.0,
     speed_points=2.0,
-    reference_kernel=ReferenceKernel(
-        topic="saxpy",
-        kernel="saxpy_grid_stride",
-        launch=lambda shape: LaunchConfig((_reference_grid(_n(shape)), 1, 1), (256, 1, 1), 0),
-    ),
-    flops=lambda shape: 2.0 * _n(shape),
-    bytes_moved=lambda shape: 12.0 * _n(shape),
+    reference_kernel=ReferenceKernel(SAXPY_REFERENCE),
+    flops=SAXPY_REFERENCE.flops,
+    bytes_moved=SAXPY_REFERENCE.bytes,
     timing_shape={"n": 2**25 + 3},
     label=lambda shape: f"n={_n(shape)}",
     description="y[i] = alpha * x[i] + y[i] for every i < n, with any grid (a grid-stride loop).",
@@ -111,7 +106,7 @@ def _sum_inputs(shape, rng):
 
 
 def _sum_reference(inputs):
-    return {"out": np.array([np.sum(inputs["x"], dtype=np.float64)])}
+    return {"out": np.array([SUM_REFERENCE.reference(inputs["x"])])}
 
 
 def _sum_scale(inputs):
@@ -183,13 +178,9 @@ REDUCE_SUM = Exercise(
     launch_config=_sum_launch,
     correctness_points=8.0,
     speed_points=4.0,
-    reference_kernel=ReferenceKernel(
-        topic="reduction",
-        kernel="reduce_sum_warp_shuffle",
-        launch=lambda shape: LaunchConfig((_reference_grid(_n(shape)), 1, 1), (256, 1, 1), 0),
-    ),
-    flops=lambda shape: 1.0 * _n(shape),
-    bytes_moved=lambda shape: 4.0 * _n(shape),
+    reference_kernel=ReferenceKernel(SUM_REFERENCE),
+    flops=SUM_REFERENCE.flops,
+    bytes_moved=SUM_REFERENCE.bytes,
     timing_shape={"n": 2**26 + 3},
     label=lambda shape: f"n={_n(shape)}",
     description="out[0] = sum of x[0..n) (out is zero before the launch); atomicAdd of per-block partial sums is allowed.",

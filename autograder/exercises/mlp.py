@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels import fully_connected
+
 from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+
+INPUT_REFERENCE = fully_connected.KERNELS["fc_backward_input"]
+WEIGHT_REFERENCE = fully_connected.KERNELS["fc_backward_weight"]
 
 
 def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
@@ -21,8 +26,7 @@ def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
     return ((mean + 0.5 * rng.standard_normal(shape)) * scale).astype(np.float32)
 
 
-def _dims(shape):
-    return int(shape["n"]), int(shape["in"]), int(shape["out"])
+_dims = fully_connected.layer
 
 
 def _label(shape):
@@ -73,18 +77,11 @@ def _input_inputs(shape, rng):
 
 
 def _input_reference(inputs):
-    from kernels.fully_connected import backward_input_reference
-
-    return {"dX": backward_input_reference(inputs["dY"], inputs["W"])}
+    return {"dX": INPUT_REFERENCE.reference(inputs["dY"], inputs["W"])}
 
 
 def _input_scale(inputs):
     return {"dX": np.abs(inputs["dY"].astype(np.float64)) @ np.abs(inputs["W"].astype(np.float64))}
-
-
-def _reference_input_launch(shape) -> LaunchConfig:
-    n, k, m = _dims(shape)
-    return LaunchConfig((ceil_div(k, 16), ceil_div(n, 16), 1), (16, 16, 1), 0)
 
 
 FC_BACKWARD_INPUT = Exercise(
@@ -109,9 +106,9 @@ FC_BACKWARD_INPUT = Exercise(
     launch_config=_launch,
     correctness_points=5.0,
     speed_points=1.0,
-    reference_kernel=ReferenceKernel(topic="fully_connected", kernel="fc_backward_input", launch=_reference_input_launch),
-    flops=lambda shape: 2.0 * float(np.prod(_dims(shape))),
-    bytes_moved=lambda shape: 4.0 * (_dims(shape)[0] * (_dims(shape)[1] + _dims(shape)[2]) + _dims(shape)[1] * _dims(shape)[2]),
+    reference_kernel=ReferenceKernel(INPUT_REFERENCE),
+    flops=INPUT_REFERENCE.flops,
+    bytes_moved=INPUT_REFERENCE.bytes,
     timing_shape=TIMING,
     label=_label,
     description=("dX[i][k] = sum over j of dY[i][j] * W[j][k] for every sample i < n and input k < in_features "
@@ -128,18 +125,11 @@ def _weight_inputs(shape, rng):
 
 
 def _weight_reference(inputs):
-    from kernels.fully_connected import backward_weight_reference
-
-    return {"dW": backward_weight_reference(inputs["dY"], inputs["X"])}
+    return {"dW": WEIGHT_REFERENCE.reference(inputs["dY"], inputs["X"])}
 
 
 def _weight_scale(inputs):
     return {"dW": np.abs(inputs["dY"].astype(np.float64)).T @ np.abs(inputs["X"].astype(np.float64))}
-
-
-def _reference_weight_launch(shape) -> LaunchConfig:
-    n, k, m = _dims(shape)
-    return LaunchConfig((ceil_div(k, 16), ceil_div(m, 16), 1), (16, 16, 1), 0)
 
 
 FC_BACKWARD_WEIGHT = Exercise(
@@ -164,9 +154,9 @@ FC_BACKWARD_WEIGHT = Exercise(
     launch_config=_launch,
     correctness_points=5.0,
     speed_points=1.0,
-    reference_kernel=ReferenceKernel(topic="fully_connected", kernel="fc_backward_weight", launch=_reference_weight_launch),
-    flops=lambda shape: 2.0 * float(np.prod(_dims(shape))),
-    bytes_moved=lambda shape: 4.0 * (_dims(shape)[0] * (_dims(shape)[1] + _dims(shape)[2]) + _dims(shape)[1] * _dims(shape)[2]),
+    reference_kernel=ReferenceKernel(WEIGHT_REFERENCE),
+    flops=WEIGHT_REFERENCE.flops,
+    bytes_moved=WEIGHT_REFERENCE.bytes,
     timing_shape=TIMING,
     label=_label,
     description=("dW[j][k] = sum over samples i of dY[i][j] * X[i][k] for every output j < out_features and input "

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels import perceptron
+
 from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+
+FORWARD_REFERENCE = perceptron.KERNELS["perceptron_forward_sigmoid"]
+SUM_REFERENCE = perceptron.KERNELS["gradient_sum_tree"]
 
 F32_EPS = float(np.finfo(np.float32).eps)
 
@@ -35,9 +40,7 @@ def _forward_inputs(shape, rng):
 
 
 def _forward_reference(inputs):
-    from kernels.perceptron import forward_sigmoid_reference
-
-    return {"y": forward_sigmoid_reference(inputs["x"], inputs["params"])}
+    return {"y": FORWARD_REFERENCE.reference(inputs["x"], inputs["params"])}
 
 
 def _forward_scale(inputs):
@@ -45,10 +48,6 @@ def _forward_scale(inputs):
     x = inputs["x"].astype(np.float64)
     p = inputs["params"].astype(np.float64)
     return {"y": 0.25 * (np.abs(x) @ np.abs(p[:-1]) + abs(p[-1])) + 1.0}
-
-
-def _n_d(shape):
-    return int(shape["n"]), int(shape["d"])
 
 
 def _forward_launch(shape, launch) -> LaunchConfig:
@@ -85,13 +84,9 @@ PERCEPTRON_FORWARD = Exercise(
     launch_config=_forward_launch,
     correctness_points=4.0,
     speed_points=0.0,
-    reference_kernel=ReferenceKernel(
-        topic="perceptron",
-        kernel="perceptron_forward_sigmoid",
-        launch=lambda shape: LaunchConfig((ceil_div(int(shape["n"]), 256), 1, 1), (256, 1, 1), 0),
-    ),
-    flops=lambda shape: 2.0 * _n_d(shape)[0] * (_n_d(shape)[1] + 1),
-    bytes_moved=lambda shape: 4.0 * _n_d(shape)[0] * (_n_d(shape)[1] + 1),
+    reference_kernel=ReferenceKernel(FORWARD_REFERENCE),
+    flops=FORWARD_REFERENCE.flops,
+    bytes_moved=FORWARD_REFERENCE.bytes,
     timing_shape={"n": 2**22 + 3, "d": 2},
     label=lambda shape: f"n={shape['n']}, d={shape['d']}",
     description=("y[i] = sigmoid(params[0] x[i][0] + ... + params[d-1] x[i][d-1] + params[d]) for every sample i < n; "
@@ -107,7 +102,7 @@ def _sum_inputs(shape, rng):
 
 
 def _sum_reference(inputs):
-    return {"total": inputs["grads"].astype(np.float64).sum(axis=0)}
+    return {"total": SUM_REFERENCE.reference(inputs["grads"])}
 
 
 def _sum_scale(inputs):
@@ -119,10 +114,6 @@ def _sum_scale(inputs):
     return {"total": np.abs(g).astype(np.float64).sum(axis=0) * factor}
 
 
-def _n_k(shape):
-    return int(shape["n"]), int(shape["k"])
-
-
 def _sum_launch(shape, launch) -> LaunchConfig:
     return LaunchConfig(grid=(launch["grid"], launch["grid_y"], 1), block=(launch["block"], 1, 1), shared=launch["shared"])
 
@@ -131,11 +122,6 @@ def _secret_sum_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
     block = int(launch.get("block", 256))
     n = block * int(rng.integers(3, 60)) + int(rng.integers(1, max(2, block)))
     return [{"n": n, "k": int(rng.integers(2, 6))}]
-
-
-def _reference_sum_launch(shape) -> LaunchConfig:
-    n, k = _n_k(shape)
-    return LaunchConfig((ceil_div(n, 256), k, 1), (256, 1, 1), 0)
 
 
 GRADIENT_SUM = Exercise(
@@ -164,9 +150,9 @@ GRADIENT_SUM = Exercise(
     launch_config=_sum_launch,
     correctness_points=5.0,
     speed_points=3.0,
-    reference_kernel=ReferenceKernel(topic="perceptron", kernel="gradient_sum_tree", launch=_reference_sum_launch),
-    flops=lambda shape: 1.0 * _n_k(shape)[0] * _n_k(shape)[1],
-    bytes_moved=lambda shape: 4.0 * _n_k(shape)[0] * _n_k(shape)[1],
+    reference_kernel=ReferenceKernel(SUM_REFERENCE),
+    flops=SUM_REFERENCE.flops,
+    bytes_moved=SUM_REFERENCE.bytes,
     timing_shape={"n": 2**24 + 3, "k": 3},
     label=lambda shape: f"n={shape['n']}, k={shape['k']}",
     description=("total[j] = grads[0][j] + ... + grads[n-1][j] for every column j < k of the n-by-k row-major matrix "
