@@ -65,10 +65,11 @@ def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
 
     peaks = measure_peaks()
     bw = peaks.bandwidth_gbs * 1e9
-    fwd_bytes = cp.bytes_moved(*shape)
-    fwd_flops = cp.flops(*shape)
-    gin_bytes = 4 * (G.size + W.size + u.size)   # read G and W, write du
-    gw_bytes = 4 * (G.size + u.size + W.size)    # read G and u, write dW
+    sizes = dict(zip(cp.AXES, shape))
+    forward = cp.KERNELS["capsule_predict_vectorized"]
+    fwd_bytes, fwd_flops = forward.bytes(sizes), forward.flops(sizes)
+    gin_bytes = cb.KERNELS["capsule_grad_input_shared_weights"].bytes(sizes)   # read G and W, write du
+    gw_bytes = cb.KERNELS["capsule_grad_weight_register_blocked"].bytes(sizes)  # read G and u, write dW
     bwd_bytes = 4 * (G.size + 2 * W.size + 2 * u.size)  # both: read G, W and u once, write du and dW
 
     # Float64 references from PyTorch on the GPU (a NumPy loop would take minutes at this size).

@@ -82,7 +82,8 @@ def bench_forward(peaks, rng) -> list[dict]:
         b = rng.standard_normal(M, dtype=np.float32) * 0.1
         tX, tW, tb = (torch.from_numpy(a).cuda() for a in (X, Wf, b))
         ref = F.conv2d(tX.double(), tW.double(), tb.double()).cpu().numpy()
-        nbytes, flops = conv2d.bytes_moved(N, C, H, W, M, K), conv2d.flops(N, C, H, W, M, K)
+        shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
+        nbytes, flops = conv2d.KERNELS["conv2d_forward_naive"].bytes(shape), conv2d.KERNELS["conv2d_forward_naive"].flops(shape)
         rows = []
         cudnn = time_torch(lambda: F.conv2d(tX, tW, tb), repeat=50)
         rows.append({"name": "cuDNN conv2d", "kind": "peer", **figures(nbytes, flops, cudnn, peaks)})
@@ -103,13 +104,13 @@ def bench_forward(peaks, rng) -> list[dict]:
                              f"> {conv2d.SHARED_LIMIT}"})
                 continue
             kernel = conv2d.module().function(kernel_name)
-            grid, block, shared = conv2d.launch_config(version, N, C, H, W, M, K)
+            config = conv2d.KERNELS[kernel_name].launch(shape)
             args = (X_d, b_d, Y_d) if version == "constant" else (X_d, W_d, b_d, Y_d)
             if version == "constant":
                 conv2d.set_constant_filters(Wf)
             # Version 7 takes (activation, pool) where the others take W_grid: none, no pooling here.
             last = (conv2d.ACTIVATIONS["none"], 0) if version == "whole_sample" else (W_grid,)
-            prepared = kernel.prepare((*args, N, C, H, W, M, K, *last), grid, block, shared)
+            prepared = kernel.prepare((*args, N, C, H, W, M, K, *last), config.grid, config.block, config.shared)
             Y_d.set(np.full(Y_d.shape, np.nan, np.float32))
             kernel.launch_prepared(prepared)
             err = rel_error(Y_d.get(), ref)
@@ -191,31 +192,29 @@ def bench_backward(peaks, rng) -> list[dict]:
         tX, tW, tdY = (torch.from_numpy(a).cuda() for a in (X, Wf, dY))
         X_d, W_d, dY_d = to_device(X), to_device(Wf), to_device(dY)
         rows = []
-        flops = 2.0 * N * M * H_out * W_out * C * K * K
+        layer = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
         jobs = [
-            ("backward_input", "conv2d_backward_input", cb.backward_input_reference(dY, Wf), (N, C, H, W),
+            ("backward_input", "conv2d_backward_input", (dY, Wf), (N, C, H, W),
              lambda out: (dY_d, W_d, out, N, C, H, W, M, K, -(-W // cb.TILE_WIDTH)),
-             ((C, -(-H // cb.TILE_WIDTH) * -(-W // cb.TILE_WIDTH), N), (cb.TILE_WIDTH, cb.TILE_WIDTH)),
-             lambda: tgrad.conv2d_input(tX.shape, tW, tdY), 4.0 * (dY.size + Wf.size + X.size)),
-            ("backward_weight_naive", "conv2d_backward_weight_naive", cb.backward_weight_reference(X, dY), Wf.shape,
-             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), ((-(-Wf.size // cb.BLOCK_1D)), cb.BLOCK_1D),
-             lambda: tgrad.conv2d_weight(tX, tW.shape, tdY), 4.0 * (dY.size + Wf.size + X.size)),
-            ("backward_weight_reduce", "conv2d_backward_weight_reduce", cb.backward_weight_reference(X, dY), Wf.shape,
-             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), (Wf.size, cb.REDUCE_BLOCK),
-             lambda: tgrad.conv2d_weight(tX, tW.shape, tdY), 4.0 * (dY.size + Wf.size + X.size)),
-            ("backward_bias", "conv2d_backward_bias", cb.backward_bias_reference(dY), (M,),
-             lambda out: (dY_d, out, N, M, H_out, W_out), (M, cb.REDUCE_BLOCK),
-             lambda: tdY.sum(dim=(0, 2, 3)), 4.0 * dY.size),
+             lambda: tgrad.conv2d_input(tX.shape, tW, tdY)),
+            ("backward_weight_naive", "conv2d_backward_weight_naive", (X, dY), Wf.shape,
+             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), lambda: tgrad.conv2d_weight(tX, tW.shape, tdY)),
+            ("backward_weight_reduce", "conv2d_backward_weight_reduce", (X, dY), Wf.shape,
+             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), lambda: tgrad.conv2d_weight(tX, tW.shape, tdY)),
+            ("backward_bias", "conv2d_backward_bias", (dY,), (M,),
+             lambda out: (dY_d, out, N, M, H_out, W_out), lambda: tdY.sum(dim=(0, 2, 3))),
         ]
-        for name, kernel_name, ref, shape, args, (grid, block), peer, nbytes in jobs:
+        for name, kernel_name, ref_args, shape, args, peer in jobs:
+            record = cb.KERNELS[kernel_name]
+            ref = record.reference(*ref_args)
+            nbytes, f, config = record.bytes(layer), record.flops(layer), record.launch(layer)
             out_d = empty(shape)
             kernel = cb.module().function(kernel_name)
-            prepared = kernel.prepare(args(out_d), grid, block, 0)
+            prepared = kernel.prepare(args(out_d), config.grid, config.block, config.shared)
             kernel.launch_prepared(prepared)
             err = rel_error(out_d.get(), ref)
             t = timed(lambda: kernel.launch_prepared(prepared, sync=False))
             tp = time_torch(peer, repeat=50)
-            f = flops if name != "backward_bias" else float(dY.size)
             rows.append({"name": name, "kind": "kernel", "rel_error": err, "correct": err < TOL,
                          **figures(nbytes, f, t, peaks),
                          "torch_us": tp.median_ms * 1e3, "speedup_vs_torch": tp.median_ms / t.median_ms})

@@ -71,6 +71,23 @@ def row(name: str, group: str, kind: str, timing, nbytes: int, flops: int, peaks
     return entry
 
 
+def time_version(version, shape: dict, args, group: str, peaks, sizes: dict | None = None, **extra) -> dict:
+    """Time one kernel version as its record launches it, and make its row from the record's bytes and flops.
+
+    ``args`` are the kernel's arguments (device buffers and scalars); ``sizes``
+    (default: the shape) go into the row beside ``extra``.
+    """
+    from kernels.runtime.loader import load_topic
+    from kernels.runtime.timing import time_kernel
+
+    config = version.launch(shape)
+    kernel = load_topic(version.topic, dict(version.defines) or None).function(version.kernel)
+    ready = kernel.prepare(args, config.grid, config.block, config.shared)  # copies once; the timed call only enqueues
+    timing = time_kernel(lambda: kernel.launch_prepared(ready, sync=False))
+    return row(version.kernel, group, "kernel", timing, version.bytes(shape), version.flops(shape), peaks,
+               **(shape if sizes is None else sizes), **extra)
+
+
 def write_results(name: str, payload: dict) -> Path:
     """Write ``benchmarks/results/<name>.json`` with the date and device facts added."""
     from kernels.runtime import select

@@ -28,18 +28,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for common, also when imported by the book
-from common import print_table, require_gpu_backend, row, write_results  # noqa: E402
+from common import print_table, require_gpu_backend, row, time_version, write_results  # noqa: E402
 
 SWEEP = tuple(1 << p for p in range(10, 25, 2))
 PERCEPTRON_N = 1 << 24
 FC_SHAPES = (("fc_digits", (128, 64, 64)), ("fc_large", (4096, 1024, 1024)))
 SOFTMAX_N = 1 << 16
-
-
-def _prepared(kernel, *args, grid, block):
-    """Validate and copy once; the timed call only enqueues the launch."""
-    ready = kernel.prepare(args, grid, block, 0)
-    return lambda: kernel.launch_prepared(ready, sync=False)
 
 
 def _torch():
@@ -59,9 +53,9 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     log = print if verbose else (lambda *args, **kwargs: None)
     backend = require_gpu_backend()
     from kernels import activations, fully_connected as fc, perceptron as P, softmax
-    from kernels.runtime import blocks_for, to_device, zeros
+    from kernels.runtime import to_device, zeros
     from kernels.runtime.roofline import Peaks, measure_bandwidth_gbs, measure_fp32_gflops
-    from kernels.runtime.timing import time_kernel, time_torch
+    from kernels.runtime.timing import time_torch
 
     info = backend.describe()
     peaks = Peaks(bandwidth_gbs=measure_bandwidth_gbs(), fp32_gflops=measure_fp32_gflops(), device=str(info.get("name")))
@@ -69,7 +63,6 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     torch = _torch()
     rows: list[dict] = []
     rng = np.random.default_rng(0)
-    pm = P.module()
 
     # --- the minibatch gradient sum: atomics against the tree, over n -------------------------
     k = 3
@@ -81,13 +74,10 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
         for version, reduce in P.GRADIENT_SUMS.items():
             got = reduce(grads, total).get()
             assert np.all(np.abs(got - expected) <= 1e-4 * scale + 1e-3), (version, n, got, expected)
-        nbytes, flops = 4 * n * k, n * k
-        timing = time_kernel(_prepared(pm.function("gradient_sum_atomic"), grads, total, n, k,
-                                       grid=blocks_for(n, P.BLOCK), block=P.BLOCK))
-        rows.append(row("gradient_sum_atomic", "gradient_sum_sweep", "kernel", timing, nbytes, flops, peaks, n=n, k=k))
-        timing = time_kernel(_prepared(pm.function("gradient_sum_tree"), grads, total, n, k,
-                                       grid=(blocks_for(n, P.GRADIENT_SUM_BLOCK), k), block=P.GRADIENT_SUM_BLOCK))
-        rows.append(row("gradient_sum_tree", "gradient_sum_sweep", "kernel", timing, nbytes, flops, peaks, n=n, k=k))
+        shape = {"n": n, "k": k}
+        for kernel in ("gradient_sum_atomic", "gradient_sum_tree"):
+            rows.append(time_version(P.KERNELS[kernel], shape, (grads, total, n, k), "gradient_sum_sweep", peaks))
+        nbytes, flops = P.KERNELS["gradient_sum_tree"].bytes(shape), P.KERNELS["gradient_sum_tree"].flops(shape)
         if torch is not None:
             tg = torch.from_numpy(grads_host).cuda()
             rows.append(row("torch.sum(dim=0)", "gradient_sum_sweep", "peer", time_torch(lambda: tg.sum(dim=0)),
@@ -102,21 +92,16 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     got = P.sample_gradients(x[:4096], t[:4096], params)
     np.testing.assert_allclose(got, P.sample_gradients_reference(x[:4096], t[:4096], params), rtol=1e-4, atol=1e-6)
     xd, td, pd, gd, yd = to_device(x), to_device(t), to_device(params), zeros((n, d + 1)), zeros(n)
-    timing = time_kernel(_prepared(pm.function("perceptron_sample_gradients"), xd, td, pd, gd, n, d,
-                                   grid=blocks_for(n, P.BLOCK), block=P.BLOCK))
-    rows.append(row("perceptron_sample_gradients", "perceptron", "kernel", timing, 4 * (n * d + n + n * (d + 1)),
-                    n * (2 * d + 10), peaks, n=n, d=d))
-    timing = time_kernel(_prepared(pm.function("perceptron_forward_sigmoid"), xd, pd, yd, n, d,
-                                   grid=blocks_for(n, P.BLOCK), block=P.BLOCK))
-    rows.append(row("perceptron_forward_sigmoid", "perceptron", "kernel", timing, 4 * (n * d + n), n * (2 * d + 4),
-                    peaks, n=n, d=d))
+    shape = {"n": n, "d": d}
+    rows.append(time_version(P.KERNELS["perceptron_sample_gradients"], shape, (xd, td, pd, gd, n, d), "perceptron", peaks))
+    forward = P.KERNELS["perceptron_forward_sigmoid"]
+    rows.append(time_version(forward, shape, (xd, pd, yd, n, d), "perceptron", peaks))
     if torch is not None:
         tx, tp = torch.from_numpy(x).cuda(), torch.from_numpy(params).cuda()
         rows.append(row("torch.sigmoid(x @ w + b)", "perceptron", "peer", time_torch(lambda: torch.sigmoid(tx @ tp[:-1] + tp[-1])),
-                        4 * (n * d + n), n * (2 * d + 4), peaks, n=n, d=d))
+                        forward.bytes(shape), forward.flops(shape), peaks, **shape))
 
     # --- fully connected layers ------------------------------------------------------------------
-    fm = fc.module()
     for group, (n, k_in, m) in fc_shapes:
         X = rng.standard_normal((n, k_in)).astype(np.float32)
         W = (rng.standard_normal((m, k_in)) / np.sqrt(k_in)).astype(np.float32)
@@ -128,25 +113,11 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
         np.testing.assert_allclose(fc.backward_weight(dY, X), fc.backward_weight_reference(dY, X), rtol=1e-3, atol=1e-2)
         Xd, Wd, bd, dYd = (to_device(a) for a in (X, W, b, dY))
         Y, dX, dW = zeros((n, m)), zeros((n, k_in)), zeros((m, k_in))
-        flops = 2 * n * k_in * m
-        fwd_bytes = 4 * (n * k_in + m * k_in + m + n * m)
         shape = {"n": n, "in": k_in, "out": m}
-        grid = (blocks_for(m, fc.BLOCK_2D[0]), blocks_for(n, fc.BLOCK_2D[1]))
-        rows.append(row("fc_forward_naive", group, "kernel", time_kernel(_prepared(
-            fm.function("fc_forward_naive"), Xd, Wd, bd, Y, n, k_in, m, grid=grid, block=fc.BLOCK_2D)),
-            fwd_bytes, flops, peaks, **shape))
-        grid = (blocks_for(m, fc.FC_TILE), blocks_for(n, fc.FC_TILE))
-        rows.append(row("fc_forward_tiled", group, "kernel", time_kernel(_prepared(
-            fm.function("fc_forward_tiled"), Xd, Wd, bd, Y, n, k_in, m, grid=grid, block=(fc.FC_TILE, fc.FC_TILE))),
-            fwd_bytes, flops, peaks, **shape))
-        grid = (blocks_for(k_in, fc.BLOCK_2D[0]), blocks_for(n, fc.BLOCK_2D[1]))
-        rows.append(row("fc_backward_input", group, "kernel", time_kernel(_prepared(
-            fm.function("fc_backward_input"), dYd, Wd, dX, n, k_in, m, grid=grid, block=fc.BLOCK_2D)),
-            fwd_bytes, flops, peaks, **shape))
-        grid = (blocks_for(k_in, fc.BLOCK_2D[0]), blocks_for(m, fc.BLOCK_2D[1]))
-        rows.append(row("fc_backward_weight", group, "kernel", time_kernel(_prepared(
-            fm.function("fc_backward_weight"), dYd, Xd, dW, n, k_in, m, grid=grid, block=fc.BLOCK_2D)),
-            fwd_bytes, flops, peaks, **shape))
+        flops, fwd_bytes = fc.KERNELS["fc_forward_naive"].flops(shape), fc.KERNELS["fc_forward_naive"].bytes(shape)
+        for kernel, args in (("fc_forward_naive", (Xd, Wd, bd, Y)), ("fc_forward_tiled", (Xd, Wd, bd, Y)),
+                             ("fc_backward_input", (dYd, Wd, dX)), ("fc_backward_weight", (dYd, Xd, dW))):
+            rows.append(time_version(fc.KERNELS[kernel], shape, (*args, n, k_in, m), group, peaks))
         if torch is not None:
             tX, tW, tb, tdY = (torch.from_numpy(a).cuda() for a in (X, W, b, dY))
             rows.append(row("torch linear (forward)", group, "peer", time_torch(lambda: torch.nn.functional.linear(tX, tW, tb)),
@@ -164,20 +135,17 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     _, loss = softmax.cross_entropy_forward(Z, labels)
     np.testing.assert_allclose(loss, softmax.cross_entropy_reference(Z, labels), rtol=1e-4, atol=1e-4)
     Zd, ld, Pd, Ld = to_device(Z), to_device(labels), zeros((n, c)), zeros(n)
-    timing = time_kernel(_prepared(softmax.module().function("softmax_cross_entropy_forward"), Zd, ld, Pd, Ld, n, c,
-                                   grid=blocks_for(n, softmax.BLOCK), block=softmax.BLOCK))
-    ce_bytes = 4 * (2 * n * c + 2 * n)
-    rows.append(row("softmax_cross_entropy_forward", "softmax", "kernel", timing, ce_bytes, 4 * n * c, peaks, n=n, c=c))
-    count = n * c
-    timing = time_kernel(_prepared(activations.module().function("relu_forward"), Zd, Pd, count,
-                                   grid=blocks_for(count, activations.BLOCK), block=activations.BLOCK))
-    rows.append(row("relu_forward", "softmax", "kernel", timing, 8 * count, count, peaks, n=n, c=c))
+    cross_entropy, relu = softmax.KERNELS["softmax_cross_entropy_forward"], activations.KERNELS["relu_forward"]
+    shape, count = {"n": n, "c": c}, n * c
+    rows.append(time_version(cross_entropy, shape, (Zd, ld, Pd, Ld, n, c), "softmax", peaks))
+    rows.append(time_version(relu, {"n": count}, (Zd, Pd, count), "softmax", peaks, sizes=shape))
     if torch is not None:
         tZ, tl = torch.from_numpy(Z).cuda(), torch.from_numpy(labels).long().cuda()
         rows.append(row("torch cross_entropy", "softmax", "peer",
                         time_torch(lambda: torch.nn.functional.cross_entropy(tZ, tl, reduction="none")),
-                        ce_bytes, 4 * n * c, peaks, n=n, c=c))
-        rows.append(row("torch relu", "softmax", "peer", time_torch(lambda: torch.relu(tZ)), 8 * count, count, peaks, n=n, c=c))
+                        cross_entropy.bytes(shape), cross_entropy.flops(shape), peaks, **shape))
+        rows.append(row("torch relu", "softmax", "peer", time_torch(lambda: torch.relu(tZ)), relu.bytes({"n": count}),
+                        relu.flops({"n": count}), peaks, **shape))
 
     return {
         "peaks": {"bandwidth_gbs": peaks.bandwidth_gbs, "fp32_gflops": peaks.fp32_gflops},

@@ -92,6 +92,11 @@ def backward(name: str, saved, dY, out=None):
 # A shape is {"n": elements}; one thread per element.
 
 
+#: Arithmetic per element, exp and division counted as one each (relu: a comparison).
+FLOPS_PER_ELEMENT = {("sigmoid", "forward"): 4, ("tanh", "forward"): 4, ("relu", "forward"): 1,
+                     ("sigmoid", "backward"): 3, ("tanh", "backward"): 3, ("relu", "backward"): 1}
+
+
 def _elementwise(shape):
     return launch_1d(blocks_for(int(shape["n"]), BLOCK), BLOCK)
 
@@ -100,7 +105,8 @@ KERNELS = kernel_table(*(
     KernelVersion(TOPIC, f"{name}_{direction}", partial(launcher, name), _elementwise,
                   # forward: z read, y written; backward: the saved values and dY read, dZ written
                   bytes=(lambda shape, k=reads: 4.0 * (k + 1) * int(shape["n"])),
-                  flops=lambda shape: 4.0 * int(shape["n"]), reference=partial(reference, name))
+                  flops=(lambda shape, f=FLOPS_PER_ELEMENT[name, direction]: float(f * int(shape["n"]))),
+                  reference=partial(reference, name))
     for name in NAMES
     for direction, launcher, reference, reads in (("forward", forward, forward_reference, 1),
                                                    ("backward", backward, backward_reference, 2))

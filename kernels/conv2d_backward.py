@@ -192,9 +192,37 @@ def _input_launch(shape) -> LaunchConfig:
     return LaunchConfig((C, H_grid * W_grid, N), (TILE_WIDTH, TILE_WIDTH, 1), 0)
 
 
+def _conv_bytes(shape) -> float:
+    return bytes_moved(*layer(shape))
+
+
+def _conv_flops(shape) -> float:
+    return flops(*layer(shape))
+
+
+def _bias_flops(shape) -> float:
+    """One add per element of dY."""
+    N, C, H, W, M, K = layer(shape)
+    return float(N * M * (H - K + 1) * (W - K + 1))
+
+
+def _weights(shape) -> int:
+    N, C, H, W, M, K = layer(shape)
+    return M * C * K * K
+
+
+# The gradients do the multiply-adds of the forward convolution and move the same least traffic
+# (dY in place of Y, dX or dW in place of X or the filters).
 KERNELS = kernel_table(
-    # The same multiply-adds and the same least traffic as the forward convolution (dY for Y, dX for X).
-    KernelVersion(TOPIC, "conv2d_backward_input", backward_input, _input_launch,
-                  bytes=lambda shape: bytes_moved(*layer(shape)), flops=lambda shape: flops(*layer(shape)),
-                  reference=backward_input_reference),
+    KernelVersion(TOPIC, "conv2d_backward_input", backward_input, _input_launch, _conv_bytes, _conv_flops,
+                  backward_input_reference),
+    KernelVersion(TOPIC, "conv2d_backward_weight_naive", backward_weight_naive,
+                  lambda shape: LaunchConfig((blocks_for(_weights(shape), BLOCK_1D), 1, 1), (BLOCK_1D, 1, 1), 0),
+                  _conv_bytes, _conv_flops, backward_weight_reference),
+    KernelVersion(TOPIC, "conv2d_backward_weight_reduce", backward_weight,
+                  lambda shape: LaunchConfig((_weights(shape), 1, 1), (REDUCE_BLOCK, 1, 1), 0),
+                  _conv_bytes, _conv_flops, backward_weight_reference),
+    KernelVersion(TOPIC, "conv2d_backward_bias", backward_bias,
+                  lambda shape: LaunchConfig((layer(shape)[4], 1, 1), (REDUCE_BLOCK, 1, 1), 0),
+                  bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference),
 )

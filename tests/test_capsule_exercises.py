@@ -1,22 +1,17 @@
 """The graded exercises of the chapter on capsule networks, end to end through the grader.
 
-For each exercise, tests/planted_bugs/<exercise>/ holds a correct kernel and
-kernels with one planted bug each (the first line of a file is its ``%%cuda``
-line, the second says what is wrong).  Graded in hidden mode, the correct
-kernels must get every correctness point and every planted bug must fail.
+The solution notebook's kernel must get every correctness point, and every
+planted bug of tests/planted_bugs/<exercise>/ must be rejected for its planted
+reason (see tests/planted_corpus.py).
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from autograder.exercises import get_exercise
-from autograder.isolation import grade_submission
-from autograder.submission import KernelSubmission, parse_magic_line
-from planted_corpus import SECRET, check_corpus_complete, check_corpus_file, corpus
+from planted_corpus import check_corpus_complete, check_corpus_file, check_solution_kernel, corpus
 
 # Graded on the CPU emulator (make test), which finds every planted race and
 # out-of-bounds access; the GPU grading of the solutions is in
@@ -26,11 +21,16 @@ EXERCISES = ["capsule_predict", "capsule_grad_input", "capsule_grad_weight"]
 
 
 @pytest.mark.parametrize("path", corpus(EXERCISES))
-def test_planted_bugs_are_rejected_and_correct_kernels_pass(backend, path):
+def test_planted_bugs_are_rejected_for_their_reason(backend, path):
     check_corpus_file(path)
 
 
-def test_every_exercise_has_a_correct_kernel_and_planted_bugs():
+@pytest.mark.parametrize("name", EXERCISES)
+def test_the_solution_kernel_gets_every_correctness_point(backend, name):
+    check_solution_kernel(name)
+
+
+def test_every_exercise_has_a_solution_kernel_and_planted_bugs():
     check_corpus_complete(EXERCISES)
 
 
@@ -54,22 +54,3 @@ def test_secret_shapes_differ_per_student_and_break_alignment():
     assert len({tuple(s.values()) for s in shapes}) > 10
     for s in shapes:
         assert (s["out_caps"] * s["out_dim"]) % 4 != 0
-
-
-def test_solution_notebook_kernels_get_every_correctness_point(backend):
-    """The instructor notebook's own %%cuda cells, graded as a student's would be."""
-    import nbformat
-
-    path = Path(__file__).resolve().parents[1] / "solutions" / "05_capsules" / "capsules.ipynb"
-    cells = [c.source for c in nbformat.read(path, as_version=4).cells
-             if c.cell_type == "code" and c.source.startswith("%%cuda")]
-    assert len(cells) == len(EXERCISES)
-    for text in cells:
-        first, rest = text.split("\n", 1)
-        magic = parse_magic_line(first)
-        assert not magic.error, magic.error
-        source = "\n".join(line for line in rest.splitlines() if "SOLUTION" not in line)
-        sub = KernelSubmission(exercise=magic.exercise, source=source, launch=magic.launch, cell_line=2)
-        result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="solution")
-        assert result.passed, result.message
-        assert result.correctness_score == get_exercise(magic.exercise).correctness_points

@@ -1,6 +1,6 @@
 """The graded exercises of the chapter on convolutional layers, end to end through the grader.
 
-For each exercise, tests/planted_bugs/<exercise>/ holds a correct kernel and
+The solution notebook's kernel must get every correctness point, and every planted bug of
 kernels with one planted bug each (the first line of a file is its ``%%cuda``
 line, the second says what is wrong): an off-by-one halo, a missing bounds
 guard, a missing barrier, a swapped filter index, and more.  Graded in hidden
@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from autograder.exercises import get_exercise
-from planted_corpus import check_corpus_complete, check_corpus_file, check_solution_graded_end_to_end, corpus
+from planted_corpus import (check_corpus_complete, check_corpus_file, check_solution_graded_end_to_end,
+                            check_solution_kernel, corpus)
 
 # Graded on the CPU emulator (make test), which finds every planted race and
 # out-of-bounds access; the GPU grading of the solutions is in
@@ -24,11 +25,16 @@ EXERCISES = ["conv2d_forward", "conv2d_forward_tiled", "max_pool_forward", "conv
 
 
 @pytest.mark.parametrize("path", corpus(EXERCISES))
-def test_planted_bugs_are_rejected_and_correct_kernels_pass(backend, path):
+def test_planted_bugs_are_rejected_for_their_reason(backend, path):
     check_corpus_file(path)
 
 
-def test_every_exercise_has_a_correct_kernel_and_planted_bugs():
+@pytest.mark.parametrize("name", EXERCISES)
+def test_the_solution_kernel_gets_every_correctness_point(backend, name):
+    check_solution_kernel(name)
+
+
+def test_every_exercise_has_a_solution_kernel_and_planted_bugs():
     check_corpus_complete(EXERCISES)
 
 
