@@ -44,7 +44,7 @@ test: $(STAMP)
 GPU_ENV = DLK_BACKEND=gpu PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"
 
 test-gpu:
-	@$(GPU_ENV) python3 -c "import sys; from kernels.runtime.select import _gpu_usable; \
+	@$(GPU_ENV) python3 -c "import sys; from kernels.runtime.selection import _gpu_usable; \
 		sys.exit(0 if _gpu_usable() else 'make test-gpu: no usable GPU (is PyCUDA importable? is there a CUDA device?)')"
 	$(GPU_ENV) python3 -m pytest -p no:cacheprovider -m "gpu or backend" $(PYTEST_ARGS)
 
@@ -55,7 +55,7 @@ bench:
 	@mkdir -p benchmarks/results
 	@failed=""; for script in benchmarks/*.py; do \
 		case "$$(basename $$script)" in common.py|_*|emulator_*) continue;; esac; \
-		echo "== $$script"; $(GPU_ENV) python3 $$script || failed="$$failed $$script"; \
+		echo "== $$script"; $(GPU_ENV) python3 -m benchmarks.$$(basename $$script .py) || failed="$$failed $$script"; \
 	 done; \
 	 if [ -n "$$failed" ]; then echo "make bench: failed:$$failed"; exit 1; fi
 

@@ -447,7 +447,7 @@ def check_includes(source: str) -> str:
 def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None) -> ExerciseResult:
     """Check one submission as described by ``request`` (see :mod:`autograder.isolation`)."""
     from kernels.runtime import errors as E
-    from kernels.runtime import select
+    from kernels.runtime import selection
     from kernels.runtime.module import compile_source
 
     from .exercises import get_exercise
@@ -464,7 +464,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         res.status, res.message = "invalid_launch", f"Launch configuration refused: {exc}."
         return res
     try:
-        backend = select.current_backend()
+        backend = selection.current_backend()
     except Exception as exc:
         res.status, res.message = "crashed", f"No backend to run kernels on: {exc}"
         return res

@@ -125,8 +125,6 @@ class Exercise:
     #: Per output: the magnitude rounding errors scale with (same shape as the output,
     #: or a scalar).  Tolerance per element = atol + rtol * scale.
     error_scale: Callable[[Inputs], dict[str, np.ndarray]]
-    rtol: float
-    atol: float
     visible_shapes: tuple[Shape, ...]
     hidden_shapes: tuple[Shape, ...]
     launch_keys: tuple[LaunchKey, ...]
@@ -134,8 +132,12 @@ class Exercise:
     correctness_points: float
     speed_points: float
     reference_kernel: ReferenceKernel | None
-    flops: Callable[[Shape], float]
-    bytes_moved: Callable[[Shape], float]
+    #: Tolerance per element = atol + rtol * scale; the default suits float32 sums of any order.
+    rtol: float = 1e-5
+    atol: float = 1e-30
+    #: The flop and byte counts of one run (the physical floor); default: the reference kernel's record's.
+    flops: Callable[[Shape], float] | None = None
+    bytes_moved: Callable[[Shape], float] | None = None
     #: The shape speed is measured on (large enough that launch overhead does not dominate).
     timing_shape: Shape | None = None
     #: Shapes drawn per student and exercise from the grading secret: f(rng, launch) -> shapes.
@@ -155,6 +157,13 @@ class Exercise:
     #: ``probe(shape, run) -> hint`` where ``run(inputs) -> outputs`` launches the
     #: student's kernel once (same launch configuration).  '' when it cannot tell.
     probe: Callable[[Shape, Callable[[Inputs], dict]], str] | None = None
+
+    def __post_init__(self):
+        for fact, record_fact in (("flops", "flops"), ("bytes_moved", "bytes")):
+            if getattr(self, fact) is None:
+                if self.reference_kernel is None:
+                    raise ValueError(f"exercise {self.name}: {fact} is needed when there is no reference kernel")
+                object.__setattr__(self, fact, getattr(self.reference_kernel.version, record_fact))
 
     # ----------------------------------------------------------------- helpers
     def shape_label(self, shape: Shape) -> str:
@@ -219,10 +228,3 @@ class Exercise:
 
 def ceil_div(a: int, b: int) -> int:
     return max(1, math.ceil(a / b))
-
-
-def dim3(value) -> tuple[int, int, int]:
-    if isinstance(value, int):
-        return (value, 1, 1)
-    items = list(value) + [1] * (3 - len(value))
-    return (int(items[0]), int(items[1]), int(items[2]))

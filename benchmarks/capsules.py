@@ -1,6 +1,6 @@
 """Benchmark the capsule prediction kernels (forward and both gradients) against PyTorch, in one run on one GPU.
 
-    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 benchmarks/capsules.py     # writes benchmarks/results/capsules.json
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.capsules     # writes benchmarks/results/capsules.json
 
 At CapsNet's DigitCaps shape (batch 128, 1152 input capsules of 8, 10 output
 capsules of 16) every kernel version is first checked against PyTorch in
@@ -23,19 +23,16 @@ timed too, as a separate row, and the summary gives the speed-up against both.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import print_table, require_gpu_backend, row, write_results  # noqa: E402
+from benchmarks.common import print_table, require_gpu_backend, row, write_results
 
-from kernels import capsule_prediction as cp  # noqa: E402
-from kernels import capsule_prediction_backward as cb  # noqa: E402
-from kernels.runtime import empty, to_device  # noqa: E402
-from kernels.runtime.roofline import measure_peaks, peaks_as_dict  # noqa: E402
-from kernels.runtime.timing import time_kernel, time_torch  # noqa: E402
+from kernels import capsule_prediction as cp
+from kernels import capsule_prediction_backward as cb
+from kernels.runtime import empty, to_device
+from kernels.tools.roofline import measure_peaks, peaks_as_dict
+from kernels.runtime.timing import time_kernel, time_torch
 
 DIGITCAPS = (128, 1152, 8, 10, 16)  # batch, in_caps, in_dim, out_caps, out_dim
 

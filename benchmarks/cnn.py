@@ -1,6 +1,6 @@
 """Benchmark of the chapter "Convolutional layers": every direct-convolution kernel against cuDNN, and LeNet-5.
 
-    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 benchmarks/cnn.py      # -> benchmarks/results/cnn.json
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn      # -> benchmarks/results/cnn.json
 
 * forward: every version of kernels/conv2d.cu on LeNet's C1 and C3 at batch 64 and on a larger layer
   (N 128, C 64, 56 x 56, M 64, 3 x 3, no padding), against cuDNN (torch.nn.functional.conv2d with TF32
@@ -19,17 +19,12 @@ before each call, median).  Each speed is given in GB/s and GFLOP/s and as % of 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import require_gpu_backend, write_results  # noqa: E402
+from benchmarks.common import require_gpu_backend, write_results
 
 NAME = "cnn"
 #: (label, N, C, H, W, M, K): the layers of the "measure it" section.
@@ -60,7 +55,7 @@ def timed(fn, slow: bool = False):
 
 
 def figures(nbytes, flops, timing, peaks) -> dict:
-    from kernels.runtime.roofline import achieved
+    from kernels.tools.roofline import achieved
 
     a = achieved(nbytes, flops, timing.median_s, peaks)
     return {"median_us": timing.median_ms * 1e3, "min_us": timing.min_ms * 1e3, "samples": len(timing.samples_ms),
@@ -224,8 +219,8 @@ def bench_backward(peaks, rng) -> list[dict]:
 
 
 def bench_lenet(epochs: int) -> dict:
-    from kernels import lenet
-    from kernels.runtime import select
+    from kernels.models import lenet
+    from kernels.runtime import selection
 
     X_train, X_test, y_train, y_test = lenet.load_digits_32()
     model = lenet.KernelLeNet(lenet.init_params(seed=0))
@@ -237,11 +232,11 @@ def bench_lenet(epochs: int) -> dict:
     total = time.perf_counter() - start
     # Time of one training step (forward, backward, update), synchronised, averaged over an epoch's steps.
     steps = lenet.epoch_batches(len(X_train), TRAIN_BATCH, np.random.default_rng(1))
-    select.current_backend().synchronize()
+    selection.current_backend().synchronize()
     t0 = time.perf_counter()
     for batch in steps:
         model.train_step(X_train[batch], y_train[batch], TRAIN_LR)
-    select.current_backend().synchronize()
+    selection.current_backend().synchronize()
     step_ms = (time.perf_counter() - t0) / len(steps) * 1e3
     return {"epochs": epochs, "batch_size": TRAIN_BATCH, "learning_rate": TRAIN_LR, "train_samples": len(X_train),
             "test_samples": len(X_test), "activation": "relu", "pooling": "max", "conv": "naive",
@@ -302,7 +297,7 @@ def measure(epochs: int = TRAIN_EPOCHS, backward: bool = True) -> dict:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    from kernels.runtime.roofline import measure_peaks, peaks_as_dict
+    from kernels.tools.roofline import measure_peaks, peaks_as_dict
 
     peaks = measure_peaks()
     print(f"{peaks.device}: {peaks.bandwidth_gbs:.0f} GB/s copy, {peaks.fp32_gflops:.0f} GFLOP/s FP32", flush=True)

@@ -14,19 +14,15 @@ import platform
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-RESULTS_DIR = REPO / "benchmarks" / "results"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def require_gpu_backend():
     """The GPU backend, or exit with a message saying why there is none."""
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
     try:
-        backend = select.current_backend()
+        backend = selection.current_backend()
     except Exception as exc:  # noqa: BLE001 - any failure means: no GPU here
         sys.exit(f"benchmarks need a GPU: could not start a backend ({exc})")
     if backend.name != "gpu":
@@ -90,13 +86,13 @@ def time_version(version, shape: dict, args, group: str, peaks, sizes: dict | No
 
 def write_results(name: str, payload: dict) -> Path:
     """Write ``benchmarks/results/<name>.json`` with the date and device facts added."""
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     data = {
         "benchmark": name,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": select.current_backend().describe(),
+        "device": selection.current_backend().describe(),
         "software": software_versions(),
     }
     data.update(payload)

@@ -1,7 +1,7 @@
 """Chapter 1 benchmark: vector add, SAXPY, copy and sums against the measured peak and torch.
 
-Run on a GPU machine with ``make bench`` (or ``DLK_BACKEND=gpu python3
-benchmarks/cuda_from_python.py``).  Every version is first checked against
+Run on a GPU machine with ``make bench`` (or ``DLK_BACKEND=gpu python3 -m
+benchmarks.cuda_from_python``).  Every version is first checked against
 NumPy at the benchmark size, then timed with CUDA events (warm-up, L2
 flushed before each call, median of at least 20 calls).  Writes
 ``benchmarks/results/cuda_from_python.json``, which the book shows when it
@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # for common, also when imported by the book
-from common import print_table, require_gpu_backend, row, write_results  # noqa: E402
+from benchmarks.common import print_table, require_gpu_backend, row, write_results
 
 N = 1 << 26  # 64 Mi floats, 256 MiB per array: far larger than L2, so every access goes to HBM
 
@@ -29,10 +26,10 @@ def measure(n: int = N, verbose: bool = False) -> dict:
     n = n - n % 4
     log = print if verbose else (lambda *args, **kwargs: None)
     backend = require_gpu_backend()
-    from kernels import copy, reduction, saxpy, vector_add
+    from kernels import device_copy, reduction, saxpy, vector_add
     from kernels.runtime import empty, to_device, zeros
     from kernels.runtime.loader import multiprocessors
-    from kernels.runtime.roofline import measure_bandwidth_gbs, measure_fp32_gflops, Peaks
+    from kernels.tools.roofline import measure_bandwidth_gbs, measure_fp32_gflops, Peaks
     from kernels.runtime.timing import time_kernel, time_torch
 
     info = backend.describe()
@@ -67,7 +64,7 @@ def measure(n: int = N, verbose: bool = False) -> dict:
         rows.append(row(version.kernel, "saxpy", "kernel", timing, version.bytes(shape), version.flops(shape), peaks))
 
     # --- copy -----------------------------------------------------------------------------------
-    for version in copy.KERNELS.values():
+    for version in device_copy.KERNELS.values():
         version.launcher(a, c)
         np.testing.assert_array_equal(c.get(), version.reference(a_host))
         timing = time_kernel(version.launcher(a, c, prepare_only=True))
@@ -115,7 +112,7 @@ def measure(n: int = N, verbose: bool = False) -> dict:
         "peaks": {
             "bandwidth_gbs": peaks.bandwidth_gbs,
             "fp32_gflops": peaks.fp32_gflops,
-            "how": "bandwidth: copy_grid_stride_float4 (kernels/copy.cu), bytes read + written; "
+            "how": "bandwidth: copy_grid_stride_float4 (kernels/device_copy.cu), bytes read + written; "
                    "FP32: fma_throughput (kernels/peak.cu), an FMA counted as 2 flops",
         },
         "results": rows,

@@ -12,8 +12,8 @@ from functools import partial
 
 import numpy as np
 
-from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime import Module, blocks_for
+from .runtime.loader import float32_operand, load_topic
 from .runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "activations"
@@ -56,10 +56,6 @@ def backward_reference(name: str, saved, dY) -> np.ndarray:
 # --------------------------------------------------------------------------- launchers
 
 
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
 def _out(out, shape):
     return np.empty(shape, np.float32) if out is None else out
 
@@ -68,7 +64,7 @@ def forward(name: str, z, out=None):
     """``<name>_forward``: y = f(z), one thread per element."""
     if name not in NAMES:
         raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
-    z = _f32(z)
+    z = float32_operand(z)
     y = _out(out, tuple(z.shape))
     count = int(np.prod(z.shape))
     module().function(f"{name}_forward")(z, y, count, grid=blocks_for(count, BLOCK), block=BLOCK)
@@ -79,7 +75,7 @@ def backward(name: str, saved, dY, out=None):
     """``<name>_backward``: dZ = dY * f'(z), one thread per element."""
     if name not in NAMES:
         raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
-    saved, dY = _f32(saved), _f32(dY)
+    saved, dY = float32_operand(saved), float32_operand(dY)
     if tuple(saved.shape) != tuple(dY.shape):
         raise ValueError(f"saved {SAVES[name]} has shape {tuple(saved.shape)} but dY has {tuple(dY.shape)}")
     dZ = _out(out, tuple(dY.shape))

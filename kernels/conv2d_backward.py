@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from .conv2d import bytes_moved, flops, layer, output_shape, tile_grid
-from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime import Module, blocks_for
+from .runtime.loader import float32_operand, load_topic, result_array
 from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "conv2d_backward"
@@ -92,18 +92,6 @@ def backward_bias_reference(dY) -> np.ndarray:
 # --------------------------------------------------------------------------- launchers
 
 
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
-def _out(out, shape):
-    if out is None:
-        return np.empty(shape, np.float32)
-    if int(np.prod(out.shape)) != int(np.prod(shape)):
-        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
-    return out
-
-
 def _dims(x_shape, dY, Wf_shape):
     N, M, H_out, W_out = output_shape(x_shape, Wf_shape)
     # dY may be any buffer of N * M * H_out * W_out elements (an N x M matrix for 1 x 1 maps).
@@ -115,9 +103,9 @@ def _dims(x_shape, dY, Wf_shape):
 
 def backward_input(dY, Wf, x_shape, out=None):
     """Version 1: ``conv2d_backward_input``; dE/dX of shape ``x_shape`` = (N, C, H, W)."""
-    dY, Wf = _f32(dY), _f32(Wf)
+    dY, Wf = float32_operand(dY), float32_operand(Wf)
     N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
-    dX = _out(out, (N, C, H, W))
+    dX = result_array(out, (N, C, H, W), any_layout=True)
     H_grid, W_grid = tile_grid(H, W, TILE_WIDTH)
     module().function("conv2d_backward_input")(dY, Wf, dX, N, C, H, W, M, K, W_grid,
                                                grid=(C, H_grid * W_grid, N), block=(TILE_WIDTH, TILE_WIDTH))
@@ -126,11 +114,11 @@ def backward_input(dY, Wf, x_shape, out=None):
 
 def backward_weight_naive(X, dY, K: int, out=None):
     """Version 2: ``conv2d_backward_weight_naive``; one thread per weight."""
-    X, dY = _f32(X), _f32(dY)
+    X, dY = float32_operand(X), float32_operand(dY)
     N, C, H, W = (int(s) for s in X.shape)
     M = int(np.prod(dY.shape)) // (N * (H - K + 1) * (W - K + 1))
     _dims(X.shape, dY, (M, C, K, K))
-    dW = _out(out, (M, C, K, K))
+    dW = result_array(out, (M, C, K, K), any_layout=True)
     module().function("conv2d_backward_weight_naive")(X, dY, dW, N, C, H, W, M, K,
                                                       grid=blocks_for(M * C * K * K, BLOCK_1D), block=BLOCK_1D)
     return dW
@@ -138,11 +126,11 @@ def backward_weight_naive(X, dY, K: int, out=None):
 
 def backward_weight(X, dY, K: int, out=None):
     """Version 3: ``conv2d_backward_weight_reduce``; one block per weight, a shared-memory reduction."""
-    X, dY = _f32(X), _f32(dY)
+    X, dY = float32_operand(X), float32_operand(dY)
     N, C, H, W = (int(s) for s in X.shape)
     M = int(np.prod(dY.shape)) // (N * (H - K + 1) * (W - K + 1))
     _dims(X.shape, dY, (M, C, K, K))
-    dW = _out(out, (M, C, K, K))
+    dW = result_array(out, (M, C, K, K), any_layout=True)
     module().function("conv2d_backward_weight_reduce")(X, dY, dW, N, C, H, W, M, K,
                                                        grid=M * C * K * K, block=REDUCE_BLOCK)
     return dW
@@ -153,11 +141,11 @@ def backward_bias(dY, out=None):
 
     ``dY`` is ``(N, M, H_out, W_out)``, or ``(N, M)`` for maps of one pixel.
     """
-    dY = _f32(dY)
+    dY = float32_operand(dY)
     if len(dY.shape) not in (2, 4):
         raise ValueError(f"dY must be (N, M, H_out, W_out) or (N, M), got shape {tuple(dY.shape)}")
     N, M, H_out, W_out = (tuple(int(s) for s in dY.shape) + (1, 1))[:4]
-    db = _out(out, (M,))
+    db = result_array(out, (M,), any_layout=True)
     module().function("conv2d_backward_bias")(dY, db, N, M, H_out, W_out, grid=M, block=REDUCE_BLOCK)
     return db
 

@@ -1,4 +1,4 @@
-"""Launcher of peak.cu's FP32 throughput kernel (used by :mod:`kernels.runtime.roofline`)."""
+"""Launcher of peak.cu's FP32 throughput kernel (used by :mod:`kernels.tools.roofline`)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime.loader import float32_operand, load_topic
 from .runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "softmax"
@@ -47,10 +47,6 @@ def cross_entropy_backward_reference(Z, labels) -> np.ndarray:
 # --------------------------------------------------------------------------- launchers
 
 
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
 def _labels(labels):
     return labels if isinstance(labels, DeviceBuffer) else np.ascontiguousarray(labels, dtype=np.int32)
 
@@ -61,7 +57,7 @@ def _out(out, shape):
 
 def softmax_naive(Z, out=None):
     """Version 1: ``softmax_naive`` (overflows for scores above ~88)."""
-    Z = _f32(Z)
+    Z = float32_operand(Z)
     n, c = (int(s) for s in Z.shape)
     P = _out(out, (n, c))
     module().function("softmax_naive")(Z, P, n, c, grid=blocks_for(n, BLOCK), block=BLOCK)
@@ -70,7 +66,7 @@ def softmax_naive(Z, out=None):
 
 def softmax_stable(Z, out=None):
     """Version 2: ``softmax_stable``."""
-    Z = _f32(Z)
+    Z = float32_operand(Z)
     n, c = (int(s) for s in Z.shape)
     P = _out(out, (n, c))
     module().function("softmax_stable")(Z, P, n, c, grid=blocks_for(n, BLOCK), block=BLOCK)
@@ -79,7 +75,7 @@ def softmax_stable(Z, out=None):
 
 def cross_entropy_forward(Z, labels, probs=None, loss=None):
     """Version 3: ``softmax_cross_entropy_forward``; returns (probabilities, per-sample loss)."""
-    Z, labels = _f32(Z), _labels(labels)
+    Z, labels = float32_operand(Z), _labels(labels)
     n, c = (int(s) for s in Z.shape)
     P = _out(probs, (n, c))
     L = _out(loss, (n,))
@@ -89,7 +85,7 @@ def cross_entropy_forward(Z, labels, probs=None, loss=None):
 
 def cross_entropy_backward(P, labels, out=None):
     """Version 4: ``softmax_cross_entropy_backward``; dZ of the mean loss."""
-    P, labels = _f32(P), _labels(labels)
+    P, labels = float32_operand(P), _labels(labels)
     n, c = (int(s) for s in P.shape)
     dZ = _out(out, (n, c))
     module().function("softmax_cross_entropy_backward")(P, labels, dZ, n, c, grid=blocks_for(n * c, BLOCK), block=BLOCK)

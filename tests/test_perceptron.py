@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kernels import perceptron as P
-from kernels.gradcheck import check_gradients
+from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend
 

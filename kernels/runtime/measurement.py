@@ -30,7 +30,7 @@ import subprocess
 
 import numpy as np
 
-from . import select
+from . import selection
 from .errors import NoGPUError
 
 #: A generous peak FP32 rate per SM per clock (flops): 128 FMA lanes x 2, doubled for safety.
@@ -202,7 +202,7 @@ _measurements: dict[int, GpuMeasurement] = {}
 
 def measurement(backend=None) -> GpuMeasurement:
     """The :class:`GpuMeasurement` of ``backend`` (default: the current one); NoGPUError on the emulator."""
-    backend = backend or select.current_backend()
+    backend = backend or selection.current_backend()
     if backend.name != "gpu":
         raise NoGPUError("timing needs a real GPU; kernels are running on the CPU emulator, which checks results but "
                          "says nothing about speed")

@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import select
+from . import selection
 from .errors import NoGPUError
 from .measurement import measurement
 
@@ -55,7 +55,7 @@ class Timing:
 
 
 def require_gpu(what: str = "timing") -> None:
-    if not select.on_gpu():
+    if not selection.on_gpu():
         raise NoGPUError(
             f"{what} needs a real GPU; kernels are running on the CPU emulator, which checks results but "
             f"says nothing about speed"
@@ -89,7 +89,7 @@ def time_kernel(
     ``target_stderr`` of the mean.
     """
     require_gpu()
-    backend = select.current_backend()
+    backend = selection.current_backend()
     gpu = measurement(backend)
     for _ in range(warmup):
         launch()

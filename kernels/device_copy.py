@@ -1,8 +1,8 @@
-"""Copy ``src`` to a new array: NumPy reference and a launcher per kernel of copy.cu.
+"""Copy ``src`` to a new array: NumPy reference and a launcher per kernel of device_copy.cu.
 
 ``copy_grid_stride_float4`` moves 16 bytes per thread and instruction; the
 book measures the device's memory bandwidth with it
-(:mod:`kernels.runtime.roofline`).
+(:mod:`kernels.tools.roofline`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from kernels.runtime import blocks_for
 from kernels.runtime.loader import element_count, grid_stride_blocks, launch, load_topic, output_like
 from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
 
-TOPIC = "copy"
+TOPIC = "device_copy"
 VERSIONS = ("one_thread_per_element", "grid_stride_float4")
 
 

@@ -14,7 +14,7 @@
 //      n / 4 and needs n to be a multiple of 4 (cudaMalloc'd buffers are
 //      aligned to 256 bytes, so float4 loads of them are aligned).
 //
-// Reference and launchers: copy.py.
+// Reference and launchers: device_copy.py.
 #include "cuda_helpers.cuh"
 
 // 1. One thread per element.

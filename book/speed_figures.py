@@ -17,15 +17,12 @@ no such file yet it says so instead of showing nothing::
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
+import importlib
 import json
-import sys
 from pathlib import Path
 
-from . import select
-
-BENCHMARK_DIR = Path(__file__).resolve().parent.parent.parent / "benchmarks"
-RESULTS_DIR = BENCHMARK_DIR / "results"
+from benchmarks.common import RESULTS_DIR
+from kernels.runtime import selection
 
 
 class SpeedFigures:
@@ -42,13 +39,13 @@ class SpeedFigures:
         """Measure now (GPU) or read ``<results_dir>/<name>.json`` (emulator)."""
         path = Path(results_dir or RESULTS_DIR) / f"{name}.json"
         try:
-            live = select.on_gpu()
+            live = selection.on_gpu()
         except Exception:  # no backend at all, so no GPU either
             live = False
         if live:
             data = run_benchmark(name, **measure_kwargs)
             data.setdefault("date", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
-            data.setdefault("device", select.current_backend().describe())
+            data.setdefault("device", selection.current_backend().describe())
             return cls(name, data, True, path)
         data = json.loads(path.read_text()) if path.exists() else None
         return cls(name, data, False, path)
@@ -117,8 +114,8 @@ class SpeedFigures:
         return (self.data or {}).get(key)
 
     def peaks(self):
-        """The measured :class:`~kernels.runtime.roofline.Peaks`, or None."""
-        from .roofline import Peaks
+        """The measured :class:`~kernels.tools.roofline.Peaks`, or None."""
+        from kernels.tools.roofline import Peaks
 
         p = self.section("peaks")
         if not p:
@@ -131,14 +128,8 @@ class SpeedFigures:
 
 
 def run_benchmark(name: str, **kwargs) -> dict:
-    """Import ``benchmarks/<name>.py`` and return its ``measure(**kwargs)``."""
-    path = BENCHMARK_DIR / f"{name}.py"
-    if str(BENCHMARK_DIR) not in sys.path:
-        sys.path.insert(0, str(BENCHMARK_DIR))
-    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.measure(**kwargs)
+    """Run ``benchmarks/<name>.py``'s ``measure(**kwargs)`` (the package ``benchmarks``)."""
+    return importlib.import_module(f"benchmarks.{name}").measure(**kwargs)
 
 
 _BOX_COLORS = {"note": ("#1f6fb2", "#eef5fc"), "warning": ("#c77700", "#fff6e5"), "tip": ("#2e7d32", "#edf7ee")}

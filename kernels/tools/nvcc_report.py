@@ -6,7 +6,7 @@ uses.  These numbers decide occupancy (how many blocks fit on a
 multiprocessor at once) and reveal register spills (local-memory traffic the
 source never asked for)::
 
-    from kernels.runtime.nvcc_report import report_topic, as_table
+    from kernels.tools.nvcc_report import report_topic, as_table
     print(as_table(report_topic("reduction")))
 """
 
@@ -19,8 +19,8 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import KERNEL_DIR, source_path
-from .errors import KernelCompileError
+from kernels import KERNEL_DIR, source_path
+from kernels.runtime.errors import KernelCompileError
 
 DEFAULT_ARCH = "sm_90"
 
@@ -123,7 +123,7 @@ def compile_report(
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        from .diagnostics import quote_source_lines
+        from kernels.runtime.diagnostics import quote_source_lines
 
         try:
             quoted = quote_source_lines(log, source, source_name)
@@ -163,12 +163,3 @@ def as_table(reports: list[KernelResources]) -> str:
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def as_dataframe_html(reports: list[KernelResources]) -> str:
-    """An HTML table (for notebooks), one row per kernel."""
-    head = "".join(f"<th>{label}</th>" for _, label in COLUMNS)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{asdict(r)[key]}</td>" for key, _ in COLUMNS) + "</tr>" for r in reports
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

@@ -78,10 +78,9 @@ def achieved(nbytes: float, flops: float, seconds: float, peaks: Peaks) -> Achie
 
 def measure_bandwidth_gbs(nbytes: int = 1 << 30, block: int = 256) -> float:
     """Device-to-device copy bandwidth (bytes read + written per second / 1e9), GPU only."""
-    from kernels import copy as copy_kernels
-
-    from .module import empty
-    from .timing import require_gpu, time_kernel
+    from kernels import device_copy as copy_kernels
+    from kernels.runtime.module import empty
+    from kernels.runtime.timing import require_gpu, time_kernel
 
     require_gpu("measuring bandwidth")
     n = nbytes // 2 // 4 // 4 * 4  # half read, half written; a multiple of 4 floats
@@ -94,8 +93,7 @@ def measure_bandwidth_gbs(nbytes: int = 1 << 30, block: int = 256) -> float:
 def measure_fp32_gflops(iterations: int = 1024) -> float:
     """FP32 fused multiply-add throughput (flops per second / 1e9), GPU only."""
     from kernels import peak
-
-    from .timing import require_gpu, time_kernel
+    from kernels.runtime.timing import require_gpu, time_kernel
 
     require_gpu("measuring FP32 throughput")
     enqueue, flops = peak.fma_throughput(iterations, prepare_only=True)
@@ -105,9 +103,9 @@ def measure_fp32_gflops(iterations: int = 1024) -> float:
 
 def measure_peaks() -> Peaks:
     """Both peaks of the current GPU, measured now."""
-    from . import select
+    from kernels.runtime import selection
 
-    info = select.current_backend().describe()
+    info = selection.current_backend().describe()
     return Peaks(
         bandwidth_gbs=measure_bandwidth_gbs(),
         fp32_gflops=measure_fp32_gflops(),
@@ -131,36 +129,3 @@ def peaks_from_results(path: str | Path) -> Peaks:
 
 def peaks_as_dict(peaks: Peaks) -> dict:
     return asdict(peaks)
-
-
-def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=None, title: str | None = None):
-    """Draw the roofline of ``peaks`` (log-log) with one labelled marker per kernel in ``points``."""
-    import matplotlib.pyplot as plt
-
-    points = points or {}
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7.5, 4.8))
-    intensities = [a.intensity for a in points.values() if np.isfinite(a.intensity) and a.intensity > 0]
-    lo = min([peaks.ridge_intensity / 100] + [i / 2 for i in intensities])
-    hi = max([peaks.ridge_intensity * 20] + [i * 2 for i in intensities])
-    x = np.logspace(np.log10(lo), np.log10(hi), 200)
-    roof = np.minimum(peaks.fp32_gflops, x * peaks.bandwidth_gbs)
-    ax.loglog(x, roof, color="black", linewidth=2)
-    ax.axvline(peaks.ridge_intensity, color="gray", linestyle=":", linewidth=1)
-    ax.text(0.02, 0.97, f"memory roof: {peaks.bandwidth_gbs:,.0f} GB/s × intensity\n"
-            f"FP32 roof: {peaks.fp32_gflops / 1e3:,.1f} TFLOP/s\nridge: {peaks.ridge_intensity:.1f} flop/B",
-            transform=ax.transAxes, va="top", fontsize=8.5,
-            bbox=dict(boxstyle="round", facecolor="white", edgecolor="lightgray"))
-    markers = "osD^vP*X"
-    for k, (label, a) in enumerate(points.items()):
-        if a.gflops <= 0:  # a copy does no arithmetic: it has no place on a log-log roofline
-            continue
-        ax.plot(a.intensity, a.gflops, markers[k % len(markers)], markersize=8, label=f"{label} ({a.percent_of_limit:.0f} % of roof)")
-    ax.set_xlabel("arithmetic intensity (flop per byte moved)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_ylim(roof.min() / 3, peaks.fp32_gflops * 3)
-    ax.grid(True, which="both", alpha=0.25)
-    if points:
-        ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or f"Roofline of {peaks.device} (measured {peaks.measured or 'now'})", fontsize=10)
-    return ax

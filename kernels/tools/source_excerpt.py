@@ -3,7 +3,7 @@
 Chapters print the code they run from ``kernels/<topic>.cu`` itself, never a
 copy; when a file holds several versions, a chapter shows them one at a time::
 
-    from kernels.source_excerpt import function_source
+    from kernels.tools.source_excerpt import function_source
     Code(function_source("perceptron", "gradient_sum_tree"), language="cuda")
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from . import read_source
+from kernels import read_source
 
 
 def function_source(topic: str, name: str) -> str:

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import activations, conv2d, conv2d_backward, fully_connected, pooling, sgd, softmax
+from .. import activations, conv2d, conv2d_backward, fully_connected, pooling, sgd, softmax
 from .mlp import History, epoch_batches, evaluate, train  # noqa: F401  (re-exported for the chapter)
-from .runtime import empty, to_device
+from ..runtime import empty, to_device
 
 # (name, input maps, output maps, filter size) of the three convolutions; the two dense layers.
 CONV_LAYERS = (("C1", 1, 6, 5), ("C3", 6, 16, 5), ("C5", 16, 120, 5))

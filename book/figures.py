@@ -1,11 +1,15 @@
-"""Pictures of 1-D launches: a grid of blocks of threads, and which thread handles which element.
+"""The book's pictures: 1-D launches (which thread handles which element) and the roofline.
 
-Used by the book to draw what the kernels of ``kernels/indexing.cu`` report.
+``draw_thread_map`` draws what the kernels of ``kernels/indexing.cu`` report;
+``plot_roofline`` places measured kernels under the roofline of a device's
+peaks (:mod:`kernels.tools.roofline` computes them).
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from kernels.tools.roofline import Achieved, Peaks
 
 
 def _block_colors(blocks: int):
@@ -73,4 +77,37 @@ def draw_thread_map(thread_of, threads_per_block: int, blocks: int, pass_of=None
     ax.set_axis_off()
     if title:
         ax.set_title(title, fontsize=11)
+    return ax
+
+
+def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=None, title: str | None = None):
+    """Draw the roofline of ``peaks`` (log-log) with one labelled marker per kernel in ``points``."""
+    import matplotlib.pyplot as plt
+
+    points = points or {}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.8))
+    intensities = [a.intensity for a in points.values() if np.isfinite(a.intensity) and a.intensity > 0]
+    lo = min([peaks.ridge_intensity / 100] + [i / 2 for i in intensities])
+    hi = max([peaks.ridge_intensity * 20] + [i * 2 for i in intensities])
+    x = np.logspace(np.log10(lo), np.log10(hi), 200)
+    roof = np.minimum(peaks.fp32_gflops, x * peaks.bandwidth_gbs)
+    ax.loglog(x, roof, color="black", linewidth=2)
+    ax.axvline(peaks.ridge_intensity, color="gray", linestyle=":", linewidth=1)
+    ax.text(0.02, 0.97, f"memory roof: {peaks.bandwidth_gbs:,.0f} GB/s × intensity\n"
+            f"FP32 roof: {peaks.fp32_gflops / 1e3:,.1f} TFLOP/s\nridge: {peaks.ridge_intensity:.1f} flop/B",
+            transform=ax.transAxes, va="top", fontsize=8.5,
+            bbox=dict(boxstyle="round", facecolor="white", edgecolor="lightgray"))
+    markers = "osD^vP*X"
+    for k, (label, a) in enumerate(points.items()):
+        if a.gflops <= 0:  # a copy does no arithmetic: it has no place on a log-log roofline
+            continue
+        ax.plot(a.intensity, a.gflops, markers[k % len(markers)], markersize=8, label=f"{label} ({a.percent_of_limit:.0f} % of roof)")
+    ax.set_xlabel("arithmetic intensity (flop per byte moved)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_ylim(roof.min() / 3, peaks.fp32_gflops * 3)
+    ax.grid(True, which="both", alpha=0.25)
+    if points:
+        ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title or f"Roofline of {peaks.device} (measured {peaks.measured or 'now'})", fontsize=10)
     return ax

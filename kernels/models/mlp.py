@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import activations, fully_connected, sgd, softmax
-from .runtime import empty, to_device
+from .. import activations, fully_connected, sgd, softmax
+from ..runtime import empty, to_device
 
 
 def init_params(sizes, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:

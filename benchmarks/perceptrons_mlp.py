@@ -1,10 +1,10 @@
 """Benchmark of the Perceptrons and MLP chapters: their kernels against PyTorch, in the same run.
 
-Run on a GPU machine with ``make bench`` (or ``DLK_BACKEND=gpu python3
-benchmarks/perceptron_mlp.py``).  Every kernel is first checked against its
+Run on a GPU machine with ``make bench`` (or ``DLK_BACKEND=gpu python3 -m
+benchmarks.perceptrons_mlp``).  Every kernel is first checked against its
 NumPy reference at the benchmark size, then timed with CUDA events (warm-up,
 L2 flushed before each call, median of the calls).  Writes
-``benchmarks/results/perceptron_mlp.json``, which the chapters show when they
+``benchmarks/results/perceptrons_mlp.json``, which the chapters show when they
 are built without a GPU.
 
 Groups of rows (``kind`` is "kernel" for ours, "peer" for PyTorch):
@@ -22,13 +22,10 @@ Groups of rows (``kind`` is "kernel" for ours, "peer" for PyTorch):
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # for common, also when imported by the book
-from common import print_table, require_gpu_backend, row, time_version, write_results  # noqa: E402
+from benchmarks.common import print_table, require_gpu_backend, row, time_version, write_results
 
 SWEEP = tuple(1 << p for p in range(10, 25, 2))
 PERCEPTRON_N = 1 << 24
@@ -54,7 +51,7 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     backend = require_gpu_backend()
     from kernels import activations, fully_connected as fc, perceptron as P, softmax
     from kernels.runtime import to_device, zeros
-    from kernels.runtime.roofline import Peaks, measure_bandwidth_gbs, measure_fp32_gflops
+    from kernels.tools.roofline import Peaks, measure_bandwidth_gbs, measure_fp32_gflops
     from kernels.runtime.timing import time_torch
 
     info = backend.describe()
@@ -158,7 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args()
     results = measure(verbose=True)
-    path = write_results("perceptron_mlp", results)
+    path = write_results("perceptrons_mlp", results)
     print_table(results["results"], f"\nmeasured peak {results['peaks']['bandwidth_gbs']:,.0f} GB/s")
     print(f"\nwrote {path}")
 
