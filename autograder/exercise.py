@@ -226,5 +226,13 @@ class Exercise:
         return shapes
 
 
+def varied(rng: np.random.Generator, shape, mean: float, decades: float = 1.0, spread: float = 0.5) -> np.ndarray:
+    """Float32 values around ``mean`` (normal, standard deviation ``spread``), each times a scale spread
+    evenly over ``decades`` decades around 1: inputs with a non-zero mean and varied magnitude, so that
+    a kernel writing zeros, the mean, or one element's value everywhere cannot pass."""
+    scale = 10.0 ** rng.uniform(-decades / 2, decades / 2, shape)
+    return ((mean + spread * rng.standard_normal(shape)) * scale).astype(np.float32)
+
+
 def ceil_div(a: int, b: int) -> int:
     return max(1, math.ceil(a / b))

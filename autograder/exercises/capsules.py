@@ -21,16 +21,11 @@ import numpy as np
 from kernels import capsule_prediction, capsule_prediction_backward
 from kernels.capsule_prediction import AXES
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied
 
 PREDICT_REFERENCE = capsule_prediction.KERNELS["capsule_predict_vectorized"]
 GRAD_INPUT_REFERENCE = capsule_prediction_backward.KERNELS["capsule_grad_input_shared_weights"]
 GRAD_WEIGHT_REFERENCE = capsule_prediction_backward.KERNELS["capsule_grad_weight_register_blocked"]
-
-
-def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
-    scale = 10.0 ** rng.uniform(-0.5, 0.5, shape)
-    return ((mean + 0.5 * rng.standard_normal(shape)) * scale).astype(np.float32)
 
 
 _dims = capsule_prediction.dims
@@ -86,6 +81,10 @@ def _f64(a):
 SIGNATURE_TAIL = "int batch, int in_caps, int in_dim, int out_caps, int out_dim"
 SCALAR_ARGS = tuple(Arg(a, "scalar") for a in AXES)
 
+#: What the three exercises share: shapes, launch, points, the timing shape.
+CAPSULE_COMMON = dict(visible_shapes=VISIBLE, hidden_shapes=HIDDEN, secret_shapes=_secret_shapes, launch_config=_launch,
+                      correctness_points=6.0, speed_points=2.0, timing_shape=DIGITCAPS, label=_label)
+
 # ------------------------------------------------------------ forward: u_hat = W u
 
 
@@ -117,17 +116,10 @@ CAPSULE_PREDICT = Exercise(
     make_inputs=_forward_inputs,
     reference=_forward_reference,
     error_scale=_forward_scale,
-    visible_shapes=VISIBLE,
-    hidden_shapes=HIDDEN,
-    secret_shapes=_secret_shapes,
+    **CAPSULE_COMMON,
     launch_keys=(BLOCK, _grid_key(_u_hat_elements, "batch * in_caps * out_caps * out_dim"), SHARED),
-    launch_config=_launch,
-    correctness_points=6.0,
-    speed_points=2.0,
     reference_kernel=ReferenceKernel(PREDICT_REFERENCE,
                                      arg_order=("u", "W", "u_hat", "batch", "in_caps", "out_caps", "out_dim")),
-    timing_shape=DIGITCAPS,
-    label=_label,
     description=("u_hat[b][i][j][d] = sum over k < in_dim of W[i][j][d][k] * u[b][i][k] for every sample b, input "
                  "capsule i, output capsule j and output dimension d. u is [batch][in_caps][in_dim], W "
                  "[in_caps][out_caps][out_dim][in_dim], u_hat [batch][in_caps][out_caps][out_dim], all row-major."),
@@ -159,18 +151,11 @@ CAPSULE_GRAD_INPUT = Exercise(
     make_inputs=_grad_input_inputs,
     reference=_grad_input_reference,
     error_scale=_grad_input_scale,
-    visible_shapes=VISIBLE,
-    hidden_shapes=HIDDEN,
-    secret_shapes=_secret_shapes,
+    **CAPSULE_COMMON,
     launch_keys=(BLOCK, _grid_key(lambda s: _dims(s)[0] * _dims(s)[1] * _dims(s)[2], "batch * in_caps * in_dim"),
                  SHARED),
-    launch_config=_launch,
-    correctness_points=6.0,
-    speed_points=2.0,
     reference_kernel=ReferenceKernel(GRAD_INPUT_REFERENCE,
                                      arg_order=("grad_u_hat", "W", "grad_u", "batch", "in_caps", "out_caps", "out_dim")),
-    timing_shape=DIGITCAPS,
-    label=_label,
     description=("grad_u[b][i][k] = sum over j < out_caps and d < out_dim of W[i][j][d][k] * grad_u_hat[b][i][j][d] "
                  "(for one sample and input capsule: W[i]^T times the gradient of the ROW = out_caps * out_dim "
                  "outputs). grad_u is [batch][in_caps][in_dim]."),
@@ -202,18 +187,11 @@ CAPSULE_GRAD_WEIGHT = Exercise(
     make_inputs=_grad_weight_inputs,
     reference=_grad_weight_reference,
     error_scale=_grad_weight_scale,
-    visible_shapes=VISIBLE,
-    hidden_shapes=HIDDEN,
-    secret_shapes=_secret_shapes,
+    **CAPSULE_COMMON,
     launch_keys=(BLOCK, _grid_key(lambda s: _dims(s)[1] * _dims(s)[3] * _dims(s)[4] * _dims(s)[2],
                                   "in_caps * out_caps * out_dim * in_dim"), SHARED),
-    launch_config=_launch,
-    correctness_points=6.0,
-    speed_points=2.0,
     reference_kernel=ReferenceKernel(GRAD_WEIGHT_REFERENCE,
                                      arg_order=("grad_u_hat", "u", "grad_W", "batch", "in_caps", "out_caps", "out_dim")),
-    timing_shape=DIGITCAPS,
-    label=_label,
     description=("grad_W[i][j][d][k] = sum over samples b < batch of grad_u_hat[b][i][j][d] * u[b][i][k]: each "
                  "weight is used by every sample, so its gradient is a reduction over the batch. grad_W is "
                  "[in_caps][out_caps][out_dim][in_dim]."),

@@ -19,7 +19,7 @@ import numpy as np
 
 from kernels import conv2d, conv2d_backward, pooling
 
-from ..exercise import Arg, Exercise, LaunchConfig, ReferenceKernel, ceil_div
+from ..exercise import Arg, Exercise, LaunchConfig, ReferenceKernel, ceil_div, varied as _varied
 
 NAIVE_REFERENCE = conv2d.KERNELS["conv2d_forward_naive"]
 TILED_REFERENCE = conv2d.KERNELS["conv2d_forward_tiled"]
@@ -30,9 +30,7 @@ TILE = 16  # TILE_WIDTH of the chapter's kernels; the exercises launch 16 x 16 b
 
 
 def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
-    """Values around ``mean`` with a scale spread over one decade, float32."""
-    scale = 10.0 ** rng.uniform(-0.5, 0.5, shape)
-    return ((mean + 0.6 * rng.standard_normal(shape)) * scale).astype(np.float32)
+    return _varied(rng, shape, mean, spread=0.6)
 
 
 _conv_dims = conv2d.layer
@@ -108,25 +106,21 @@ CONV_DESCRIPTION = ("Y[n][m][h][w] = b[m] + sum over c < C, p < K, q < K of X[n]
                     "blockIdx.x is the output map, blockIdx.y the tile (tile row blockIdx.y / W_grid, tile column "
                     "blockIdx.y % W_grid), blockIdx.z the sample.")
 
+#: What the two forward exercises share: the kernel's arguments, inputs, reference and shapes.
+CONV_COMMON = dict(args=CONV_ARGS, make_inputs=_conv_inputs, reference=_conv_reference, error_scale=_conv_scale,
+                   visible_shapes=CONV_VISIBLE, hidden_shapes=CONV_HIDDEN, secret_shapes=_conv_secret, launch_keys=(),
+                   timing_shape=CONV_TIMING, label=_conv_label)
+
 CONV2D_FORWARD = Exercise(
     name="conv2d_forward",
     title="Convolution forward: one thread per output pixel",
     kernel="conv2d_forward",
     signature="conv2d_forward" + CONV_SIGNATURE,
-    args=CONV_ARGS,
-    make_inputs=_conv_inputs,
-    reference=_conv_reference,
-    error_scale=_conv_scale,
-    visible_shapes=CONV_VISIBLE,
-    hidden_shapes=CONV_HIDDEN,
-    secret_shapes=_conv_secret,
-    launch_keys=(),
+    **CONV_COMMON,
     launch_config=_conv_launch,
     correctness_points=6.0,
     speed_points=1.0,
     reference_kernel=ReferenceKernel(NAIVE_REFERENCE),
-    timing_shape=CONV_TIMING,
-    label=_conv_label,
     description=CONV_DESCRIPTION,
 )
 
@@ -135,20 +129,11 @@ CONV2D_FORWARD_TILED = Exercise(
     title="Convolution forward with shared-memory input tiles",
     kernel="conv2d_forward_tiled",
     signature="conv2d_forward_tiled" + CONV_SIGNATURE,
-    args=CONV_ARGS,
-    make_inputs=_conv_inputs,
-    reference=_conv_reference,
-    error_scale=_conv_scale,
-    visible_shapes=CONV_VISIBLE,
-    hidden_shapes=CONV_HIDDEN,
-    secret_shapes=_conv_secret,
-    launch_keys=(),
+    **CONV_COMMON,
     launch_config=_tiled_launch,
     correctness_points=6.0,
     speed_points=4.0,
     reference_kernel=ReferenceKernel(TILED_REFERENCE),
-    timing_shape=CONV_TIMING,
-    label=_conv_label,
     description=CONV_DESCRIPTION + (" Dynamic shared memory of ((16 + K - 1)^2 + K * K) floats per block is "
                                     "provided (extern __shared__ float shared[];): room for the input tile with "
                                     "its halo and one K x K filter."),

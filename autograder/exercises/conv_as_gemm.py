@@ -18,7 +18,7 @@ import numpy as np
 
 from kernels import conv2d_gemm, im2col, sgemm
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
 
 IM2COL_REFERENCE = im2col.KERNELS["im2col_unroll"]
 SGEMM_REFERENCE = sgemm.KERNELS["sgemm_shared_tiled"]
@@ -26,9 +26,7 @@ GEMM_STEP_REFERENCE = conv2d_gemm.KERNELS["conv2d_gemm_batched"]
 
 
 def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
-    """Values around ``mean`` with a scale spread over one decade, float32 (no exact zeros)."""
-    scale = 10.0 ** rng.uniform(-0.5, 0.5, shape)
-    return ((mean + 0.6 * rng.standard_normal(shape)) * scale).astype(np.float32)
+    return _varied(rng, shape, mean, spread=0.6)  # no exact zeros
 
 
 def _out_size(H, W, K, pad, stride):

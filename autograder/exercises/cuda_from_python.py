@@ -12,7 +12,7 @@ import numpy as np
 
 from kernels import reduction, saxpy
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
 
 SAXPY_REFERENCE = saxpy.KERNELS["saxpy_grid_stride"]
 SUM_REFERENCE = reduction.KERNELS["reduce_sum_warp_shuffle"]
@@ -21,9 +21,7 @@ F32_EPS = float(np.finfo(np.float32).eps)
 
 
 def varied(rng: np.random.Generator, n: int, mean: float) -> np.ndarray:
-    """``n`` float32 values around ``mean`` times a scale spread over 0.1 .. 10."""
-    scale = 10.0 ** rng.uniform(-1.0, 1.0, n)
-    return ((mean + 0.5 * rng.standard_normal(n)) * scale).astype(np.float32)
+    return _varied(rng, n, mean, decades=2.0)  # a scale over 0.1 .. 10
 
 
 def _n(shape) -> int:

@@ -22,18 +22,12 @@ import numpy as np
 
 from kernels import fully_connected, perceptron
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied
 
 FORWARD_REFERENCE = perceptron.KERNELS["perceptron_forward_sigmoid"]
 SUM_REFERENCE = perceptron.KERNELS["gradient_sum_tree"]
 
 F32_EPS = float(np.finfo(np.float32).eps)
-
-
-def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
-    """Values around ``mean``, each times a scale spread over 0.3 .. 3."""
-    scale = 10.0 ** rng.uniform(-0.5, 0.5, shape)
-    return ((mean + 0.5 * rng.standard_normal(shape)) * scale).astype(np.float32)
 
 
 # ------------------------------------------------------------ batched perceptron inference
@@ -227,6 +221,10 @@ def _input_scale(inputs):
     return {"dX": np.abs(inputs["dY"].astype(np.float64)) @ np.abs(inputs["W"].astype(np.float64))}
 
 
+#: What the two backward exercises share: shapes, launch, points, the timing shape.
+FC_COMMON = dict(visible_shapes=VISIBLE, hidden_shapes=HIDDEN, secret_shapes=_secret_shapes, launch_config=_launch,
+                 correctness_points=5.0, speed_points=1.0, timing_shape=TIMING, label=_label)
+
 FC_BACKWARD_INPUT = Exercise(
     name="fc_backward_input",
     title="Fully connected layer, backward: dE/dX = dE/dY W",
@@ -237,19 +235,12 @@ FC_BACKWARD_INPUT = Exercise(
     make_inputs=_input_inputs,
     reference=_input_reference,
     error_scale=_input_scale,
-    visible_shapes=VISIBLE,
-    hidden_shapes=HIDDEN,
-    secret_shapes=_secret_shapes,
+    **FC_COMMON,
     launch_keys=_keys(lambda shape, launch: ceil_div(_dims(shape)[1], launch["block_x"]),
                       lambda shape, launch: ceil_div(_dims(shape)[0], launch["block_y"]),
                       "blocks along x; default ceil(in_features / block_x)",
                       "blocks along y; default ceil(n / block_y)"),
-    launch_config=_launch,
-    correctness_points=5.0,
-    speed_points=1.0,
     reference_kernel=ReferenceKernel(INPUT_REFERENCE),
-    timing_shape=TIMING,
-    label=_label,
     description=("dX[i][k] = sum over j of dY[i][j] * W[j][k] for every sample i < n and input k < in_features "
                  "(for one sample: dE/dx = W^T dE/dy). dY is n-by-out, W out-by-in, dX n-by-in, all row-major."),
 )
@@ -281,19 +272,12 @@ FC_BACKWARD_WEIGHT = Exercise(
     make_inputs=_weight_inputs,
     reference=_weight_reference,
     error_scale=_weight_scale,
-    visible_shapes=VISIBLE,
-    hidden_shapes=HIDDEN,
-    secret_shapes=_secret_shapes,
+    **FC_COMMON,
     launch_keys=_keys(lambda shape, launch: ceil_div(_dims(shape)[1], launch["block_x"]),
                       lambda shape, launch: ceil_div(_dims(shape)[2], launch["block_y"]),
                       "blocks along x; default ceil(in_features / block_x)",
                       "blocks along y; default ceil(out_features / block_y)"),
-    launch_config=_launch,
-    correctness_points=5.0,
-    speed_points=1.0,
     reference_kernel=ReferenceKernel(WEIGHT_REFERENCE),
-    timing_shape=TIMING,
-    label=_label,
     description=("dW[j][k] = sum over samples i of dY[i][j] * X[i][k] for every output j < out_features and input "
                  "k < in_features: the outer products dE/dy x^T summed over the minibatch. dY is n-by-out, X n-by-in, "
                  "dW out-by-in, all row-major."),
