@@ -47,10 +47,12 @@ NO_CHROMIUM = (
 
 
 def book_pages(html_dir: Path) -> list[Path]:
-    """Every page of a built book (Sphinx's generated index and search pages left out)."""
+    """Every page of a built book (Sphinx's generated index and search pages, and the
+    one-line page that redirects to the first chapter, left out)."""
     return sorted(
         p for p in Path(html_dir).rglob("*.html")
         if p.name not in GENERATED_PAGES and "_static" not in p.parts and not p.name.startswith("_")
+        and "<body" in p.read_text(encoding="utf-8", errors="replace")
     )
 
 

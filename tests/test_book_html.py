@@ -135,6 +135,10 @@ BUILT_PAGES = book_pages(BUILT_BOOK) if (BUILT_BOOK / "index.html").exists() els
 NOT_BUILT = "the book is not built here (`make book` builds it into _build/html); the one-page book above covers the configuration"
 
 
+# In a 1280-pixel-wide window the column is about 680 pixels wide.
+MIN_FIGURE_SCALE = 0.7
+
+
 def _page_id(page: Path) -> str:
     return str(page.relative_to(BUILT_BOOK))
 
@@ -157,3 +161,8 @@ def test_built_page_renders_offline(page):
         assert seen["formulas"] >= seen["math_elements"], seen
         assert any(family.startswith("MJXTEX") for family in seen["fonts_loaded"]), seen["fonts_failed"]
     assert seen["overflowing_listings"] == [], seen["overflowing_listings"]
+    # A figure drawn much wider than the column is shrunk until its labels are a few
+    # pixels high: figures are sized for the page (at most about 9 inches wide).
+    shrunk = [(i["src"], i["natural_px"], round(i["shown_px"])) for i in seen["images"]
+              if i["natural_px"] and i["shown_px"] < MIN_FIGURE_SCALE * i["natural_px"]]
+    assert shrunk == [], f"figures shown below {MIN_FIGURE_SCALE:.0%} of their size (src, drawn px, shown px): {shrunk}"
