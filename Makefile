@@ -3,6 +3,7 @@
 #   make book      the HTML book in _build/html, every chapter executed
 #   make test      the test suite (CPU emulator; GPU tests skip without a GPU)
 #   make lab       JupyterLab on the exercises, kernels on DLK_BACKEND (auto, gpu or cpu)
+#   make student-copy  dist/deep-learning-kernels-student.tar.gz: what students get, no solutions/
 #   make test-gpu  on a GPU machine: GPU tests and kernel tests on the GPU (no venv, no install)
 #   make bench     on a GPU machine: benchmarks/*.py -> benchmarks/results/*.json
 #   make clean     remove build outputs and caches (make distclean also removes .venv)
@@ -16,10 +17,10 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help book lab kernelspec test test-gpu bench clean distclean
+.PHONY: help book lab kernelspec student-copy test test-gpu bench clean distclean
 
 help:
-	@sed -n '3,9p' Makefile | sed 's/^# *//'
+	@sed -n '3,10p' Makefile | sed 's/^# *//'
 
 # The virtual environment: every pinned package, then this project (editable, so
 # that the book and the tests always use the files of this checkout).
@@ -47,6 +48,16 @@ LAB_ARGS ?=
 lab: kernelspec
 	@echo "make lab: kernels run with DLK_BACKEND=$${DLK_BACKEND:-auto}"
 	$(JUPYTER_ENV) $(VENV)/bin/jupyter lab --notebook-dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/exercises $(LAB_ARGS)
+
+# What students get: the book, the kernels, the exercises and the runtime behind
+# check(), from the last commit; not solutions/ (instructor notebooks with solutions
+# and hidden tests) nor the tests, which grade those solutions.
+STUDENT_FILES = README.md Makefile pyproject.toml requirements.lock _config.yml _toc.yml _static \
+	book kernels autograder exercises benchmarks
+student-copy:
+	@mkdir -p dist
+	git archive --format=tar.gz --prefix=deep-learning-kernels/ -o dist/deep-learning-kernels-student.tar.gz HEAD $(STUDENT_FILES)
+	@echo "student copy: dist/deep-learning-kernels-student.tar.gz (no solutions/)"
 
 test: $(STAMP)
 	$(VPY) -m pytest $(PYTEST_ARGS)

@@ -61,3 +61,31 @@ def test_readme_tells_students_and_instructors_what_they_need():
         assert needed in readme, f"the README does not mention {needed!r}"
     # The export paths the README shows are the ones .gitignore covers.
     assert "--gradescope gradescope/" in readme and "--csv grades.csv" in readme
+
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("git") is None,
+                    reason="needs make and git")
+def test_student_copy_has_no_solutions():
+    import tarfile
+
+    if subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=ROOT, capture_output=True).returncode:
+        pytest.skip("not a git checkout with a commit")
+    result = subprocess.run(["make", "-s", "student-copy"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    with tarfile.open(ROOT / "dist" / "deep-learning-kernels-student.tar.gz") as archive:
+        names = archive.getnames()
+    top = {name.split("/")[1] for name in names if name.count("/") >= 1 and name.split("/")[1]}
+    assert "solutions" not in top and "tests" not in top
+    assert {"book", "kernels", "exercises", "autograder", "Makefile", "requirements.lock"} <= top
+    assert "deep-learning-kernels/autograder/student.py" in names
+    assert not any("BEGIN SOLUTION" in archive_text for archive_text in _texts(names))
+
+
+def _texts(names):
+    """The exercise notebooks of the student copy, as text."""
+    import tarfile
+
+    with tarfile.open(ROOT / "dist" / "deep-learning-kernels-student.tar.gz") as archive:
+        for name in names:
+            if name.endswith(".ipynb"):
+                yield archive.extractfile(name).read().decode()
