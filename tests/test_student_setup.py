@@ -89,3 +89,10 @@ def _texts(names):
         for name in names:
             if name.endswith(".ipynb"):
                 yield archive.extractfile(name).read().decode()
+
+
+def test_every_chapter_with_exercises_says_how_to_open_them():
+    for path in sorted((ROOT / "book").glob("*.md")):
+        text = path.read_text()
+        if "`exercises/0" in text:
+            assert "make lab" in text, f"{path.name} names its exercises but not how to open them"
