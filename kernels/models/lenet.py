@@ -20,7 +20,7 @@ output layer is a softmax instead of the paper's radial basis functions.
 and launches ``conv2d.cu``, ``conv2d_backward.cu``, ``pooling.cu`` and the MLP
 chapter's ``fully_connected.cu``, ``activations.cu``, ``softmax.cu`` and
 ``sgd.cu``.  :class:`NumpyLeNet` does the same arithmetic in float32 NumPy.
-Both plug into :func:`kernels.mlp.train`.
+Both plug into :func:`kernels.models.mlp.train`.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def upscale_digits(X64, size: int = IMAGE_SIZE) -> np.ndarray:
 
 
 def load_digits_32(test_size: float = 0.2, seed: int = 0):
-    """The digits at 32 x 32: ``(X_train, X_test, y_train, y_test)``, the split of :func:`kernels.mlp.load_digits_split`."""
+    """The digits at 32 x 32: ``(X_train, X_test, y_train, y_test)``, the split of :func:`kernels.models.mlp.load_digits_split`."""
     from .mlp import load_digits_split
 
     X_train, X_test, y_train, y_test = load_digits_split(test_size, seed)
