@@ -72,7 +72,7 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
             got = reduce(grads, total).get()
             assert np.all(np.abs(got - expected) <= 1e-4 * scale + 1e-3), (version, n, got, expected)
         shape = {"n": n, "k": k}
-        for kernel in ("gradient_sum_atomic", "gradient_sum_tree"):
+        for kernel in ("gradient_sum_atomic", "gradient_sum_tree", "gradient_sum_columns"):
             rows.append(time_version(P.KERNELS[kernel], shape, (grads, total, n, k), "gradient_sum_sweep", peaks))
         nbytes, flops = P.KERNELS["gradient_sum_tree"].bytes(shape), P.KERNELS["gradient_sum_tree"].flops(shape)
         if torch is not None:

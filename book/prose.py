@@ -112,31 +112,36 @@ def sum_against_library(data: dict) -> str:
     if not ours or not peers:
         return ""
     best, best_peer = max(ours, key=lambda r: r["gbs"]), peers[0]
-    ours_text = " and ".join(f"{r['percent_of_peak_bandwidth']:.0f} %" for r in ours)
+    ours_text = ", ".join(f"`{r['name']}` {r['percent_of_peak_bandwidth']:.0f} %" for r in ours)
     peer_text = " and ".join(f"`{r['name']}` {r['percent_of_peak_bandwidth']:.0f} %" for r in peers)
     if best["gbs"] >= best_peer["gbs"] * (1 - SAME_SPEED):
-        verdict = "so ours read `x` about as fast as the libraries do"
+        verdict = f"so the fastest of ours, `{best['name']}`, reads `x` at least about as fast as the libraries do"
     else:
         verdict = (f"so ours are not yet limited by reading `x`: the fastest library sum is "
-                   f"{best_peer['gbs'] / best['gbs']:.2g}× as fast")
-    return (f"The tree and the shuffle sums reach {ours_text} of the copy bandwidth, "
+                   f"{best_peer['gbs'] / best['gbs']:.2g}× as fast as `{best['name']}`")
+    return (f"Of the copy bandwidth, the block-level sums reach {ours_text}; "
             f"the libraries' sums {peer_text}; {verdict}")
 
 
 # --- chapter 2: perceptrons -------------------------------------------------------------------
 
-def tree_sum_against_library(data: dict) -> str:
-    """The gradient tree sum at the largest minibatch: share of bandwidth, and the library."""
+def tree_sum_against_library(data: dict, kernel: str = "gradient_sum_tree", label: str = "the tree") -> str:
+    """A gradient sum at the largest minibatch: share of bandwidth, and the library.
+
+    Empty when the results hold no row of ``kernel`` (recorded before that version existed).
+    """
     rows = [r for r in data.get("results", []) if r["group"] == "gradient_sum_sweep"]
     if not rows:
         return ""
     big = max(r["n"] for r in rows)
-    tree = next(r for r in rows if r["name"] == "gradient_sum_tree" and r["n"] == big)
+    ours = next((r for r in rows if r["name"] == kernel and r["n"] == big), None)
+    if ours is None:
+        return ""
     peer = next((r for r in rows if r["kind"] == "peer" and r["n"] == big), None)
-    text = (f"at n = {big:,} rows the tree reads the matrix at {tree['percent_of_peak_bandwidth']:.0f} % "
+    text = (f"at n = {big:,} rows {label} reads the matrix at {ours['percent_of_peak_bandwidth']:.0f} % "
             f"of the copy bandwidth")
     if peer:
-        ratio = tree["median_ms"] / peer["median_ms"]
+        ratio = ours["median_ms"] / peer["median_ms"]
         if abs(ratio - 1) <= SAME_SPEED:
             text += f", about as fast as `{peer['name']}`"
         elif ratio > 1:
