@@ -52,6 +52,7 @@ from .diagnose import (
     SourceInfo,
     count_differences,
     first_difference,
+    global_race_error,
     race_error,
     uninitialized_error,
     unwritten_in_both,
@@ -64,7 +65,7 @@ __all__ = ["EmulatorBackend", "EmulatorBuffer", "EmulatorModule"]
 
 DEFAULT_TIMEOUT = 60.0
 
-_ERROR_KINDS = {1: "assert", 2: "divergence", 3: "trap", 4: "other"}
+_ERROR_KINDS = {1: "assert", 2: "divergence", 3: "trap", 4: "other", 5: "global race"}
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -255,7 +256,7 @@ class EmulatorModule(CompiledModule):
         ]
         for b, out in zip(buffers, outputs):
             data = b.array.tobytes()
-            request += [struct.pack("<QB", len(data), 1 if out else 0), data]
+            request += [struct.pack("<QBI", len(data), 1 if out else 0, b.dtype.itemsize), data]
         request += [struct.pack("<I", len(params)), *params]
         out_index = [i for i, o in enumerate(outputs) if o]
 
@@ -268,6 +269,8 @@ class EmulatorModule(CompiledModule):
                 if printed and not run:
                     sys.stdout.write(printed)
                     sys.stdout.flush()
+                if _ERROR_KINDS.get(status) == "global race":
+                    raise global_race_error(message, source, infos, str(self.executable))
                 raise self._kernel_error(status, kernel, message, run)
             text = reader.string()
             unwritten = reader.string()

@@ -26,10 +26,13 @@ from .rewrite import GENERATED_NAME
 HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "prelude.h"
 RUNTIME = HERE / "runtime.cpp"
+GLOBAL_RACES = HERE / "global_races.h"
 INCLUDE = HERE / "include"
 
 BASE_FLAGS = ("-std=gnu++17", "-g", "-gdwarf-4", "-O1", "-fno-omit-frame-pointer", "-w", "-fdiagnostics-color=never", "-pthread")
-ASAN_FLAGS = ("-fsanitize=address",)
+# a check that fails calls __asan_report_*_noabort, which the runtime defines: the argument
+# buffers a launch may write are poisoned while it runs, and their accesses tracked for races
+ASAN_FLAGS = ("-fsanitize=address", "-fsanitize-recover=address")
 PATTERN_INIT = ("-ftrivial-auto-var-init=pattern",)
 
 
@@ -87,7 +90,7 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
     global _warned_no_asan
     version = compiler_version(cxx)
     directory = Path(cache)
-    sources = (PRELUDE.read_text(), RUNTIME.read_text())
+    sources = (PRELUDE.read_text(), RUNTIME.read_text(), GLOBAL_RACES.read_text())
     errors = []
     candidates = [
         (BASE_FLAGS + PATTERN_INIT + ASAN_FLAGS, True),
@@ -99,7 +102,7 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
         candidates = [c for c in candidates if not c[1]]
     for flags, asan in candidates:
         # the runtime: optimised, not instrumented (only the reader's code needs checking)
-        runtime_flags = tuple(f for f in flags if f not in ASAN_FLAGS and f != "-O1") + ("-O2",)
+        runtime_flags = tuple(f for f in flags if f not in ASAN_FLAGS and f not in ("-O0", "-O1")) + ("-O2",)
         if asan:
             runtime_flags += ("-DDLK_WITH_ASAN=1",)
         if ucontext:

@@ -101,6 +101,8 @@ extern unsigned __dlk_block_generation;
 void __dlk_trap(int line) __attribute__((noreturn));
 int __dlk_printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 long long __dlk_clock(void);
+void __dlk_atomic_access(void* address, size_t bytes, void* caller);
+void __dlk_threadfence(void);
 }
 
 // One static __shared__ declarator, rewritten by the emulator as
@@ -123,7 +125,7 @@ template <class T, size_t N> struct __dlk_base<T[N]> { typedef typename __dlk_ba
 #define __syncthreads_count(p) __dlk_syncthreads_reduce(0, (p), __LINE__)
 #define __syncthreads_and(p) __dlk_syncthreads_reduce(1, (p), __LINE__)
 #define __syncthreads_or(p) __dlk_syncthreads_reduce(2, (p), __LINE__)
-#define __threadfence() ((void)0)
+#define __threadfence() __dlk_threadfence()
 #define __threadfence_block() ((void)0)
 #define __threadfence_system() ((void)0)
 #define __trap() __dlk_trap(__LINE__)
@@ -166,9 +168,14 @@ template <class T> static inline T __dlk_from_bits(unsigned long long b) {
 #define __reduce_max_sync(mask, v) ((unsigned)__dlk_warp_op(DLK_REDUCE_MAX, mask, (unsigned)(v), 0, 32, __LINE__))
 #define __match_any_sync(mask, v) ((unsigned)__dlk_warp_op(DLK_MATCH_ANY, mask, __dlk_bits(v), 0, 32, __LINE__))
 
-// ---- atomics: the threads of a block run one at a time, so plain operations are atomic
+// ---- atomics: the threads of a block run one at a time, so plain operations are atomic.
+// They are not instrumented as plain loads and stores: each tells the runtime of one
+// atomic access (bounds-checked, and not a race with other atomics).
+#define DLK_ATOMIC_FN __attribute__((no_sanitize_address, noinline)) static
+#define DLK_ATOMIC_NOTE(address) __dlk_atomic_access((void*)(address), sizeof(*(address)), __builtin_return_address(0))
 #define DLK_ATOMIC(name, expr)                                                         \
-  template <class T, class U> static inline T name(T* address, U value_) {            \
+  template <class T, class U> DLK_ATOMIC_FN T name(T* address, U value_) {            \
+    DLK_ATOMIC_NOTE(address);                                                          \
     T value = (T)value_;                                                               \
     T old = *address;                                                                  \
     *address = (expr);                                                                 \
@@ -185,17 +192,20 @@ DLK_ATOMIC(atomicXor, old ^ value)
 #undef DLK_ATOMIC
 #define atomicAdd_block atomicAdd
 #define atomicAdd_system atomicAdd
-static inline unsigned atomicInc(unsigned* address, unsigned limit) {
+DLK_ATOMIC_FN unsigned atomicInc(unsigned* address, unsigned limit) {
+  DLK_ATOMIC_NOTE(address);
   unsigned old = *address;
   *address = old >= limit ? 0 : old + 1;
   return old;
 }
-static inline unsigned atomicDec(unsigned* address, unsigned limit) {
+DLK_ATOMIC_FN unsigned atomicDec(unsigned* address, unsigned limit) {
+  DLK_ATOMIC_NOTE(address);
   unsigned old = *address;
   *address = (old == 0 || old > limit) ? limit : old - 1;
   return old;
 }
-template <class T, class U, class V> static inline T atomicCAS(T* address, U compare, V value) {
+template <class T, class U, class V> DLK_ATOMIC_FN T atomicCAS(T* address, U compare, V value) {
+  DLK_ATOMIC_NOTE(address);
   T old = *address;
   if (old == (T)compare) *address = (T)value;
   return old;
