@@ -4,13 +4,16 @@
 kernels and kernels with one planted bug each.  The first line of a file is
 its ``%%cuda`` line (behind ``//`` so the file stays valid CUDA C), the
 second says what is wrong.  Graded in hidden mode, a correct kernel must get
-every correctness point and every planted bug must fail.
+every correctness point and every planted bug must fail; a bug with a line
+``// expect: <regex>`` must fail for that reason on the CPU emulator (the
+feedback matches it).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -50,6 +53,10 @@ def check_corpus_file(path: Path, correct=CORRECT) -> None:
         assert not result.passed, f"{path.name} ({path.read_text().splitlines()[1]}) was not rejected"
         assert result.correctness_score < exercise.correctness_points
         assert result.message
+        expect = re.search(r"^// expect: (.+)$", path.read_text(), re.M)
+        if expect and result.backend == "cpu":
+            feedback = "\n".join([result.message] + [s.hint + " " + s.error for s in result.shapes])
+            assert re.search(expect.group(1).strip(), feedback, re.I | re.S), feedback
 
 
 def check_corpus_complete(exercises, correct=CORRECT, minimum: int = 5) -> None:

@@ -287,6 +287,37 @@ def _reader_line_near(log_lines: list[str], index: int, want: str) -> int | None
     return None
 
 
+#: headers of the CUDA toolkit the emulator does not provide, and what they are for
+GPU_ONLY_HEADERS = {
+    "cuda_fp16.h": "half-precision types (__half, half2)",
+    "cuda_bf16.h": "bfloat16 types (__nv_bfloat16)",
+    "cuda_fp8.h": "8-bit floating-point types",
+    "cooperative_groups.h": "cooperative groups",
+    "mma.h": "warp matrix (wmma) tensor-core operations",
+    "cuda_pipeline.h": "asynchronous copies (cp.async pipelines)",
+    "cuda/pipeline": "asynchronous copies (cuda::pipeline)",
+    "cuda/barrier": "asynchronous barriers (cuda::barrier)",
+    "curand_kernel.h": "cuRAND's device random-number generators",
+    "cub/cub.cuh": "the CUB library",
+    "cublas_v2.h": "cuBLAS",
+    "texture_fetch_functions.h": "texture fetches",
+}
+
+_MISSING_HEADER = re.compile(r"^(?P<header>[^:]+): No such file or directory$")
+
+
+def missing_header_message(header: str) -> str:
+    """One sentence for an #include the emulator cannot satisfy."""
+    feature = GPU_ONLY_HEADERS.get(header) or next(
+        (what for name, what in GPU_ONLY_HEADERS.items() if header.startswith(name.split("/")[0] + "/")), None)
+    if feature or header.startswith(("cuda", "cu", "thrust/", "cooperative_groups/")):
+        what = f"{feature}, " if feature else ""
+        return (f"#include <{header}>: the CPU emulator does not provide {header} ({what}a part of the CUDA toolkit "
+                f"it does not emulate); this kernel runs on a GPU only (DLK_BACKEND=gpu).")
+    return (f"#include <{header}>: no header '{header}' was found; the CPU emulator provides the CUDA runtime "
+            f"headers and the C and C++ standard libraries, and your own headers through include_dirs=[...].")
+
+
 def compile_error(log: str, source: str, source_name: str) -> KernelCompileError:
     """g++'s messages about the reader's file, each with the line it is about quoted.
 
@@ -310,6 +341,9 @@ def compile_error(log: str, source: str, source_name: str) -> KernelCompileError
             lineno = int(m.group("line"))
             if kind == "note" and ("in expansion of macro" in message or "prelude.h" in message):
                 continue
+            missing = _MISSING_HEADER.match(message) if kind == "fatal error" else None
+            if missing:
+                kind, message = "unsupported", missing_header_message(missing.group("header"))
         elif kind in ("error", "fatal error"):
             if m.group("file") == GENERATED_NAME:
                 shown.append(f"in the emulator's launch code: {message}")

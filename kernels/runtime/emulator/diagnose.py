@@ -412,19 +412,15 @@ def global_race_error(report: str, source: SourceInfo, buffers: list[BufferInfo]
         return f"{_VERBS[kind]} by block ({block}) thread ({thread})" + (f" at {at}" if at else "")
 
     same_block = first[1] == second[1]
-    writes = [f[0] for f in (first, second)]
     if same_block:
         cause = ("Both threads are in the same block and no __syncthreads() comes between the two accesses: "
                  "put a barrier between them, or, where several threads add into one element, use atomicAdd.")
-    elif writes == ["write", "write"]:
-        cause = ("Threads of different blocks run in any order (at the same time on a GPU) and nothing orders them, "
-                 "so which value stays is a matter of chance: each output element should belong to one thread "
-                 "(do the blocks' tiles or index ranges overlap?), or the threads must combine their values with an "
-                 "atomic such as atomicAdd.")
     else:
-        cause = ("Threads of different blocks run in any order (at the same time on a GPU) and nothing orders them: "
-                 "a plain read-modify-write such as `*out += value` loses updates. Use atomicAdd (or another atomic), "
-                 "or let each block write its own partial result and combine the partial results in a second launch.")
+        cause = ("Threads of different blocks run in any order (at the same time on a GPU) and nothing orders them. "
+                 "If each element should belong to one thread, the blocks' index ranges overlap (tiles that overlap, "
+                 "or a grid-stride loop that steps by blockDim.x instead of blockDim.x * gridDim.x); if threads are "
+                 "meant to add into one element (`*out += value`), use atomicAdd, or write one partial result per "
+                 "block and add those up in a second launch.")
     return KernelRaceError(
         f"{source.kernel}: data race on global memory: {what} was {access(first, pcs[0])}, then "
         f"{access(second, pcs[1])}, with nothing ordering the two (at least one is a plain, non-atomic write). {cause}"
