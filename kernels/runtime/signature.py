@@ -54,6 +54,28 @@ _SCALAR_TYPES: dict[str, tuple[str, int]] = {
 for _base, _dtype in (("float", "float32"), ("double", "float64"), ("int", "int32"), ("uint", "uint32")):
     for _n in (1, 2, 3, 4):
         _SCALAR_TYPES[f"{_base}{_n}"] = (_dtype, _n)
+_SCALAR_TYPES.update({
+    "uint": ("uint32", 1),
+    "ushort": ("uint16", 1),
+    "uchar": ("uint8", 1),
+    # cuda_fp16.h / cuda_bf16.h: NumPy float16, and ml_dtypes' bfloat16
+    "half": ("float16", 1),
+    "__half": ("float16", 1),
+    "half2": ("float16", 2),
+    "__half2": ("float16", 2),
+    "__nv_bfloat16": ("bfloat16", 1),
+    "nv_bfloat16": ("bfloat16", 1),
+    "__nv_bfloat162": ("bfloat16", 2),
+    "nv_bfloat162": ("bfloat16", 2),
+})
+
+
+def _dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes  # registers bfloat16 with NumPy
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "signed", "struct"}
 
@@ -104,6 +126,11 @@ def _object_macros(source: str, defines: dict[str, str]) -> dict[str, str]:
     macros = dict(defines)
     for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n\\]+)$", source, re.M):
         macros.setdefault(m.group(1), m.group(2).strip())
+    # type aliases: typedef float Dtype; using Dtype = float;
+    for m in re.finditer(r"\btypedef\s+([A-Za-z_][\w\s:]*?)\s+([A-Za-z_]\w*)\s*;", source):
+        macros.setdefault(m.group(2), " ".join(m.group(1).split()))
+    for m in re.finditer(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([A-Za-z_][\w\s:]*?)\s*;", source):
+        macros.setdefault(m.group(1), " ".join(m.group(2).split()))
     return macros
 
 
@@ -161,7 +188,7 @@ def _parse_parameter(text: str, macros: dict[str, str], kernel: str, source_name
             source_name=source_name,
         )
     dtype, lanes = _SCALAR_TYPES[base]
-    return Parameter(name, base, np.dtype(dtype), lanes, is_pointer, pointee_const)
+    return Parameter(name, base, _dtype(dtype), lanes, is_pointer, pointee_const)
 
 
 def parse_kernels(source: str, source_name: str = "kernel.cu", defines: dict[str, str] | None = None) -> dict[str, KernelSignature]:

@@ -60,6 +60,7 @@ from .diagnose import (
 )
 from .protocol import Reader, Worker, WorkerDied, WorkerTimeout, pack_string
 from .rewrite import rewrite
+from .unsupported import check_supported
 
 __all__ = ["EmulatorBackend", "EmulatorBuffer", "EmulatorModule"]
 
@@ -389,6 +390,7 @@ class EmulatorBackend(Backend):
             warnings.warn(message, RuntimeWarning, stacklevel=4)
 
     def compile(self, source, source_name, options, include_dirs, signatures) -> EmulatorModule:
+        check_supported(source, source_name)
         unit = rewrite(source, source_name, signatures)
         built = _build.build(unit.text, source, source_name, tuple(options), tuple(include_dirs))
         return EmulatorModule(self, built, source, source_name, signatures, unit.variables)

@@ -90,7 +90,8 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
     global _warned_no_asan
     version = compiler_version(cxx)
     directory = Path(cache)
-    sources = (PRELUDE.read_text(), RUNTIME.read_text(), GLOBAL_RACES.read_text())
+    sources = (PRELUDE.read_text(), RUNTIME.read_text(), GLOBAL_RACES.read_text(),
+               *(p.read_text() for p in sorted(INCLUDE.glob("*.h"))))
     errors = []
     candidates = [
         (BASE_FLAGS + PATTERN_INIT + ASAN_FLAGS, True),
@@ -289,8 +290,6 @@ def _reader_line_near(log_lines: list[str], index: int, want: str) -> int | None
 
 #: headers of the CUDA toolkit the emulator does not provide, and what they are for
 GPU_ONLY_HEADERS = {
-    "cuda_fp16.h": "half-precision types (__half, half2)",
-    "cuda_bf16.h": "bfloat16 types (__nv_bfloat16)",
     "cuda_fp8.h": "8-bit floating-point types",
     "cooperative_groups.h": "cooperative groups",
     "mma.h": "warp matrix (wmma) tensor-core operations",

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>  // before the clock() macro below, so that a kernel's own #include <time.h> is harmless
 
 #include <cfloat>
 #include <cmath>
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #define __CUDACC__ 1
 #define DLK_EMULATOR 1
