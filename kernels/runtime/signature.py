@@ -199,6 +199,11 @@ def parse_kernels(source: str, source_name: str = "kernel.cu", defines: dict[str
     """
     clean = strip_comments(source)
     macros = _object_macros(clean, {k: str(v) for k, v in (defines or {}).items()})
+    line_of = None
+    if _kernel_made_by_macro(clean):
+        expanded = _preprocess(clean, defines or {})
+        if expanded is not None:
+            clean, line_of = expanded
     kernels: dict[str, KernelSignature] = {}
     for m in re.finditer(r"\b__global__\b", clean):
         # Skip templates: look back for 'template <...>' right before.
@@ -220,6 +225,8 @@ def parse_kernels(source: str, source_name: str = "kernel.cu", defines: dict[str
         if after.startswith(";"):
             continue  # a prototype
         line = clean.count("\n", 0, m.start()) + 1
+        if line_of is not None:
+            line = line_of[min(line, len(line_of)) - 1]
         param_text = clean[open_index + 1 : close_index].strip()
         params: list[Parameter] = []
         if param_text and param_text != "void":
@@ -243,3 +250,40 @@ def parse_kernels(source: str, source_name: str = "kernel.cu", defines: dict[str
             raise KernelCompileError(f"{source_name}:{line}: kernel {name} is defined twice", source_name=source_name)
         kernels[name] = KernelSignature(name, tuple(params), line)
     return kernels
+
+
+def _kernel_made_by_macro(clean: str) -> bool:
+    """Is a __global__ function written inside a #define (a macro that makes kernels)?"""
+    for m in re.finditer(r"^[ \t]*#[ \t]*define\b(?:[^\n]*\\\n)*[^\n]*", clean, re.M):
+        if "__global__" in m.group(0):
+            return True
+    return False
+
+
+def _preprocess(clean: str, defines: dict[str, str]) -> tuple[str, list[int]] | None:
+    """The source with its macros expanded by the C preprocessor (its #include lines left out: only
+    the kernels' own text matters here), and the source line of each line of the result."""
+    import os
+    import subprocess
+
+    text = re.sub(r"^[ \t]*#[ \t]*include\b[^\n]*", "", clean, flags=re.M)
+    cmd = [os.environ.get("CXX", "g++"), "-E", "-x", "c++", "-D__CUDACC__=1",
+           *(f"-D{k}={v}" for k, v in defines.items()), "-"]
+    try:
+        result = subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if result.returncode != 0:
+        return None
+    lines: list[str] = []
+    line_of: list[int] = []
+    current, in_source = 1, False
+    for row in result.stdout.splitlines():
+        marker = re.match(r'^# (\d+) "([^"]*)"', row)
+        if marker:
+            current, in_source = int(marker.group(1)), marker.group(2) == "<stdin>"
+            continue
+        lines.append(row if in_source else "")
+        line_of.append(current)
+        current += 1
+    return "\n".join(lines), line_of
