@@ -1,10 +1,10 @@
 """The GPU backend: PyCUDA on a real CUDA device.
 
 Source is compiled by nvcc through PyCUDA's ``SourceModule`` (which caches by
-source and options).  The reader's source is wrapped in ``extern "C"`` so
-kernels are found by their plain names, with a ``#line`` directive so that
-compiler messages give the reader's own line numbers; ``#include`` lines are
-hoisted above the wrapper (C++ headers cannot live inside ``extern "C"``).
+source and options).  Each ``__global__`` function of the reader's source is
+declared ``extern "C"`` so that kernels are found by their plain names (the
+rest stays C++: templates, overloads, headers), with a ``#line`` directive so
+that compiler messages give the reader's own line numbers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from .backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
 from .diagnostics import compile_error_message
 from .errors import KernelCompileError, KernelError, KernelLaunchError, KernelTimeoutError, LaunchConfigError
-from .signature import KernelSignature
+from .signature import KernelSignature, strip_comments
 
 try:  # PyCUDA is only needed on a machine with a GPU.
     import pycuda.driver as cuda
@@ -76,17 +76,20 @@ def _launch_error(exc: BaseException, kernel: str | None) -> KernelLaunchError:
 
 
 def _wrap_source(source: str, source_name: str) -> str:
-    """``extern "C"`` around the source, includes hoisted, line numbers preserved."""
-    includes: list[str] = []
-    body: list[str] = []
-    for line in source.splitlines():
-        if re.match(r"\s*#\s*include\b", line):
-            includes.append(line)
-            body.append("")  # keep the line count
-        else:
-            body.append(line)
+    """The source with ``extern "C"`` in front of each (non-template) ``__global__`` function, so that
+    kernels are found by their own names while templates, C++ headers and overloads of device
+    functions compile as C++; line numbers preserved."""
+    clean = strip_comments(source)
+    text = source
+    for m in reversed(list(re.finditer(r"\b__global__\b", clean))):
+        before = clean[max(0, m.start() - 300) : m.start()]
+        if re.search(r"template\s*<[^;{}]*>\s*$", before) or re.search(r'extern\s*"C"\s*$', before):
+            continue
+        if re.search(r"\bstatic\s*$", before):
+            continue
+        text = text[: m.start()] + 'extern "C" ' + text[m.start() :]
     escaped = source_name.replace("\\", "\\\\").replace('"', '\\"')
-    return "\n".join(includes) + f'\nextern "C" {{\n#line 1 "{escaped}"\n' + "\n".join(body) + "\n}\n"
+    return f'#line 1 "{escaped}"\n' + text + ("" if text.endswith("\n") else "\n")
 
 
 class GPUBuffer(DeviceBuffer):

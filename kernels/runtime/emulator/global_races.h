@@ -273,7 +273,19 @@ __attribute__((noinline)) void track(uintptr_t a, size_t n, int kind, uint32_t p
       g_noted.push_back(note);
     }
     for (size_t e = first; e <= last; ++e) cell_access(r, e, now, kind);
-    if (kind == ATOMIC) release_acquire(a, g_block_first_epoch.size() - 1);
+    if (kind == ATOMIC) {
+      // the atomic is about to change bytes a read of this thread noted: not a plain write
+      for (size_t k = 0; k < g_noted.size();) {
+        if (g_noted[k].address < a + n && a < g_noted[k].address + g_noted[k].size) {
+          for (size_t e = first; e <= last; ++e) r.cells[e].noted_segment = 0;
+          g_noted[k] = g_noted.back();
+          g_noted.pop_back();
+        } else {
+          ++k;
+        }
+      }
+      release_acquire(a, g_block_first_epoch.size() - 1);
+    }
     return;
   }
 }
