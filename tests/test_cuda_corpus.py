@@ -593,6 +593,50 @@ def syncwarp_tile_sum(m):
     return y, x.reshape(8, 32).sum(1)
 
 
+# ---- cooperative.cu ----------------------------------------------------------------------------------
+
+
+@case("cooperative.cu", "cooperative groups", "cg::reduce")
+def cg_block_reduce(m):
+    x = rng(81).standard_normal(3000).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    m.function("cg_block_reduce")(x, out, 3000, grid=4, block=128)
+    return out, x.sum(keepdims=True)
+
+
+@case("cooperative.cu", "cooperative groups", "thread_block_tile<16>")
+def cg_tile16_shfl_down(m):
+    x = rng(82).integers(-50, 50, 256).astype(np.int32)
+    y = np.zeros(16, np.int32)
+    m.function("cg_tile16_shfl_down")(x, y, grid=2, block=128)
+    return y, x.reshape(16, 16).sum(1).astype(np.int32)
+
+
+@case("cooperative.cu", "cooperative groups", "cg::inclusive_scan")
+def cg_tile_scan(m):
+    x = rng(83).integers(-9, 9, 64).astype(np.int32)
+    y = np.zeros_like(x)
+    m.function("cg_tile_scan")(x, y, grid=1, block=64)
+    return y, np.cumsum(x.reshape(8, 8), axis=1).ravel().astype(np.int32)
+
+
+@case("cooperative.cu", "cooperative groups", "block.sync()", "ballot")
+def cg_ballot_and_sync(m):
+    x = rng(84).standard_normal(64).astype(np.float32)
+    counts, y = np.zeros(2, np.uint32), np.zeros(64, np.float32)
+    m.function("cg_ballot_and_sync")(x, counts, y, grid=1, block=64)
+    return np.concatenate([y, counts.astype(np.float32)]), np.concatenate(
+        [2 * x[::-1], (x.reshape(2, 32) > 0).sum(1)]).astype(np.float32)
+
+
+@case("cooperative.cu", "cooperative groups", "cg::greater")
+def cg_max_reduce(m):
+    x = rng(85).standard_normal(32).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    m.function("cg_max_reduce")(x, out, grid=1, block=32)
+    return out, x.max(keepdims=True)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
     file, _features, run = CASES[name]
@@ -618,8 +662,8 @@ UNSUPPORTED = {
                             "__global__ void parent(int* x) {\n    child<<<1, 32>>>(x);\n}\n", 3, "dynamic parallelism"),
     "textures": ("texture<float, 1, cudaReadModeElementType> tex;\n__global__ void k(float* y) {\n"
                  "    y[threadIdx.x] = tex1Dfetch(tex, threadIdx.x);\n}\n", 1, "textures"),
-    "cooperative groups header": ("#include <cooperative_groups.h>\n__global__ void k(float* y) { y[0] = 1; }\n", 1,
-                                  "cooperative groups"),
+    "grid-wide cooperative groups": ("#include <cooperative_groups/memcpy_async.h>\n__global__ void k(float* y) { y[0] = 1; }\n",
+                                     1, "cooperative_groups/memcpy_async.h"),
     "wmma header": ("#include <mma.h>\n__global__ void k(float* y) { y[0] = 1; }\n", 1, "wmma"),
 }
 

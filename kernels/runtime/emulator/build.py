@@ -91,7 +91,7 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
     version = compiler_version(cxx)
     directory = Path(cache)
     sources = (PRELUDE.read_text(), RUNTIME.read_text(), GLOBAL_RACES.read_text(),
-               *(p.read_text() for p in sorted(INCLUDE.glob("*.h"))))
+               *(p.read_text() for p in sorted(INCLUDE.rglob("*.h"))))
     errors = []
     candidates = [
         (BASE_FLAGS + PATTERN_INIT + ASAN_FLAGS, True),
@@ -291,7 +291,6 @@ def _reader_line_near(log_lines: list[str], index: int, want: str) -> int | None
 #: headers of the CUDA toolkit the emulator does not provide, and what they are for
 GPU_ONLY_HEADERS = {
     "cuda_fp8.h": "8-bit floating-point types",
-    "cooperative_groups.h": "cooperative groups",
     "mma.h": "warp matrix (wmma) tensor-core operations",
     "cuda_pipeline.h": "asynchronous copies (cp.async pipelines)",
     "cuda/pipeline": "asynchronous copies (cuda::pipeline)",

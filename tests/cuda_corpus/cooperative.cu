@@ -1,0 +1,45 @@
+// Cooperative groups (the block and tile parts) as samples and blog posts use them.
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cooperative_groups/scan.h>
+
+namespace cg = cooperative_groups;
+
+__global__ void cg_block_reduce(const float* x, float* out, int n) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+    float v = 0.0f;
+    for (int i = blockIdx.x * block.size() + block.thread_rank(); i < n; i += block.size() * gridDim.x) v += x[i];
+    v = cg::reduce(warp, v, cg::plus<float>());
+    if (warp.thread_rank() == 0) atomicAdd(out, v);
+}
+
+__global__ void cg_tile16_shfl_down(const int* x, int* y) {
+    auto tile = cg::tiled_partition<16>(cg::this_thread_block());
+    int v = x[blockIdx.x * blockDim.x + threadIdx.x];
+    for (int d = tile.size() / 2; d > 0; d /= 2) v += tile.shfl_down(v, d);
+    if (tile.thread_rank() == 0) y[blockIdx.x * (blockDim.x / 16) + tile.meta_group_rank()] = v;
+}
+
+__global__ void cg_tile_scan(const int* x, int* y) {
+    cg::thread_block block = cg::this_thread_block();
+    cg::thread_block_tile<8> tile = cg::tiled_partition<8>(block);
+    y[block.thread_rank()] = cg::inclusive_scan(tile, x[block.thread_rank()]);
+}
+
+__global__ void cg_ballot_and_sync(const float* x, unsigned* counts, float* y) {
+    cg::thread_block block = cg::this_thread_block();
+    __shared__ float stage[64];
+    stage[block.thread_rank()] = x[block.thread_rank()] * 2.0f;
+    block.sync();
+    y[block.thread_rank()] = stage[63 - block.thread_rank()];
+    auto warp = cg::tiled_partition<32>(block);
+    unsigned bits = warp.ballot(x[block.thread_rank()] > 0.0f);
+    if (warp.thread_rank() == 0) counts[warp.meta_group_rank()] = __popc(bits);
+}
+
+__global__ void cg_max_reduce(const float* x, float* out) {
+    auto warp = cg::tiled_partition<32>(cg::this_thread_block());
+    float v = cg::reduce(warp, x[threadIdx.x], cg::greater<float>());
+    if (threadIdx.x == 0) *out = v;
+}
