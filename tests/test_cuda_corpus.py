@@ -593,6 +593,35 @@ def syncwarp_tile_sum(m):
     return y, x.reshape(8, 32).sum(1)
 
 
+@case("structure.cu", "__byte_perm", "__dp4a", "SIMD __v* intrinsics", "__sad")
+def integer_intrinsics(m):
+    a = rng(86).integers(0, 2**32 - 1, 100, dtype=np.uint64).astype(np.uint32)
+    b = rng(87).integers(0, 2**32 - 1, 100, dtype=np.uint64).astype(np.uint32)
+    y = np.zeros_like(a)
+    m.function("integer_intrinsics")(a, b, y, 100, grid=1, block=128)
+    ab, bb = a.view(np.uint8).reshape(-1, 4).astype(np.int64), b.view(np.uint8).reshape(-1, 4).astype(np.int64)
+    both = np.concatenate([ab, bb], axis=1)
+    perm = sum(both[:, sel] << (8 * k) for k, sel in enumerate([0, 4, 1, 5]))
+    dp4a = (ab.astype(np.int8).astype(np.int64) * bb.astype(np.int8).astype(np.int64)).sum(1) + 7
+    r = (perm ^ (dp4a & 0xFFFFFFFF)) & 0xFFFFFFFF
+    sadu4 = np.abs(ab - bb).sum(1)
+    sad = np.abs((a & 0xFFFF).astype(np.int64) - (b & 0xFFFF).astype(np.int64)) + 3
+    r = (r + sadu4 + sad) & 0xFFFFFFFF
+    vadd4 = sum(((ab[:, k] + bb[:, k]) & 0xFF) << (8 * k) for k in range(4))
+    return y, (r ^ vadd4).astype(np.uint32)
+
+
+@case("structure.cu", "erfinvf", "normcdfinvf", "rhypotf", "__fadd_rz")
+def special_functions(m):
+    from statistics import NormalDist
+
+    p = rng(88).uniform(0.02, 0.98, 100).astype(np.float32)
+    y = np.zeros_like(p)
+    m.function("special_functions")(p, y, 100, grid=1, block=128)
+    q = np.array([NormalDist().inv_cdf(float(v)) for v in p])
+    return y, q / np.sqrt(2) + q + 1 / np.hypot(p, 1) + p
+
+
 # ---- cooperative.cu ----------------------------------------------------------------------------------
 
 

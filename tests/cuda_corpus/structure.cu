@@ -180,3 +180,17 @@ __global__ void syncwarp_tile_sum(const float* x, float* y) {
     }
     if ((threadIdx.x & 31) == 0) y[blockIdx.x * 2 + threadIdx.x / 32] = tile[threadIdx.x];
 }
+
+__global__ void integer_intrinsics(const unsigned* a, const unsigned* b, unsigned* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        unsigned r = __byte_perm(a[i], b[i], 0x5140) ^ (unsigned)__dp4a((int)a[i], (int)b[i], 7);
+        r += __vsadu4(a[i], b[i]) + __sad((int)(a[i] & 0xffff), (int)(b[i] & 0xffff), 3u);
+        y[i] = r ^ __vadd4(a[i], b[i]);
+    }
+}
+
+__global__ void special_functions(const float* p, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = erfinvf(2.0f * p[i] - 1.0f) + normcdfinvf(p[i]) + rhypotf(p[i], 1.0f) + __fadd_rz(p[i], 1e-8f);
+}
