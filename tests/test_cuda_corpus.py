@@ -666,6 +666,14 @@ def cg_max_reduce(m):
     return out, x.max(keepdims=True)
 
 
+@case("cooperative.cu", "cp.async (cuda_pipeline.h)", "__pipeline_wait_prior")
+def pipelined_tile_sums(m):
+    x = rng(89).standard_normal(5 * 64).astype(np.float32)
+    y = np.zeros(5, np.float32)
+    m.function("pipelined_tile_sums")(x, y, 5, grid=1, block=64)
+    return y, x.reshape(5, 64).sum(1)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
     file, _features, run = CASES[name]
@@ -707,6 +715,16 @@ def test_unsupported_feature_is_named_at_its_line(feature):
     text = str(info.value)
     assert f"unsupported.cu:{line}:" in text and words in text and "CPU emulator" in text, text
     assert "prelude.h" not in text
+
+
+def test_reading_an_async_copy_before_waiting_for_it_is_caught_on_the_emulator():
+    from kernels.runtime.emulator import EmulatorBackend
+    from kernels.runtime.errors import UninitializedSharedMemoryError
+
+    source = (CORPUS / "cooperative.cu").read_text().replace("__pipeline_wait_prior(1);", "")
+    module = compile_source(source, "cooperative.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    with pytest.raises(UninitializedSharedMemoryError):
+        module.function("pipelined_tile_sums")(np.ones(5 * 64, np.float32), np.zeros(5, np.float32), 5, grid=1, block=64)
 
 
 def test_vector_load_before_its_bounds_test_is_caught_on_the_emulator():

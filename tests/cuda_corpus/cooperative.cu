@@ -43,3 +43,25 @@ __global__ void cg_max_reduce(const float* x, float* out) {
     float v = cg::reduce(warp, x[threadIdx.x], cg::greater<float>());
     if (threadIdx.x == 0) *out = v;
 }
+
+#include <cuda_pipeline.h>
+
+// double-buffered tile loads with cp.async: load tile t + 1 while summing tile t
+__global__ void pipelined_tile_sums(const float* x, float* y, int tiles) {
+    __shared__ float buf[2][64];
+    int t = threadIdx.x;
+    __pipeline_memcpy_async(&buf[0][t], &x[t], sizeof(float));
+    __pipeline_commit();
+    for (int k = 0; k < tiles; ++k) {
+        if (k + 1 < tiles) __pipeline_memcpy_async(&buf[(k + 1) % 2][t], &x[(k + 1) * 64 + t], sizeof(float));
+        __pipeline_commit();
+        __pipeline_wait_prior(1);
+        __syncthreads();
+        if (t == 0) {
+            float s = 0.0f;
+            for (int j = 0; j < 64; ++j) s += buf[k % 2][j];
+            y[k] = s;
+        }
+        __syncthreads();
+    }
+}

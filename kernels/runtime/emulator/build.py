@@ -292,7 +292,6 @@ def _reader_line_near(log_lines: list[str], index: int, want: str) -> int | None
 GPU_ONLY_HEADERS = {
     "cuda_fp8.h": "8-bit floating-point types",
     "mma.h": "warp matrix (wmma) tensor-core operations",
-    "cuda_pipeline.h": "asynchronous copies (cp.async pipelines)",
     "cuda/pipeline": "asynchronous copies (cuda::pipeline)",
     "cuda/barrier": "asynchronous barriers (cuda::barrier)",
     "curand_kernel.h": "cuRAND's device random-number generators",
