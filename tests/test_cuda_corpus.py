@@ -674,6 +674,15 @@ def pipelined_tile_sums(m):
     return y, x.reshape(5, 64).sum(1)
 
 
+@case("cooperative.cu", "wmma (mma.h)", "half")
+def wmma_gemm(m):
+    A = rng(90).standard_normal((32, 48)).astype(np.float16)
+    B = rng(91).standard_normal((48, 32)).astype(np.float16)
+    C = np.zeros((32, 32), np.float32)
+    m.function("wmma_gemm")(A, B, C, 32, 32, 48, grid=(2, 2), block=32)
+    return C, A.astype(np.float32) @ B.astype(np.float32)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
     file, _features, run = CASES[name]
@@ -701,7 +710,7 @@ UNSUPPORTED = {
                  "    y[threadIdx.x] = tex1Dfetch(tex, threadIdx.x);\n}\n", 1, "textures"),
     "grid-wide cooperative groups": ("#include <cooperative_groups/memcpy_async.h>\n__global__ void k(float* y) { y[0] = 1; }\n",
                                      1, "cooperative_groups/memcpy_async.h"),
-    "wmma header": ("#include <mma.h>\n__global__ void k(float* y) { y[0] = 1; }\n", 1, "wmma"),
+    "fp8 header": ("#include <cuda_fp8.h>\n__global__ void k(float* y) { y[0] = 1; }\n", 1, "8-bit floating-point"),
 }
 
 

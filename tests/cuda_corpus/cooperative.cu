@@ -65,3 +65,21 @@ __global__ void pipelined_tile_sums(const float* x, float* y, int tiles) {
         __syncthreads();
     }
 }
+
+#include <mma.h>
+using namespace nvcuda;
+
+// one warp per 16x16 output tile, half inputs, float accumulators (M, N, K multiples of 16)
+__global__ void wmma_gemm(const half* A, const half* B, float* C, int M, int N, int K) {
+    int tile_row = blockIdx.y * 16, tile_col = blockIdx.x * 16;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int k = 0; k < K; k += 16) {
+        wmma::load_matrix_sync(a, A + tile_row * K + k, K);
+        wmma::load_matrix_sync(b, B + k * N + tile_col, N);
+        wmma::mma_sync(acc, a, b, acc);
+    }
+    wmma::store_matrix_sync(C + tile_row * N + tile_col, acc, N, wmma::mem_row_major);
+}

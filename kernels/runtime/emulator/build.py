@@ -291,7 +291,6 @@ def _reader_line_near(log_lines: list[str], index: int, want: str) -> int | None
 #: headers of the CUDA toolkit the emulator does not provide, and what they are for
 GPU_ONLY_HEADERS = {
     "cuda_fp8.h": "8-bit floating-point types",
-    "mma.h": "warp matrix (wmma) tensor-core operations",
     "cuda/pipeline": "asynchronous copies (cuda::pipeline)",
     "cuda/barrier": "asynchronous barriers (cuda::barrier)",
     "curand_kernel.h": "cuRAND's device random-number generators",
