@@ -622,6 +622,14 @@ def special_functions(m):
     return y, q / np.sqrt(2) + q + 1 / np.hypot(p, 1) + p
 
 
+@case("structure.cu", "__grid_constant__")
+def grid_constant_scale(m):
+    x = rng(92).standard_normal(100).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("grid_constant_scale")(2.5, x, y, 100, grid=1, block=128)
+    return y, np.float32(2.5) * x
+
+
 # ---- cooperative.cu ----------------------------------------------------------------------------------
 
 

@@ -77,7 +77,7 @@ def _dtype(name: str) -> np.dtype:
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(name)
 
-_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "signed", "struct"}
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "signed", "struct", "__grid_constant__"}
 
 
 @dataclass(frozen=True)

@@ -194,3 +194,8 @@ __global__ void special_functions(const float* p, float* y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = erfinvf(2.0f * p[i] - 1.0f) + normcdfinvf(p[i]) + rhypotf(p[i], 1.0f) + __fadd_rz(p[i], 1e-8f);
 }
+
+__global__ void grid_constant_scale(const __grid_constant__ float s, const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = s * x[i];
+}
