@@ -8,7 +8,9 @@ kernel, the emulator turns the classic kernel bugs into errors that name the
 line: out-of-bounds accesses (:class:`KernelMemoryError`), races and reads of
 unwritten shared memory (each launch runs twice, in two thread orders and
 with two fill patterns in shared memory: :class:`KernelRaceError`,
-:class:`UninitializedSharedMemoryError`), barrier divergence
+:class:`UninitializedSharedMemoryError`), races on global memory (the first
+run tracks every access to the argument buffers a kernel may write, see
+``global_races.h``: :class:`KernelRaceError` naming both threads), barrier divergence
 (:class:`BarrierDivergenceError`), kernels that run too long
 (:class:`KernelTimeoutError`) and crashes (:class:`KernelLaunchError`).
 
