@@ -718,6 +718,8 @@ UNSUPPORTED = {
                  "    y[threadIdx.x] = tex1Dfetch(tex, threadIdx.x);\n}\n", 1, "textures"),
     "grid-wide cooperative groups": ("#include <cooperative_groups/memcpy_async.h>\n__global__ void k(float* y) { y[0] = 1; }\n",
                                      1, "cooperative_groups/memcpy_async.h"),
+    "a header that is nowhere": ("#include \"my_helpers.h\"\n__global__ void k(float* y) { y[0] = 1; }\n", 1,
+                                 "no header 'my_helpers.h'"),
     "fp8 header": ("#include <cuda_fp8.h>\n__global__ void k(float* y) { y[0] = 1; }\n", 1, "8-bit floating-point"),
 }
 
