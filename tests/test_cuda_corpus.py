@@ -691,6 +691,42 @@ def wmma_gemm(m):
     return C, A.astype(np.float32) @ B.astype(np.float32)
 
 
+# ---- templates.cu --------------------------------------------------------------------------------------
+
+
+@case("templates.cu", "template kernel", "default template argument")
+def template_scale_float(m):
+    x = rng(93).standard_normal(300).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("scale<float>")(x, y, 2.0, 300, grid=3, block=128)
+    return y, 2 * x
+
+
+@case("templates.cu", "template kernel", "two instantiations")
+def template_scale_double(m):
+    x = rng(94).standard_normal(300)
+    y = np.zeros_like(x)
+    m.function("scale<double, 64>")(x, y, 3.0, 300, grid=5, block=64)
+    return y, 3 * x
+
+
+@case("templates.cu", "template kernel", "non-type template parameters")
+def template_sgemm(m):
+    A = rng(95).standard_normal((40, 20)).astype(np.float32)
+    B = rng(96).standard_normal((20, 36)).astype(np.float32)
+    C = np.zeros((40, 36), np.float32)
+    m.function("sgemm<16, 16, 8>")(40, 36, 20, A, B, C, grid=(3, 3), block=(16, 16))
+    return C, A @ B
+
+
+@case("templates.cu", "template kernel", "template device function")
+def template_block_reduce(m):
+    x = rng(97).integers(-100, 100, 1000).astype(np.int32)
+    out = np.zeros(4, np.int32)
+    m.function("block_reduce<int, 128>")(x, out, 1000, grid=4, block=128)
+    return np.array([out.sum()], np.int32), np.array([x.sum()], np.int32)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
     file, _features, run = CASES[name]

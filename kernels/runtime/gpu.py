@@ -116,16 +116,74 @@ class GPUBuffer(DeviceBuffer):
             cuda.memcpy_htod(self.allocation, host)
 
 
+def _instantiations(signatures) -> list[str]:
+    """Template kernels asked for by name (``sgemm<64, 64, 8>``)."""
+    return [name for name in signatures if "<" in name]
+
+
+def _instantiating(names: list[str]) -> str:
+    """Host code that takes each instantiation's address, so that nvcc compiles it."""
+    return "".join(f"\nstatic void* __dlk_instance_{i} = (void*)&{name};" for i, name in enumerate(names)) + "\n"
+
+
+def _elf_function_names(image: bytes) -> list[str]:
+    """Names of the FUNC symbols of an ELF64 image (a cubin)."""
+    import struct
+
+    if image[:4] != b"\x7fELF" or image[4] != 2:
+        return []
+    shoff, = struct.unpack_from("<Q", image, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + k * shentsize) for k in range(shnum)]
+    names = []
+    for sh in sections:
+        if sh[1] != 2:  # SHT_SYMTAB
+            continue
+        offset, size, link, entsize = sh[4], sh[5], sh[6], sh[9] or 24
+        strtab = sections[link]
+        for k in range(size // entsize):
+            st_name, st_info = struct.unpack_from("<IB", image, offset + k * entsize)
+            if st_info & 0xF == 2:  # STT_FUNC
+                start = strtab[4] + st_name
+                names.append(image[start : image.index(b"\0", start)].decode())
+    return names
+
+
+def _normal(text: str) -> str:
+    # cu++filt writes unsigned and long template arguments as 64u, 64ul
+    return re.sub(r"(?<=\d)[uUlL]+\b", "", re.sub(r"\s+", "", text))
+
+
+def _mangled_names(image: bytes, wanted: list[str]) -> dict[str, str]:
+    """``{"sgemm<64, 64, 8>": "_Z5sgemmILi64ELi64ELi8EEvPKfS1_Pfiii"}`` for the instantiations in a cubin."""
+    import shutil
+    import subprocess
+
+    mangled = [n for n in _elf_function_names(image) if n.startswith("_Z")]
+    tool = shutil.which("cu++filt") or shutil.which("c++filt")
+    if not mangled or not tool:
+        return {}
+    out = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True, timeout=60).stdout
+    found = {}
+    for raw, readable in zip(mangled, out.splitlines()):
+        head = _normal(re.sub(r"^\s*void\s+", "", readable.split("(", 1)[0]))  # kernels return void
+        for name in wanted:
+            if name not in found and (head == _normal(name) or head.endswith("::" + _normal(name).lstrip(":"))):
+                found[name] = raw
+    return found
+
+
 class GPUModule(CompiledModule):
-    def __init__(self, backend: "GPUBackend", module, source_name: str):
+    def __init__(self, backend: "GPUBackend", module, source_name: str, aliases: dict[str, str] | None = None):
         self.backend = backend
         self.module = module
         self.source_name = source_name
+        self.aliases = dict(aliases or {})  # template instantiation -> its mangled name
         self._functions: dict[str, object] = {}
 
     def _function(self, name: str):
         if name not in self._functions:
-            self._functions[name] = self.module.get_function(name)
+            self._functions[name] = self.module.get_function(self.aliases.get(name, name))
         return self._functions[name]
 
     def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int) -> None:
@@ -196,12 +254,22 @@ class GPUBackend(Backend):
 
     def compile(self, source, source_name, options, include_dirs, signatures) -> GPUModule:
         wrapped = _wrap_source(source, source_name)
+        instances = _instantiations(signatures)
+        aliases = {}
         try:
-            module = SourceModule(wrapped, options=list(options), no_extern_c=True, include_dirs=list(include_dirs))
+            if instances:
+                from pycuda.compiler import compile as compile_to_cubin
+
+                image = compile_to_cubin(wrapped + _instantiating(instances), options=list(options), no_extern_c=True,
+                                         include_dirs=list(include_dirs))
+                module = cuda.module_from_buffer(image)
+                aliases = _mangled_names(image, instances)
+            else:
+                module = SourceModule(wrapped, options=list(options), no_extern_c=True, include_dirs=list(include_dirs))
         except cuda.CompileError as exc:
             log = getattr(exc, "stderr", "") or str(exc)
             raise KernelCompileError(compile_error_message(log, source, source_name, "nvcc"), log=log, source_name=source_name) from None
-        return GPUModule(self, module, source_name)
+        return GPUModule(self, module, source_name, aliases)
 
     def empty(self, shape, dtype) -> GPUBuffer:
         try:

@@ -287,3 +287,66 @@ def _preprocess(clean: str, defines: dict[str, str]) -> tuple[str, list[int]] | 
         line_of.append(current)
         current += 1
     return "\n".join(lines), line_of
+
+
+def _split_top(text: str) -> list[str]:
+    pieces, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            pieces.append(current)
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        pieces.append(current)
+    return [p.strip() for p in pieces]
+
+
+def template_instance(source: str, request: str, source_name: str = "kernel.cu",
+                      defines: dict[str, str] | None = None) -> KernelSignature | None:
+    """The signature of one instantiation of a template kernel, e.g. ``"sgemm<64, 64, 8>"`` or
+    ``"scale<float>"`` (template arguments left out take their defaults); None if ``source`` has no
+    template ``__global__`` function of that name."""
+    m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*<(.*)>\s*", request, re.S)
+    if not m:
+        return None
+    base, args = m.group(1), _split_top(m.group(2))
+    clean = strip_comments(source)
+    macros = _object_macros(clean, {k: str(v) for k, v in (defines or {}).items()})
+    pattern = (r"\btemplate\s*<(?P<tparams>[^;{}]*?)>\s*__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
+               r"(?:__launch_bounds__\s*\([^)]*\)\s*)?" + re.escape(base) + r"\s*\(")
+    for t in re.finditer(pattern, clean):
+        open_index = t.end() - 1
+        close_index = _matching_paren(clean, open_index)
+        if close_index < 0 or clean[close_index + 1 :].lstrip().startswith(";"):
+            continue
+        tparams = _split_top(t.group("tparams"))
+        if len(args) > len(tparams):
+            raise KernelCompileError(
+                f"{source_name}: {request} gives {len(args)} template arguments; {base} takes {len(tparams)}",
+                source_name=source_name)
+        local = dict(macros)
+        shown = []
+        for k, tp in enumerate(tparams):
+            head, _, default = tp.partition("=")
+            words = head.split()
+            if not words:
+                continue
+            value = args[k] if k < len(args) else default.strip()
+            if not value:
+                raise KernelCompileError(f"{source_name}: {request} leaves template parameter '{head.strip()}' of "
+                                         f"{base} without a value", source_name=source_name)
+            if words[0] in ("typename", "class"):
+                local[words[-1]] = value
+            shown.append(" ".join(value.split()))
+        line = clean.count("\n", 0, t.start()) + 1
+        name = f"{base}<{', '.join(shown)}>"
+        param_text = clean[open_index + 1 : close_index].strip()
+        params = tuple(_parse_parameter(p, local, name, source_name, line)
+                       for p in _split_top(param_text) if param_text and param_text != "void")
+        return KernelSignature(name, params, line)
+    return None

@@ -216,7 +216,8 @@ def rewrite(source: str, source_name: str, signatures: dict[str, KernelSignature
             f"__dlk_pointer_arg{{(void* const*)a[{i}]}}" if p.is_pointer else f"__dlk_scalar_arg{{a[{i}]}}"
             for i, p in enumerate(sig.params)
         )
-        callee = qualified.get(sig.name, sig.name)
+        base = sig.name.split("<", 1)[0]  # a template instantiation: name<args>
+        callee = qualified.get(base, base) + sig.name[len(base):]
         tail.append(f"static void __dlk_launch_{index}(void* const* a) {{ (void)a; {callee}({args}); }}")
         entries.append(f'{{"{sig.name}", __dlk_launch_{index}}}')
         unit.kernels.append(sig.name)
