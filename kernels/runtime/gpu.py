@@ -105,7 +105,8 @@ class GPUBuffer(DeviceBuffer):
     def get(self) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
         if self.nbytes:
-            cuda.memcpy_dtoh(out, self.allocation)
+            # as bytes: NumPy cannot export dtypes such as ml_dtypes' bfloat16 through the buffer protocol
+            cuda.memcpy_dtoh(out.reshape(-1).view(np.uint8), self.allocation)
         return out
 
     def set(self, host: np.ndarray) -> None:
@@ -113,7 +114,7 @@ class GPUBuffer(DeviceBuffer):
         if host.size != self.size:
             raise KernelError(f"cannot copy {host.size} values into a buffer of {self.size}")
         if self.nbytes:
-            cuda.memcpy_htod(self.allocation, host)
+            cuda.memcpy_htod(self.allocation, host.reshape(-1).view(np.uint8))
 
 
 def _instantiations(signatures) -> list[str]:
@@ -190,7 +191,10 @@ class GPUModule(CompiledModule):
         function = self._function(signature.name)
         if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
             function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
-        converted = [a.allocation if isinstance(a, GPUBuffer) else a for a in args]
+        # a bfloat16 scalar goes as its 16 bits (struct, which packs the arguments, has no bfloat16)
+        converted = [a.allocation if isinstance(a, GPUBuffer)
+                     else a.view(np.uint16) if isinstance(a, np.generic) and a.dtype.name == "bfloat16" else a
+                     for a in args]
         try:
             function(*converted, grid=grid, block=block, shared=shared_bytes)
         except cuda.Error as exc:
