@@ -239,3 +239,22 @@ def test_last_block_reduction_with_threadfence(emu_build):
     text = race_message(emu_build(source.replace("__threadfence();", "")).function("sum_last_block"), _ones(),
                         np.zeros(8, np.float32), retired, out, 1000, grid=8, block=128)
     assert "argument 'partial_sums'" in text or "argument 'retired'" in text
+
+
+def test_device_array_updated_without_atomic(emu_build):
+    """A __device__ array indexed by the data (a direct access to a __device__ scalar is not checked
+    by AddressSanitizer, and so not tracked)."""
+    source = r"""
+    __device__ int counts[4];
+    __global__ void count(const int* labels, int* out, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) counts[labels[i]] += 1;     // BUG: threads with the same label add into one element
+        if (i == 0) out[0] = 1;
+    }
+    """
+    labels = (np.arange(64) % 4).astype(np.int32)
+    text = race_message(emu_build(source).function("count"), labels, np.zeros(1, np.int32), 64, grid=2, block=32)
+    assert "__device__ variable 'counts'" in text and "counts[labels[i]] += 1;" in text
+    fixed = emu_build(source.replace("counts[labels[i]] += 1;", "atomicAdd(&counts[labels[i]], 1);"))
+    fixed.function("count")(labels, np.zeros(1, np.int32), 64, grid=2, block=32)
+    np.testing.assert_array_equal(fixed.get_global("counts", np.int32, 4), [16, 16, 16, 16])

@@ -273,7 +273,7 @@ class EmulatorModule(CompiledModule):
                     sys.stdout.write(printed)
                     sys.stdout.flush()
                 if _ERROR_KINDS.get(status) == "global race":
-                    raise global_race_error(message, source, infos, str(self.executable))
+                    raise global_race_error(message, source, infos, str(self.executable), list(self.variables))
                 raise self._kernel_error(status, kernel, message, run)
             text = reader.string()
             unwritten = reader.string()

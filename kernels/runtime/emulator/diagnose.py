@@ -386,7 +386,12 @@ def _lines_of(executable: str, pcs: list[int], source: SourceInfo) -> dict[int, 
 _VERBS = {"read": "read", "write": "written", "atomic": "updated atomically"}
 
 
-def global_race_error(report: str, source: SourceInfo, buffers: list[BufferInfo], executable: str) -> KernelRaceError:
+#: the worker's buffer number of the k-th __device__ variable: VARIABLE_BASE + k
+VARIABLE_BASE = 1000000
+
+
+def global_race_error(report: str, source: SourceInfo, buffers: list[BufferInfo], executable: str,
+                      variables: list[str] | None = None) -> KernelRaceError:
     """The error for a race on global memory: ``GLOBAL-RACE buffer offset`` then (kind, block, thread,
     code address) of the earlier access and of the one that conflicts with it."""
     fields = report.split("\t")
@@ -399,7 +404,10 @@ def global_race_error(report: str, source: SourceInfo, buffers: list[BufferInfo]
     pcs = [int(first[3], 16), int(second[3], 16)]
     lines = _lines_of(executable, pcs, source)
     info = buffers[buffer] if buffer < len(buffers) else None
-    if info is not None:
+    variables = variables or []
+    if buffer >= VARIABLE_BASE and buffer - VARIABLE_BASE < len(variables):
+        what = f"__device__ variable '{variables[buffer - VARIABLE_BASE]}' at byte {offset}"
+    elif info is not None:
         element = offset // info.dtype.itemsize
         index = _index_text(tuple(int(v) for v in np.unravel_index(element, info.shape))) if info.shape else str(element)
         what = f"{info.label} ({info.describe()}) at element {index}"

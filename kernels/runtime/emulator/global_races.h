@@ -64,11 +64,13 @@ uint32_t g_segment = 1;
 
 enum Kind { READ = 0, WRITE = 1, ATOMIC = 2 };
 
+const size_t kVariableBase = 1000000;  // Region::buffer of the k-th __device__ variable: kVariableBase + k
+
 struct Region {
   uintptr_t base;
   size_t bytes;
   unsigned shift;  // log2 of the element size the shadow is kept at
-  size_t buffer;   // index of the launch's argument buffer
+  size_t buffer;   // index of the launch's argument buffer (or kVariableBase + index of a __device__ variable)
   std::vector<Cell> cells;
 };
 

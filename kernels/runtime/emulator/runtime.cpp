@@ -892,6 +892,16 @@ void handle_launch() {
     r.cells.resize((b.bytes + (1u << shift) - 1) >> shift);
     regions.push_back(std::move(r));
   }
+  // and the kernel's own __device__ variables (global memory too)
+  size_t variable_index = 0;
+  for (const __dlk_variable_entry* v = __dlk_variables; v->name; ++v, ++variable_index) {
+    if (!v->writable || !v->bytes) continue;
+    unsigned shift = 0;
+    while (shift < 3 && v->elem_bytes % (2u << shift) == 0) ++shift;
+    race::Region r{(uintptr_t)v->address, v->bytes, shift, race::kVariableBase + variable_index, {}};
+    r.cells.resize((v->bytes + (1u << shift) - 1) >> shift);
+    regions.push_back(std::move(r));
+  }
   race::set_regions(std::move(regions));
   g_track_races = nruns > 1;
   bool ok_forward = run_once("forward", false, kFirstPoison, kernel_index);
