@@ -3,10 +3,13 @@
 // The reader's code is compiled with AddressSanitizer in its recovering mode
 // (-fsanitize-recover=address), whose checks call __asan_report_*_noabort for
 // a poisoned address; those are defined here.  While a launch runs with race
-// checks, the argument buffers the kernel may write are poisoned, so that
-// every access to them comes here (and nothing else is slower): inside such a
-// buffer it is tracked for races; anything else is a real error, reported by
-// AddressSanitizer as before.
+// checks, the argument buffers the kernel may write (and its __device__
+// variables) are poisoned, so that every checked access to them comes here
+// (and nothing else is slower): inside such a buffer it is tracked for races;
+// anything else is a real error, reported by AddressSanitizer as before, with
+// the buffers unpoisoned first so that the report describes the real fault.
+// (AddressSanitizer does not check a direct access to a scalar __device__
+// variable, so such accesses are not tracked.)
 //
 // What orders two accesses of one launch (happens-before):
 //   * program order within a thread;
@@ -311,11 +314,11 @@ extern "C" {
 #define DLK_REPORT(n)                                                                     \
   void __asan_report_load##n##_noabort(uintptr_t a) {                                     \
     if (race::tracked(a, n)) race::track(a, n, race::READ, race::pc_of(__builtin_return_address(0))); \
-    else __asan_report_load_n((void*)a, n);                                               \
+    else race::stop(), __asan_report_load_n((void*)a, n);                                  \
   }                                                                                       \
   void __asan_report_store##n##_noabort(uintptr_t a) {                                    \
     if (race::tracked(a, n)) race::track(a, n, race::WRITE, race::pc_of(__builtin_return_address(0))); \
-    else __asan_report_store_n((void*)a, n);                                              \
+    else race::stop(), __asan_report_store_n((void*)a, n);                                 \
   }
 DLK_REPORT(1)
 DLK_REPORT(2)
@@ -325,11 +328,11 @@ DLK_REPORT(16)
 #undef DLK_REPORT
 void __asan_report_load_n_noabort(uintptr_t a, size_t n) {
   if (race::tracked(a, n)) race::track(a, n, race::READ, race::pc_of(__builtin_return_address(0)));
-  else __asan_report_load_n((void*)a, n);
+  else race::stop(), __asan_report_load_n((void*)a, n);
 }
 void __asan_report_store_n_noabort(uintptr_t a, size_t n) {
   if (race::tracked(a, n)) race::track(a, n, race::WRITE, race::pc_of(__builtin_return_address(0)));
-  else __asan_report_store_n((void*)a, n);
+  else race::stop(), __asan_report_store_n((void*)a, n);
 }
 }
 #endif
@@ -341,7 +344,10 @@ extern "C" void __dlk_atomic_access(void* address, size_t bytes, void* ret) {
     return;
   }
 #if DLK_ASAN
-  if (__asan_region_is_poisoned(address, bytes)) __asan_report_store_n(address, bytes);
+  if (__asan_region_is_poisoned(address, bytes)) {
+    race::stop();
+    __asan_report_store_n(address, bytes);
+  }
 #endif
 }
 
