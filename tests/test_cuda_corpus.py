@@ -630,6 +630,14 @@ def grid_constant_scale(m):
     return y, np.float32(2.5) * x
 
 
+@case("structure.cu", "const T& parameters")
+def const_reference_scale(m):
+    x = rng(98).standard_normal(100).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("const_reference_scale")(1.5, x, y, 100, grid=1, block=128)
+    return y, np.float32(1.5) * x
+
+
 # ---- cooperative.cu ----------------------------------------------------------------------------------
 
 

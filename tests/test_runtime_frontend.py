@@ -266,7 +266,7 @@ def test_defines_name_types():
 @pytest.mark.parametrize(
     "source, message",
     [
-        ("__global__ void k(float& x) {}", "by reference"),
+        ("__global__ void k(float& x) {}", "non-const reference"),
         ("__global__ void k(float** x) {}", "pointer to a pointer"),
         ("__global__ void k(cudaTextureObject_t t) {}", "type 'cudaTextureObject_t'"),
         ("__global__ void k(float) {}", "needs a name"),

@@ -181,6 +181,7 @@ class GPUModule(CompiledModule):
         self.source_name = source_name
         self.aliases = dict(aliases or {})  # template instantiation -> its mangled name
         self._functions: dict[str, object] = {}
+        self._references: list = []
 
     def _function(self, name: str):
         if name not in self._functions:
@@ -191,10 +192,23 @@ class GPUModule(CompiledModule):
         function = self._function(signature.name)
         if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
             function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
-        # a bfloat16 scalar goes as its 16 bits (struct, which packs the arguments, has no bfloat16)
-        converted = [a.allocation if isinstance(a, GPUBuffer)
-                     else a.view(np.uint16) if isinstance(a, np.generic) and a.dtype.name == "bfloat16" else a
-                     for a in args]
+        # a bfloat16 scalar goes as its 16 bits (struct, which packs the arguments, has no bfloat16);
+        # a const T& parameter is an address in the kernel's ABI: that of a device copy of the value
+        converted = []
+        references = []
+        for param, a in zip(signature.params, args):
+            if isinstance(a, GPUBuffer):
+                converted.append(a.allocation)
+            elif param.is_reference:
+                copy = cuda.mem_alloc(max(1, np.asarray(a).nbytes))
+                cuda.memcpy_htod(copy, np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8))
+                references.append(copy)
+                converted.append(copy)
+            elif isinstance(a, np.generic) and a.dtype.name == "bfloat16":
+                converted.append(a.view(np.uint16))
+            else:
+                converted.append(a)
+        self._references = references  # freed with the next launch (freeing waits for the device)
         try:
             function(*converted, grid=grid, block=block, shared=shared_bytes)
         except cuda.Error as exc:

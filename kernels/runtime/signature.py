@@ -90,10 +90,11 @@ class Parameter:
     lanes: int  # scalars per element (4 for float4)
     is_pointer: bool
     is_const: bool  # for pointers: the pointee is const (an input)
+    is_reference: bool = False  # a const T& scalar: passed by the address of a copy of the value
 
     def describe(self) -> str:
-        const = "const " if self.is_const and self.is_pointer else ""
-        star = "*" if self.is_pointer else ""
+        const = "const " if self.is_const and (self.is_pointer or self.is_reference) else ""
+        star = "*" if self.is_pointer else "&" if self.is_reference else ""
         return f"{const}{self.c_type}{star} {self.name}"
 
 
@@ -162,11 +163,14 @@ def _parse_parameter(text: str, macros: dict[str, str], kernel: str, source_name
             f"{source_name}:{line}: parameter '{original}' of kernel {kernel} needs a name", source_name=source_name
         )
     type_tokens = tokens[:-1]
-    if "&" in type_tokens:
+    is_reference = "&" in type_tokens
+    if is_reference and ("const" not in type_tokens or "*" in type_tokens or type_tokens.count("&") > 1):
         raise KernelCompileError(
-            f"{source_name}:{line}: kernel {kernel} takes '{original}' by reference; kernels take values and pointers only",
+            f"{source_name}:{line}: kernel {kernel} takes '{original}' by non-const reference; kernels take values, "
+            f"pointers and const references (const T&) only",
             source_name=source_name,
         )
+    type_tokens = [t for t in type_tokens if t != "&"]
     stars = type_tokens.count("*")
     if stars > 1:
         raise KernelCompileError(
@@ -188,7 +192,7 @@ def _parse_parameter(text: str, macros: dict[str, str], kernel: str, source_name
             source_name=source_name,
         )
     dtype, lanes = _SCALAR_TYPES[base]
-    return Parameter(name, base, _dtype(dtype), lanes, is_pointer, pointee_const)
+    return Parameter(name, base, _dtype(dtype), lanes, is_pointer, pointee_const, is_reference)
 
 
 def parse_kernels(source: str, source_name: str = "kernel.cu", defines: dict[str, str] | None = None) -> dict[str, KernelSignature]:

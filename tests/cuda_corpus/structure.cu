@@ -199,3 +199,8 @@ __global__ void grid_constant_scale(const __grid_constant__ float s, const float
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = s * x[i];
 }
+
+__global__ void const_reference_scale(const float& s, const float* x, float* y, const int& n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = s * x[i];
+}
