@@ -6,7 +6,8 @@ kernels made by function-like macros, namespaces, template device helpers,
 ``half``/``__nv_bfloat16`` arrays, warp intrinsics, atomics, dynamic shared
 memory.  Each kernel runs on the current backend (the CPU emulator under
 ``make test``, the GPU under ``make test-gpu``) and is compared with NumPy.
-The features the emulator cannot run must be named in one sentence at their line.
+The features the emulator cannot run must be named in one sentence at their line
+(those tests, and the emulator's own checks at the end, run on the emulator only).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ import pytest
 
 from kernels.runtime import compile_source, to_device
 from kernels.runtime.errors import KernelCompileError
-
-pytestmark = pytest.mark.backend
 
 CORPUS = Path(__file__).resolve().parent / "cuda_corpus"
 _modules: dict = {}
@@ -735,6 +734,7 @@ def template_block_reduce(m):
     return np.array([out.sum()], np.int32), np.array([x.sum()], np.int32)
 
 
+@pytest.mark.backend
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
     file, _features, run = CASES[name]
