@@ -744,7 +744,9 @@ def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
     if got.dtype.kind in "iub":
         np.testing.assert_array_equal(got, expected)
     else:
-        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=2e-3, atol=2e-3)
+        # a bfloat16 result may round the other way where the device's float math differs in the last bit
+        tol = 1e-2 if "bfloat16" in _features else 2e-3
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=tol, atol=tol)
 
 
 def test_corpus_is_large_enough():
