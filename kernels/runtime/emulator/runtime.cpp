@@ -822,6 +822,11 @@ bool run_once(const char* name, bool reverse, unsigned char poison, unsigned ker
     bool fibers = g_kernel_needs_fibers[kernel_index];
     bool finished = run_grid(reverse, fibers);
     race::stop();
+    std::string race_found = race::take_pending();
+    if (finished && !g_error && !race_found.empty()) {
+      g_error = ERR_GLOBAL_RACE;
+      g_error_message = race_found;
+    }
     if (finished) break;
     g_kernel_needs_fibers[kernel_index] = true;  // it called a barrier: rerun with fibers
   }
