@@ -73,6 +73,13 @@ __device__ __forceinline__ void lsoftmax_psi(float c, int m, float* psi, float* 
     *dpsi = sign * (float)m * u1;
 }
 
+// psi and psi' of n values of c, exactly as the kernels below compute them (for tests and figures).
+__global__ void lsoftmax_psi_values(const float* __restrict__ c, float* psi, float* dpsi, int n, int m)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        lsoftmax_psi(c[i], m, psi + i, dpsi + i);
+}
+
 // Sum over the block (every thread must call it; blockDim.x a multiple of 32).  Fixed order: the same
 // inputs give the same bits.
 __device__ __forceinline__ float lsoftmax_block_sum(float v, float* scratch)

@@ -312,6 +312,26 @@ def _host(buffer, like):
     return buffer.get() if isinstance(like, np.ndarray) else buffer
 
 
+def psi_values(c, m):
+    """``(psi, dpsi/dc)`` of a float32 vector ``c`` computed on the device by the kernels' own helper."""
+    m = check_margin(m)
+    c = np.ascontiguousarray(c, np.float32)
+    n = int(c.size)
+    psi, dpsi = np.empty(n, np.float32), np.empty(n, np.float32)
+    module().function("lsoftmax_psi_values")(c.ravel(), psi, dpsi, n, m, grid=_grid(n), block=BLOCK)
+    return psi.reshape(c.shape), dpsi.reshape(c.shape)
+
+
+def cos_mtheta_kernel(cos_theta, m):
+    """``(cos(m theta), k)`` by kernel 1b (the binomial expansion) for a float32 vector of cos(theta)."""
+    m = check_margin(m)
+    c = np.ascontiguousarray(cos_theta, np.float32).ravel()
+    n = int(c.size)
+    out, k = np.empty(n, np.float32), np.empty(n, np.int32)
+    module().function("lsoftmax_cos_mtheta")(c, out, k, n, m, grid=_grid(n), block=BLOCK)
+    return out, k
+
+
 # --------------------------------------------------------------------------- version 1: the Caffe layer
 
 
@@ -501,6 +521,17 @@ class LargeMarginSoftmax:
         if not sync:
             return dX, dW
         return dX.get(), dW.get()
+
+
+def layer_vjp(X, W, labels, m, lam, grad_loss):
+    """``(dX, dW)`` of sum_i grad_loss[i] loss_i by the fused kernels and the factored GEMM backward."""
+    N, C, D, labels, m, lam = check_layer_inputs(X, W, labels, m, lam)
+    Xd, Wd, yd = _device(X), _device(W), _device(labels, np.int32)
+    F = fc_forward(Xd, Wd)
+    _, stats = fused_forward(F, Xd, Wd, yd, m, lam)
+    Gt, beta, delta = fused_backward(F, yd, stats, _device(np.ravel(grad_loss)), m, lam)
+    dX, dW = _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D)
+    return dX.get(), dW.get()
 
 
 def layer_loss(X, W, labels, m, lam, version: str = "fused") -> float:
