@@ -62,10 +62,10 @@ def _cos_inputs(shape, rng):
     n, m = int(shape["n"]), int(shape["m"])
     c = rng.uniform(-1, 1, n)
     c = _away_from_thresholds(c, m, rng).astype(np.float32)
-    specials = np.array([1, -1, np.nextafter(np.float32(1), 2), np.nextafter(np.float32(-1), -2),
+    specials = np.array([-1, 1, np.nextafter(np.float32(1), 2), np.nextafter(np.float32(-1), -2),
                          np.nextafter(np.float32(1), 0), np.nextafter(np.float32(-1), 0)], np.float32)
     c[: min(n, len(specials))] = specials[: min(n, len(specials))]
-    rng.shuffle(c)
+    c[min(n, len(specials)):] = rng.permutation(c[min(n, len(specials)):])
     return {"cos_theta": c, "cos_mtheta": None, "k": None, "n": n, "m": m}
 
 
@@ -102,7 +102,7 @@ LSOFTMAX_COS_MTHETA = Exercise(
     error_scale=_cos_scale,
     rtol=1e-5,
     atol=1e-30,
-    visible_shapes=(_cos_shape(1000, 1), _cos_shape(4096, 2), _cos_shape(777, 3), _cos_shape(6, 4)),
+    visible_shapes=(_cos_shape(1000, 2), _cos_shape(4096, 3), _cos_shape(777, 4), _cos_shape(10, 2)),
     hidden_shapes=(_cos_shape(1, 2), _cos_shape(20011, 4), _cos_shape(5003, 5), _cos_shape(3001, 6),
                    _cos_shape(257, 2), _cos_shape(4099, 3)),
     secret_shapes=_cos_secret,
@@ -219,6 +219,9 @@ LSOFTMAX_PATCH_LOGITS = Exercise(
 # ------------------------------------------------------------ 3. the margin's gradient with respect to x
 
 
+RTOL_GRAD = 2e-5
+
+
 def _grad_inputs(shape, rng):
     batch, dim, classes = int(shape["batch"]), int(shape["dim"]), int(shape["classes"])
     X, W, labels = _features(rng, batch, dim, classes)
@@ -248,14 +251,22 @@ def _grad_reference(inputs):
 
 
 def _grad_scale(inputs):
-    """|g| ((lam + m^2) |W_y| + (a/b)(|psi| + m^2) |x|) / (1 + lam), plus the effect of the rounding of
-    cos(theta) (about 1e-7 sqrt(dim)) through psi'' (at most m^4 / 3) on both coefficients."""
-    X, Wy, a, b, psi, _, _, m, lam = _grad_parts(inputs)
+    """|g| (|coef_w| |W_y| + |coef_x| |x|), the terms of the result, plus what the float32 rounding of
+    cos(theta) (taken as 4 eps (sqrt(dim) + 1)) does to both coefficients through psi' and psi''."""
+    from kernels.lsoftmax import psi_reference
+
+    X, Wy, a, b, psi, coef_w, coef_x, m, lam = _grad_parts(inputs)
+    c = np.clip((X * Wy).sum(axis=1) / np.maximum(a * b, 1e-300), -1, 1)
+    h = 1e-6
+    dpsi = psi_reference(c, m)[1]
+    second = np.maximum(np.abs(psi_reference(c + h, m)[1] - dpsi), np.abs(dpsi - psi_reference(c - h, m)[1])) / h
+    dc = 4 * float(np.finfo(np.float32).eps) * (np.sqrt(inputs["dim"]) + 1)
     g = np.abs(inputs["grad_target"].astype(np.float64))[:, None]
     ratio = (a / np.maximum(b, 1e-12))[:, None]
-    direct = (lam + m * m) * np.abs(Wy) + ratio * (np.abs(psi)[:, None] + m * m) * np.abs(X)
-    through_cos = m ** 4 * np.sqrt(inputs["dim"]) * (np.abs(Wy) + ratio * np.abs(X))
-    return {"grad_x": g * (direct + through_cos) / (1 + lam)}
+    direct = np.abs(coef_w)[:, None] * np.abs(Wy) + np.abs(coef_x)[:, None] * np.abs(X)
+    through_cos = (dc / RTOL_GRAD) * ((second + 1)[:, None] * np.abs(Wy)
+                                      + ratio * (np.abs(dpsi) + second + 1)[:, None] * np.abs(X)) / (1 + lam)
+    return {"grad_x": g * (direct + through_cos)}
 
 
 def _grad_secret(rng, launch):
@@ -279,7 +290,7 @@ LSOFTMAX_MARGIN_GRAD_INPUT = Exercise(
     make_inputs=_grad_inputs,
     reference=_grad_reference,
     error_scale=_grad_scale,
-    rtol=2e-5,
+    rtol=RTOL_GRAD,
     atol=1e-30,
     visible_shapes=(_layer_shape(3, 4, 1, 0.0, dim=5), _layer_shape(16, 10, 2, 0.0, dim=8),
                     _layer_shape(7, 5, 3, 0.5, dim=33), _layer_shape(9, 12, 4, 1000.0, dim=16)),
