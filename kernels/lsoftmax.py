@@ -335,14 +335,17 @@ def cos_mtheta_kernel(cos_theta, m):
 # --------------------------------------------------------------------------- version 1: the Caffe layer
 
 
-def forward_caffe(F, X, W, labels, m, lam):
+def forward_caffe(F, X, W, labels, m, lam, in_place: bool = False):
     """The three grid-stride kernels after the GEMM: returns ``(F', saved)`` with ``saved`` the per-sample
-    ``x_norm``, ``w_norm``, ``cos_theta`` (device buffers), which the backward kernels read.  ``F`` is not changed."""
+    ``x_norm``, ``w_norm``, ``cos_theta`` (device buffers), which the backward kernels read.
+
+    The blend writes into the logits, as the Caffe layer does: ``F`` itself when it is a device buffer and
+    ``in_place`` is set, otherwise a copy (``F`` is then left as it was)."""
     N, C, D, labels, m, lam = check_layer_inputs(X, W, labels, m, lam)
     check_logits(F, N, C)
     kernels = module()
     Fp = _device(F)
-    if Fp is F:  # the blend writes in place: never into the caller's buffer
+    if Fp is F and not in_place:
         Fp = to_device(F.get())
     Xd, Wd, yd = _device(X), _device(W), _device(labels, np.int32)
     score, x_norm, w_norm, cos_theta, cos_m = (empty((N,)) for _ in range(5))
@@ -488,7 +491,7 @@ class LargeMarginSoftmax:
             fused_forward(F, Xd, Wd, yd, m, lam, loss=loss, stats=stats)
             saved = {"stats": stats}
         else:
-            Fp, saved = forward_caffe(F, Xd, Wd, yd, m, lam)
+            Fp, saved = forward_caffe(F, Xd, Wd, yd, m, lam, in_place=True)
             P, _ = _softmax.cross_entropy_forward(Fp, yd, probs=self._buffer("P", (N, C)), loss=loss)
             saved["P"] = P
         self._saved = {"X": Xd, "W": Wd, "labels": yd, "F": F, "lam": lam, "shape": (N, C, D), **saved}
