@@ -367,3 +367,31 @@ def test_layer_at_a_realistic_size_on_the_gpu(version):
     dX_ref, dW_ref = L.layer_backward_reference(X, W, labels, 4, 1.0)
     assert np.abs(dX - dX_ref).max() <= 1e-4 * np.abs(dX_ref).max()
     assert np.abs(dW - dW_ref).max() <= 1e-4 * np.abs(dW_ref).max()
+
+
+# ---------------------------------------------------------------------------------- the digits experiment
+
+
+def test_digits_network_learns_with_a_margin():
+    from kernels import lsoftmax_digits as digits
+
+    run = digits.train(3, epochs=20)
+    assert run.accuracy[-1] > 0.75  # 10 classes: chance is 0.1
+    assert run.losses[-1] < run.losses[0]
+
+
+@pytest.mark.backend
+def test_kernel_layer_trains_like_the_reference(backend):
+    """The last layer on the kernels and on the float64 reference: the same loss and gradients, the same step."""
+    from kernels import lsoftmax_digits as digits
+
+    rng = np.random.default_rng(11)
+    features = rng.standard_normal((32, 2)) * 5
+    W = rng.standard_normal((10, 2))
+    labels = rng.integers(0, 10, 32).astype(np.int32)
+    for m, lam in [(1, 0.0), (4, 10.0)]:
+        ref = digits.reference_layer(features, W, labels, m, lam)
+        ker = digits.kernel_layer(features, W, labels, m, lam)
+        assert ker[0] == pytest.approx(ref[0], rel=1e-5)
+        for got, expected in zip(ker[1:], ref[1:]):
+            assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
