@@ -13,6 +13,8 @@ classes, in one run on one GPU:
   backward, given the logits): the fused kernels and the Caffe-style
   kernels, against the memory floor (its least traffic over the copy
   bandwidth measured in the same run);
+* the forward pass alone: GEMM then the fused forward (version 3) against
+  the GEMM with the margin and the softmax partials in its epilogue (version 4);
 * the three GEMMs of a step with our kernel (and the transposes it needs)
   against cuBLAS (``torch.matmul``), which bound the layer at 10 000 classes.
 
@@ -168,6 +170,27 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
         rows.append(row("margin (3 kernels) + softmax.cu CE fwd + bwd", after, "kernel", t_caffe, floor_bytes, 0,
                         peaks, floor_us=floor_s * 1e6, times_floor=t_caffe.median_s / floor_s))
 
+        # the forward pass alone: GEMM + fused forward (version 3) against the GEMM's epilogue (version 4)
+        Wt_f, F_f, target, partial = empty((dim, C)), empty((batch, C)), empty((batch,)), empty((batch, -(-C // 128), 2))
+
+        def forward_fused():
+            F_out = L.fc_forward(Xd, Wd, Wt=Wt_f, out=F_f)
+            L.fused_forward(F_out, Xd, Wd, yd, m, lam, loss=loss_b, stats=stats)
+
+        def forward_epilogue():
+            L.gemm_margin_forward(Xd, Wd, yd, m, lam, Wt=Wt_f, F=F_f, target=target, partial=partial, loss=loss_b,
+                                  stats=stats)
+
+        forward_epilogue()
+        if abs(float(loss_b.get().astype(np.float64).mean()) - ref_loss) > 1e-4 * max(1.0, abs(ref_loss)):
+            raise AssertionError("epilogue forward: wrong mean loss; not timing it")
+        t_fwd_fused = time_kernel(forward_fused, repeat=repeat)
+        t_fwd_epilogue = time_kernel(forward_epilogue, repeat=repeat)
+        rows.append(row("forward: GEMM, then fused margin + softmax + CE", f"forward_C{C}", "kernel", t_fwd_fused,
+                        4 * (batch * dim + C * dim + batch * C), gemm_flops / 3, peaks))
+        rows.append(row("forward: margin + softmax partials in the GEMM epilogue", f"forward_C{C}", "kernel",
+                        t_fwd_epilogue, 4 * (batch * dim + C * dim + batch * C), gemm_flops / 3, peaks))
+
         # the GEMMs of a step: ours (with the transposes our row-major GEMM needs) and cuBLAS
         from kernels import sgemm
 
@@ -203,6 +226,8 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
             "after_gemm_fused_us": t_fused.median_ms * 1e3,
             "after_gemm_fused_times_floor": t_fused.median_s / floor_s,
             "after_gemm_caffe_us": t_caffe.median_ms * 1e3,
+            "forward_fused_us": t_fwd_fused.median_ms * 1e3,
+            "forward_epilogue_us": t_fwd_epilogue.median_ms * 1e3,
             "gemms_ours_us": t_ours.median_ms * 1e3,
             "gemms_cublas_us": t_cublas.median_ms * 1e3,
             "goals_met": {

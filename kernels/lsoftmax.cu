@@ -31,9 +31,18 @@
 //      block and one read of the row (an online max and sum); lsoftmax_fused_backward reads the row once
 //      more and writes G~ together with beta and the per-sample part of gamma.  lsoftmax_mean_loss adds
 //      the losses in a fixed order.
+//   4. The margin in the GEMM's epilogue (forward): lsoftmax_label_targets computes each sample's blended
+//      label logit from X and W before the GEMM (one warp per sample); lsoftmax_gemm_margin_forward is the
+//      GEMM chapter's tile (sgemm_warptile_tile, unchanged) followed, in the same kernel, by an epilogue
+//      that re-reads the tile it has just stored (64 KB, from L2), writes the label's blended logit into
+//      it and leaves each row's partial (max, sum) for its 128 columns; lsoftmax_combine_partials merges
+//      them per row into the loss.  The forward pass no longer reads F back from memory; the backward
+//      (lsoftmax_fused_backward with patched = 1) is version 3's.
 //
 // Napkin math at N = 4096, D = 512, C = 10000: F is 164 MB; each GEMM is 43 GFLOP (three per step); the
 // part after the GEMM must at least read F (forward), read F and write G~ (backward): 492 MB.
+
+#include "sgemm.cu"   // the GEMM chapter's warp-tiled tile function, for version 4
 
 #ifndef LSM_EPS
 #define LSM_EPS 1e-12f   // smallest norm used in a division: an all-zero row gives cos(theta) = 0, not NaN
@@ -468,7 +477,7 @@ lsoftmax_fused_forward(const float* __restrict__ F, const int* __restrict__ labe
 __global__ void __launch_bounds__(LSM_THREADS)
 lsoftmax_fused_backward(const float* __restrict__ F, const int* __restrict__ labels, const float* __restrict__ stats,
                         const float* __restrict__ grad_loss, float* Gt, float* beta, float* delta, int N, int C, int m,
-                        float lambda)
+                        float lambda, int patched)
 {
     for (int i = blockIdx.x; i < N; i += gridDim.x) {
         int y = labels[i];
@@ -481,7 +490,8 @@ lsoftmax_fused_backward(const float* __restrict__ F, const int* __restrict__ lab
         lsoftmax_label_coefs(c, a, b, m, lambda, &coef_w, &coef_x, &coef_ww);
         float psi, dpsi;
         lsoftmax_psi(c, m, &psi, &dpsi);
-        float target = (lambda * row[y] + a * b * psi) / (1.0f + lambda);
+        // With patched = 1 (version 4) the GEMM's epilogue has already written the blended logit into F.
+        float target = patched ? row[y] : (lambda * row[y] + a * b * psi) / (1.0f + lambda);
         float g = scale * (expf(target - lse) - 1.0f);
         if ((C & 3) == 0) {
             const float4* row4 = reinterpret_cast<const float4*>(row);
@@ -515,4 +525,90 @@ __global__ void lsoftmax_mean_loss(const float* __restrict__ loss, float* mean, 
     for (int i = threadIdx.x; i < N; i += blockDim.x) s += loss[i];
     s = lsoftmax_block_sum(s, scratch);
     if (threadIdx.x == 0) mean[0] = s / (float)N;
+}
+
+// ------------------------------------------------------------------------------------------------
+// 4. The margin in the GEMM's epilogue.
+
+// Before the GEMM: each sample's blended label logit target[i] = (lambda f + a b psi(c)) / (1 + lambda),
+// with f = x_i . W_{y_i} computed here (one warp per sample: the dot product and both norms share the
+// loads), and stats[i] = (-, |x_i|, |W_{y_i}|, cos theta); the combine kernel fills in stats[i][0].
+__global__ void lsoftmax_label_targets(const float* __restrict__ X, const float* __restrict__ W,
+                                       const int* __restrict__ labels, float* target, float* stats,
+                                       int N, int D, int m, float lambda)
+{
+    int lane = threadIdx.x % 32;
+    int warps = (blockDim.x / 32) * gridDim.x;
+    for (int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < N; i += warps) {
+        const float* x = X + (size_t)i * D;
+        const float* w = W + (size_t)labels[i] * D;
+        float xw = 0.0f, xx = 0.0f, ww = 0.0f;
+        for (int d = lane; d < D; d += 32) { xw += x[d] * w[d]; xx += x[d] * x[d]; ww += w[d] * w[d]; }
+        for (int off = 16; off > 0; off >>= 1) {
+            xw += __shfl_xor_sync(0xffffffffu, xw, off);
+            xx += __shfl_xor_sync(0xffffffffu, xx, off);
+            ww += __shfl_xor_sync(0xffffffffu, ww, off);
+        }
+        if (lane == 0) {
+            float a = sqrtf(ww), b = sqrtf(xx);
+            float c = xw / (fmaxf(a, LSM_EPS) * fmaxf(b, LSM_EPS));
+            float psi, dpsi;
+            lsoftmax_psi(c, m, &psi, &dpsi);
+            target[i] = (lambda * xw + a * b * psi) / (1.0f + lambda);
+            float* st = stats + 4 * (size_t)i;
+            st[1] = b; st[2] = a; st[3] = c;
+        }
+    }
+}
+
+// F = X Wt by the GEMM chapter's tile, then the epilogue on the tile this block owns: each warp takes
+// rows of the tile, substitutes (and stores) the blended label logit where the label's column falls in
+// the tile, and leaves the row's online-softmax pair for these columns in partial[i][tile column].
+// __syncthreads() makes the tile's global stores visible to every thread of the block.
+__global__ void __launch_bounds__(WT_THREADS, WT_MIN_BLOCKS)
+lsoftmax_gemm_margin_forward(const float* __restrict__ X, const float* __restrict__ Wt, float* F,
+                             const int* __restrict__ labels, const float* __restrict__ target, float* partial,
+                             int N, int C, int D)
+{
+    int tile_i = blockIdx.y * WT_BM, tile_j = blockIdx.x * WT_BN;
+    sgemm_warptile_tile(N, C, D, X, Wt, F, tile_i, tile_j);
+    __syncthreads();
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int r = warp; r < WT_BM; r += WT_THREADS / 32) {
+        int i = tile_i + r;
+        if (i >= N) break;                       // the same for the whole warp
+        int y = labels[i];
+        float mx = -INFINITY, s = 0.0f;
+        for (int jj = lane; jj < WT_BN && tile_j + jj < C; jj += 32) {
+            int j = tile_j + jj;
+            float v;
+            if (j == y) { v = target[i]; F[(size_t)i * C + j] = v; }
+            else v = F[(size_t)i * C + j];
+            lsoftmax_online_add(mx, s, v);
+        }
+        for (int off = 16; off > 0; off >>= 1) {
+            float m2 = __shfl_xor_sync(0xffffffffu, mx, off);
+            float s2 = __shfl_xor_sync(0xffffffffu, s, off);
+            lsoftmax_online_merge(mx, s, m2, s2);
+        }
+        if (lane == 0) {
+            float* p = partial + 2 * ((size_t)i * gridDim.x + blockIdx.x);
+            p[0] = mx; p[1] = s;
+        }
+    }
+}
+
+// loss[i] = logsumexp - target[i], the logsumexp merged from the row's partial pairs in tile order;
+// stats[i][0] = logsumexp.  One thread per row.
+__global__ void lsoftmax_combine_partials(const float* __restrict__ partial, const float* __restrict__ target,
+                                          float* loss, float* stats, int N, int tiles)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < N; i += blockDim.x * gridDim.x) {
+        const float* p = partial + 2 * (size_t)i * tiles;
+        float mx = -INFINITY, s = 0.0f;
+        for (int t = 0; t < tiles; ++t) lsoftmax_online_merge(mx, s, p[2 * t], p[2 * t + 1]);
+        float lse = mx + logf(s);
+        loss[i] = lse - target[i];
+        stats[4 * (size_t)i] = lse;
+    }
 }

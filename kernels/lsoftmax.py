@@ -18,6 +18,8 @@ return NumPy arrays for NumPy inputs, device buffers for device inputs.
   corrections;
 * :func:`fused_forward` / :func:`fused_backward`: version 3, margin, softmax
   and cross-entropy in one kernel each way;
+* :func:`gemm_margin_forward`: version 4, the margin and the softmax's
+  partial sums in the epilogue of the forward GEMM;
 * :class:`LargeMarginSoftmax`: the whole layer (FC + margin + softmax
   cross-entropy, mean over the batch) forward and backward, any version.
 """
@@ -48,6 +50,7 @@ VERSIONS = (
               "backward as two naive loops with a branch per term"),
     ("factored", "the same forward; backward as two GEMMs plus rank-1 corrections"),
     ("fused", "margin + softmax + cross-entropy in one kernel each way, after the GEMM"),
+    ("epilogue", "the label's logit and each tile's softmax partials in the forward GEMM's epilogue"),
 )
 
 
@@ -427,8 +430,10 @@ def fused_forward(F, X, W, labels, m, lam, loss=None, stats=None):
     return _host(loss, F), _host(stats, F)
 
 
-def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delta=None):
-    """``(G~, beta, delta)`` from the logits and the forward's stats, for upstream gradients ``grad_loss`` (N,)."""
+def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delta=None, patched: bool = False):
+    """``(G~, beta, delta)`` from the logits and the forward's stats, for upstream gradients ``grad_loss`` (N,).
+
+    ``patched``: ``F`` already holds the blended label logits (version 4's GEMM wrote them)."""
     N, C = (int(s) for s in F.shape)
     labels = check_labels(labels, N, C)
     m, lam = check_margin(m), check_lambda(lam)
@@ -440,9 +445,37 @@ def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delt
     beta = empty((N,)) if beta is None else beta
     delta = empty((N,)) if delta is None else delta
     module().function("lsoftmax_fused_backward")(_device(F), _device(labels, np.int32), _device(stats),
-                                                 _device(grad_loss), Gt, beta, delta, N, C, m, lam,
+                                                 _device(grad_loss), Gt, beta, delta, N, C, m, lam, int(patched),
                                                  grid=_fused_grid(N), block=THREADS, sync=False)
     return _host(Gt, F), _host(beta, F), _host(delta, F)
+
+
+# --------------------------------------------------------------------------- version 4: the GEMM's epilogue
+
+
+def gemm_margin_forward(X, W, labels, m, lam, Wt=None, F=None, target=None, partial=None, loss=None, stats=None):
+    """``(F', loss, stats)``: the GEMM writes the blended logits F' and each tile's softmax partials; no pass over F.
+
+    ``stats`` is laid out as :func:`fused_forward`'s, so :func:`fused_backward` (with ``patched=True``) follows."""
+    N, C, D, labels, m, lam = check_layer_inputs(X, W, labels, m, lam)
+    Xd, Wd, yd = _device(X), _device(W), _device(labels, np.int32)
+    kernels = module()
+    target = empty((N,)) if target is None else target
+    stats = empty((N, 4)) if stats is None else stats
+    kernels.function("lsoftmax_label_targets")(Xd, Wd, yd, target, stats, N, D, m, lam,
+                                               grid=grid_stride_blocks(32 * N, BLOCK), block=BLOCK, sync=False)
+    Wt = transpose(Wd, Wt)
+    bm, bn = _sgemm.WARPTILE_DEFAULT["WT_BM"], _sgemm.WARPTILE_DEFAULT["WT_BN"]
+    tiles = blocks_for(C, bn)
+    F = empty((N, C)) if F is None else F
+    partial = empty((N, tiles, 2)) if partial is None else partial
+    kernels.function("lsoftmax_gemm_margin_forward")(Xd, Wt, F, yd, target, partial, N, C, D,
+                                                     grid=(tiles, blocks_for(N, bm)), block=_sgemm.warptile_threads(),
+                                                     sync=False)
+    loss = empty((N,)) if loss is None else loss
+    kernels.function("lsoftmax_combine_partials")(partial, target, loss, stats, N, tiles, grid=_grid(N), block=BLOCK,
+                                                  sync=False)
+    return _host(F, X), _host(loss, X), _host(stats, X)
 
 
 def mean_loss(loss, out=None):
@@ -484,13 +517,20 @@ class LargeMarginSoftmax:
         """The mean loss (a float, or with ``sync=False`` a one-element device buffer, nothing copied back)."""
         N, C, D, labels, m, lam = check_layer_inputs(X, W, labels, self.m, lam)
         Xd, Wd, yd = _device(X), _device(W), _device(labels, np.int32)
-        F = fc_forward(Xd, Wd, Wt=self._buffer("Wt", (D, C)), out=self._buffer("F", (N, C)))
         loss = self._buffer("loss", (N,))
+        if self.version == "epilogue":
+            F, _, stats = gemm_margin_forward(
+                Xd, Wd, yd, m, lam, Wt=self._buffer("Wt", (D, C)), F=self._buffer("F", (N, C)),
+                target=self._buffer("target", (N,)), partial=self._buffer("partial", (N, blocks_for(C, _sgemm.WARPTILE_DEFAULT["WT_BN"]), 2)),
+                loss=loss, stats=self._buffer("stats", (N, 4)))
+            saved = {"stats": stats}
+        else:
+            F = fc_forward(Xd, Wd, Wt=self._buffer("Wt", (D, C)), out=self._buffer("F", (N, C)))
         if self.version == "fused":
             stats = self._buffer("stats", (N, 4))
             fused_forward(F, Xd, Wd, yd, m, lam, loss=loss, stats=stats)
             saved = {"stats": stats}
-        else:
+        elif self.version in ("caffe", "factored"):
             Fp, saved = forward_caffe(F, Xd, Wd, yd, m, lam, in_place=True)
             P, _ = _softmax.cross_entropy_forward(Fp, yd, probs=self._buffer("P", (N, C)), loss=loss)
             saved["P"] = P
@@ -505,13 +545,13 @@ class LargeMarginSoftmax:
         s = self._saved
         N, C, D = s["shape"]
         m, lam = self.m, s["lam"]
-        if self.version == "fused":
+        if self.version in ("fused", "epilogue"):
             grad = self._buffers.get("grad_loss")
             if grad is None or tuple(grad.shape) != (N,):
                 grad = self._buffers["grad_loss"] = to_device(np.full(N, 1.0 / N, np.float32))
             Gt, beta, delta = fused_backward(s["F"], s["labels"], s["stats"], grad, m, lam,
                                              Gt=self._buffer("Gt", (N, C)), beta=self._buffer("beta", (N,)),
-                                             delta=self._buffer("delta", (N,)))
+                                             delta=self._buffer("delta", (N,)), patched=self.version == "epilogue")
             dX, dW = _gemm_backward(Gt, beta, delta, s["X"], s["W"], s["labels"], N, C, D,
                                     Xt=self._buffer("Xt", (D, N)), dWt=self._buffer("dWt", (D, C)),
                                     gamma=self._buffer("gamma", (C,)), dX=self._buffer("dX", (N, D)),

@@ -119,6 +119,19 @@ def test_whole_layer_every_version(backend, version):
         assert np.abs(dW - dW_ref).max() <= 1e-5 * np.abs(dW_ref).max() * m * m
 
 
+@pytest.mark.backend
+def test_epilogue_forward_over_several_tiles(backend):
+    """Version 4 with rows and columns spread over several 128 x 128 GEMM tiles (partial last tiles too)."""
+    X, W, labels = layer_data(130, 300, 5, seed=12)
+    for m, lam in [(1, 0.0), (3, 2.0)]:
+        Fp, loss, stats = L.gemm_margin_forward(X, W, labels, m, lam)
+        expected = L.logits_reference(X, W, labels, m, lam)
+        assert np.abs(Fp - expected).max() <= 1e-5 * m * m * logit_scale(X, W).max()
+        np.testing.assert_allclose(loss, L.cross_entropy(expected, labels), rtol=1e-5, atol=1e-5)
+        fused_loss, fused_stats = L.fused_forward(X @ W.T, X, W, labels, m, lam)
+        np.testing.assert_allclose(stats, fused_stats, rtol=1e-5, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------------- gradient checks
 
 
