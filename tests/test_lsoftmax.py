@@ -370,7 +370,7 @@ def test_layer_refuses_a_bad_margin_or_version():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("version", ["factored", "fused"])
+@pytest.mark.parametrize("version", [v for v, _ in L.VERSIONS])
 def test_layer_at_a_realistic_size_on_the_gpu(version):
     X, W, labels = layer_data(512, 1000, 128, seed=9)
     X *= 0.2

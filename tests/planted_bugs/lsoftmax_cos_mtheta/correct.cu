@@ -1,4 +1,4 @@
-// %%cuda lsoftmax_cos_mtheta block=256 grid=16
+// %%cuda lsoftmax_cos_mtheta block=256
 // The reference answer: clamp, the binomial expansion with C(m, 2n) updated in the loop, k from the thresholds.
 __global__ void lsoftmax_cos_mtheta(const float* cos_theta, float* cos_mtheta, int* k, int n, int m)
 {
