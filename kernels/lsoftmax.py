@@ -338,7 +338,12 @@ def cos_mtheta_kernel(cos_theta, m):
 # --------------------------------------------------------------------------- version 1: the Caffe layer
 
 
-def forward_caffe(F, X, W, labels, m, lam, in_place: bool = False):
+def _new(name, shape, dtype=np.float32):
+    """The default allocator of the launchers: a new device buffer (a layer passes one that reuses its own)."""
+    return empty(shape, dtype)
+
+
+def forward_caffe(F, X, W, labels, m, lam, in_place: bool = False, alloc=_new):
     """The three grid-stride kernels after the GEMM: returns ``(F', saved)`` with ``saved`` the per-sample
     ``x_norm``, ``w_norm``, ``cos_theta`` (device buffers), which the backward kernels read.
 
@@ -351,8 +356,9 @@ def forward_caffe(F, X, W, labels, m, lam, in_place: bool = False):
     if Fp is F and not in_place:
         Fp = to_device(F.get())
     Xd, Wd, yd = _device(X), _device(W), _device(labels, np.int32)
-    score, x_norm, w_norm, cos_theta, cos_m = (empty((N,)) for _ in range(5))
-    k = empty((N,), np.int32)
+    score, x_norm, w_norm, cos_theta, cos_m = (alloc(name, (N,)) for name in
+                                               ("score", "x_norm", "w_norm", "cos_theta", "cos_mtheta"))
+    k = alloc("k", (N,), np.int32)
     grid = _grid(N)
     kernels.function("lsoftmax_copy_label_score")(Fp, yd, Xd, Wd, score, x_norm, w_norm, cos_theta, N, C, D,
                                                   grid=grid, block=BLOCK, sync=False)
@@ -363,12 +369,12 @@ def forward_caffe(F, X, W, labels, m, lam, in_place: bool = False):
     return _host(Fp, F), saved
 
 
-def backward_naive(G, X, W, labels, saved, m, lam):
+def backward_naive(G, X, W, labels, saved, m, lam, alloc=_new):
     """The Caffe layer's backward: ``(dX, dW)`` for ``G = dE/dF'``, one thread per element and a loop with a branch."""
     N, C, D, labels, m, lam = check_layer_inputs(X, W, labels, m, lam)
     check_logits(G, N, C, "G")
     Gd, Xd, Wd, yd = _device(G), _device(X), _device(W), _device(labels, np.int32)
-    dX, dW = empty((N, D)), empty((C, D))
+    dX, dW = alloc("dX", (N, D)), alloc("dW", (C, D))
     kernels = module()
     args = (Gd, Xd, Wd, yd, saved["x_norm"], saved["w_norm"], saved["cos_theta"])
     kernels.function("lsoftmax_backward_input_naive")(*args, dX, N, C, D, m, lam, grid=_grid(N * D), block=BLOCK,
@@ -398,16 +404,17 @@ def _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, Xt=None, dWt=None, gamm
     return dX, dW
 
 
-def backward_factored(G, X, W, labels, saved, m, lam):
+def backward_factored(G, X, W, labels, saved, m, lam, alloc=_new):
     """Version 2: ``(dX, dW)`` for ``G = dE/dF'`` by two GEMMs and rank-1 corrections."""
     N, C, D, labels, m, lam = check_layer_inputs(X, W, labels, m, lam)
     check_logits(G, N, C, "G")
     Gd, Xd, Wd, yd = _device(G), _device(X), _device(W), _device(labels, np.int32)
-    Gt, beta, delta = empty((N, C)), empty((N,)), empty((N,))
+    Gt, beta, delta = alloc("Gt", (N, C)), alloc("beta", (N,)), alloc("delta", (N,))
     module().function("lsoftmax_rescale_label_column")(
         Gd, yd, saved["x_norm"], saved["w_norm"], saved["cos_theta"], Gt, beta, delta, N, C, m, lam,
         grid=_grid(N * C), block=BLOCK, sync=False)
-    dX, dW = _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D)
+    dX, dW = _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, Xt=alloc("Xt", (D, N)), dWt=alloc("dWt", (D, C)),
+                            gamma=alloc("gamma", (C,)), dX=alloc("dX", (N, D)), dW=alloc("dW", (C, D)))
     return _host(dX, G), _host(dW, G)
 
 
@@ -508,8 +515,9 @@ class LargeMarginSoftmax:
         self._buffers: dict = {}
 
     def _buffer(self, name, shape, dtype=np.float32):
+        """The layer's device buffer ``name``, allocated once per shape (no allocation inside a timed step)."""
         buf = self._buffers.get(name)
-        if buf is None or tuple(buf.shape) != tuple(shape):
+        if buf is None or tuple(buf.shape) != tuple(shape) or buf.dtype != np.dtype(dtype):
             buf = self._buffers[name] = empty(shape, dtype)
         return buf
 
@@ -531,7 +539,7 @@ class LargeMarginSoftmax:
             fused_forward(F, Xd, Wd, yd, m, lam, loss=loss, stats=stats)
             saved = {"stats": stats}
         elif self.version in ("caffe", "factored"):
-            Fp, saved = forward_caffe(F, Xd, Wd, yd, m, lam, in_place=True)
+            Fp, saved = forward_caffe(F, Xd, Wd, yd, m, lam, in_place=True, alloc=self._buffer)
             P, _ = _softmax.cross_entropy_forward(Fp, yd, probs=self._buffer("P", (N, C)), loss=loss)
             saved["P"] = P
         self._saved = {"X": Xd, "W": Wd, "labels": yd, "F": F, "lam": lam, "shape": (N, C, D), **saved}
@@ -560,7 +568,7 @@ class LargeMarginSoftmax:
             G = _softmax.cross_entropy_backward(s["P"], s["labels"], out=self._buffer("G", (N, C)))
             saved = {k: s[k] for k in ("x_norm", "w_norm", "cos_theta")}
             step = backward_naive if self.version == "caffe" else backward_factored
-            dX, dW = step(G, s["X"], s["W"], s["labels"], saved, m, lam)
+            dX, dW = step(G, s["X"], s["W"], s["labels"], saved, m, lam, alloc=self._buffer)
         if not sync:
             return dX, dW
         return dX.get(), dW.get()
