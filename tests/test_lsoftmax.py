@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernels import lsoftmax as L
 from kernels import lsoftmax_pitfalls as P
@@ -130,6 +132,22 @@ def test_epilogue_forward_over_several_tiles(backend):
         np.testing.assert_allclose(loss, L.cross_entropy(expected, labels), rtol=1e-5, atol=1e-5)
         fused_loss, fused_stats = L.fused_forward(X @ W.T, X, W, labels, m, lam)
         np.testing.assert_allclose(stats, fused_stats, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.backend
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(N=st.integers(1, 40), C=st.integers(1, 70), D=st.integers(1, 20), m=st.integers(1, 6),
+       lam=st.sampled_from([0.0, 0.3, 50.0]), seed=st.integers(0, 2**16))
+def test_generated_shapes_fused_and_caffe(backend, N, C, D, m, lam, seed):
+    X, W, labels = layer_data(N, C, D, seed=seed)
+    F = X @ W.T
+    norms = L.norms(X, W, labels)
+    expected = L.patch_reference(F, labels, *norms, m, lam)
+    tol = 4e-6 * m * m * logit_scale(X, W).max()
+    got, _ = L.forward_caffe(F, X, W, labels, m, lam)
+    assert np.abs(got - expected).max() <= tol
+    loss, _ = L.fused_forward(F, X, W, labels, m, lam)
+    assert np.abs(loss - L.cross_entropy(expected, labels)).max() <= 2 * tol
 
 
 # ---------------------------------------------------------------------------------- gradient checks
