@@ -421,8 +421,14 @@ def backward_factored(G, X, W, labels, saved, m, lam, alloc=_new):
 # --------------------------------------------------------------------------- version 3: fused
 
 
-def _fused_grid(N: int) -> int:
-    return grid_stride_blocks(N, THREADS, blocks_per_sm=max(1, 2048 // THREADS))
+def fused_threads(C: int) -> int:
+    """Threads per row of the fused kernels: a short row needs few (block reductions cost a barrier per warp
+    count), a long one up to ``THREADS``."""
+    return THREADS if C >= 2048 else 128 if C >= 256 else 64
+
+
+def _fused_grid(N: int, threads: int) -> int:
+    return grid_stride_blocks(N, threads, blocks_per_sm=max(1, 2048 // threads))
 
 
 def fused_forward(F, X, W, labels, m, lam, loss=None, stats=None):
@@ -432,8 +438,8 @@ def fused_forward(F, X, W, labels, m, lam, loss=None, stats=None):
     loss = empty((N,)) if loss is None else loss
     stats = empty((N, 4)) if stats is None else stats
     module().function("lsoftmax_fused_forward")(_device(F), _device(labels, np.int32), _device(X), _device(W), loss,
-                                                stats, N, C, D, m, lam, grid=_fused_grid(N), block=THREADS,
-                                                sync=False)
+                                                stats, N, C, D, m, lam, grid=_fused_grid(N, fused_threads(C)),
+                                                block=fused_threads(C), sync=False)
     return _host(loss, F), _host(stats, F)
 
 
@@ -453,7 +459,8 @@ def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delt
     delta = empty((N,)) if delta is None else delta
     module().function("lsoftmax_fused_backward")(_device(F), _device(labels, np.int32), _device(stats),
                                                  _device(grad_loss), Gt, beta, delta, N, C, m, lam, int(patched),
-                                                 grid=_fused_grid(N), block=THREADS, sync=False)
+                                                 grid=_fused_grid(N, fused_threads(C)), block=fused_threads(C),
+                                                 sync=False)
     return _host(Gt, F), _host(beta, F), _host(delta, F)
 
 

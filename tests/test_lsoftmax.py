@@ -150,6 +150,19 @@ def test_generated_shapes_fused_and_caffe(backend, N, C, D, m, lam, seed):
     assert np.abs(loss - L.cross_entropy(expected, labels)).max() <= 2 * tol
 
 
+@pytest.mark.backend
+@pytest.mark.parametrize("C", [2048, 2050])
+def test_fused_kernels_with_long_rows(backend, C):
+    """Rows long enough for the fused kernels' largest block, with (2048) and without (2050) the float4 path."""
+    X, W, labels = layer_data(3, C, 4, seed=C)
+    loss, dX, dW = L.layer_gradients(X, W, labels, 3, 0.5, "fused")
+    assert loss == pytest.approx(L.loss_reference(X, W, labels, 3, 0.5).mean(), rel=1e-5)
+    dX_ref, dW_ref = L.layer_backward_reference(X, W, labels, 3, 0.5)
+    assert np.abs(dX - dX_ref).max() <= 1e-5 * np.abs(dX_ref).max()
+    assert np.abs(dW - dW_ref).max() <= 1e-5 * np.abs(dW_ref).max()
+    assert L.fused_threads(C) == L.THREADS
+
+
 # ---------------------------------------------------------------------------------- gradient checks
 
 
