@@ -209,6 +209,17 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
         def cublas_gemms():
             return xf @ wf.T, tg @ wf, tg.T @ xf
 
+        # The dX GEMM (batch x dim, K = classes) has only (batch / 128) x (dim / 128) = 128 tiles of 128 x 128
+        # at dim 512: less than one wave on a GPU with 132 multiprocessors.  Smaller tiles give more blocks.
+        small_tiles = {"WT_BM": 64, "WT_BN": 128, "WT_BK": 8, "WT_MIN_BLOCKS": 2, "WT_NQ": 2}
+        dx_ref = (tg.double() @ torch.from_numpy(W).cuda().double()).cpu().numpy()
+        for label, config in (("128x128 tiles", None), ("64x128 tiles", small_tiles)):
+            sgemm.sgemm_warptile(Gt, Wd, out=out_dx, config=config)
+            check(f"dX GEMM {label}", out_dx.get(), dx_ref, 1e-4)
+            t = time_kernel(lambda config=config: sgemm.sgemm_warptile(Gt, Wd, out=out_dx, config=config, sync=False),
+                            repeat=repeat)
+            rows.append(row(f"dX GEMM only ({label})", f"gemm_C{C}", "kernel", t, 4 * (batch * C + C * dim + batch * dim),
+                            2.0 * batch * C * dim, peaks))
         t_ours = time_kernel(our_gemms, repeat=repeat)
         t_cublas = time_torch(cublas_gemms, repeat=repeat)
         rows.append(row("3 GEMMs + 2 transposes (sgemm_warptile)", f"gemm_C{C}", "kernel", t_ours, layer_bytes,
