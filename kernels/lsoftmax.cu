@@ -333,25 +333,28 @@ __global__ void lsoftmax_backward_weight_naive(const float* __restrict__ G, cons
 
 // G~ from G = dE/dF' (any upstream gradient): a copy with the label's column times coef_w, and the
 // per-sample coefficients beta[i] = g coef_x and delta[i] = g coef_ww of the rank-1 corrections
-// (g = G[i][y_i]).  Grid-stride over the N C elements; the label's element also writes beta and delta.
+// (g = G[i][y_i]).  Rows over blockIdx.y, columns over the x threads (no division per element); the
+// thread that meets the label's column also writes beta and delta.
 __global__ void lsoftmax_rescale_label_column(const float* __restrict__ G, const int* __restrict__ labels,
                                               const float* __restrict__ x_norm, const float* __restrict__ w_norm,
                                               const float* __restrict__ cos_theta, float* Gt, float* beta,
                                               float* delta, int N, int C, int m, float lambda)
 {
-    long long total = (long long)N * C;
-    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
-         e += (long long)blockDim.x * gridDim.x) {
-        int i = (int)(e / C), j = (int)(e % C);
-        float g = G[e];
-        if (j == labels[i]) {
-            float coef_w, coef_x, coef_ww;
-            lsoftmax_label_coefs(cos_theta[i], w_norm[i], x_norm[i], m, lambda, &coef_w, &coef_x, &coef_ww);
-            Gt[e] = g * coef_w;
-            beta[i] = g * coef_x;
-            delta[i] = g * coef_ww;
-        } else {
-            Gt[e] = g;
+    for (int i = blockIdx.y; i < N; i += gridDim.y) {
+        int y = labels[i];
+        const float* g_row = G + (size_t)i * C;
+        float* out = Gt + (size_t)i * C;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < C; j += blockDim.x * gridDim.x) {
+            float g = g_row[j];
+            if (j == y) {
+                float coef_w, coef_x, coef_ww;
+                lsoftmax_label_coefs(cos_theta[i], w_norm[i], x_norm[i], m, lambda, &coef_w, &coef_x, &coef_ww);
+                out[j] = g * coef_w;
+                beta[i] = g * coef_x;
+                delta[i] = g * coef_ww;
+            } else {
+                out[j] = g;
+            }
         }
     }
 }
@@ -372,14 +375,16 @@ __global__ void lsoftmax_class_sums(const int* __restrict__ labels, const float*
     }
 }
 
-// out[r][d] += scale[r] * rows[r][d]: the rank-1 correction diag(beta) X of dX.
+// out[r][d] += scale[r] * rows[r][d]: the rank-1 correction diag(beta) X of dX.  Rows over blockIdx.y,
+// columns over the x threads.
 __global__ void lsoftmax_add_scaled_rows(float* out, const float* __restrict__ rows, const float* __restrict__ scale,
                                          int R, int D)
 {
-    long long total = (long long)R * D;
-    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
-         e += (long long)blockDim.x * gridDim.x)
-        out[e] += scale[e / D] * rows[e];
+    for (int r = blockIdx.y; r < R; r += gridDim.y) {
+        float a = scale[r];
+        for (int d = blockIdx.x * blockDim.x + threadIdx.x; d < D; d += blockDim.x * gridDim.x)
+            out[(size_t)r * D + d] += a * rows[(size_t)r * D + d];
+    }
 }
 
 // out = in^T for in of rows x cols: 32 x 32 tiles through shared memory (rows padded by one float so

@@ -295,6 +295,11 @@ def _grid(n: int) -> int:
     return grid_stride_blocks(max(1, n), BLOCK)
 
 
+def _row_grid(rows: int, cols: int) -> tuple[int, int]:
+    """(x, y) blocks of the row-by-row kernels: x covers a row's columns, y the rows (at most 65535)."""
+    return (min(blocks_for(cols, BLOCK), 64), max(1, min(rows, 65535)))
+
+
 def transpose(A, out=None):
     """``A^T`` (rows x cols -> cols x rows) on the device: ``lsoftmax_transpose``."""
     rows, cols = (int(s) for s in A.shape)
@@ -391,7 +396,7 @@ def _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, Xt=None, dWt=None, gamm
     """dX = G~ W + diag(beta) X and dW = (X^T G~)^T + diag(gamma) W, gamma[j] = sum of delta over class j."""
     kernels = module()
     dX = _sgemm.sgemm(Gt, Wd, out=dX, sync=False)                         # N x C times C x D
-    kernels.function("lsoftmax_add_scaled_rows")(dX, Xd, beta, N, D, grid=_grid(N * D), block=BLOCK, sync=False)
+    kernels.function("lsoftmax_add_scaled_rows")(dX, Xd, beta, N, D, grid=_row_grid(N, D), block=BLOCK, sync=False)
     Xt = transpose(Xd, Xt)                                                # D x N
     dWt = _sgemm.sgemm(Xt, Gt, out=dWt, sync=False)                       # D x N times N x C
     gamma = empty((C,)) if gamma is None else gamma
@@ -412,7 +417,7 @@ def backward_factored(G, X, W, labels, saved, m, lam, alloc=_new):
     Gt, beta, delta = alloc("Gt", (N, C)), alloc("beta", (N,)), alloc("delta", (N,))
     module().function("lsoftmax_rescale_label_column")(
         Gd, yd, saved["x_norm"], saved["w_norm"], saved["cos_theta"], Gt, beta, delta, N, C, m, lam,
-        grid=_grid(N * C), block=BLOCK, sync=False)
+        grid=_row_grid(N, C), block=BLOCK, sync=False)
     dX, dW = _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, Xt=alloc("Xt", (D, N)), dWt=alloc("dWt", (D, C)),
                             gamma=alloc("gamma", (C,)), dX=alloc("dX", (N, D)), dW=alloc("dW", (C, D)))
     return _host(dX, G), _host(dW, G)
