@@ -1,6 +1,6 @@
 """Benchmark the L-Softmax layer (FC + margin + softmax cross-entropy, forward and backward) against PyTorch.
 
-    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 benchmarks/large_margin_softmax.py   # writes benchmarks/results/large_margin_softmax.json
+    DLK_BACKEND=gpu python3 -m benchmarks.large_margin_softmax   # writes benchmarks/results/large_margin_softmax.json
 
 At batch 4096, feature dimension 512, margin m = 4, for 10 and for 10 000
 classes, in one run on one GPU:
@@ -27,19 +27,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import print_table, require_gpu_backend, row, write_results  # noqa: E402
-
-from kernels import lsoftmax as L  # noqa: E402
-from kernels import softmax as S  # noqa: E402
-from kernels.runtime import empty, to_device  # noqa: E402
-from kernels.runtime.roofline import measure_peaks, peaks_as_dict  # noqa: E402
-from kernels.runtime.timing import time_kernel, time_torch  # noqa: E402
+from benchmarks.common import print_table, require_gpu_backend, row, write_results
+from kernels import lsoftmax as L
+from kernels import softmax as S
+from kernels.runtime import empty, to_device
+from kernels.runtime.timing import time_kernel, time_torch
+from kernels.tools.roofline import measure_peaks, peaks_as_dict
 
 BATCH, DIM, CLASSES = 4096, 512, (10, 10_000)
 MARGIN, LAMBDA = 4, 5.0

@@ -36,6 +36,7 @@ from . import softmax as _softmax
 from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import grid_stride_blocks, load_topic
 from .runtime.module import empty, to_device
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table, launch_1d
 
 TOPIC = "lsoftmax"
 EPS = 1e-12  # LSM_EPS in lsoftmax.cu: the smallest norm divided by
@@ -340,6 +341,41 @@ def cos_mtheta_kernel(cos_theta, m):
     return out, k
 
 
+def patch_logits(F, labels, x_norm, w_norm, m, lam):
+    """``F`` with each row's label logit blended (kernel 1d, the exercise's reference): ``x_norm`` (N,) and
+    ``w_norm`` (C,) are the norms of the samples and of the class weights."""
+    N, C = _matrix(F, "F", "N", "C")
+    labels = check_labels(labels, N, C)
+    m, lam = check_margin(m), check_lambda(lam)
+    for name, vector, size in (("x_norm", x_norm, N), ("w_norm", w_norm, C)):
+        if np.shape(vector) != (size,):
+            raise ValueError(f"{name} must hold {size} norms, got shape {np.shape(vector)}")
+    F = np.ascontiguousarray(F, np.float32)
+    out = np.empty_like(F)
+    config = _patch_launch({"batch": N, "classes": C})
+    module().function("lsoftmax_patch_logits")(F, labels, np.ascontiguousarray(x_norm, np.float32),
+                                               np.ascontiguousarray(w_norm, np.float32), out, N, C, m, np.float32(lam),
+                                               grid=config.grid, block=config.block)
+    return out
+
+
+MARGIN_GRAD_SAMPLES_PER_BLOCK = 8  # one warp per sample, 256 threads
+
+
+def margin_grad_input(grad_target, X, W, labels, m, lam):
+    """``grad_target[i] * d(blended label logit of sample i)/dx_i`` (kernel 1e, the exercise's reference)."""
+    N, C, D, labels, m, lam = check_layer_inputs(X, W, labels, m, lam)
+    if np.shape(grad_target) != (N,):
+        raise ValueError(f"grad_target must hold one number per sample ({N}), got shape {np.shape(grad_target)}")
+    grad_x = np.empty((N, D), np.float32)
+    config = _margin_grad_launch({"batch": N})
+    module().function("lsoftmax_margin_grad_input")(
+        np.ascontiguousarray(grad_target, np.float32), np.ascontiguousarray(X, np.float32),
+        np.ascontiguousarray(W, np.float32), labels, grad_x, N, D, C, m, np.float32(lam),
+        grid=config.grid, block=config.block)
+    return grad_x
+
+
 # --------------------------------------------------------------------------- version 1: the Caffe layer
 
 
@@ -627,3 +663,47 @@ def after_gemm_bytes(N: int, C: int, D: int) -> int:
     forward = 4 * (N * C + N * D + min(N, C) * D + N)
     backward = 4 * (2 * N * C + 2 * N)
     return forward + backward
+
+
+# --------------------------------------------------------------------------- kernel records
+
+
+def _grid_stride_launch(count):
+    return lambda shape: launch_1d(_grid(int(count(shape))), BLOCK)
+
+
+_cos_launch = _grid_stride_launch(lambda s: s["n"])
+_patch_launch = _grid_stride_launch(lambda s: s["batch"] * s["classes"])
+
+
+def _margin_grad_launch(shape) -> LaunchConfig:
+    return launch_1d(blocks_for(int(shape["batch"]), MARGIN_GRAD_SAMPLES_PER_BLOCK), 32 * MARGIN_GRAD_SAMPLES_PER_BLOCK)
+
+
+def _cos_reference(cos_theta, m):
+    c = np.clip(np.asarray(cos_theta, np.float64), -1, 1)
+    return np.cos(m * np.arccos(c)), margin_k(c, m)
+
+
+def _margin_grad_reference(grad_target, X, W, labels, m, lam):
+    X, W = np.asarray(X, np.float64), np.asarray(W, np.float64)
+    b, a = norms(X, W, labels)
+    coef_w, coef_x, _ = label_coefficients(cosine((X * W[labels]).sum(axis=1), a, b), a, b, m, lam)
+    return np.asarray(grad_target, np.float64)[:, None] * (coef_w[:, None] * W[labels] + coef_x[:, None] * X)
+
+
+def _patch_reference(F, labels, x_norm, w_norm, m, lam):
+    return patch_reference(F, labels, x_norm, np.asarray(w_norm)[np.asarray(labels)], m, lam)
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "lsoftmax_cos_mtheta", cos_mtheta_kernel, _cos_launch,
+                  bytes=lambda s: 12.0 * s["n"], flops=lambda s: 12.0 * s["n"] * s["m"], reference=_cos_reference),
+    KernelVersion(TOPIC, "lsoftmax_patch_logits", patch_logits, _patch_launch,
+                  bytes=lambda s: 8.0 * s["batch"] * s["classes"] + 12.0 * s["batch"] + 4.0 * s["classes"],
+                  flops=lambda s: 30.0 * s["batch"], reference=_patch_reference),
+    KernelVersion(TOPIC, "lsoftmax_margin_grad_input", margin_grad_input, _margin_grad_launch,
+                  bytes=lambda s: 4.0 * (3 * s["batch"] * s["dim"] + min(s["batch"], s["classes"]) * s["dim"]
+                                         + 2 * s["batch"]),
+                  flops=lambda s: 10.0 * s["batch"] * s["dim"], reference=_margin_grad_reference),
+)

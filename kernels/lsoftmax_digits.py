@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import lsoftmax as L
-from .mlp import epoch_batches, load_digits_split
+from .models.mlp import epoch_batches, load_digits_split
 
 HIDDEN = 64
 

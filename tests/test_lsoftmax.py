@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kernels import lsoftmax as L
 from kernels import lsoftmax_pitfalls as P
-from kernels.gradcheck import check_gradients
+from kernels.tools.gradcheck import check_gradients
 
 MARGINS = (1, 2, 3, 4)
 LAMBDAS = (0.0, 0.5, 1000.0)
@@ -439,3 +439,55 @@ def test_kernel_layer_trains_like_the_reference(backend):
         assert ker[0] == pytest.approx(ref[0], rel=1e-5)
         for got, expected in zip(ker[1:], ref[1:]):
             assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
+
+
+# ------------------------------------------------------------------ the exercises' reference kernels
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("name", ["lsoftmax_cos_mtheta", "lsoftmax_patch_logits", "lsoftmax_margin_grad_input"])
+def test_reference_kernels_solve_their_exercises(backend, name):
+    """The kernels of kernels/lsoftmax.cu that speed is measured against give the graded answers."""
+    from autograder.exercises import get_exercise
+
+    exercise = get_exercise(name)
+    kernel = L.module().function(exercise.reference_kernel.kernel)
+    rng = np.random.default_rng(3)
+    for shape in [*exercise.visible_shapes, *exercise.hidden_shapes]:
+        inputs = exercise.make_inputs(shape, rng)
+        expected = exercise.reference(inputs)
+        scales = exercise.error_scale(inputs)
+        args, outputs = [], {}
+        for arg in exercise.args:
+            if arg.role == "out":
+                dtype = np.int32 if name == "lsoftmax_cos_mtheta" and arg.name == "k" else np.float32
+                outputs[arg.name] = np.full(np.shape(expected[arg.name]), -7, dtype)
+                args.append(outputs[arg.name])
+            else:
+                args.append(inputs[arg.name])
+        config = exercise.reference_kernel.launch(shape)
+        kernel(*args, grid=config.grid, block=config.block, shared=config.shared)
+        for out_name, got in outputs.items():
+            tol = exercise.atol + exercise.rtol * np.broadcast_to(scales[out_name], got.shape)
+            assert np.all(np.abs(got - expected[out_name]) <= tol), (shape, out_name)
+
+
+@pytest.mark.backend
+def test_exercise_launchers_agree_with_their_records(backend):
+    """patch_logits and margin_grad_input (the records' launchers) against the records' float64 references."""
+    rng = np.random.default_rng(5)
+    X, W = rng.standard_normal((9, 6)).astype(np.float32), rng.standard_normal((4, 6)).astype(np.float32)
+    labels = np.array([0, 3, 1, 2, 3, 0, 1, 2, 3], np.int32)
+    F = (X @ W.T).astype(np.float32)
+    x_norm, w_norm = np.linalg.norm(X, axis=1), np.linalg.norm(W, axis=1)
+    patch = L.KERNELS["lsoftmax_patch_logits"]
+    np.testing.assert_allclose(patch.launcher(F, labels, x_norm, w_norm, 3, 0.5),
+                               patch.reference(F, labels, x_norm, w_norm, 3, 0.5), rtol=1e-4, atol=1e-4)
+    grad = L.KERNELS["lsoftmax_margin_grad_input"]
+    g = rng.standard_normal(9).astype(np.float32)
+    np.testing.assert_allclose(grad.launcher(g, X, W, labels, 2, 1.0), grad.reference(g, X, W, labels, 2, 1.0),
+                               rtol=1e-3, atol=1e-4)
+    with pytest.raises(ValueError, match="w_norm"):
+        patch.launcher(F, labels, x_norm, w_norm[:2], 3, 0.5)
+    with pytest.raises(ValueError, match="grad_target"):
+        grad.launcher(g[:3], X, W, labels, 2, 1.0)

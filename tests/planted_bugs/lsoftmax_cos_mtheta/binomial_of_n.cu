@@ -1,5 +1,6 @@
 // %%cuda lsoftmax_cos_mtheta block=256 grid=16
 // Bug: C(m, n) instead of C(m, 2n) as the coefficient of the n-th term.
+// Expect: rejected, wrong_result
 __global__ void lsoftmax_cos_mtheta(const float* cos_theta, float* cos_mtheta, int* k, int n, int m)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {

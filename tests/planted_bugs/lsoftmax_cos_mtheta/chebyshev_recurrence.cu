@@ -1,5 +1,6 @@
 // %%cuda lsoftmax_cos_mtheta block=128
 // Also right: T_m(c) by the recurrence T_{n+1} = 2c T_n - T_{n-1}, one thread per value.
+// Expect: accepted
 __global__ void lsoftmax_cos_mtheta(const float* cos_theta, float* cos_mtheta, int* k, int n, int m)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -1,5 +1,6 @@
 // %%cuda lsoftmax_cos_mtheta block=256 grid=16
 // Bug: k counts the thresholds c lies above, not below.
+// Expect: rejected, wrong_result
 __global__ void lsoftmax_cos_mtheta(const float* cos_theta, float* cos_mtheta, int* k, int n, int m)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {

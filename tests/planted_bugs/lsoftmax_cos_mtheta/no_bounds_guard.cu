@@ -1,5 +1,6 @@
 // %%cuda lsoftmax_cos_mtheta block=256
 // Bug: no bounds check: threads past n read and write out of bounds.
+// Expect: rejected, out_of_bounds
 __global__ void lsoftmax_cos_mtheta(const float* cos_theta, float* cos_mtheta, int* k, int n, int m)
 {
     { int i = blockIdx.x * blockDim.x + threadIdx.x;

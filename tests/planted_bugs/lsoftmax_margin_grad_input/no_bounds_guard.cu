@@ -1,5 +1,6 @@
 // %%cuda lsoftmax_margin_grad_input block=128
 // Bug: no bounds check on the sample index.
+// Expect: rejected, out_of_bounds
 __global__ void lsoftmax_margin_grad_input(const float* grad_target, const float* X, const float* W, const int* labels, float* grad_x, int batch, int dim, int classes, int m, float lam)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -1,5 +1,6 @@
 // %%cuda lsoftmax_patch_logits block=256 grid=32
 // Bug: no blend: the label's logit becomes a b psi whatever lam is.
+// Expect: rejected, wrong_result
 __global__ void lsoftmax_patch_logits(const float* logits, const int* labels, const float* x_norm, const float* w_norm, float* out, int batch, int classes, int m, float lam)
 {
     long long total = (long long)batch * classes;
