@@ -123,8 +123,11 @@ def _instantiations(signatures) -> list[str]:
 
 
 def _instantiating(names: list[str]) -> str:
-    """Host code that takes each instantiation's address, so that nvcc compiles it."""
-    return "".join(f"\nstatic void* __dlk_instance_{i} = (void*)&{name};" for i, name in enumerate(names)) + "\n"
+    """An explicit instantiation of each kernel asked for by name, so that nvcc compiles its device code.
+
+    (Taking the address in host code is not enough: a cubin holds device code only.)
+    """
+    return "".join(f"\ntemplate __global__ decltype({name}) {name};" for name in names) + "\n"
 
 
 def _elf_function_names(image: bytes) -> list[str]:
@@ -192,7 +195,8 @@ class GPUModule(CompiledModule):
         function = self._function(signature.name)
         if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
             function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
-        # a bfloat16 scalar goes as its 16 bits (struct, which packs the arguments, has no bfloat16);
+        # a half or bfloat16 scalar goes as its 16 bits (PyCUDA packs arguments with struct, which takes
+        # neither: "bad char in struct format");
         # a const T& parameter is an address in the kernel's ABI: that of a device copy of the value
         converted = []
         references = []
@@ -204,7 +208,7 @@ class GPUModule(CompiledModule):
                 cuda.memcpy_htod(copy, np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8))
                 references.append(copy)
                 converted.append(copy)
-            elif isinstance(a, np.generic) and a.dtype.name == "bfloat16":
+            elif isinstance(a, np.generic) and a.dtype.name in ("bfloat16", "float16"):
                 converted.append(a.view(np.uint16))
             else:
                 converted.append(a)
