@@ -13,6 +13,7 @@ Feedback names the pattern of the errors (see :func:`diagnose`).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -157,6 +158,32 @@ def _expected_params(ex: Exercise):
     from kernels.runtime.signature import parse_kernels
 
     return parse_kernels(f"__global__ void {ex.signature} {{}}", "exercise", {})[ex.kernel].params
+
+
+def kernel_is_empty(source: str, kernel: str) -> bool:
+    """True when the body of ``__global__ ... kernel(...)`` has no statement but ``extern __shared__`` declarations.
+
+    That is the released stub (comments and the shared-memory declaration it gives) or an empty body.
+    """
+    from kernels.runtime.signature import strip_comments
+
+    text = strip_comments(source)
+    m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel) + r"\s*\(", text)
+    if not m:
+        return False
+    start = text.find("{", m.end())
+    if start < 0:
+        return False
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            body = text[start + 1:i]
+            break
+    else:
+        return False
+    body = re.sub(r"extern\s+__shared__[^;]*;", "", body)
+    return not body.strip()
 
 
 def check_signature(ex: Exercise, module) -> str:
@@ -494,7 +521,12 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         return res
     problem = check_signature(ex, module)
     if problem:
-        res.status, res.message = "compile_error", problem
+        res.status, res.message = "wrong_kernel", problem
+        return res
+    if kernel_is_empty(source, ex.kernel):
+        res.status = "not_written"
+        res.message = (f"No code was written: the body of {ex.kernel} holds only comments and the released "
+                       f"declarations. Write the kernel where the cell says YOUR CODE HERE.")
         return res
     kernel = module.function(ex.kernel)
     runner = CaseRunner(ex, kernel, backend, launch)

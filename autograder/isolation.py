@@ -210,7 +210,7 @@ def grade_submission(
     except LaunchError as exc:
         return _base_result(ex, sub, mode, "invalid_launch", f"Launch configuration refused: {exc}.")
     if not sub.source.strip():
-        return _base_result(ex, sub, mode, "compile_error", f"The '%%cuda {ex.name}' cell is empty: write the kernel {ex.signature} in it.")
+        return _base_result(ex, sub, mode, "not_written", f"No code was written: the '%%cuda {ex.name}' cell is empty. Write the kernel {ex.signature} in it.")
 
     secret_bytes = _resolve_secret(secret)
     cases = plan_cases(ex, launch, mode, secret_bytes, student_id)

@@ -126,7 +126,7 @@ def test_compile_error_is_reported_at_the_cells_own_line(backend_name):
 def test_wrong_signature_is_named(backend_name):
     cell = "%%cuda saxpy block=256\n__global__ void saxpy(int n, const float* x, float* y) {}\n"
     result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
-    assert result.status == "compile_error" and "float alpha" in result.message
+    assert result.status == "wrong_kernel" and "float alpha" in result.message
 
 
 def test_including_files_is_refused(backend_name):
