@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .causes import refine_hint
 from .comparison import CaseError, compare
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import ExerciseResult, ShapeResult
@@ -137,6 +138,10 @@ def _where(bad: np.ndarray, block: int, threads: int, n: int) -> str:
             return (f", every element from index {k} on (grid x block = {threads} threads, so each thread handled one "
                     f"element): the kernel covers one pass of the grid only -- use a grid-stride loop "
                     f"(i += blockDim.x * gridDim.x) so any grid covers any n")
+        if k == block and threads > block:
+            return (f", every element from index {k} = blockDim.x on, and none before it: those elements were "
+                    f"processed by several blocks -- the grid-stride step must be the whole grid, "
+                    f"i += blockDim.x * gridDim.x, not one block (i += blockDim.x)")
         return (f", every element from index {k} on, and none before it: does the kernel stop at a fixed size "
                 f"(a constant, a limit) instead of n?")
     if threads < n and k >= threads:
@@ -537,7 +542,11 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         send("start_case", index=index)
         try:
             shape_result = run_case(runner, ex, case)
+            if not shape_result.passed:
+                shape_result.hint = refine_hint(shape_result.hint, source=source, launch=launch,
+                                                error=shape_result.error, wrong_result=True)
         except CaseError as exc:
+            exc.hint = refine_hint(exc.hint, source=source, launch=launch, error=str(exc))
             failure = exc
             shape_result = ShapeResult(label=_case_label(ex, case), shape=dict(case["shape"]),
                                        seed_index=case["seed_index"], visible=case["visible"], passed=False,

@@ -50,3 +50,22 @@ def test_one_hint_per_cause_not_per_shape():
     result, text = _check(cell)
     assert result.status == "failed"
     assert len(re.findall(r"grid-stride loop", text)) == 1, text
+
+
+CORPUS = __import__("pathlib").Path(__file__).parent / "planted_bugs"
+
+
+@pytest.mark.parametrize("name, words", [
+    ("saxpy_bug_block_stride.cu", ["grid-stride step", "blockDim.x * gridDim.x", "not one block"]),
+    ("reduce_sum_bug_block_not_power_of_two.cu", ["block size 96 is not a power of two", "tree reduction"]),
+    ("reduce_sum_bug_shared_too_small.cu", ["dynamic shared memory", "shared=512", "too small", "shared=1024"]),
+    ("reduce_sum_bug_no_barrier_at_all.cu", ["no __syncthreads() at all"]),
+    ("saxpy_bug_no_grid_stride.cu", ["grid-stride loop"]),
+])
+def test_check_names_the_actual_cause(name, words):
+    result, text = _check((CORPUS / name).read_text())
+    assert result.status != "passed"
+    hint = result.message.split("Hint: ", 1)[1]
+    for w in words:
+        assert w in hint, hint
+    assert "if (i < n)" not in hint and "fixed size" not in hint and "loop bound" not in hint, hint
