@@ -23,10 +23,17 @@ def _power_of_two(k: int) -> bool:
     return k > 0 and k & (k - 1) == 0
 
 
-def refine_hint(hint: str, *, source: str, launch: dict, error: str = "", wrong_result: bool = False) -> str:
+def refine_hint(hint: str, *, source: str, launch: dict, error: str = "", wrong_result: bool = False,
+                shape: dict | None = None) -> str:
     """``hint``, or a hint naming the cause that ``source`` and ``launch`` show."""
     code = strip_comments(source)
     block = int(launch.get("block", 0) or 0)
+    threads = block * int(launch.get("grid", 0) or 0)
+    n = int((shape or {}).get("n", 0) or 0)
+    if wrong_result and threads and n > threads and "gridDim" not in code:
+        return (f"No grid-stride loop: the grid has grid x block = {threads} threads and n = {n} is larger, so with one "
+                f"element per thread the last {n - threads} elements are never touched. Loop over i with "
+                f"i += blockDim.x * gridDim.x so any grid covers any n.")
     m = _SHARED_OVERRUN.search(error)
     if m:
         asked, at = int(m.group(1)), int(m.group(2))

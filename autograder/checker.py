@@ -544,7 +544,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
             shape_result = run_case(runner, ex, case)
             if not shape_result.passed:
                 shape_result.hint = refine_hint(shape_result.hint, source=source, launch=launch,
-                                                error=shape_result.error, wrong_result=True)
+                                                error=shape_result.error, wrong_result=True, shape=case["shape"])
         except CaseError as exc:
             exc.hint = refine_hint(exc.hint, source=source, launch=launch, error=str(exc))
             failure = exc

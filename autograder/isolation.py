@@ -72,12 +72,16 @@ VISIBLE_SEED_BASE = 20240917  # visible cases use fixed, public seeds (check() s
 def plan_cases(ex: Exercise, launch: dict, mode: str, secret: bytes, student_id: str) -> list[dict]:
     """The cases to run: one per (shape, seed); hidden ones get seeds from the secret."""
     cases = []
-    for index, shape in enumerate(ex.visible_shapes):
+    visible = list(ex.visible_shapes)
+    extra = ex.past_one_pass(launch) if ex.past_one_pass is not None else None
+    if extra is not None and extra not in visible:
+        visible.append(extra)
+    for index, shape in enumerate(visible):
         for rep in range(ex.visible_seeds):
             cases.append({"shape": dict(shape), "seed": VISIBLE_SEED_BASE + 1000 * index + rep, "visible": True, "seed_index": rep})
     if mode == "hidden":
         # Visible shapes again with fresh secret seeds, then the hidden shapes.
-        shapes = list(ex.visible_shapes) + list(ex.hidden_shapes)
+        shapes = visible + list(ex.hidden_shapes)
         if ex.secret_shapes is not None:
             rng = np.random.default_rng(derive_seed(secret, student_id, ex.name, -1, 0))
             shapes += list(ex.secret_shapes(rng, launch))

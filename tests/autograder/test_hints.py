@@ -69,3 +69,21 @@ def test_check_names_the_actual_cause(name, words):
     for w in words:
         assert w in hint, hint
     assert "if (i < n)" not in hint and "fixed size" not in hint and "loop bound" not in hint, hint
+
+
+@pytest.mark.parametrize("name", ["saxpy_bug_no_grid_stride.cu", "reduce_sum_bug_no_grid_stride.cu"])
+def test_a_kernel_without_a_grid_stride_loop_fails_check(name):
+    """check() adds a size just past one pass of the student's own grid (the released reduce_sum stub's grid=1056)."""
+    result, text = _check((CORPUS / name).read_text())
+    assert result.status == "failed", text
+    assert "grid-stride loop" in result.message.split("Hint: ", 1)[1], text
+
+
+def test_the_size_past_one_pass_follows_the_launch_line():
+    from autograder.exercises import get_exercise
+    from autograder.isolation import plan_cases
+
+    ex = get_exercise("reduce_sum")
+    sizes = lambda launch: [c["shape"]["n"] for c in plan_cases(ex, launch, "visible", b"", "s")]
+    assert sizes({"block": 256, "grid": 1056, "shared": 1024})[-1] == 1056 * 256 + 129
+    assert max(sizes({"block": 256})) == 16384  # the default grid covers any n in one pass: nothing to add
