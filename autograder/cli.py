@@ -225,8 +225,10 @@ def cmd_feedback(args: argparse.Namespace) -> int:
         conv = GenerateFeedback(coursedir=cd, config=config)
         conv.force = True
         _run_converter(conv)
+    from autograder.feedback_html import wrap_feedback_pages
+
     cd = _coursedir(config, args.assignment)
-    for path in sorted(glob.glob(cd.format_path(cd.feedback_directory, "*", args.assignment) + "/*.html")):
+    for path in wrap_feedback_pages(cd.format_path(cd.feedback_directory, "*", args.assignment)):
         _say(f"  {os.path.relpath(path, cd.root)}")
     return 0
 

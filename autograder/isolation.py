@@ -108,6 +108,18 @@ def _build_cache_dir() -> str:
     return os.environ.get("DLK_CACHE_DIR") or str(Path.home() / ".cache" / "dlk-grader")
 
 
+#: Seconds one emulator launch may run unless $DLK_EMULATOR_TIMEOUT says otherwise (the README states it).
+EMULATOR_LAUNCH_LIMIT_S = 60.0
+#: A launch may use at most this share of the exercise's time limit, so that a hang is
+#: reported by the emulator (naming the kernel) before the process is killed.
+LAUNCH_SHARE_OF_LIMIT = 0.6
+
+
+def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default: float = EMULATOR_LAUNCH_LIMIT_S) -> float:
+    """The endless-loop limit in force for one launch in a child whose whole limit is ``limit`` seconds."""
+    return max(2.0, min(float(os.environ.get(variable, default)), LAUNCH_SHARE_OF_LIMIT * limit))
+
+
 def _child_env(tmp: str, backend: str | None, limit: float) -> dict:
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
@@ -118,10 +130,8 @@ def _child_env(tmp: str, backend: str | None, limit: float) -> dict:
         # Builds are written by the grader's own code in the child, never by a kernel
         # (kernels run under the emulator's sandbox, which forbids writing files).
         "DLK_CACHE_DIR": _build_cache_dir(),
-        # One launch may not use the whole limit, so that a hang is reported by the
-        # emulator (naming the kernel) before the process is killed.
-        "DLK_EMULATOR_TIMEOUT": str(max(2.0, min(float(os.environ.get("DLK_EMULATOR_TIMEOUT", 60)), 0.6 * limit))),
-        "DLK_GPU_TIMEOUT": str(max(2.0, min(float(os.environ.get("DLK_GPU_TIMEOUT", 120)), 0.6 * limit))),
+        "DLK_EMULATOR_TIMEOUT": str(launch_limit_s(limit)),
+        "DLK_GPU_TIMEOUT": str(launch_limit_s(limit, "DLK_GPU_TIMEOUT", 120.0)),
     })
     if backend:
         env["DLK_BACKEND"] = backend
