@@ -108,7 +108,7 @@ def _warn_exercise(name: str, sub: KernelSubmission, module, err) -> str:
     problem = check_signature(ex, module)
     if problem:
         print(f"%%cuda: {problem}", file=err)
-        return "its kernel is not the exercise's (" + problem.split(" (")[0].split(". ")[0] + ")"
+        return "its kernel's name or parameters are not the exercise's: see the note under it"
     try:
         ex.validate_launch(sub.launch)
     except LaunchError as exc:
