@@ -13,11 +13,13 @@ Feedback names the pattern of the errors (see :func:`diagnose`).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
 import numpy as np
 
+from .causes import refine_hint
 from .comparison import CaseError, compare
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import ExerciseResult, ShapeResult
@@ -136,6 +138,10 @@ def _where(bad: np.ndarray, block: int, threads: int, n: int) -> str:
             return (f", every element from index {k} on (grid x block = {threads} threads, so each thread handled one "
                     f"element): the kernel covers one pass of the grid only -- use a grid-stride loop "
                     f"(i += blockDim.x * gridDim.x) so any grid covers any n")
+        if k == block and threads > block:
+            return (f", every element from index {k} = blockDim.x on, and none before it: those elements were "
+                    f"processed by several blocks -- the grid-stride step must be the whole grid, "
+                    f"i += blockDim.x * gridDim.x, not one block (i += blockDim.x)")
         return (f", every element from index {k} on, and none before it: does the kernel stop at a fixed size "
                 f"(a constant, a limit) instead of n?")
     if threads < n and k >= threads:
@@ -157,6 +163,32 @@ def _expected_params(ex: Exercise):
     from kernels.runtime.signature import parse_kernels
 
     return parse_kernels(f"__global__ void {ex.signature} {{}}", "exercise", {})[ex.kernel].params
+
+
+def kernel_is_empty(source: str, kernel: str) -> bool:
+    """True when the body of ``__global__ ... kernel(...)`` has no statement but ``extern __shared__`` declarations.
+
+    That is the released stub (comments and the shared-memory declaration it gives) or an empty body.
+    """
+    from kernels.runtime.signature import strip_comments
+
+    text = strip_comments(source)
+    m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel) + r"\s*\(", text)
+    if not m:
+        return False
+    start = text.find("{", m.end())
+    if start < 0:
+        return False
+    depth = 0
+    for i in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            body = text[start + 1:i]
+            break
+    else:
+        return False
+    body = re.sub(r"extern\s+__shared__[^;]*;", "", body)
+    return not body.strip()
 
 
 def check_signature(ex: Exercise, module) -> str:
@@ -494,7 +526,12 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         return res
     problem = check_signature(ex, module)
     if problem:
-        res.status, res.message = "compile_error", problem
+        res.status, res.message = "wrong_kernel", problem
+        return res
+    if kernel_is_empty(source, ex.kernel):
+        res.status = "not_written"
+        res.message = (f"No code was written: the body of {ex.kernel} holds only comments and the released "
+                       f"declarations. Write the kernel where the cell says YOUR CODE HERE.")
         return res
     kernel = module.function(ex.kernel)
     runner = CaseRunner(ex, kernel, backend, launch)
@@ -505,7 +542,11 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         send("start_case", index=index)
         try:
             shape_result = run_case(runner, ex, case)
+            if not shape_result.passed:
+                shape_result.hint = refine_hint(shape_result.hint, source=source, launch=launch,
+                                                error=shape_result.error, wrong_result=True, shape=case["shape"])
         except CaseError as exc:
+            exc.hint = refine_hint(exc.hint, source=source, launch=launch, error=str(exc))
             failure = exc
             shape_result = ShapeResult(label=_case_label(ex, case), shape=dict(case["shape"]),
                                        seed_index=case["seed_index"], visible=case["visible"], passed=False,

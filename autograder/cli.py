@@ -149,13 +149,24 @@ def submitted_students(cd, assignment: str) -> list[str]:
     ) if os.path.isdir(base) else []
 
 
+def _grading_secret(args: argparse.Namespace) -> str:
+    """--secret-file, else $DLK_GRADER_SECRET, else the course's own secret (made once), so regrades agree."""
+    from autograder.course_secret import course_secret, read_secret_file
+
+    if args.secret_file:
+        if not os.path.isfile(args.secret_file):
+            raise SystemExit(f"autograder: --secret-file {args.secret_file}: no such file")
+        return read_secret_file(args.secret_file)
+    secret, where = course_secret(args.course_dir)
+    _say(f"hidden cases drawn from the course secret in {where}")
+    return secret
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     from autograder.nbgrader_bridge import TrustedAutograde
 
     config = load_config(args.course_dir, args.db)
-    if args.secret_file:
-        with open(args.secret_file) as f:
-            config.TrustedGrade.secret = f.read().strip()
+    config.TrustedGrade.secret = _grading_secret(args)
     if args.timeout is not None:
         config.TrustedGrade.timeout_s = float(args.timeout)
     _quiet_nbgrader(args.verbose)
@@ -214,8 +225,10 @@ def cmd_feedback(args: argparse.Namespace) -> int:
         conv = GenerateFeedback(coursedir=cd, config=config)
         conv.force = True
         _run_converter(conv)
+    from autograder.feedback_html import wrap_feedback_pages
+
     cd = _coursedir(config, args.assignment)
-    for path in sorted(glob.glob(cd.format_path(cd.feedback_directory, "*", args.assignment) + "/*.html")):
+    for path in wrap_feedback_pages(cd.format_path(cd.feedback_directory, "*", args.assignment)):
         _say(f"  {os.path.relpath(path, cd.root)}")
     return 0
 
@@ -264,10 +277,7 @@ def cmd_grade_notebook(args: argparse.Namespace) -> int:
             source_nb = candidates[0]  # the assignment's only notebook, whatever the upload is called
     cells = instructor_test_cells(nbformat.read(source_nb, as_version=4))
     nb = nbformat.read(args.notebook, as_version=4)
-    secret = args.secret_file and open(args.secret_file).read().strip()
-    from autograder.nbgrader_bridge import TrustedGrade
-
-    secret = secret or TrustedGrade().secret
+    secret = _grading_secret(args)
     grading = grade_notebook(
         nb,
         list(dict.fromkeys(c["exercise"] for c in cells)),
@@ -316,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("assignment")
     sp.add_argument("--student", action="append", help="grade only this student (repeatable)")
     sp.add_argument("--secret-file", help="file holding the secret the hidden seeds derive from "
-                    "(default: $DLK_GRADER_SECRET, else a fresh random secret per run)")
+                    "(default: $DLK_GRADER_SECRET, else the course's secret in <course>/course_secret, "
+                    "created on first use and reused by every grading)")
     sp.add_argument("--timeout", type=float, default=None, help="time limit per exercise, seconds")
     common(sp)
     sp.set_defaults(func=cmd_grade)

@@ -140,6 +140,9 @@ class Exercise:
     bytes_moved: Callable[[Shape], float] | None = None
     #: The shape speed is measured on (large enough that launch overhead does not dominate).
     timing_shape: Shape | None = None
+    #: A visible shape just past one pass of the student's own grid, f(launch) -> shape or None (no fixed
+    #: grid, or too large to check quickly): a kernel without a grid-stride loop fails check() on it.
+    past_one_pass: Callable[[dict], Shape | None] | None = None
     #: Shapes drawn per student and exercise from the grading secret: f(rng, launch) -> shapes.
     secret_shapes: Callable[[np.random.Generator, dict], list[Shape]] | None = None
     #: (minimum speed-up over the reference, fraction of the speed points), best first.

@@ -94,6 +94,20 @@ def collect(cd, assignment: str) -> list[dict]:
     return rows
 
 
+NOT_MEASURED = "not measured"
+
+
+def _pending(cell: dict, row: dict) -> bool:
+    """A speed cell whose kernel was correct but not timed (graded without a GPU): neither a fail nor a zero."""
+    res = row["exercises"].get(cell.get("exercise") or "", {})
+    return cell.get("part") == "speed" and bool(res.get("speed_pending")) and not res.get("speed_measured")
+
+
+def pending_points(row: dict) -> float:
+    """The speed points of ``row`` still to be measured on a GPU."""
+    return sum(c["max_score"] for c in row["cells"] if _pending(c, row))
+
+
 def _speedup(res: dict) -> str:
     """The speed-up in a results file's entry for one exercise, as text ("" when not measured)."""
     value = speedup_of(res.get("timing"))
@@ -116,26 +130,28 @@ def write_csv(rows: list[dict], path: str) -> None:
     header += grade_ids
     for name in exercises:
         header += [f"{name}_status", f"{name}_speedup"]
-    header += ["backend", "device", "driver", "grading_seconds"]
+    header += ["measured_max_score", "pending_points", "backend", "device", "driver", "grading_seconds"]
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(header)
         for row in rows:
-            by_id = {c["grade_id"]: c["score"] for c in row["cells"]}
+            by_id = {c["grade_id"]: NOT_MEASURED if _pending(c, row) else _num(c["score"]) for c in row["cells"]}
             res = row["exercises"]
             backends = sorted({r.get("backend", "") for r in res.values() if r.get("backend")})
             devices = sorted({r.get("device", "") for r in res.values() if r.get("device")})
             line = [row["student"], row["assignment"], row["timestamp"], _num(row["score"]),
                     _num(row["max_score"]), _num(row["late_penalty"]),
                     _num(max(row["score"] - row["late_penalty"], 0.0))]
-            line += [_num(by_id[g]) if g in by_id else "" for g in grade_ids]
+            line += [by_id.get(g, "") for g in grade_ids]
             for name in exercises:
                 r = res.get(name, {})
-                line += [r.get("status", ""), _speedup(r)]
+                line += [r.get("status", ""), NOT_MEASURED if r.get("speed_pending") and not r.get("speed_measured")
+                         else _speedup(r)]
+            pending = pending_points(row)
             drivers = sorted({str((r.get("timing") or {}).get("driver")) for r in res.values()
                               if (r.get("timing") or {}).get("driver")})
-            line += ["; ".join(backends), "; ".join(devices), "; ".join(drivers), f"{row['grading_seconds']:.1f}"]
+            line += [_num(row["max_score"] - pending), _num(pending), "; ".join(backends), "; ".join(devices), "; ".join(drivers), f"{row['grading_seconds']:.1f}"]
             w.writerow(line)
 
 
@@ -150,6 +166,17 @@ def gradescope_results(row: dict) -> dict:
     tests = []
     for c in row["cells"]:
         name = f"{c['exercise']} ({c['part']})" if c["exercise"] else c["grade_id"]
+        if _pending(c, row):
+            # No score, no max_score, no status: Gradescope shows it as neither passed nor failed,
+            # and leaves its points out of the total until a GPU grading measures them.
+            tests.append({
+                "name": f"{name}: pending, not measured",
+                "output": (f"Speed not measured: this grading ran without a GPU (on the CPU emulator, which checks "
+                           f"results but says nothing about speed). The {c['max_score']:g} speed points are pending, "
+                           f"not failed; they are filled in when the course is graded on a GPU.\n\n{c['output']}"),
+                "extra_data": {"pending": True, "points": c["max_score"]},
+            })
+            continue
         tests.append({
             "name": name,
             "score": c["score"],
@@ -164,6 +191,12 @@ def gradescope_results(row: dict) -> dict:
     for name, r in row["exercises"].items():
         sp = _speedup(r)
         summary.append(f"{name}: {r.get('status', '?')}" + (f", {float(sp):.2f}x the reference kernel" if sp else ""))
+    pending = pending_points(row)
+    measured_max = row["max_score"] - pending
+    if pending:
+        summary.append(f"Score {row['score']:g} / {measured_max:g} of the points measured so far; "
+                       f"{pending:g} speed points pending (not measured without a GPU; a grading on a GPU fills "
+                       f"them in, out of {row['max_score']:g} in all).")
     if row["late_penalty"]:
         summary.append(f"Late penalty: -{row['late_penalty']:g} points.")
     return {
@@ -172,10 +205,12 @@ def gradescope_results(row: dict) -> dict:
         "output": "\n".join(summary),
         "tests": tests,
         "extra_data": {
+            "measured_max_score": measured_max,
+            "pending_points": pending,
             "devices": devices,
             "backends": backends,
             "exercises": {
-                name: {k: r.get(k) for k in ("status", "device", "backend", "timing", "speed_measured")}
+                name: {k: r.get(k) for k in ("status", "device", "backend", "timing", "speed_measured", "speed_pending")}
                 for name, r in row["exercises"].items()
             },
         },
@@ -197,7 +232,7 @@ def write_gradescope(rows: list[dict], directory: str) -> list[str]:
 
 def gradescope_from_grading(grading, cells: list[dict]) -> dict:
     """results.json straight from a NotebookGrading (no gradebook)."""
-    row = {"score": 0.0, "late_penalty": 0.0, "cells": [], "exercises": {},
+    row = {"score": 0.0, "max_score": 0.0, "late_penalty": 0.0, "cells": [], "exercises": {},
            "grading_seconds": grading.total_seconds}
     data = grading.to_json()
     row["exercises"] = data["exercises"]
@@ -205,6 +240,7 @@ def gradescope_from_grading(grading, cells: list[dict]) -> dict:
         result = grading.results[c["exercise"]]
         awarded = part_points(result, c["part"], c["points"])
         row["score"] += awarded
+        row["max_score"] += c["points"]
         row["cells"].append({**c, "score": awarded, "max_score": c["points"],
                              "output": part_feedback(result, c["part"], c["points"], awarded)})
     return gradescope_results(row)

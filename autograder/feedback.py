@@ -14,11 +14,14 @@ imports nothing of the grader, so the result can format itself with it).
 from __future__ import annotations
 
 import math
+import re
 
 STATUS_HEADLINES = {
     "passed": "all visible cases pass",
     "failed": "some cases are wrong",
     "compile_error": "the kernel does not compile",
+    "wrong_kernel": "the cell compiles, but its kernel's name or parameters are not the exercise's",
+    "not_written": "no code was written: the kernel is still empty",
     "launch_error": "the kernel failed while running",
     "timeout": "the kernel did not finish in time",
     "crashed": "the check crashed",
@@ -86,9 +89,22 @@ def feedback_text(result) -> str:
         lines.append("  speed: " + result.speed_note)
     return "\n".join(lines)
 
+def _cause(hint: str) -> str:
+    """A hint with its numbers taken out: hints of one cause on other shapes and seeds compare equal."""
+    return re.sub(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?", "#", hint).strip()
+
+
 def case_lines(result) -> list[str]:
-    """One line per shape whose seeds all passed; the details of every failing case."""
+    """One line per shape whose seeds all passed; the details of every failing case.
+
+    Each hint is given once: a hint of the same cause (the same words, other
+    numbers) on a later shape, or already in the result's message, is left out.
+    """
+    from dataclasses import replace
+
     lines: list[str] = []
+    told = _cause(result.message or "")
+    seen: set[str] = set()
     order: list[tuple[bool, str]] = []
     groups: dict[tuple[bool, str], list[ShapeResult]] = {}
     for s in result.shapes:
@@ -107,7 +123,13 @@ def case_lines(result) -> list[str]:
             lines.append(f"{prefix}PASS  {key[1]:<22} {seeds:<8}  max abs err {number(worst_abs)}  max rel err {number(worst_rel)}")
         else:
             failing = [c for c in cases if not c.passed]
-            lines += (prefix + failing[0].summary()).splitlines()
+            first = failing[0]
+            if first.hint:
+                cause = _cause(first.hint)
+                if cause in seen or cause in told:
+                    first = replace(first, hint="")  # said once already: one hint per cause
+                seen.add(cause)
+            lines += (prefix + first.summary()).splitlines()
             others = [f"seed #{c.seed_index} ({c.n_bad} of {c.n_total} wrong)" if c.n_total else f"seed #{c.seed_index}"
                       for c in failing[1:]]
             if others:

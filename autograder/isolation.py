@@ -72,12 +72,16 @@ VISIBLE_SEED_BASE = 20240917  # visible cases use fixed, public seeds (check() s
 def plan_cases(ex: Exercise, launch: dict, mode: str, secret: bytes, student_id: str) -> list[dict]:
     """The cases to run: one per (shape, seed); hidden ones get seeds from the secret."""
     cases = []
-    for index, shape in enumerate(ex.visible_shapes):
+    visible = list(ex.visible_shapes)
+    extra = ex.past_one_pass(launch) if ex.past_one_pass is not None else None
+    if extra is not None and extra not in visible:
+        visible.append(extra)
+    for index, shape in enumerate(visible):
         for rep in range(ex.visible_seeds):
             cases.append({"shape": dict(shape), "seed": VISIBLE_SEED_BASE + 1000 * index + rep, "visible": True, "seed_index": rep})
     if mode == "hidden":
         # Visible shapes again with fresh secret seeds, then the hidden shapes.
-        shapes = list(ex.visible_shapes) + list(ex.hidden_shapes)
+        shapes = visible + list(ex.hidden_shapes)
         if ex.secret_shapes is not None:
             rng = np.random.default_rng(derive_seed(secret, student_id, ex.name, -1, 0))
             shapes += list(ex.secret_shapes(rng, launch))
@@ -104,6 +108,18 @@ def _build_cache_dir() -> str:
     return os.environ.get("DLK_CACHE_DIR") or str(Path.home() / ".cache" / "dlk-grader")
 
 
+#: Seconds one emulator launch may run unless $DLK_EMULATOR_TIMEOUT says otherwise (the README states it).
+EMULATOR_LAUNCH_LIMIT_S = 60.0
+#: A launch may use at most this share of the exercise's time limit, so that a hang is
+#: reported by the emulator (naming the kernel) before the process is killed.
+LAUNCH_SHARE_OF_LIMIT = 0.6
+
+
+def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default: float = EMULATOR_LAUNCH_LIMIT_S) -> float:
+    """The endless-loop limit in force for one launch in a child whose whole limit is ``limit`` seconds."""
+    return max(2.0, min(float(os.environ.get(variable, default)), LAUNCH_SHARE_OF_LIMIT * limit))
+
+
 def _child_env(tmp: str, backend: str | None, limit: float) -> dict:
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
@@ -114,10 +130,8 @@ def _child_env(tmp: str, backend: str | None, limit: float) -> dict:
         # Builds are written by the grader's own code in the child, never by a kernel
         # (kernels run under the emulator's sandbox, which forbids writing files).
         "DLK_CACHE_DIR": _build_cache_dir(),
-        # One launch may not use the whole limit, so that a hang is reported by the
-        # emulator (naming the kernel) before the process is killed.
-        "DLK_EMULATOR_TIMEOUT": str(max(2.0, min(float(os.environ.get("DLK_EMULATOR_TIMEOUT", 60)), 0.6 * limit))),
-        "DLK_GPU_TIMEOUT": str(max(2.0, min(float(os.environ.get("DLK_GPU_TIMEOUT", 120)), 0.6 * limit))),
+        "DLK_EMULATOR_TIMEOUT": str(launch_limit_s(limit)),
+        "DLK_GPU_TIMEOUT": str(launch_limit_s(limit, "DLK_GPU_TIMEOUT", 120.0)),
     })
     if backend:
         env["DLK_BACKEND"] = backend
@@ -210,7 +224,7 @@ def grade_submission(
     except LaunchError as exc:
         return _base_result(ex, sub, mode, "invalid_launch", f"Launch configuration refused: {exc}.")
     if not sub.source.strip():
-        return _base_result(ex, sub, mode, "compile_error", f"The '%%cuda {ex.name}' cell is empty: write the kernel {ex.signature} in it.")
+        return _base_result(ex, sub, mode, "not_written", f"No code was written: the '%%cuda {ex.name}' cell is empty. Write the kernel {ex.signature} in it.")
 
     secret_bytes = _resolve_secret(secret)
     cases = plan_cases(ex, launch, mode, secret_bytes, student_id)

@@ -18,7 +18,9 @@ from . import feedback
 STATUSES = (
     "passed",  # every case correct
     "failed",  # ran, but some case was wrong
-    "compile_error",  # the source did not compile, or the kernel/signature is not the one asked for
+    "compile_error",  # the source did not compile
+    "wrong_kernel",  # it compiled, but no kernel of the exercise's name and parameters is defined
+    "not_written",  # the cell is empty or still the released stub: no code was written
     "launch_error",  # the kernel failed while running (illegal address, race found by the emulator, ...)
     "timeout",  # the check did not finish within its time limit
     "crashed",  # the checking process died (signal, memory limit) or sent no result

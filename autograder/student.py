@@ -29,17 +29,40 @@ __all__ = ["check", "submission", "load_ipython_extension"]
 
 #: The last ``%%cuda`` cell run for each exercise (this notebook session).
 _SUBMISSIONS: dict[str, KernelSubmission] = {}
+#: Why the last ``%%cuda`` cell of an exercise left it without a kernel (header, compile, signature).
+_FAILED: dict[str, str] = {}
 #: The result of the last ``check()``.
 last_result: ExerciseResult | None = None
 
 
+def _header_name(line: str) -> str | None:
+    """The exercise a ``%%cuda`` line names, even when the rest of it does not parse."""
+    tokens = line.strip().removeprefix("%%cuda").split()
+    return tokens[0] if tokens and "=" not in tokens[0] else None
+
+
+def _fail(name: str | None, why: str, err) -> None:
+    """A cell that failed leaves its exercise with no kernel, so check() cannot test an older one."""
+    if not name:
+        return
+    _SUBMISSIONS.pop(name, None)
+    _FAILED[name] = why
+    print(f"(no kernel for '{name}' now: check('{name}') will say so until a %%cuda {name} cell compiles)", file=err)
+
+
 def compile_cell(line: str, cell: str, out=None) -> KernelSubmission | None:
-    """What ``%%cuda`` does: parse the line, compile the body, remember it for ``check()``."""
+    """What ``%%cuda`` does: parse the line, compile the body, remember it for ``check()``.
+
+    A cell that fails (a header that does not parse, a compile error, a kernel
+    whose name or parameters are not the exercise's) removes the exercise's
+    earlier kernel: ``check()`` then says there is none rather than testing it.
+    """
     out = out or sys.stdout
     err = sys.stderr
     parsed = parse_magic_line(line)
     if parsed.error:
         print(f"%%cuda: {parsed.error}", file=err)
+        _fail(parsed.exercise or _header_name(line), "its %%cuda line did not parse", err)
         return None
     name = parsed.exercise
     sub = KernelSubmission(exercise=name or "", source=cell, launch=dict(parsed.launch), cell_line=2)
@@ -52,22 +75,27 @@ def compile_cell(line: str, cell: str, out=None) -> KernelSubmission | None:
     except errors.KernelCompileError as exc:
         print(str(exc), file=err)
         print("(line numbers are those of this cell; the %%cuda line is line 1)", file=err)
-        if name:
-            _SUBMISSIONS[name] = sub  # check() reports the compile error too
+        _fail(name, "it did not compile", err)
         return sub
     except errors.KernelError as exc:
         print(f"%%cuda: {exc}", file=err)
+        _fail(name, "it could not be compiled", err)
         return sub
     backend = module.backend.name
     kernels = ", ".join(module.kernel_names) or "no __global__ functions"
     print(f"compiled on the {'GPU' if backend == 'gpu' else 'CPU emulator'}: {kernels}", file=out)
     if name:
-        _warn_exercise(name, sub, module, err)
-        _SUBMISSIONS[name] = sub
+        problem = _warn_exercise(name, sub, module, err)
+        if problem:
+            _fail(name, problem, err)
+        else:
+            _FAILED.pop(name, None)
+            _SUBMISSIONS[name] = sub
     return sub
 
 
-def _warn_exercise(name: str, sub: KernelSubmission, module, err) -> None:
+def _warn_exercise(name: str, sub: KernelSubmission, module, err) -> str:
+    """Print what is wrong for the exercise; the reason it cannot be checked ('' if it can)."""
     from .checker import check_signature
     from .exercise import LaunchError
     from .exercises import all_exercises
@@ -76,14 +104,16 @@ def _warn_exercise(name: str, sub: KernelSubmission, module, err) -> None:
     if ex is None:
         print(f"note: there is no exercise '{name}' (known: {', '.join(sorted(all_exercises()))}); "
               f"the cell compiled but cannot be checked", file=err)
-        return
+        return ""
     problem = check_signature(ex, module)
     if problem:
-        print(f"note: {problem}", file=err)
+        print(f"%%cuda: {problem}", file=err)
+        return "its kernel's name or parameters are not the exercise's: see the note under it"
     try:
         ex.validate_launch(sub.launch)
     except LaunchError as exc:
         print(f"note: launch configuration: {exc}", file=err)
+    return ""
 
 
 def submission(name: str) -> KernelSubmission | None:
@@ -94,9 +124,19 @@ def submission(name: str) -> KernelSubmission | None:
 def check(name: str, plot: bool = True, timeout_s: float | None = None) -> None:
     """Run the visible tests of exercise ``name`` on the kernel of the last ``%%cuda name`` cell."""
     global last_result
+    from .exercises import all_exercises
+
+    known = all_exercises()
+    if name not in known:
+        print(f"check('{name}'): there is no exercise '{name}'; the exercises are: {', '.join(sorted(known))}.")
+        return None
     sub = _SUBMISSIONS.get(name)
     if sub is None:
-        print(f"No kernel for '{name}' yet: run the cell that starts with '%%cuda {name} ...' first.")
+        if name in _FAILED:
+            print(f"No kernel for '{name}': the last '%%cuda {name}' cell failed ({_FAILED[name]}); "
+                  f"fix that cell and run it again (its messages are printed under it).")
+        else:
+            print(f"No kernel for '{name}' yet: run the cell that starts with '%%cuda {name} ...' first.")
         return None
     from kernels.runtime import selection
 

@@ -42,6 +42,19 @@ def _secret_sizes(rng: np.random.Generator, launch: dict) -> list[dict]:
     return [{"n": block * 97 + 1 + (block * 97 + 1) % 2}]
 
 
+#: Above this, the size past one pass is left to the hidden sizes (1000003, 2**20 + 1): check() stays quick.
+PAST_ONE_PASS_MAX = 2**19
+
+
+def _past_one_pass(launch: dict) -> dict | None:
+    """n just past one pass of the student's fixed grid (half a block more, odd): one element per thread is not enough."""
+    if "grid" not in launch:
+        return None  # the default grid, ceil(n / block), covers every n in one pass
+    block = int(launch["block"])
+    n = int(launch["grid"]) * block + block // 2 + 1
+    return {"n": n} if n <= PAST_ONE_PASS_MAX else None
+
+
 BLOCK = LaunchKey("block", 1, 1024, required=True, help="threads per block, 1..1024")
 GRID = LaunchKey("grid", 1, 2**31 - 1, default=_grid_default, help="blocks in the grid; default ceil(n / block)")
 
@@ -83,6 +96,7 @@ SAXPY = Exercise(
     visible_shapes=({"n": 31}, {"n": 1000}, {"n": 4096}, {"n": 4099}, {"n": 16384}),
     hidden_shapes=({"n": 1}, {"n": 257}, {"n": 65536}, {"n": 1000003}, {"n": 2**20 + 1}),
     secret_shapes=_secret_sizes,
+    past_one_pass=_past_one_pass,
     launch_keys=(BLOCK, GRID),
     launch_config=_saxpy_launch,
     correctness_points=6.0,
@@ -163,6 +177,7 @@ REDUCE_SUM = Exercise(
     visible_shapes=({"n": 1}, {"n": 1000}, {"n": 4096}, {"n": 4099}, {"n": 16384}),
     hidden_shapes=({"n": 31}, {"n": 257}, {"n": 65536}, {"n": 1000003}, {"n": 2**20 + 1}),
     secret_shapes=_secret_sizes,
+    past_one_pass=_past_one_pass,
     launch_keys=(
         BLOCK,
         GRID,

@@ -102,10 +102,11 @@ def test_planted_bug_fails_the_hidden_tests_and_is_named(path, backend_name):
 
 
 @pytest.mark.parametrize("name", ["saxpy_bug_visible_only.cu", "reduce_sum_bug_visible_only.cu"])
-def test_visible_only_kernels_do_pass_check(name, backend_name):
-    """The hidden shapes are what catch them: check() alone would not."""
+def test_kernels_right_on_the_fixed_visible_sizes_only_fail_check(name, backend_name):
+    """Their grid covers every fixed visible size in one pass; check() adds a size just past one pass of it."""
     result = grade_submission(load(CORPUS / name), mode="visible", backend=backend_name)
-    assert result.status == "passed", result.feedback_text()
+    assert result.status == "failed", result.feedback_text()
+    assert "grid-stride loop" in result.message, result.message
 
 
 def test_compile_error_is_reported_at_the_cells_own_line(backend_name):
@@ -126,7 +127,7 @@ def test_compile_error_is_reported_at_the_cells_own_line(backend_name):
 def test_wrong_signature_is_named(backend_name):
     cell = "%%cuda saxpy block=256\n__global__ void saxpy(int n, const float* x, float* y) {}\n"
     result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
-    assert result.status == "compile_error" and "float alpha" in result.message
+    assert result.status == "wrong_kernel" and "float alpha" in result.message
 
 
 def test_including_files_is_refused(backend_name):

@@ -308,3 +308,21 @@ def test_child_environment_is_scrubbed(monkeypatch, tmp_path):
     assert seen["files"] == [] and seen["cwd"] != os.getcwd()
     assert seen["env"]["DLK_EMULATOR_SANDBOX"] == "1"
     assert "secret" not in seen["request_keys"]
+
+
+def test_the_endless_loop_limit_in_force_is_the_one_the_readme_states(monkeypatch):
+    import re
+    from pathlib import Path
+
+    from autograder.isolation import EMULATOR_LAUNCH_LIMIT_S, launch_limit_s
+
+    monkeypatch.delenv("DLK_EMULATOR_TIMEOUT", raising=False)
+    ex = get_exercise("saxpy")
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    m = re.search(r"`DLK_EMULATOR_TIMEOUT` \(seconds per launch, default\s+(\d+);.*?after (\d+) s under `check\(\)` "
+                  r"and after (\d+) s when grading", readme, re.S)
+    assert m, "README no longer states the endless-loop limit"
+    default, visible, hidden = (float(g) for g in m.groups())
+    assert default == EMULATOR_LAUNCH_LIMIT_S
+    assert launch_limit_s(ex.visible_time_limit_s) == visible
+    assert launch_limit_s(ex.time_limit_s) == hidden

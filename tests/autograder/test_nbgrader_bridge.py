@@ -289,6 +289,7 @@ def test_grade_notebook_writes_gradescope_results(tmp_path, monkeypatch, capsys)
 
     standin = StandIn()
     monkeypatch.setattr(bridge, "_default_grade_fn", lambda: standin)
+    monkeypatch.setenv("DLK_GRADER_SECRET", "test-secret")  # the course here is the project: leave no secret in it
     out = tmp_path / "results.json"
     main(["grade-notebook", str(SUBMISSIONS / "correct.ipynb"), "--assignment", ASSIGNMENT,
           "--student", "s1", "--results-json", str(out), "--course-dir", str(Path(__file__).parents[2])])

@@ -1,6 +1,6 @@
 %%cuda reduce_sum block=256 grid=64
-// expect: visible
-// planted bug: no grid-stride loop; 64 blocks of 256 threads cover n <= 16384 (every visible size) only
+// expect: no grid-stride loop
+// planted bug: no grid-stride loop; 64 blocks of 256 threads cover n <= 16384 (every fixed visible size) only; check() adds one just past that pass
 __global__ void reduce_sum(const float* x, float* out, int n) {
     extern __shared__ float partial[];
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -1,0 +1,51 @@
+"""Hints that name the cause a kernel's source and launch line point to, where the symptom alone misleads.
+
+The checker's hints read the symptom (which elements are wrong, what the
+emulator caught); some causes look like another one from there: a
+non-power-of-two block in a tree reduction loses elements like a wrong loop
+bound, dynamic shared memory too small for the block overruns like a missing
+``if (i < n)``, a tree without any barrier reads unwritten shared memory.
+:func:`refine_hint` looks at the source and the launch integers and, when
+they show one of those causes, says it instead.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernels.runtime.signature import strip_comments
+
+_SHARED_OVERRUN = re.compile(r"dynamic shared memory \((\d+) bytes asked for at launch\) at byte (\d+)")
+_HALVING = re.compile(r"(/=\s*2\b|>>=\s*1\b|=\s*\w+\s*/\s*2\b|=\s*\w+\s*>>\s*1\b)")
+
+
+def _power_of_two(k: int) -> bool:
+    return k > 0 and k & (k - 1) == 0
+
+
+def refine_hint(hint: str, *, source: str, launch: dict, error: str = "", wrong_result: bool = False,
+                shape: dict | None = None) -> str:
+    """``hint``, or a hint naming the cause that ``source`` and ``launch`` show."""
+    code = strip_comments(source)
+    block = int(launch.get("block", 0) or 0)
+    threads = block * int(launch.get("grid", 0) or 0)
+    n = int((shape or {}).get("n", 0) or 0)
+    if wrong_result and threads and n > threads and "gridDim" not in code:
+        return (f"No grid-stride loop: the grid has grid x block = {threads} threads and n = {n} is larger, so with one "
+                f"element per thread the last {n - threads} elements are never touched. Loop over i with "
+                f"i += blockDim.x * gridDim.x so any grid covers any n.")
+    m = _SHARED_OVERRUN.search(error)
+    if m:
+        asked, at = int(m.group(1)), int(m.group(2))
+        need = f" (one float per thread: shared={4 * block} for block={block})" if block else ""
+        return (f"The dynamic shared memory asked for at launch (shared={asked} bytes on the %%cuda line) is too small "
+                f"for the block: a thread used byte {at}. Ask for as many bytes as the block uses{need}.")
+    if "shared memory that no thread" in error and "__shared__" in code and "__syncthreads" not in code:
+        return ("The kernel has no __syncthreads() at all: threads read shared memory that other threads of the block "
+                "have not written yet. Put a __syncthreads() after the stores to shared memory and after every level "
+                "of the tree reduction, outside any if.")
+    if wrong_result and block and not _power_of_two(block) and "__shared__" in code and _HALVING.search(code):
+        return (f"The block size {block} is not a power of two: a tree reduction that halves the stride "
+                f"({block} -> {block // 2} -> ... ) drops an element whenever the count is odd. Launch a power-of-two "
+                f"block (e.g. block=128 or 256), or let the tree handle odd counts.")
+    return hint

@@ -1,0 +1,54 @@
+"""The notebook side: a ``%%cuda`` cell that fails leaves its exercise with no kernel."""
+
+import io
+
+import pytest
+
+from autograder import student
+
+GOOD = """__global__ void saxpy(int n, float alpha, const float* x, float* y) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        y[i] = alpha * x[i] + y[i];
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _fresh_session():
+    student._SUBMISSIONS.clear(); student._FAILED.clear()
+    yield
+    student._SUBMISSIONS.clear(); student._FAILED.clear()
+
+
+def _run(line, cell, capsys):
+    student.compile_cell(line, cell, out=io.StringIO())
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line, cell", [
+    # a header that does not parse (an expression where a number belongs)
+    ("saxpy block=256 grid=n/256", GOOD),
+    # a body that does not compile
+    ("saxpy block=256 grid=64", GOOD.replace("y[i] = alpha * x[i] + y[i];", "y[i] = alpha * x[i] + ;")),
+])
+def test_a_failing_cell_removes_the_earlier_kernel(line, cell, capsys):
+    student.compile_cell("saxpy block=256 grid=64", GOOD, out=io.StringIO())
+    assert student.submission("saxpy") is not None
+    _run("%s" % line, cell, capsys)
+    assert student.submission("saxpy") is None
+    student.check("saxpy", plot=False)
+    said = capsys.readouterr().out
+    assert "No kernel for 'saxpy'" in said and "failed" in said, said
+
+
+def test_a_cell_whose_kernel_has_the_wrong_name_removes_the_earlier_kernel(capsys):
+    student.compile_cell("saxpy block=256 grid=64", GOOD, out=io.StringIO())
+    err = _run("saxpy block=256 grid=64", GOOD.replace("void saxpy(", "void sxpy("), capsys)
+    assert "saxpy" in err and "sxpy" in err, err
+    assert student.submission("saxpy") is None
+
+
+def test_check_of_an_unknown_exercise_lists_the_exercises(capsys):
+    student.check("sum", plot=False)
+    said = capsys.readouterr().out
+    assert "no exercise 'sum'" in said and "reduce_sum" in said and "saxpy" in said, said
