@@ -1,0 +1,51 @@
+"""The course's grading secret: created once, kept in the course directory, reused by every grading.
+
+The hidden seeds and the per-student hidden sizes derive from it (see
+:func:`autograder.isolation.derive_seed`), so regrading a submission draws the
+same cases and gives the same correctness score. The file lies in the course
+directory beside ``nbgrader_config.py``, outside ``exercises/`` (released),
+``submitted/`` and ``autograded/``; ``.gitignore`` keeps it out of git. Losing it
+only means later gradings draw other hidden cases.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+#: The file name, in the course directory (``.gitignore`` lists ``course_secret*``).
+FILE_NAME = "course_secret"
+#: Where a secret given in the environment overrides the file.
+SECRET_ENV = "DLK_GRADER_SECRET"
+
+
+def secret_path(course_dir: str) -> str:
+    return os.path.join(os.path.abspath(course_dir), FILE_NAME)
+
+
+def course_secret(course_dir: str) -> tuple[str, str]:
+    """``(secret, where it came from)``: $DLK_GRADER_SECRET, else the course's file (made on first use)."""
+    env = os.environ.get(SECRET_ENV)
+    if env:
+        return env, f"${SECRET_ENV}"
+    path = secret_path(course_dir)
+    try:
+        # O_EXCL: two gradings started at once still agree on one secret.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    else:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32) + "\n")
+        return read_secret_file(path), f"{path} (created now; keep it, out of version control)"
+    return read_secret_file(path), path
+
+
+def read_secret_file(path: str) -> str:
+    """The secret in ``path``; a clear error when it is empty."""
+    with open(path) as f:
+        value = f.read().strip()
+    if not value:
+        raise SystemExit(f"autograder: the secret file {path} is empty; delete it to make a new one "
+                         f"(later gradings then draw other hidden cases) or restore it")
+    return value
