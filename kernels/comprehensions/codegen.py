@@ -230,6 +230,10 @@ class _KernelWriter:
                 continue
             em = _Emitter(self.cd, self.tensor, acc, staged if cs.reduction else None)
             st = cs.stmt
+            reads_lhs = any(a.name == self.tensor for a in _accesses(st.rhs))
+            if k == 0 and not cs.defines and reads_lhs and (st.op == "=" or st.initialises):
+                # the tensor was written by an earlier kernel: its element is the starting value
+                self.emit(f"{acc} = {self.tensor}[{self.lhs_offset()}];", depth)
             if st.op == "=":
                 value = em.value(st.rhs)
                 guard = _guard(em, cs)
@@ -396,8 +400,16 @@ class _KernelWriter:
                 used |= names
             if not ok or k not in used or not used <= ({vx, vy, k} | uniform) - {None}:
                 continue
-            dims = [(v, ext) for v, ext in ((vy, ty), (vx, tx), (k, tk)) if v in used]
-            plans[id(acc)] = (f"tc_s{n}_{acc.name}", dims, acc)
+            # Stored [k][vy][vx]: threads along x read consecutive words (no bank conflicts), and
+            # along y the same word (a broadcast).
+            dims = [(v, ext) for v, ext in ((k, tk), (vy, ty), (vx, tx)) if v in used]
+            # Copied in the order of global memory: the index of the tensor's last dimension fastest,
+            # so that consecutive threads load consecutive addresses.
+            last = _names(acc.args[-1]) & {v for v, _ in dims} if acc.args else set()
+            fastest = next((v for v, _ in dims if v in last), dims[-1][0])
+            order = [d for d in dims if d[0] != fastest] + [d for d in dims if d[0] == fastest]
+            pad = 1 if fastest != dims[-1][0] else 0  # a column-wise copy: pad rows against bank conflicts
+            plans[id(acc)] = (f"tc_s{n}_{acc.name}", dims, acc, order, pad)
         return plans
 
     def tiled_reduction(self, cs, plans, vx, vy, bx, by, ry, rx, tk, element, in_range):
@@ -406,21 +418,21 @@ class _KernelWriter:
         k = cs.reduction[0]
         lo, hi = cs.ranges[k]
         em_plain = _Emitter(self.cd, self.tensor, "tc_v")
-        for name, dims, acc in plans.values():
-            shape = "".join(f"[{ext}]" for _, ext in dims)
+        for name, dims, acc, order, pad in plans.values():
+            shape = "".join(f"[{ext + (pad if n == len(dims) - 1 else 0)}]" for n, (_, ext) in enumerate(dims))
             self.emit(f"__shared__ float {name}{shape};  // {acc.name} for this block's tile", 1)
         self.emit(f"const int tc_tid = threadIdx.y * {bx} + threadIdx.x;", 1)
         self.emit(f"for (int tc_{k}0 = {lo.c()}; tc_{k}0 <= {hi.c()}; tc_{k}0 += {tk}) {{", 1)
         bases = {vx: f"tc_{vx}0", vy: f"tc_{vy}0", k: f"tc_{k}0"}
-        for name, dims, acc in plans.values():
+        for name, dims, acc, order, pad in plans.values():
             count = _product(ext for _, ext in dims)
             self.emit(f"// copy the tile of {acc.name} (zeros outside its range)", 2)
             self.emit(f"for (int tc_e = tc_tid; tc_e < {count}; tc_e += {bx * by}) {{", 2)
             rem = "tc_e"
-            for n, (v, ext) in enumerate(reversed(dims)):
-                self.emit(f"const int {v} = {bases[v]} + ({rem} % {ext});" if n < len(dims) - 1 else
+            for n, (v, ext) in enumerate(reversed(order)):
+                self.emit(f"const int {v} = {bases[v]} + ({rem} % {ext});" if n < len(order) - 1 else
                           f"const int {v} = {bases[v]} + {rem};", 3)
-                rem = f"(tc_e / {_product(e for _, e in list(reversed(dims))[:n + 1])})"
+                rem = f"(tc_e / {_product(e for _, e in list(reversed(order))[:n + 1])})"
             conds = " && ".join(f"{v} <= {(cs.ranges[v][1]).c()}" for v, _ in dims)
             local = "".join(f"[{v} - {bases[v]}]" for v, _ in dims)
             self.emit(f"{name}{local} = ({conds}) ? {acc.name}[{em_plain.offset(acc)}] : 0.0f;", 3)
@@ -432,9 +444,11 @@ class _KernelWriter:
         self.emit(f"for (int tc_kk = 0; tc_kk < tc_kn; ++tc_kk) {{", 2)
         self.emit(f"const int {k} = tc_{k}0 + tc_kk;", 3)
         staged = {}
-        for key, (name, dims, acc) in plans.items():
+        for key, (name, dims, acc, order, pad) in plans.items():
             staged[key] = name + "".join(f"[{v} - {bases[v]}]" for v, _ in dims)
         others = cs.reduction[1:]
+        # Out-of-range outputs read zeros from the tiles: without other accesses they need no check here.
+        all_staged = len(plans) == len([a for a in _accesses(cs.stmt.rhs) if a.name != self.tensor])
 
         def update(d):
             self.emit("float &tc_v = tc_acc[tc_ry][tc_rx];", d)
@@ -444,7 +458,7 @@ class _KernelWriter:
                 lo2, hi2 = cs.ranges[v]
                 self.emit(f"for (int {v} = {lo2.c()}; {v} < {(hi2 + 1).c()}; ++{v}) {{", dd)
                 dd += 1
-            guard = " && ".join(c for c in (in_range(), _guard(em, cs)) if c)
+            guard = " && ".join(c for c in ("" if all_staged else in_range(), _guard(em, cs)) if c)
             upd = combine(cs.stmt.reduction, "tc_v", em.value(cs.stmt.rhs))
             self.emit(upd if not guard else f"if ({guard}) {upd}", dd)
             for _ in others:
