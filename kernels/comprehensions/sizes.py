@@ -45,7 +45,7 @@ class Lin(Size):
 
     def __str__(self) -> str:
         parts = []
-        for n, c in self.terms:
+        for n, c in sorted(self.terms, key=lambda t: (t[1] < 0, t[0])):  # H - KH, not -KH + H
             term = n if abs(c) == 1 else f"{abs(c)}*{n}"
             parts.append((c < 0, term))
         if self.const or not parts:
