@@ -89,7 +89,8 @@ def candidates(tc: Comprehension, sizes: dict, limit: int = 48, seed: int = 0) -
         outputs *= d.eval(sizes)
     keep = [Schedule(block=(16, 16), regs=(4, 4), tile_k=16), Schedule(block=(32, 8), regs=(2, 2)),
             Schedule(block=(16, 16), regs=(8, 8), tile_k=8, unroll=4)]
-    found: list[Schedule] = [NAIVE, Schedule()] + keep
+    keep = [s if has_reduction else s.with_(tile_k=0) for s in keep]
+    found: list[Schedule] = list(dict.fromkeys([NAIVE, Schedule()] + keep))
     if has_reduction and outputs <= 16384:
         for split in (32, 64, 128, 256):
             for by in (1, 2, 4):
