@@ -20,8 +20,8 @@ def test_candidates_start_naive_and_split_only_small_outputs():
     assert any(s.split for s in few)
     many = candidates(mv, {"M": 1 << 20, "K": 64}, limit=30)
     assert not any(s.split for s in many)
-    pool = candidates(compile_tc(EXAMPLES["maxpool2x2"].text), {"B": 1, "C": 1, "H": 8, "W": 8}, limit=200)
-    assert all(s.tile_k == 0 for s in pool)  # no sum to tile
+    pool = candidates(compile_tc(EXAMPLES["gather"].text), {"N": 10, "A": 64, "B": 64}, limit=200)
+    assert pool and all(s.tile_k == 0 and not s.split for s in pool)  # no reduction to tile or split
 
 
 def test_cache_key_depends_on_text_shape_and_device():
