@@ -516,8 +516,11 @@ class _KernelWriter:
         total = " * ".join(f"({(hi - lo + 1).c()})" for _, (lo, hi) in red_exts)
         self.emit(f"for (int tc_r = threadIdx.x; tc_r < {total}; tc_r += {r}) {{", 1)
         self.emit("int tc_rest = tc_r;", 2)
-        for v, (lo, hi) in reversed(red_exts):
+        for n, (v, (lo, hi)) in enumerate(reversed(red_exts)):
             start = "" if S.difference(lo, S.const(0)) == 0 else f"{lo.c()} + "
+            if n == len(red_exts) - 1:  # the outermost index needs no '%' (tc_rest is below its extent)
+                self.emit(f"const int {v} = {start}tc_rest;", 2)
+                continue
             self.emit(f"const int {v} = {start}tc_rest % {(hi - lo + 1).c()};", 2)
             self.emit(f"tc_rest /= {(hi - lo + 1).c()};", 2)
         em = _Emitter(self.cd, self.tensor, "tc_part")
