@@ -210,7 +210,8 @@ def grade_submission(
     except LaunchError as exc:
         return _base_result(ex, sub, mode, "invalid_launch", f"Launch configuration refused: {exc}.")
     if not sub.source.strip():
-        return _base_result(ex, sub, mode, "compile_error", f"The '%%cuda {ex.name}' cell is empty: write the kernel {ex.signature} in it.")
+        magic, what = ("%%tc", "the index notation") if ex.language == "tc" else ("%%cuda", "the kernel")
+        return _base_result(ex, sub, mode, "compile_error", f"The '{magic} {ex.name}' cell is empty: write {what} {ex.signature} in it.")
 
     secret_bytes = _resolve_secret(secret)
     cases = plan_cases(ex, launch, mode, secret_bytes, student_id)

@@ -3,7 +3,7 @@
 The language is the one of Tensor Comprehensions (Vasilache et al., 2018)::
 
     def mv(float(M,K) A, float(K) x) -> (C) {
-        C(i) +=! A(i,k) * x(k)     # one statement per line; '#' starts a comment
+        C(i) +=! A(i,k) * x(k)     # one statement per line; '#' (or '//') starts a comment
     }
 
 Statements need no separator (a ``;`` is allowed).  The grammar accepts any
@@ -63,7 +63,7 @@ MULOP: "*" | "/" | "%"
 NUMBER: /(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?f?/
 INT: /\d+/
 NAME: /[A-Za-z_][A-Za-z0-9_]*/
-COMMENT: /#[^\n]*/
+COMMENT: /(#|\/\/)[^\n]*/
 
 %import common.WS
 %ignore WS
