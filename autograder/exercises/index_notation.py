@@ -41,7 +41,7 @@ def _tc_exercise(name, title, signature, args, make_inputs, reference, error_sca
         reference=reference, error_scale=error_scale, rtol=1e-5, atol=1e-30, visible_shapes=visible,
         hidden_shapes=hidden, secret_shapes=secret, launch_keys=(), launch_config=_no_launch,
         correctness_points=5.0, speed_points=0.0, reference_kernel=None, flops=lambda s: 0.0,
-        bytes_moved=lambda s: 0.0, label=label, description=description, language="tc", hidden_seeds=2)
+        bytes_moved=lambda s: 0.0, label=label, description=description, language="tc")
 
 
 # ------------------------------------------------------------------------------ 1. batched matrix product
