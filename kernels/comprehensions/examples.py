@@ -36,6 +36,11 @@ MV_TWO_STATEMENTS = """def mv2(float(M,K) A, float(K) x) -> (C) {
     C(i) += A(i,k) * x(k)        # ... then accumulate
 }"""
 
+#: A plain matrix product: what the benchmark compares with cuBLAS and the GEMM chapter.
+MATMUL = """def matmul(float(M,K) A, float(K,N) B) -> (C) {
+    C(i,j) +=! A(i,k) * B(k,j)
+}"""
+
 SGEMM_AS_WRITTEN = """def sgemm(float a, float b, float(N,M) A, float(M,K) B) -> (C) {
     C(i,j) = b * C(i,j)
     C(i,j) += a * A(i,k) * B(k,j)
