@@ -100,3 +100,15 @@ def test_references_are_float64_and_nonzero(name):
 
 def test_solution_notebook_graded_end_to_end(tmp_path):
     check_solution_graded_end_to_end(tmp_path, "07_index_notation", "index_notation", EXERCISES)
+
+
+def test_tc_cell_magic_shows_ranges_or_the_error(capsys):
+    from autograder.student import compile_tc_cell, submission
+
+    compile_tc_cell("tc_avgpool2x2", "def avgpool2x2(float(N,C,H,W) X) -> (Y) {\n"
+                    "    Y(n,c,i,j) +=! X(n,c,2 * i + u,2 * j + v) / 4 where u in 0:2, v in 0:2\n}")
+    out = capsys.readouterr()
+    assert "i in [0, floor((H - 2) / 2)]" in out.out and submission("tc_avgpool2x2") is not None
+    compile_tc_cell("tc_avgpool2x2", "def avgpool2x2(float(N,C,H,W) X) -> (Y) {\n    Y(n,c,i,j) = X(n,c,i,k)\n}")
+    out = capsys.readouterr()
+    assert "line 3, column" in out.err and "no reduction operator" in out.err
