@@ -442,8 +442,8 @@ class _Checker:
         if isinstance(e, Name):
             if e.name in self.scalars:
                 self.error(f"the runtime scalar '{e.name}' cannot take part in range inference", e.pos,
-                           hint="use a literal (e.g. 2 * h + kh for a stride of 2), or give every index of this "
-                                "expression a range with 'where'")
+                           hint="write the stride as a literal (e.g. 2 * h + kh for a stride of 2): the inference "
+                                "divides by it, so it must be known before the kernel runs")
             if e.name in self.sizes_seen:
                 return {}, S.sym(e.name)
             return {e.name: 1}, S.const(0)
