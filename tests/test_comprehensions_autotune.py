@@ -40,6 +40,10 @@ def test_search_checks_every_candidate(backend, tmp_path):
     assert result.best in pool
     if backend.name == "gpu":
         assert result.timed and all(t.median_ms > 0 for t in result.trials)
+        # a full search caches its best per comprehension, shape and device; the next call reads it
+        first = autotune(ex.text, args, limit=6, cache=tmp_path / "cache.json")
+        again = autotune(ex.text, args, limit=6, cache=tmp_path / "cache.json")
+        assert not first.from_cache and again.from_cache and again.best == first.best
     else:
         assert not result.timed and all(t.median_ms is None for t in result.trials)
     json.dumps(result.as_dict())  # what the chapter and the benchmark record
