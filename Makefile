@@ -2,6 +2,8 @@
 #
 #   make book      the HTML book in _build/html, every chapter executed
 #   make test      the test suite (CPU emulator; GPU tests skip without a GPU)
+#   make lab       JupyterLab on the exercises, kernels on DLK_BACKEND (auto, gpu or cpu)
+#   make student-copy  dist/deep-learning-kernels-student.tar.gz: what students get, no solutions/
 #   make test-gpu  on a GPU machine: GPU tests and kernel tests on the GPU (no venv, no install)
 #   make bench     on a GPU machine: benchmarks/*.py -> benchmarks/results/*.json
 #   make clean     remove build outputs and caches (make distclean also removes .venv)
@@ -15,10 +17,10 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help book test test-gpu bench clean distclean
+.PHONY: help book lab kernelspec student-copy test test-gpu bench clean distclean
 
 help:
-	@sed -n '3,8p' Makefile | sed 's/^# *//'
+	@sed -n '3,10p' Makefile | sed 's/^# *//'
 
 # The virtual environment: every pinned package, then this project (editable, so
 # that the book and the tests always use the files of this checkout).
@@ -30,11 +32,32 @@ $(STAMP): requirements.lock pyproject.toml
 
 # Notebooks run in the venv's own "python3" kernel (JUPYTER_PATH puts its
 # kernelspec first); a cell that raises fails the build (_config.yml).
-book: $(STAMP)
-	$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (Deep Learning Kernels)" >/dev/null
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" JUPYTER_PATH="$(CURDIR)/$(VENV)/share/jupyter" PYTHONPATH="$(CURDIR)" \
-		$(VENV)/bin/jupyter-book build --all .
+JUPYTER_ENV = PATH="$(CURDIR)/$(VENV)/bin:$$PATH" JUPYTER_PATH="$(CURDIR)/$(VENV)/share/jupyter" PYTHONPATH="$(CURDIR)"
+
+kernelspec: $(STAMP)
+	@$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (Deep Learning Kernels)" >/dev/null
+
+book: kernelspec
+	$(JUPYTER_ENV) $(VENV)/bin/jupyter-book build --all .
 	@test -f _build/html/index.html && echo "book: $(CURDIR)/_build/html/index.html"
+
+# JupyterLab from the venv, opened on exercises/; the kernels it starts inherit
+# DLK_BACKEND (unset: auto, the GPU if PyCUDA finds one, else the CPU emulator).
+# LAB_ARGS passes options to jupyter lab (e.g. LAB_ARGS="--no-browser --port 8890").
+LAB_ARGS ?=
+lab: kernelspec
+	@echo "make lab: kernels run with DLK_BACKEND=$${DLK_BACKEND:-auto}"
+	$(JUPYTER_ENV) $(VENV)/bin/jupyter lab --notebook-dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/exercises $(LAB_ARGS)
+
+# What students get: the book, the kernels, the exercises and the runtime behind
+# check(), from the last commit; not solutions/ (instructor notebooks with solutions
+# and hidden tests) nor the tests, which grade those solutions.
+STUDENT_FILES = README.md Makefile pyproject.toml requirements.lock _config.yml _toc.yml _static \
+	book kernels autograder exercises benchmarks
+student-copy:
+	@mkdir -p dist
+	git archive --format=tar.gz --prefix=deep-learning-kernels/ -o dist/deep-learning-kernels-student.tar.gz HEAD $(STUDENT_FILES)
+	@echo "student copy: dist/deep-learning-kernels-student.tar.gz (no solutions/)"
 
 test: $(STAMP)
 	$(VPY) -m pytest $(PYTEST_ARGS)
@@ -44,7 +67,7 @@ test: $(STAMP)
 GPU_ENV = DLK_BACKEND=gpu PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"
 
 test-gpu:
-	@$(GPU_ENV) python3 -c "import sys; from kernels.runtime.select import _gpu_usable; \
+	@$(GPU_ENV) python3 -c "import sys; from kernels.runtime.selection import _gpu_usable; \
 		sys.exit(0 if _gpu_usable() else 'make test-gpu: no usable GPU (is PyCUDA importable? is there a CUDA device?)')"
 	$(GPU_ENV) python3 -m pytest -p no:cacheprovider -m "gpu or backend" $(PYTEST_ARGS)
 
@@ -55,7 +78,7 @@ bench:
 	@mkdir -p benchmarks/results
 	@failed=""; for script in benchmarks/*.py; do \
 		case "$$(basename $$script)" in common.py|_*|emulator_*) continue;; esac; \
-		echo "== $$script"; $(GPU_ENV) python3 $$script || failed="$$failed $$script"; \
+		echo "== $$script"; $(GPU_ENV) python3 -m benchmarks.$$(basename $$script .py) || failed="$$failed $$script"; \
 	 done; \
 	 if [ -n "$$failed" ]; then echo "make bench: failed:$$failed"; exit 1; fi
 

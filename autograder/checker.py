@@ -18,45 +18,16 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .comparison import CaseError, compare
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import ExerciseResult, ShapeResult
+from .timing_policy import measure_speed, speed_points
 
 GUARD_ELEMENTS = 256  # elements of guard after every buffer on the GPU
 GUARD_FLOAT = np.float32(-7.0e33)  # an unlikely finite value a kernel would not write
 GUARD_MAGNITUDE = 1.0e32  # outputs this large can only come from reading the guard
 MAP_BINS_1D = 256
 MAP_BINS_2D = 64
-
-
-# ------------------------------------------------------------------ comparison
-def compare(got: np.ndarray, expected: np.ndarray, scale, rtol: float, atol: float) -> dict:
-    """Every element: |got - expected| <= atol + rtol * scale, and no NaN/Inf where expected is finite."""
-    got64 = got.astype(np.float64)
-    expected = np.asarray(expected, dtype=np.float64).reshape(got.shape)
-    scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), got.shape)
-    err = np.abs(got64 - expected)
-    tol = atol + rtol * scale
-    with np.errstate(invalid="ignore"):
-        bad = ~(err <= tol)
-    bad |= ~np.isfinite(got64) & np.isfinite(expected)
-    finite_err = np.where(np.isfinite(err), err, np.inf)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = finite_err / np.maximum(np.abs(expected), np.finfo(np.float64).tiny)
-    out = {
-        "bad": bad,
-        "n_bad": int(bad.sum()),
-        "max_abs_err": float(finite_err.max()) if finite_err.size else 0.0,
-        "max_rel_err": float(rel.max()) if rel.size else 0.0,
-        "err": err,
-        "tol": tol,
-    }
-    if out["n_bad"]:
-        flat = int(np.flatnonzero(bad.ravel())[0])
-        idx = np.unravel_index(flat, got.shape)
-        out["first_bad_index"] = [int(i) for i in idx]
-        out["expected"] = float(expected.ravel()[flat])
-        out["got"] = float(got64.ravel()[flat])
-    return out
 
 
 def error_map(bad: np.ndarray) -> dict | None:
@@ -182,15 +153,6 @@ def _where(bad: np.ndarray, block: int, threads: int, n: int) -> str:
 
 
 # ------------------------------------------------------------------ running a case
-class CaseError(Exception):
-    """A case could not run to the end; ``status`` is the exercise status it implies."""
-
-    def __init__(self, status: str, message: str, hint: str = ""):
-        super().__init__(message)
-        self.status = status
-        self.hint = hint
-
-
 def _expected_params(ex: Exercise):
     from kernels.runtime.signature import parse_kernels
 
@@ -343,11 +305,11 @@ class CaseRunner:
 
     def _poison_shared(self) -> None:
         """Fill every multiprocessor's shared memory with NaN, so a kernel reading it uninitialised sees NaN."""
+        if self.backend.name != "gpu":
+            return  # the emulator finds reads of unwritten shared memory itself
         try:
-            from .timing_policy import poison_shared_memory
-
-            poison_shared_memory(self.backend)
-        except Exception:
+            self.backend.measurement().poison_shared_memory()
+        except Exception:  # noqa: BLE001 - best effort: a kernel is still checked without it
             pass
 
 
@@ -485,7 +447,7 @@ def check_includes(source: str) -> str:
 def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None) -> ExerciseResult:
     """Check one submission as described by ``request`` (see :mod:`autograder.isolation`)."""
     from kernels.runtime import errors as E
-    from kernels.runtime import select
+    from kernels.runtime import selection
     from kernels.runtime.module import compile_source
 
     from .exercises import get_exercise
@@ -506,7 +468,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         res.status, res.message = "invalid_launch", f"Launch configuration refused: {exc}."
         return res
     try:
-        backend = select.current_backend()
+        backend = selection.current_backend()
     except Exception as exc:
         res.status, res.message = "crashed", f"No backend to run kernels on: {exc}"
         return res
@@ -652,8 +614,6 @@ def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mod
         return
     from kernels.runtime import errors as E
 
-    from .timing_policy import measure_speed
-
     send("stage", stage="timing")
     try:
         timing = measure_speed(ex, module, launch, backend, quick=(mode == "visible"))
@@ -681,8 +641,6 @@ def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mod
     if mode != "hidden":
         res.speed_note = "measured for information only (check() awards no points)"
         return
-    from .timing_policy import speed_points
-
     points, note = speed_points(ex, timing)
     res.speed_score = points
     res.speed_note = note

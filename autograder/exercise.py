@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kernels.runtime.versions import KernelVersion, LaunchConfig
+
 Shape = dict  # {"n": 1000003}
 Inputs = dict  # argument name -> np.ndarray or Python number
 
@@ -79,30 +81,35 @@ class Arg:
 
 
 @dataclass(frozen=True)
-class LaunchConfig:
-    grid: tuple[int, int, int]
-    block: tuple[int, int, int]
-    shared: int = 0
-
-
-@dataclass(frozen=True)
 class ReferenceKernel:
-    """The trusted kernel speed is compared with: ``kernel`` in ``kernels/<topic>.cu``.
+    """The trusted kernel speed is compared with: one :class:`~kernels.runtime.versions.KernelVersion`.
 
-    ``launch(shape) -> LaunchConfig`` is the trusted launch configuration (the
-    one ``kernels/<topic>.py`` uses; it runs in the grading process, so it may
-    ask the device for its multiprocessor count); ``arg_order`` names the
+    Its topic, CUDA name, launch configuration and compile-time definitions
+    are the version's own (``kernels/<topic>.py``), so the grader times the
+    kernel exactly as the chapter launches it.  ``arg_order`` names the
     exercise's arguments in the reference kernel's order when that differs
     from the exercise's declaration.
     """
 
-    topic: str
-    kernel: str
-    launch: Callable[[Shape], LaunchConfig]
+    version: KernelVersion
     arg_order: tuple[str, ...] | None = None
     #: Use this source instead of kernels/<topic>.cu (a provisional reference).
     source: str | None = None
-    defines: dict = field(default_factory=dict)
+
+    @property
+    def topic(self) -> str:
+        return self.version.topic
+
+    @property
+    def kernel(self) -> str:
+        return self.version.kernel
+
+    @property
+    def defines(self) -> dict:
+        return dict(self.version.defines)
+
+    def launch(self, shape: Shape) -> LaunchConfig:
+        return self.version.launch(shape)
 
 
 @dataclass(frozen=True)
@@ -118,8 +125,6 @@ class Exercise:
     #: Per output: the magnitude rounding errors scale with (same shape as the output,
     #: or a scalar).  Tolerance per element = atol + rtol * scale.
     error_scale: Callable[[Inputs], dict[str, np.ndarray]]
-    rtol: float
-    atol: float
     visible_shapes: tuple[Shape, ...]
     hidden_shapes: tuple[Shape, ...]
     launch_keys: tuple[LaunchKey, ...]
@@ -127,8 +132,12 @@ class Exercise:
     correctness_points: float
     speed_points: float
     reference_kernel: ReferenceKernel | None
-    flops: Callable[[Shape], float]
-    bytes_moved: Callable[[Shape], float]
+    #: Tolerance per element = atol + rtol * scale; the default suits float32 sums of any order.
+    rtol: float = 1e-5
+    atol: float = 1e-30
+    #: The flop and byte counts of one run (the physical floor); default: the reference kernel's record's.
+    flops: Callable[[Shape], float] | None = None
+    bytes_moved: Callable[[Shape], float] | None = None
     #: The shape speed is measured on (large enough that launch overhead does not dominate).
     timing_shape: Shape | None = None
     #: Shapes drawn per student and exercise from the grading secret: f(rng, launch) -> shapes.
@@ -151,6 +160,13 @@ class Exercise:
     #: What the cell holds: "cuda" (a kernel) or "tc" (index notation, ``kernels/comprehensions``):
     #: a "tc" exercise is graded by generating the kernel from the text in the grading process.
     language: str = "cuda"
+
+    def __post_init__(self):
+        for fact, record_fact in (("flops", "flops"), ("bytes_moved", "bytes")):
+            if getattr(self, fact) is None:
+                if self.reference_kernel is None:
+                    raise ValueError(f"exercise {self.name}: {fact} is needed when there is no reference kernel")
+                object.__setattr__(self, fact, getattr(self.reference_kernel.version, record_fact))
 
     # ----------------------------------------------------------------- helpers
     def shape_label(self, shape: Shape) -> str:
@@ -213,12 +229,13 @@ class Exercise:
         return shapes
 
 
+def varied(rng: np.random.Generator, shape, mean: float, decades: float = 1.0, spread: float = 0.5) -> np.ndarray:
+    """Float32 values around ``mean`` (normal, standard deviation ``spread``), each times a scale spread
+    evenly over ``decades`` decades around 1: inputs with a non-zero mean and varied magnitude, so that
+    a kernel writing zeros, the mean, or one element's value everywhere cannot pass."""
+    scale = 10.0 ** rng.uniform(-decades / 2, decades / 2, shape)
+    return ((mean + spread * rng.standard_normal(shape)) * scale).astype(np.float32)
+
+
 def ceil_div(a: int, b: int) -> int:
     return max(1, math.ceil(a / b))
-
-
-def dim3(value) -> tuple[int, int, int]:
-    if isinstance(value, int):
-        return (value, 1, 1)
-    items = list(value) + [1] * (3 - len(value))
-    return (int(items[0]), int(items[1]), int(items[2]))

@@ -15,7 +15,8 @@ from typing import Any
 
 import nbformat
 
-from autograder.nbgrader_bridge import RESULTS_SUFFIX, speedup_of
+from autograder.feedback import part_feedback, speedup_of
+from autograder.nbgrader_bridge import RESULTS_SUFFIX, part_points
 
 
 def _cell_outputs(nb_path: str) -> dict[str, str]:
@@ -94,10 +95,8 @@ def collect(cd, assignment: str) -> list[dict]:
 
 
 def _speedup(res: dict) -> str:
-    class _R:  # speedup_of reads .timing
-        timing = res.get("timing")
-
-    value = speedup_of(_R)
+    """The speed-up in a results file's entry for one exercise, as text ("" when not measured)."""
+    value = speedup_of(res.get("timing"))
     return f"{value:.3f}" if value else ""
 
 
@@ -198,8 +197,6 @@ def write_gradescope(rows: list[dict], directory: str) -> list[str]:
 
 def gradescope_from_grading(grading, cells: list[dict]) -> dict:
     """results.json straight from a NotebookGrading (no gradebook)."""
-    from autograder.nbgrader_bridge import part_feedback, part_points
-
     row = {"score": 0.0, "late_penalty": 0.0, "cells": [], "exercises": {},
            "grading_seconds": grading.total_seconds}
     data = grading.to_json()

@@ -59,6 +59,10 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from .feedback import part_feedback, speedup_of
+from .result import ExerciseResult
+from .submission import KernelSubmission, submissions_from_notebook
+
 PARTS = ("correctness", "speed")
 RESULTS_SUFFIX = ".results.json"
 SECRET_ENV = "DLK_GRADER_SECRET"  # the engine reads the same variable
@@ -125,15 +129,15 @@ def _strip_magics(source: str) -> str:
 # --------------------------------------------------------------------------
 
 
-def part_points(result: Any, part: str, points: float) -> float:
+def part_points(result: ExerciseResult, part: str, points: float) -> float:
     """The points a test cell worth ``points`` gets for ``part`` of ``result``.
 
     The engine scores each part out of its own maximum; the cell's points scale
     it. When the engine's maximum equals the cell's points (as for the course's
     exercises) this is the engine's score unchanged.
     """
-    score = float(getattr(result, f"{part}_score"))
-    maximum = float(getattr(result, f"{part}_max"))
+    score = float(result.part_score(part))
+    maximum = float(result.part_max(part))
     if maximum <= 0:
         return 0.0
     if maximum == points:
@@ -148,59 +152,6 @@ def format_points(value: float) -> str:
     return repr(float(value))
 
 
-def part_feedback(result: Any, part: str, points: float, awarded: float) -> str:
-    """The text a test cell shows: the whole report under correctness, the timing under speed."""
-    title = f"{result.exercise} ({part}): {awarded:g} / {points:g} points"
-    lines = [title, "-" * len(title)]
-    if part == "correctness":
-        try:
-            lines.append(result.feedback_text().rstrip())
-        except Exception as exc:  # a result that cannot describe itself still scores
-            lines.append(f"status: {result.status}\n{result.message}\n(feedback unavailable: {exc})")
-    else:
-        lines += speed_feedback(result)
-    maximum = float(getattr(result, f"{part}_max") or 0.0)
-    if maximum and maximum != float(points):
-        lines.append(f"  ({part} is scored out of {maximum:g} by the grader and scaled to this cell's {points:g} points)")
-    return "\n".join(lines) + "\n"
-
-
-def speed_feedback(result: Any) -> list[str]:
-    status = str(result.status).replace("_", " ")
-    lines = [f"Exercise {result.exercise}: {status} (correctness "
-             f"{float(result.correctness_score):g} / {float(result.correctness_max):g})"]
-    if getattr(result, "backend", ""):
-        where = "GPU" if result.backend == "gpu" else "CPU emulator"
-        lines.append(f"  ran on: {result.device or result.backend} ({where})")
-    timing = getattr(result, "timing", None) or {}
-    if timing.get("student_ms") is not None:
-        lines.append(
-            f"  time: {_g(timing.get('student_ms'))} ms; reference kernel {_g(timing.get('reference_ms'))} ms; "
-            f"speed-up {_g(timing.get('speedup'))}x"
-        )
-        if timing.get("floor_ms") is not None:
-            lines.append(f"  physical floor {_g(timing.get('floor_ms'))} ms "
-                         f"({_g(timing.get('percent_of_floor'))}% of the floor's speed)")
-    if timing.get("device"):
-        lines.append(f"  measured on {timing.get('device')}, driver {timing.get('driver', '?')}, "
-                     f"clocks {timing.get('clocks', '?')}")
-    note = getattr(result, "speed_note", "")
-    if note:
-        lines.append(f"  speed: {note}")
-    elif not getattr(result, "speed_measured", False):
-        lines.append("  speed: not measured (speed points need a correct kernel, timed on a GPU).")
-    if result.status != "passed" and getattr(result, "message", ""):
-        lines.append("  (why the kernel is not correct: see the correctness cell above)")
-    return lines
-
-
-def _g(x: Any) -> str:
-    try:
-        return f"{float(x):.4g}"
-    except (TypeError, ValueError):
-        return "?"
-
-
 # --------------------------------------------------------------------------
 # Grading an extracted submission
 # --------------------------------------------------------------------------
@@ -212,7 +163,7 @@ class NotebookGrading:
 
     student: str
     notebook: str
-    results: dict[str, Any] = field(default_factory=dict)  # exercise -> ExerciseResult
+    results: dict[str, ExerciseResult] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     total_seconds: float = 0.0
     extraction_error: str = ""
@@ -233,39 +184,29 @@ class NotebookGrading:
         return out
 
 
-def _result_dict(result: Any) -> dict:
-    to_json = getattr(result, "to_json", None)
-    if callable(to_json):
-        data = to_json()
-        if isinstance(data, str):
-            data = json.loads(data)
-        return dict(data)
-    from dataclasses import asdict
-
-    return asdict(result)
+def _result_dict(result: ExerciseResult) -> dict:
+    return result.to_dict()
 
 
-def missing_result(exercise: str, message: str = "") -> Any:
+def missing_result(exercise: str, message: str = "") -> ExerciseResult:
     """An ExerciseResult for an exercise the notebook has no kernel for."""
-    from autograder.result import ExerciseResult
-
     result = ExerciseResult.missing(exercise)
     if message:
         result.message = message
     return result
 
 
-def crashed_result(exercise: str, message: str) -> Any:
+def crashed_result(exercise: str, message: str) -> ExerciseResult:
     res = missing_result(exercise, message)
     res.status = "crashed"
     return res
 
 
-GradeFn = Callable[..., Any]
+GradeFn = Callable[..., ExerciseResult]
 
 
 def _default_grade_fn() -> GradeFn:
-    from autograder.isolation import grade_submission
+    from autograder.isolation import grade_submission  # the sandbox is started only when grading
 
     return grade_submission
 
@@ -282,8 +223,6 @@ def grade_notebook(
     log: Callable[[str], None] = lambda msg: None,
 ) -> NotebookGrading:
     """Grade ``exercises`` of notebook ``nb`` without executing any of it."""
-    from autograder.submission import submissions_from_notebook
-
     grade_fn = grade_fn or _default_grade_fn()
     grading = NotebookGrading(student=student, notebook=notebook)
     started = time.perf_counter()
@@ -292,7 +231,7 @@ def grade_notebook(
     except Exception as exc:  # a notebook the parser rejects grades as missing kernels
         submissions = []
         grading.extraction_error = f"{type(exc).__name__}: {exc}"
-    by_exercise: dict[str, Any] = {}
+    by_exercise: dict[str, KernelSubmission] = {}
     for sub in submissions:
         # The last %%cuda cell for an exercise is the one a reader of the
         # notebook would take as the answer (it is what check() last ran).
@@ -327,20 +266,9 @@ def grade_notebook(
     return grading
 
 
-def _speedup_note(result: Any) -> str:
-    speedup = speedup_of(result)
+def _speedup_note(result: ExerciseResult) -> str:
+    speedup = speedup_of(result.timing)
     return f" ({speedup:.2f}x reference)" if speedup else ""
-
-
-def speedup_of(result: Any) -> float | None:
-    timing = getattr(result, "timing", None) or {}
-    for key in ("speedup", "speed_up", "speedup_vs_reference"):
-        if key in timing and timing[key] is not None:
-            try:
-                return float(timing[key])
-            except (TypeError, ValueError):
-                return None
-    return None
 
 
 def graded_exercises(nb: NotebookNode) -> dict[str, list[GradeTarget]]:

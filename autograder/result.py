@@ -12,6 +12,8 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 
+from . import feedback
+
 #: Every status an exercise can end in.
 STATUSES = (
     "passed",  # every case correct
@@ -50,23 +52,15 @@ class ShapeResult:
         tag = "PASS" if self.passed else "FAIL"
         text = f"{tag}  {self.label:<22} seed #{self.seed_index}"
         if self.max_abs_err is not None:
-            text += f"  max abs err {_fmt(self.max_abs_err)}  max rel err {_fmt(self.max_rel_err)}"
+            text += f"  max abs err {feedback.number(self.max_abs_err)}  max rel err {feedback.number(self.max_rel_err)}"
         if not self.passed and self.first_bad_index is not None:
             idx = ",".join(str(i) for i in self.first_bad_index)
-            text += f"\n        {self.n_bad} of {self.n_total} wrong; first at {self.output}[{idx}]: expected {_fmt(self.expected)}, got {_fmt(self.got)}"
+            text += f"\n        {self.n_bad} of {self.n_total} wrong; first at {self.output}[{idx}]: expected {feedback.number(self.expected)}, got {feedback.number(self.got)}"
         if self.error:
             text += "\n        " + self.error.replace("\n", "\n        ")
         if self.hint and not self.passed:
             text += f"\n        hint: {self.hint}"
         return text
-
-
-def _fmt(x) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
-        return str(x)
-    return f"{x:.4g}"
 
 
 def _clean(value):
@@ -128,6 +122,14 @@ class ExerciseResult:
     def passed(self) -> bool:
         return self.status == "passed"
 
+    def part_score(self, part: str) -> float:
+        """The points of ``part`` ("correctness" or "speed")."""
+        return {"correctness": self.correctness_score, "speed": self.speed_score}[part]
+
+    def part_max(self, part: str) -> float:
+        """The most ``part`` ("correctness" or "speed") can get."""
+        return {"correctness": self.correctness_max, "speed": self.speed_max}[part]
+
     # -------------------------------------------------------------------- JSON
     def to_dict(self) -> dict:
         return _clean(asdict(self))
@@ -178,71 +180,13 @@ class ExerciseResult:
 
     # ---------------------------------------------------------------- feedback
     def feedback_text(self) -> str:
-        """Plain text for the student's feedback: status, points, each case, hints, timing."""
-        lines = [
-            f"Exercise {self.exercise}: {self.status.replace('_', ' ')}",
-            f"  correctness {self.correctness_score:g} / {self.correctness_max:g}"
-            + (f", speed {self.speed_score:g} / {self.speed_max:g}" if self.speed_max else ""),
-        ]
-        if self.backend:
-            lines.append(f"  ran on: {self.device or self.backend} ({'GPU' if self.backend == 'gpu' else 'CPU emulator'})")
-        if self.launch:
-            lines.append("  launch: " + " ".join(f"{k}={v}" for k, v in self.launch.items()))
-        if self.message:
-            lines += ["", _indent(self.message, "  ")]
-        if self.shapes:
-            lines.append("")
-            lines.append("  cases:")
-            lines += ["    " + line for line in self.case_lines()]
-        if self.timing:
-            t = self.timing
-            lines.append("")
-            if t.get("student_ms") is not None:
-                lines.append(
-                    f"  time: {_fmt(t.get('student_ms'))} ms (reference {_fmt(t.get('reference_ms'))} ms, "
-                    f"speed-up {_fmt(t.get('speedup'))}x); physical floor {_fmt(t.get('floor_ms'))} ms "
-                    f"({_fmt(t.get('percent_of_floor'))}% of the floor's speed)"
-                )
-            if t.get("device"):
-                lines.append(f"  measured on {t.get('device')}, driver {t.get('driver', '?')}, clocks {t.get('clocks', '?')}")
-        if self.speed_note:
-            lines.append("  speed: " + self.speed_note)
-        return "\n".join(lines)
+        """Plain text for the student's feedback (see :func:`autograder.feedback.feedback_text`)."""
+        return feedback.feedback_text(self)
 
     def case_lines(self) -> list[str]:
-        """One line per shape whose seeds all passed; the details of every failing case."""
-        lines: list[str] = []
-        order: list[tuple[bool, str]] = []
-        groups: dict[tuple[bool, str], list[ShapeResult]] = {}
-        for s in self.shapes:
-            key = (s.visible, s.label)
-            if key not in groups:
-                order.append(key)
-                groups[key] = []
-            groups[key].append(s)
-        for key in order:
-            cases = groups[key]
-            prefix = "" if key[0] else "(hidden) "
-            if all(c.passed for c in cases):
-                worst_abs = max((c.max_abs_err for c in cases if c.max_abs_err is not None), default=None)
-                worst_rel = max((c.max_rel_err for c in cases if c.max_rel_err is not None), default=None)
-                seeds = f"{len(cases)} seeds" if len(cases) > 1 else f"seed #{cases[0].seed_index}"
-                lines.append(f"{prefix}PASS  {key[1]:<22} {seeds:<8}  max abs err {_fmt(worst_abs)}  max rel err {_fmt(worst_rel)}")
-            else:
-                failing = [c for c in cases if not c.passed]
-                lines += (prefix + failing[0].summary()).splitlines()
-                others = [f"seed #{c.seed_index} ({c.n_bad} of {c.n_total} wrong)" if c.n_total else f"seed #{c.seed_index}"
-                          for c in failing[1:]]
-                if others:
-                    lines.append(f"{prefix}      also wrong: {', '.join(others)}")
-                passed = sum(c.passed for c in cases)
-                if passed:
-                    lines.append(f"{prefix}      ({passed} other seed{'s' if passed > 1 else ''} of {key[1]} passed)")
-        return lines
+        return feedback.case_lines(self)
 
     def __str__(self) -> str:
-        return self.feedback_text()
+        return feedback.feedback_text(self)
 
 
-def _indent(text: str, prefix: str) -> str:
-    return "\n".join(prefix + line for line in text.splitlines())

@@ -127,13 +127,14 @@ def check(name: str, plot: bool = True, timeout_s: float | None = None) -> None:
     if sub is None:
         print(f"No kernel for '{name}' yet: run the cell that starts with '%%cuda {name} ...' first.")
         return None
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
     from .isolation import grade_submission
-    from .report import check_text, plot_error_maps
+    from .feedback import check_text
+    from .report import plot_error_maps
 
     try:
-        backend = select.current_backend().name
+        backend = selection.current_backend().name
     except Exception:
         backend = None
     result = grade_submission(sub, mode="visible", backend=backend, timeout_s=timeout_s)

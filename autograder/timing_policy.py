@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import time
 
 import numpy as np
 
+from .comparison import CaseError, compare
 from .exercise import Exercise, LaunchError
 
 WARMUP_PAIRS = 3
@@ -47,8 +47,6 @@ INPUT_SETS = 2
 SAMPLE_ELEMENTS = 65536
 #: A measured time this far below the floor is impossible (event resolution and clock drift allowance).
 FLOOR_MARGIN = 0.9
-#: Generous peak FP32 rate per SM per clock (flops): 128 FMA lanes x 2, doubled for safety.
-FLOPS_PER_SM_CLOCK = 512
 
 
 def speed_points(ex: Exercise, timing: dict) -> tuple[float, str]:
@@ -86,75 +84,13 @@ def physical_floor_ms(ex: Exercise, shape: dict, peak_bandwidth: float, peak_flo
     return 1e3 * max(ex.bytes_moved(shape) / peak_bandwidth, ex.flops(shape) / peak_flops)
 
 
-# ------------------------------------------------------------------ GPU side
-_poison = None
-
-
-def poison_shared_memory(backend) -> None:
-    """Write NaN into as much shared memory of every SM as a block can hold (best effort)."""
-    global _poison
-    if backend.name != "gpu":
-        return
-    import pycuda.driver as cuda
-    from pycuda.compiler import SourceModule
-
-    if _poison is None:
-        mod = SourceModule(
-            """
-            extern "C" __global__ void dlk_poison_shared(int words) {
-                extern __shared__ float s[];
-                volatile float* v = s;
-                for (int i = threadIdx.x; i < words; i += blockDim.x) v[i] = __int_as_float(0x7fc00000);
-            }""",
-            no_extern_c=True,
-        )
-        fn = mod.get_function("dlk_poison_shared")
-        limits = backend.limits()
-        shared = int(limits.max_shared_bytes_optin)
-        fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
-        sms = int(backend.describe().get("multiprocessors") or 1)
-        _poison = (mod, fn, shared, sms)
-    _, fn, shared, sms = _poison
-    fn(np.int32(shared // 4), grid=(sms * 2, 1, 1), block=(256, 1, 1), shared=shared)
-    cuda.Context.synchronize()
-
-
-def _clocks() -> str:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw",
-             "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10,
-        )
-        if out.returncode == 0:
-            return out.stdout.strip().splitlines()[0]
-    except Exception:
-        pass
-    return ""
-
-
-def _peak_bandwidth(cuda, stream, info: dict) -> tuple[float, float]:
-    """(peak bytes/s used for the floor, measured device-to-device copy bytes/s)."""
-    nbytes = 512 * 2**20
-    a, b = cuda.mem_alloc(nbytes), cuda.mem_alloc(nbytes)
-    start, end = cuda.Event(), cuda.Event()
-    best = 0.0
-    for _ in range(5):
-        start.record(stream)
-        cuda.memcpy_dtod_async(b, a, nbytes, stream)
-        end.record(stream)
-        end.synchronize()
-        ms = start.time_till(end)
-        if ms > 0:
-            best = max(best, 2 * nbytes / (ms / 1e3))
-    a.free()
-    b.free()
-    theoretical = 2 * info.get("memory_clock_mhz", 0) * 1e6 * info.get("memory_bus_bits", 0) / 8
-    return max(best, theoretical), best
+# ------------------------------------------------------------------ the timing loop
 
 
 class _InputSet:
-    def __init__(self, ex: Exercise, shape: dict, params, seed: int, cuda):
+    """One freshly drawn set of inputs: its float64 expectations, and pristine device copies to reset from."""
+
+    def __init__(self, ex: Exercise, shape: dict, params, seed: int, gpu):
         rng = np.random.default_rng(seed)
         self.inputs = ex.make_inputs(shape, rng)
         pristine = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.inputs.items()}
@@ -170,18 +106,21 @@ class _InputSet:
             else:
                 host = np.ascontiguousarray(self.inputs[arg.name])
             self.host_init[arg.name] = host
-            self.pristine_dev[arg.name] = cuda.to_device(host)
+            self.pristine_dev[arg.name] = gpu.to_device(host)
 
 
 def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = False) -> dict:
-    """Time the student's kernel against the exercise's reference kernel on the GPU."""
-    import pycuda.driver as cuda
+    """Time the student's kernel against the exercise's reference kernel on the GPU.
 
+    The measuring itself (events, L2 flush, peaks, raw buffers) is the runtime's
+    :mod:`kernels.runtime.measurement`; this function is the policy around it.
+    """
+    from kernels.runtime import errors as E
     from kernels.runtime.loader import load_topic
+    from kernels.runtime.measurement import measurement
     from kernels.runtime.module import compile_source
 
-    from .checker import CaseError, compare
-
+    gpu = measurement(backend)
     rk = ex.reference_kernel
     shape = dict(ex.timing_shape or ex.hidden_shapes[-1])
     try:
@@ -196,21 +135,15 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
 
     student_sig = module.signatures[ex.kernel]
     ref_sig = ref_module.signatures[rk.kernel]
-    stu_fn = module.compiled._function(ex.kernel)
-    ref_fn = ref_module.compiled._function(rk.kernel)
-    limits = backend.limits()
-    for fn, cfg in ((stu_fn, config), (ref_fn, ref_config)):
-        if cfg.shared > limits.max_shared_bytes_per_block:
-            fn.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, cfg.shared)
+    stu_fn = gpu.raw_kernel(module, ex.kernel, config.shared)
+    ref_fn = gpu.raw_kernel(ref_module, rk.kernel, ref_config.shared)
 
-    info = backend.describe()
-    stream = cuda.Stream()
-    sets = [_InputSet(ex, shape, student_sig.params, int.from_bytes(os.urandom(8), "little"), cuda)
+    info = gpu.info
+    stream = gpu.stream()
+    sets = [_InputSet(ex, shape, student_sig.params, int.from_bytes(os.urandom(8), "little"), gpu)
             for _ in range(1 if quick else INPUT_SETS)]
-    work = {name: cuda.mem_alloc(max(1, host.nbytes)) for name, host in sets[0].host_init.items()}
+    work = {name: gpu.allocate(host.nbytes) for name, host in sets[0].host_init.items()}
     nbytes = {name: host.nbytes for name, host in sets[0].host_init.items()}
-    l2 = int(info.get("l2_bytes") or 64 * 2**20)
-    flush = cuda.mem_alloc(2 * l2)
 
     def arguments(sig, order, input_set):
         args = []
@@ -227,25 +160,22 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
     def prepare(input_set):
         for name, dev in input_set.pristine_dev.items():
             if nbytes[name]:
-                cuda.memcpy_dtod_async(work[name], dev, nbytes[name], stream)
-        cuda.memset_d32_async(flush, 0, 2 * l2 // 4, stream)
+                gpu.copy_on_device(work[name], dev, nbytes[name], stream)
+        gpu.flush_l2(stream)
 
     def timed(fn, sig, order, cfg, input_set) -> float:
         prepare(input_set)
-        start, end = cuda.Event(), cuda.Event()
-        start.record(stream)
-        fn(*arguments(sig, order, input_set), grid=cfg.grid, block=cfg.block, shared=cfg.shared, stream=stream)
-        end.record(stream)
-        end.synchronize()
-        cuda.Context.synchronize()  # anything else still running (another stream) finishes before validation
-        return start.time_till(end)
+        args = arguments(sig, order, input_set)
+        ms = gpu.elapsed_ms(lambda: fn(*args, grid=cfg.grid, block=cfg.block, shared=cfg.shared, stream=stream), stream)
+        gpu.synchronize()  # anything else still running (another stream) finishes before validation
+        return ms
 
     rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
 
     def validate(input_set, call: int, full: bool) -> None:
         for arg in ex.outputs:
             host = np.empty_like(input_set.host_init[arg.name])
-            cuda.memcpy_dtoh(host, work[arg.name])
+            gpu.copy_to_host(host, work[arg.name])
             exp = np.asarray(input_set.expected[arg.name]).reshape(host.shape)
             scale = np.broadcast_to(np.asarray(input_set.scale[arg.name], dtype=np.float64), host.shape)
             if not full and host.size > SAMPLE_ELEMENTS:
@@ -270,8 +200,6 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
         validate(s, call, full)
         return r, t
 
-    from kernels.runtime import errors as E
-
     try:
         for call in range(WARMUP_PAIRS):
             run_timed(call, full=(call == 0))
@@ -286,15 +214,13 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
             call += 1
         # The last call is validated in full.
         validate(sets[(call - 1) % len(sets)], call - 1, full=True)
-    except cuda.Error as exc:
-        from kernels.runtime.gpu import _launch_error
-
-        raise _launch_error(exc, ex.kernel) from None
+    except gpu.error as exc:
+        raise gpu.launch_error(exc, ex.kernel) from None
     except E.KernelError:
         raise
 
-    peak_bw, measured_bw = _peak_bandwidth(cuda, stream, info)
-    peak_flops = float(info.get("multiprocessors", 1)) * float(info.get("clock_mhz", 1)) * 1e6 * FLOPS_PER_SM_CLOCK
+    peak_bw, measured_bw = gpu.peak_bandwidth(stream)
+    peak_flops = gpu.peak_fp32()
     floor_ms = physical_floor_ms(ex, shape, peak_bw, peak_flops)
     student = statistics.median(stu_ms)
     reference = statistics.median(ref_ms)
@@ -317,6 +243,6 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
         "device": info.get("name", ""),
         "driver": info.get("driver_version", ""),
         "compute_capability": info.get("compute_capability", ""),
-        "clocks": _clocks() or f"sm {info.get('clock_mhz')} MHz, memory {info.get('memory_clock_mhz')} MHz (max)",
+        "clocks": gpu.clocks(),
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }

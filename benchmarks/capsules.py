@@ -1,6 +1,6 @@
 """Benchmark the capsule prediction kernels (forward and both gradients) against PyTorch, in one run on one GPU.
 
-    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 benchmarks/capsules.py     # writes benchmarks/results/capsules.json
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.capsules     # writes benchmarks/results/capsules.json
 
 At CapsNet's DigitCaps shape (batch 128, 1152 input capsules of 8, 10 output
 capsules of 16) every kernel version is first checked against PyTorch in
@@ -23,19 +23,16 @@ timed too, as a separate row, and the summary gives the speed-up against both.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import print_table, require_gpu_backend, row, write_results  # noqa: E402
+from benchmarks.common import print_table, require_gpu_backend, row, write_results
 
-from kernels import capsule_prediction as cp  # noqa: E402
-from kernels import capsule_prediction_backward as cb  # noqa: E402
-from kernels.runtime import empty, to_device  # noqa: E402
-from kernels.runtime.roofline import measure_peaks, peaks_as_dict  # noqa: E402
-from kernels.runtime.timing import time_kernel, time_torch  # noqa: E402
+from kernels import capsule_prediction as cp
+from kernels import capsule_prediction_backward as cb
+from kernels.runtime import empty, to_device
+from kernels.tools.roofline import measure_peaks, peaks_as_dict
+from kernels.runtime.timing import time_kernel, time_torch
 
 DIGITCAPS = (128, 1152, 8, 10, 16)  # batch, in_caps, in_dim, out_caps, out_dim
 
@@ -65,10 +62,11 @@ def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
 
     peaks = measure_peaks()
     bw = peaks.bandwidth_gbs * 1e9
-    fwd_bytes = cp.bytes_moved(*shape)
-    fwd_flops = cp.flops(*shape)
-    gin_bytes = 4 * (G.size + W.size + u.size)   # read G and W, write du
-    gw_bytes = 4 * (G.size + u.size + W.size)    # read G and u, write dW
+    sizes = dict(zip(cp.AXES, shape))
+    forward = cp.KERNELS["capsule_predict_vectorized"]
+    fwd_bytes, fwd_flops = forward.bytes(sizes), forward.flops(sizes)
+    gin_bytes = cb.KERNELS["capsule_grad_input_shared_weights"].bytes(sizes)   # read G and W, write du
+    gw_bytes = cb.KERNELS["capsule_grad_weight_register_blocked"].bytes(sizes)  # read G and u, write dW
     bwd_bytes = 4 * (G.size + 2 * W.size + 2 * u.size)  # both: read G, W and u once, write du and dW
 
     # Float64 references from PyTorch on the GPU (a NumPy loop would take minutes at this size).

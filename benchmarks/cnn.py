@@ -1,6 +1,6 @@
 """Benchmark of the chapter "Convolutional layers": every direct-convolution kernel against cuDNN, and LeNet-5.
 
-    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 benchmarks/cnn.py      # -> benchmarks/results/cnn.json
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn      # -> benchmarks/results/cnn.json
 
 * forward: every version of kernels/conv2d.cu on LeNet's C1 and C3 at batch 64 and on a larger layer
   (N 128, C 64, 56 x 56, M 64, 3 x 3, no padding), against cuDNN (torch.nn.functional.conv2d with TF32
@@ -19,17 +19,12 @@ before each call, median).  Each speed is given in GB/s and GFLOP/s and as % of 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import require_gpu_backend, write_results  # noqa: E402
+from benchmarks.common import require_gpu_backend, write_results
 
 NAME = "cnn"
 #: (label, N, C, H, W, M, K): the layers of the "measure it" section.
@@ -60,7 +55,7 @@ def timed(fn, slow: bool = False):
 
 
 def figures(nbytes, flops, timing, peaks) -> dict:
-    from kernels.runtime.roofline import achieved
+    from kernels.tools.roofline import achieved
 
     a = achieved(nbytes, flops, timing.median_s, peaks)
     return {"median_us": timing.median_ms * 1e3, "min_us": timing.min_ms * 1e3, "samples": len(timing.samples_ms),
@@ -82,7 +77,8 @@ def bench_forward(peaks, rng) -> list[dict]:
         b = rng.standard_normal(M, dtype=np.float32) * 0.1
         tX, tW, tb = (torch.from_numpy(a).cuda() for a in (X, Wf, b))
         ref = F.conv2d(tX.double(), tW.double(), tb.double()).cpu().numpy()
-        nbytes, flops = conv2d.bytes_moved(N, C, H, W, M, K), conv2d.flops(N, C, H, W, M, K)
+        shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
+        nbytes, flops = conv2d.KERNELS["conv2d_forward_naive"].bytes(shape), conv2d.KERNELS["conv2d_forward_naive"].flops(shape)
         rows = []
         cudnn = time_torch(lambda: F.conv2d(tX, tW, tb), repeat=50)
         rows.append({"name": "cuDNN conv2d", "kind": "peer", **figures(nbytes, flops, cudnn, peaks)})
@@ -103,13 +99,13 @@ def bench_forward(peaks, rng) -> list[dict]:
                              f"> {conv2d.SHARED_LIMIT}"})
                 continue
             kernel = conv2d.module().function(kernel_name)
-            grid, block, shared = conv2d.launch_config(version, N, C, H, W, M, K)
+            config = conv2d.KERNELS[kernel_name].launch(shape)
             args = (X_d, b_d, Y_d) if version == "constant" else (X_d, W_d, b_d, Y_d)
             if version == "constant":
                 conv2d.set_constant_filters(Wf)
             # Version 7 takes (activation, pool) where the others take W_grid: none, no pooling here.
             last = (conv2d.ACTIVATIONS["none"], 0) if version == "whole_sample" else (W_grid,)
-            prepared = kernel.prepare((*args, N, C, H, W, M, K, *last), grid, block, shared)
+            prepared = kernel.prepare((*args, N, C, H, W, M, K, *last), config.grid, config.block, config.shared)
             Y_d.set(np.full(Y_d.shape, np.nan, np.float32))
             kernel.launch_prepared(prepared)
             err = rel_error(Y_d.get(), ref)
@@ -191,31 +187,29 @@ def bench_backward(peaks, rng) -> list[dict]:
         tX, tW, tdY = (torch.from_numpy(a).cuda() for a in (X, Wf, dY))
         X_d, W_d, dY_d = to_device(X), to_device(Wf), to_device(dY)
         rows = []
-        flops = 2.0 * N * M * H_out * W_out * C * K * K
+        layer = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
         jobs = [
-            ("backward_input", "conv2d_backward_input", cb.backward_input_reference(dY, Wf), (N, C, H, W),
+            ("backward_input", "conv2d_backward_input", (dY, Wf), (N, C, H, W),
              lambda out: (dY_d, W_d, out, N, C, H, W, M, K, -(-W // cb.TILE_WIDTH)),
-             ((C, -(-H // cb.TILE_WIDTH) * -(-W // cb.TILE_WIDTH), N), (cb.TILE_WIDTH, cb.TILE_WIDTH)),
-             lambda: tgrad.conv2d_input(tX.shape, tW, tdY), 4.0 * (dY.size + Wf.size + X.size)),
-            ("backward_weight_naive", "conv2d_backward_weight_naive", cb.backward_weight_reference(X, dY), Wf.shape,
-             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), ((-(-Wf.size // cb.BLOCK_1D)), cb.BLOCK_1D),
-             lambda: tgrad.conv2d_weight(tX, tW.shape, tdY), 4.0 * (dY.size + Wf.size + X.size)),
-            ("backward_weight_reduce", "conv2d_backward_weight_reduce", cb.backward_weight_reference(X, dY), Wf.shape,
-             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), (Wf.size, cb.REDUCE_BLOCK),
-             lambda: tgrad.conv2d_weight(tX, tW.shape, tdY), 4.0 * (dY.size + Wf.size + X.size)),
-            ("backward_bias", "conv2d_backward_bias", cb.backward_bias_reference(dY), (M,),
-             lambda out: (dY_d, out, N, M, H_out, W_out), (M, cb.REDUCE_BLOCK),
-             lambda: tdY.sum(dim=(0, 2, 3)), 4.0 * dY.size),
+             lambda: tgrad.conv2d_input(tX.shape, tW, tdY)),
+            ("backward_weight_naive", "conv2d_backward_weight_naive", (X, dY), Wf.shape,
+             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), lambda: tgrad.conv2d_weight(tX, tW.shape, tdY)),
+            ("backward_weight_reduce", "conv2d_backward_weight_reduce", (X, dY), Wf.shape,
+             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), lambda: tgrad.conv2d_weight(tX, tW.shape, tdY)),
+            ("backward_bias", "conv2d_backward_bias", (dY,), (M,),
+             lambda out: (dY_d, out, N, M, H_out, W_out), lambda: tdY.sum(dim=(0, 2, 3))),
         ]
-        for name, kernel_name, ref, shape, args, (grid, block), peer, nbytes in jobs:
+        for name, kernel_name, ref_args, shape, args, peer in jobs:
+            record = cb.KERNELS[kernel_name]
+            ref = record.reference(*ref_args)
+            nbytes, f, config = record.bytes(layer), record.flops(layer), record.launch(layer)
             out_d = empty(shape)
             kernel = cb.module().function(kernel_name)
-            prepared = kernel.prepare(args(out_d), grid, block, 0)
+            prepared = kernel.prepare(args(out_d), config.grid, config.block, config.shared)
             kernel.launch_prepared(prepared)
             err = rel_error(out_d.get(), ref)
             t = timed(lambda: kernel.launch_prepared(prepared, sync=False))
             tp = time_torch(peer, repeat=50)
-            f = flops if name != "backward_bias" else float(dY.size)
             rows.append({"name": name, "kind": "kernel", "rel_error": err, "correct": err < TOL,
                          **figures(nbytes, f, t, peaks),
                          "torch_us": tp.median_ms * 1e3, "speedup_vs_torch": tp.median_ms / t.median_ms})
@@ -225,8 +219,8 @@ def bench_backward(peaks, rng) -> list[dict]:
 
 
 def bench_lenet(epochs: int) -> dict:
-    from kernels import lenet
-    from kernels.runtime import select
+    from kernels.models import lenet
+    from kernels.runtime import selection
 
     X_train, X_test, y_train, y_test = lenet.load_digits_32()
     model = lenet.KernelLeNet(lenet.init_params(seed=0))
@@ -238,11 +232,11 @@ def bench_lenet(epochs: int) -> dict:
     total = time.perf_counter() - start
     # Time of one training step (forward, backward, update), synchronised, averaged over an epoch's steps.
     steps = lenet.epoch_batches(len(X_train), TRAIN_BATCH, np.random.default_rng(1))
-    select.current_backend().synchronize()
+    selection.current_backend().synchronize()
     t0 = time.perf_counter()
     for batch in steps:
         model.train_step(X_train[batch], y_train[batch], TRAIN_LR)
-    select.current_backend().synchronize()
+    selection.current_backend().synchronize()
     step_ms = (time.perf_counter() - t0) / len(steps) * 1e3
     return {"epochs": epochs, "batch_size": TRAIN_BATCH, "learning_rate": TRAIN_LR, "train_samples": len(X_train),
             "test_samples": len(X_test), "activation": "relu", "pooling": "max", "conv": "naive",
@@ -303,7 +297,7 @@ def measure(epochs: int = TRAIN_EPOCHS, backward: bool = True) -> dict:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    from kernels.runtime.roofline import measure_peaks, peaks_as_dict
+    from kernels.tools.roofline import measure_peaks, peaks_as_dict
 
     peaks = measure_peaks()
     print(f"{peaks.device}: {peaks.bandwidth_gbs:.0f} GB/s copy, {peaks.fp32_gflops:.0f} GFLOP/s FP32", flush=True)

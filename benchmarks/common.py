@@ -14,19 +14,15 @@ import platform
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-RESULTS_DIR = REPO / "benchmarks" / "results"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def require_gpu_backend():
     """The GPU backend, or exit with a message saying why there is none."""
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
     try:
-        backend = select.current_backend()
+        backend = selection.current_backend()
     except Exception as exc:  # noqa: BLE001 - any failure means: no GPU here
         sys.exit(f"benchmarks need a GPU: could not start a backend ({exc})")
     if backend.name != "gpu":
@@ -71,15 +67,32 @@ def row(name: str, group: str, kind: str, timing, nbytes: int, flops: int, peaks
     return entry
 
 
+def time_version(version, shape: dict, args, group: str, peaks, sizes: dict | None = None, **extra) -> dict:
+    """Time one kernel version as its record launches it, and make its row from the record's bytes and flops.
+
+    ``args`` are the kernel's arguments (device buffers and scalars); ``sizes``
+    (default: the shape) go into the row beside ``extra``.
+    """
+    from kernels.runtime.loader import load_topic
+    from kernels.runtime.timing import time_kernel
+
+    config = version.launch(shape)
+    kernel = load_topic(version.topic, dict(version.defines) or None).function(version.kernel)
+    ready = kernel.prepare(args, config.grid, config.block, config.shared)  # copies once; the timed call only enqueues
+    timing = time_kernel(lambda: kernel.launch_prepared(ready, sync=False))
+    return row(version.kernel, group, "kernel", timing, version.bytes(shape), version.flops(shape), peaks,
+               **(shape if sizes is None else sizes), **extra)
+
+
 def write_results(name: str, payload: dict) -> Path:
     """Write ``benchmarks/results/<name>.json`` with the date and device facts added."""
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     data = {
         "benchmark": name,
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": select.current_backend().describe(),
+        "device": selection.current_backend().describe(),
         "software": software_versions(),
     }
     data.update(payload)

@@ -1,7 +1,7 @@
 """Benchmark of the chapter "Convolution as matrix multiplication": the SGEMM ladder, the unroll kernel
 and the GEMM convolutions, each against its library peer measured in the same run.
 
-    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 benchmarks/conv_as_gemm.py      # -> benchmarks/results/conv_as_gemm.json
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.conv_as_gemm      # -> benchmarks/results/conv_as_gemm.json
 
 * SGEMM: every version of kernels/sgemm.cu at 4096^3 (FP32, TF32 off) against cuBLAS (torch.matmul),
   and a few tile configurations of the last version (the best is the ladder's last step);
@@ -17,17 +17,12 @@ Every kernel is first checked against a float64 result (torch on the GPU), then 
 from __future__ import annotations
 
 import argparse
-import sys
 import traceback
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import require_gpu_backend, write_results  # noqa: E402
+from benchmarks.common import require_gpu_backend, write_results
 
 NAME = "conv_as_gemm"
 GEMM_SIZE = 4096
@@ -312,7 +307,7 @@ def measure(size: int = GEMM_SIZE, skip=()) -> dict:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    from kernels.runtime import roofline
+    from kernels.tools import roofline
 
     rng = np.random.default_rng(2024)
     bandwidth = roofline.measure_bandwidth_gbs()

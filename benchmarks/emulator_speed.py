@@ -13,7 +13,7 @@ synchronous), and the CPU time of the worker process that ran it, with the race 
 runs twice) and AddressSanitizer in the build; the first launch, which starts
 the worker, is not counted.  Results go to benchmarks/results/emulator_speed.json.
 
-Usage: python benchmarks/emulator_speed.py [--repeats N]
+Usage: python3 -m benchmarks.emulator_speed [--repeats N]
 """
 
 from __future__ import annotations
@@ -24,17 +24,14 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from kernels.runtime import compile_source  # noqa: E402
-from kernels.runtime.emulator import EmulatorBackend  # noqa: E402
+from benchmarks.common import RESULTS_DIR
+from kernels.runtime import compile_source
+from kernels.runtime.emulator import EmulatorBackend
 
 CONV_SOURCE = r"""
 #define TILE 16
@@ -129,7 +126,7 @@ def time_case(kernel, launch, check, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "emulator_speed.json"))
+    parser.add_argument("--out", default=str(RESULTS_DIR / "emulator_speed.json"))
     args = parser.parse_args()
 
     backend = EmulatorBackend(checks=True)

@@ -5,14 +5,7 @@
 ``kernels.runtime`` compiles and launches them on a GPU or the CPU emulator.
 """
 
-from pathlib import Path
-
-KERNEL_DIR = Path(__file__).resolve().parent
-
-
-def source_path(topic: str) -> Path:
-    """Path of ``kernels/<topic>.cu``."""
-    return KERNEL_DIR / f"{topic}.cu"
+from .runtime.sources import KERNEL_DIR, source_path
 
 
 def read_source(topic: str) -> str:

@@ -8,10 +8,13 @@ backward kernel reads: the output y for sigmoid and tanh, the input z for ReLU
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime import Module, blocks_for
+from .runtime.loader import float32_operand, load_topic
+from .runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "activations"
 BLOCK = 256
@@ -53,10 +56,6 @@ def backward_reference(name: str, saved, dY) -> np.ndarray:
 # --------------------------------------------------------------------------- launchers
 
 
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
 def _out(out, shape):
     return np.empty(shape, np.float32) if out is None else out
 
@@ -65,7 +64,7 @@ def forward(name: str, z, out=None):
     """``<name>_forward``: y = f(z), one thread per element."""
     if name not in NAMES:
         raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
-    z = _f32(z)
+    z = float32_operand(z)
     y = _out(out, tuple(z.shape))
     count = int(np.prod(z.shape))
     module().function(f"{name}_forward")(z, y, count, grid=blocks_for(count, BLOCK), block=BLOCK)
@@ -76,10 +75,35 @@ def backward(name: str, saved, dY, out=None):
     """``<name>_backward``: dZ = dY * f'(z), one thread per element."""
     if name not in NAMES:
         raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
-    saved, dY = _f32(saved), _f32(dY)
+    saved, dY = float32_operand(saved), float32_operand(dY)
     if tuple(saved.shape) != tuple(dY.shape):
         raise ValueError(f"saved {SAVES[name]} has shape {tuple(saved.shape)} but dY has {tuple(dY.shape)}")
     dZ = _out(out, tuple(dY.shape))
     count = int(np.prod(dY.shape))
     module().function(f"{name}_backward")(saved, dY, dZ, count, grid=blocks_for(count, BLOCK), block=BLOCK)
     return dZ
+
+
+# --------------------------------------------------------------------------- the versions' facts
+# A shape is {"n": elements}; one thread per element.
+
+
+#: Arithmetic per element, exp and division counted as one each (relu: a comparison).
+FLOPS_PER_ELEMENT = {("sigmoid", "forward"): 4, ("tanh", "forward"): 4, ("relu", "forward"): 1,
+                     ("sigmoid", "backward"): 3, ("tanh", "backward"): 3, ("relu", "backward"): 1}
+
+
+def _elementwise(shape):
+    return launch_1d(blocks_for(int(shape["n"]), BLOCK), BLOCK)
+
+
+KERNELS = kernel_table(*(
+    KernelVersion(TOPIC, f"{name}_{direction}", partial(launcher, name), _elementwise,
+                  # forward: z read, y written; backward: the saved values and dY read, dZ written
+                  bytes=(lambda shape, k=reads: 4.0 * (k + 1) * int(shape["n"])),
+                  flops=(lambda shape, f=FLOPS_PER_ELEMENT[name, direction]: float(f * int(shape["n"]))),
+                  reference=partial(reference, name))
+    for name in NAMES
+    for direction, launcher, reference, reads in (("forward", forward, forward_reference, 1),
+                                                   ("backward", backward, backward_reference, 2))
+))

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime import Module, blocks_for
+from .runtime.loader import float32_operand, load_topic, result_array
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "capsule_prediction"
 CAPS_BATCH_TILE = 64  # must equal the #define in capsule_prediction.cu
@@ -38,18 +39,6 @@ STREAMING_MAX_SHARED = 48 * 1024  # bytes of input tile per block in version 5
 def module(in_dim: int = 8) -> Module:
     """``capsule_prediction.cu`` compiled once per backend and ``in_dim`` (versions 3 and 4 need it at compile time)."""
     return load_topic(TOPIC, defines={"CAPS_IN_DIM": int(in_dim)})
-
-
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
-def _out(out, shape):
-    if out is None:
-        return np.empty(shape, np.float32)
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
-    return out
 
 
 def shapes(u, W) -> tuple[int, int, int, int, int]:
@@ -105,9 +94,9 @@ def _grid_blocks(n: int) -> int:
 
 def forward_naive(u, W, out=None, sync=True):
     """Version 1: ``capsule_predict_naive``; one thread per output element, grid-stride, int64 indices."""
-    u, W = _f32(u), _f32(W)
+    u, W = float32_operand(u), float32_operand(W)
     batch, in_caps, in_dim, out_caps, out_dim = shapes(u, W)
-    u_hat = _out(out, (batch, in_caps, out_caps, out_dim))
+    u_hat = result_array(out, (batch, in_caps, out_caps, out_dim))
     n = batch * in_caps * out_caps * out_dim
     module(in_dim).function("capsule_predict_naive")(
         u, W, u_hat, batch, in_caps, in_dim, out_caps, out_dim, grid=_grid_blocks(n), block=NAIVE_BLOCK, sync=sync)
@@ -116,9 +105,9 @@ def forward_naive(u, W, out=None, sync=True):
 
 def forward_shared_input(u, W, out=None, sync=True):
     """Version 2: ``capsule_predict_shared_input``; a block per (input capsule, batch tile), u tile in shared memory."""
-    u, W = _f32(u), _f32(W)
+    u, W = float32_operand(u), float32_operand(W)
     batch, in_caps, in_dim, out_caps, out_dim = shapes(u, W)
-    u_hat = _out(out, (batch, in_caps, out_caps, out_dim))
+    u_hat = result_array(out, (batch, in_caps, out_caps, out_dim))
     module(in_dim).function("capsule_predict_shared_input")(
         u, W, u_hat, batch, in_caps, in_dim, out_caps, out_dim,
         grid=(in_caps, blocks_for(batch, CAPS_BATCH_TILE)), block=SHARED_BLOCK,
@@ -137,9 +126,9 @@ def register_block_shape(out_caps: int, out_dim: int) -> tuple[int, int]:
 
 def forward_register_blocked(u, W, out=None, sync=True):
     """Version 3: ``capsule_predict_register_blocked``; 4 outputs per thread, their weights in registers."""
-    u, W = _f32(u), _f32(W)
+    u, W = float32_operand(u), float32_operand(W)
     batch, in_caps, in_dim, out_caps, out_dim = shapes(u, W)
-    u_hat = _out(out, (batch, in_caps, out_caps, out_dim))
+    u_hat = result_array(out, (batch, in_caps, out_caps, out_dim))
     module(in_dim).function("capsule_predict_register_blocked")(
         u, W, u_hat, batch, in_caps, out_caps, out_dim,
         grid=(in_caps, blocks_for(batch, CAPS_BATCH_TILE)), block=register_block_shape(out_caps, out_dim),
@@ -154,12 +143,12 @@ def vectorizable(in_dim: int, out_caps: int, out_dim: int) -> bool:
 
 def forward_vectorized(u, W, out=None, sync=True):
     """Version 4: ``capsule_predict_vectorized``; version 3 with float4 loads and streaming float4 stores."""
-    u, W = _f32(u), _f32(W)
+    u, W = float32_operand(u), float32_operand(W)
     batch, in_caps, in_dim, out_caps, out_dim = shapes(u, W)
     if not vectorizable(in_dim, out_caps, out_dim):
         raise ValueError(f"forward_vectorized needs in_dim and out_caps * out_dim to be multiples of 4, "
                          f"got in_dim={in_dim}, out_caps * out_dim={out_caps * out_dim}; use forward_register_blocked")
-    u_hat = _out(out, (batch, in_caps, out_caps, out_dim))
+    u_hat = result_array(out, (batch, in_caps, out_caps, out_dim))
     module(in_dim).function("capsule_predict_vectorized")(
         u, W, u_hat, batch, in_caps, out_caps, out_dim,
         grid=(in_caps, blocks_for(batch, CAPS_BATCH_TILE)), block=register_block_shape(out_caps, out_dim),
@@ -203,13 +192,13 @@ def streaming_launch(batch, in_caps, in_dim, out_caps, out_dim, capsules_per_blo
 
 def forward_streaming(u, W, out=None, sync=True, capsules_per_block=None, batch_tile=None, blocks=None):
     """Version 5: ``capsule_predict_streaming``; a run of consecutive capsules per block, the batch streamed through."""
-    u, W = _f32(u), _f32(W)
+    u, W = float32_operand(u), float32_operand(W)
     batch, in_caps, in_dim, out_caps, out_dim = shapes(u, W)
     if not vectorizable(in_dim, out_caps, out_dim):
         raise ValueError(f"forward_streaming needs in_dim and out_caps * out_dim to be multiples of 4, "
                          f"got in_dim={in_dim}, out_caps * out_dim={out_caps * out_dim}; use forward_register_blocked")
     launch = streaming_launch(batch, in_caps, in_dim, out_caps, out_dim, capsules_per_block, batch_tile, blocks)
-    u_hat = _out(out, (batch, in_caps, out_caps, out_dim))
+    u_hat = result_array(out, (batch, in_caps, out_caps, out_dim))
     module(in_dim).function("capsule_predict_streaming")(
         u, W, u_hat, batch, in_caps, out_caps, out_dim, launch["batch_tile"],
         grid=launch["grid"], block=launch["block"], shared=launch["shared"], sync=sync)
@@ -233,3 +222,33 @@ LAUNCHERS = {
     "vectorized": forward_vectorized,
     "streaming": forward_streaming,
 }
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+AXES = ("batch", "in_caps", "in_dim", "out_caps", "out_dim")  # the names of a shape's sizes
+
+
+def dims(shape) -> tuple[int, int, int, int, int]:
+    """``(batch, in_caps, in_dim, out_caps, out_dim)`` of a shape dict."""
+    return tuple(int(shape[a]) for a in AXES)
+
+
+def _register_blocked_launch(shape) -> LaunchConfig:
+    """Versions 3 and 4: a block per (input capsule, batch tile), the tile of u in shared memory."""
+    b, ic, idim, oc, od = dims(shape)
+    return LaunchConfig((ic, blocks_for(b, CAPS_BATCH_TILE), 1), (*register_block_shape(oc, od), 1),
+                        CAPS_BATCH_TILE * idim * 4)
+
+
+def _facts(kernel: str, launcher, launch) -> KernelVersion:
+    return KernelVersion(TOPIC, kernel, launcher, launch,
+                         bytes=lambda shape: float(bytes_moved(*dims(shape))),
+                         flops=lambda shape: float(flops(*dims(shape))),
+                         reference=forward_reference, defines={"CAPS_IN_DIM": 8})
+
+
+KERNELS = kernel_table(
+    _facts("capsule_predict_register_blocked", forward_register_blocked, _register_blocked_launch),
+    _facts("capsule_predict_vectorized", forward_vectorized, _register_blocked_launch),
+)

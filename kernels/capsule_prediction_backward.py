@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .capsule_prediction import _f32, _out, register_block_shape
+from .capsule_prediction import dims, flops, register_block_shape
 from .runtime import Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime.loader import float32_operand, load_topic, result_array
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "capsule_prediction_backward"
 CAPS_GRAD_BATCH_TILE = 128  # must equal the #define in capsule_prediction_backward.cu
@@ -68,10 +69,10 @@ def grad_weight_reference(grad_u_hat, u) -> np.ndarray:
 
 def grad_input_naive(grad_u_hat, W, out=None, sync=True):
     """Version 1: ``capsule_grad_input_naive``; one thread per element of du."""
-    grad_u_hat, W = _f32(grad_u_hat), _f32(W)
+    grad_u_hat, W = float32_operand(grad_u_hat), float32_operand(W)
     batch, in_caps, _, out_caps, out_dim = _grad_shapes(grad_u_hat, 0)
     in_dim = _check_W(W, in_caps, out_caps, out_dim)
-    du = _out(out, (batch, in_caps, in_dim))
+    du = result_array(out, (batch, in_caps, in_dim))
     n = batch * in_caps * in_dim
     module(in_dim).function("capsule_grad_input_naive")(
         grad_u_hat, W, du, batch, in_caps, in_dim, out_caps, out_dim,
@@ -81,10 +82,10 @@ def grad_input_naive(grad_u_hat, W, out=None, sync=True):
 
 def grad_weight_naive(grad_u_hat, u, out=None, sync=True):
     """Version 2: ``capsule_grad_weight_naive``; one thread per element of dW, a loop over the batch."""
-    grad_u_hat, u = _f32(grad_u_hat), _f32(u)
+    grad_u_hat, u = float32_operand(grad_u_hat), float32_operand(u)
     batch, in_caps, _, out_caps, out_dim = _grad_shapes(grad_u_hat, 0)
     in_dim = _check_u(u, batch, in_caps)
-    dW = _out(out, (in_caps, out_caps, out_dim, in_dim))
+    dW = result_array(out, (in_caps, out_caps, out_dim, in_dim))
     n = in_caps * out_caps * out_dim * in_dim
     module(in_dim).function("capsule_grad_weight_naive")(
         grad_u_hat, u, dW, batch, in_caps, in_dim, out_caps, out_dim,
@@ -94,13 +95,13 @@ def grad_weight_naive(grad_u_hat, u, out=None, sync=True):
 
 def grad_input_shared_weights(grad_u_hat, W, out=None, sync=True):
     """Version 3: ``capsule_grad_input_shared_weights``; W[i] in shared memory, one thread per sample."""
-    grad_u_hat, W = _f32(grad_u_hat), _f32(W)
+    grad_u_hat, W = float32_operand(grad_u_hat), float32_operand(W)
     batch, in_caps, _, out_caps, out_dim = _grad_shapes(grad_u_hat, 0)
     in_dim = _check_W(W, in_caps, out_caps, out_dim)
     shared = out_caps * out_dim * in_dim * 4
     if shared > SHARED_LIMIT:
         raise ValueError(f"W[i] takes {shared} bytes, more than {SHARED_LIMIT} of shared memory; use grad_input_naive")
-    du = _out(out, (batch, in_caps, in_dim))
+    du = result_array(out, (batch, in_caps, in_dim))
     module(in_dim).function("capsule_grad_input_shared_weights")(
         grad_u_hat, W, du, batch, in_caps, out_caps, out_dim,
         grid=(in_caps, blocks_for(batch, CAPS_GRAD_BATCH_TILE)), block=CAPS_GRAD_BATCH_TILE, shared=shared, sync=sync)
@@ -117,11 +118,11 @@ def grad_weight_block_shape(out_caps: int, out_dim: int, in_dim: int) -> tuple[i
 
 def grad_weight_register_blocked(grad_u_hat, u, out=None, sync=True):
     """Version 4: ``capsule_grad_weight_register_blocked``; 4 x in_dim sums per thread, y partial sums in shared memory."""
-    grad_u_hat, u = _f32(grad_u_hat), _f32(u)
+    grad_u_hat, u = float32_operand(grad_u_hat), float32_operand(u)
     batch, in_caps, _, out_caps, out_dim = _grad_shapes(grad_u_hat, 0)
     in_dim = _check_u(u, batch, in_caps)
     block = grad_weight_block_shape(out_caps, out_dim, in_dim)
-    dW = _out(out, (in_caps, out_caps, out_dim, in_dim))
+    dW = result_array(out, (in_caps, out_caps, out_dim, in_dim))
     module(in_dim).function("capsule_grad_weight_register_blocked")(
         grad_u_hat, u, dW, batch, in_caps, out_caps, out_dim,
         grid=in_caps, block=block, shared=block[1] * out_caps * out_dim * in_dim * 4, sync=sync)
@@ -142,14 +143,14 @@ def fused_launch(out_caps: int, out_dim: int, in_dim: int) -> tuple[int, int]:
 
 def grad_fused(grad_u_hat, W, u, out_u=None, out_W=None, sync=True):
     """Version 5: ``capsule_grad_fused``; both gradients from one pass over G.  Returns ``(du, dW)``."""
-    grad_u_hat, W, u = _f32(grad_u_hat), _f32(W), _f32(u)
+    grad_u_hat, W, u = float32_operand(grad_u_hat), float32_operand(W), float32_operand(u)
     batch, in_caps, _, out_caps, out_dim = _grad_shapes(grad_u_hat, 0)
     in_dim = _check_W(W, in_caps, out_caps, out_dim)
     if _check_u(u, batch, in_caps) != in_dim:
         raise ValueError(f"u has in_dim {u.shape[2]} but W has {in_dim}")
     threads, shared = fused_launch(out_caps, out_dim, in_dim)
-    du = _out(out_u, (batch, in_caps, in_dim))
-    dW = _out(out_W, (in_caps, out_caps, out_dim, in_dim))
+    du = result_array(out_u, (batch, in_caps, in_dim))
+    dW = result_array(out_W, (in_caps, out_caps, out_dim, in_dim))
     module(in_dim).function("capsule_grad_fused")(
         grad_u_hat, W, u, du, dW, batch, in_caps, out_caps, out_dim,
         grid=in_caps, block=threads, shared=shared, sync=sync)
@@ -187,3 +188,35 @@ LAUNCHERS = {
     "grad_weight_register_blocked": grad_weight_register_blocked,
 }
 # grad_fused returns both gradients; it is not in LAUNCHERS, whose entries return one.
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+
+def _grad_bytes(shape) -> float:
+    """G, the weights (or inputs) read once, the gradient written once."""
+    b, ic, idim, oc, od = dims(shape)
+    return 4.0 * (b * ic * oc * od + ic * oc * od * idim + b * ic * idim)
+
+
+def _grad_input_launch(shape) -> LaunchConfig:
+    b, ic, idim, oc, od = dims(shape)
+    return LaunchConfig((ic, blocks_for(b, CAPS_GRAD_BATCH_TILE), 1), (CAPS_GRAD_BATCH_TILE, 1, 1), oc * od * idim * 4)
+
+
+def _grad_weight_launch(shape) -> LaunchConfig:
+    b, ic, idim, oc, od = dims(shape)
+    block = grad_weight_block_shape(oc, od, idim)
+    return LaunchConfig((ic, 1, 1), (*block, 1), block[1] * oc * od * idim * 4)
+
+
+def _flops(shape) -> float:
+    return float(flops(*dims(shape)))
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "capsule_grad_input_shared_weights", grad_input_shared_weights, _grad_input_launch,
+                  _grad_bytes, _flops, grad_input_reference, defines={"CAPS_IN_DIM": 8}),
+    KernelVersion(TOPIC, "capsule_grad_weight_register_blocked", grad_weight_register_blocked, _grad_weight_launch,
+                  _grad_bytes, _flops, grad_weight_reference, defines={"CAPS_IN_DIM": 8}),
+)

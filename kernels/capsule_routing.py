@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import capsule_prediction, capsule_prediction_backward
-from .capsule_prediction import _f32, _out
 from .runtime import Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime.loader import float32_operand, load_topic, result_array
+from .runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "capsule_routing"
 BLOCK = 256
@@ -95,19 +95,19 @@ def _routing_shapes(u_hat):
 
 def softmax(logits, out=None):
     """1. ``routing_softmax`` over the last axis."""
-    logits = _f32(logits)
+    logits = float32_operand(logits)
     out_caps = int(logits.shape[-1])
     rows = int(np.prod(logits.shape[:-1]))
-    c = _out(out, tuple(logits.shape))
+    c = result_array(out, tuple(logits.shape))
     module().function("routing_softmax")(logits, c, rows, out_caps, grid=_grid(rows), block=BLOCK)
     return c
 
 
 def weighted_sum(c, u_hat, out=None):
     """2. ``routing_weighted_sum``: s = sum_i c u_hat."""
-    c, u_hat = _f32(c), _f32(u_hat)
+    c, u_hat = float32_operand(c), float32_operand(u_hat)
     batch, in_caps, out_caps, out_dim = _routing_shapes(u_hat)
-    s = _out(out, (batch, out_caps, out_dim))
+    s = result_array(out, (batch, out_caps, out_dim))
     module().function("routing_weighted_sum")(c, u_hat, s, batch, in_caps, out_caps, out_dim,
                                               grid=_grid(batch * out_caps * out_dim), block=BLOCK)
     return s
@@ -115,17 +115,17 @@ def weighted_sum(c, u_hat, out=None):
 
 def squash(s, out=None):
     """3. ``squash_forward`` over the last axis."""
-    s = _f32(s)
+    s = float32_operand(s)
     dim = int(s.shape[-1])
     n = int(np.prod(s.shape[:-1]))
-    v = _out(out, tuple(s.shape))
+    v = result_array(out, tuple(s.shape))
     module().function("squash_forward")(s, v, n, dim, grid=_grid(n), block=BLOCK)
     return v
 
 
 def agreement(u_hat, v, logits):
     """4. ``routing_agreement``: ``logits += <u_hat, v>`` in place (``logits`` must be writable)."""
-    u_hat, v = _f32(u_hat), _f32(v)
+    u_hat, v = float32_operand(u_hat), float32_operand(v)
     batch, in_caps, out_caps, out_dim = _routing_shapes(u_hat)
     module().function("routing_agreement")(u_hat, v, logits, batch, in_caps, out_caps, out_dim,
                                            grid=_grid(batch * in_caps * out_caps), block=BLOCK)
@@ -134,20 +134,20 @@ def agreement(u_hat, v, logits):
 
 def squash_backward(s, grad_v, out=None):
     """5. ``squash_backward``: dE/ds from dE/dv."""
-    s, grad_v = _f32(s), _f32(grad_v)
+    s, grad_v = float32_operand(s), float32_operand(grad_v)
     dim = int(s.shape[-1])
     n = int(np.prod(s.shape[:-1]))
-    grad_s = _out(out, tuple(s.shape))
+    grad_s = result_array(out, tuple(s.shape))
     module().function("squash_backward")(s, grad_v, grad_s, n, dim, grid=_grid(n), block=BLOCK)
     return grad_s
 
 
 def weighted_sum_backward(c, grad_s, out=None):
     """6. ``routing_weighted_sum_backward``: dE/du_hat = c dE/ds, with c held constant."""
-    c, grad_s = _f32(c), _f32(grad_s)
+    c, grad_s = float32_operand(c), float32_operand(grad_s)
     batch, in_caps, out_caps = (int(x) for x in c.shape)
     out_dim = int(grad_s.shape[-1])
-    grad_u_hat = _out(out, (batch, in_caps, out_caps, out_dim))
+    grad_u_hat = result_array(out, (batch, in_caps, out_caps, out_dim))
     module().function("routing_weighted_sum_backward")(c, grad_s, grad_u_hat, batch, in_caps, out_caps, out_dim,
                                                        grid=_grid(grad_u_hat.size), block=BLOCK)
     return grad_u_hat
@@ -155,7 +155,7 @@ def weighted_sum_backward(c, grad_s, out=None):
 
 def route(u_hat, iterations: int = ROUTING_ITERATIONS):
     """Dynamic routing with the kernels; returns ``(v, c, s)`` (s: the last weighted sum, for the backward pass)."""
-    u_hat = _f32(u_hat)
+    u_hat = float32_operand(u_hat)
     batch, in_caps, out_caps, out_dim = _routing_shapes(u_hat)
     logits = np.zeros((batch, in_caps, out_caps), np.float32)
     for r in range(iterations):
@@ -281,3 +281,41 @@ def train_digits(epochs=3, batch=64, lr=0.5, in_caps=32, in_dim=8, out_dim=16, s
             log(f"epoch {record['epoch']}: mean margin loss {record['loss']:.4f}, "
                 f"test accuracy {record['test_accuracy']:.3f}")
     return primary, digitcaps, history
+
+
+# --------------------------------------------------------------------------- the versions' facts
+# A shape is {"batch", "in_caps", "out_caps", "out_dim"}; every kernel runs a grid-stride loop over its
+# outputs on at most 65535 blocks of BLOCK threads.  The two backward kernels have no closed-form
+# reference here: the tests check them against finite differences (kernels/tools/gradcheck.py).
+
+ROUTING_AXES = ("batch", "in_caps", "out_caps", "out_dim")
+
+
+def _sizes(shape) -> tuple[int, int, int, int]:
+    return tuple(int(shape[a]) for a in ROUTING_AXES)
+
+
+def _over(count):
+    return lambda shape: launch_1d(_grid(count(*_sizes(shape))), BLOCK)
+
+
+def _u_hat_bytes(b, i, j, d) -> float:
+    return 4.0 * b * i * j * d
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "routing_softmax", softmax, _over(lambda b, i, j, d: b * i),
+                  bytes=lambda shape: 8.0 * _sizes(shape)[0] * _sizes(shape)[1] * _sizes(shape)[2],
+                  flops=lambda shape: 4.0 * _sizes(shape)[0] * _sizes(shape)[1] * _sizes(shape)[2],
+                  reference=softmax_reference),
+    KernelVersion(TOPIC, "routing_weighted_sum", weighted_sum, _over(lambda b, i, j, d: b * j * d),
+                  bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
+                  flops=lambda shape: 2.0 * np.prod(_sizes(shape)), reference=weighted_sum_reference),
+    KernelVersion(TOPIC, "squash_forward", squash, _over(lambda b, i, j, d: b * j),
+                  bytes=lambda shape: 8.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
+                  flops=lambda shape: 4.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
+                  reference=squash_reference),
+    KernelVersion(TOPIC, "routing_agreement", agreement, _over(lambda b, i, j, d: b * i * j),
+                  bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
+                  flops=lambda shape: 2.0 * np.prod(_sizes(shape)), reference=agreement_reference),
+)

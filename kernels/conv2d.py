@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime.loader import float32_operand, load_topic, result_array
+from .runtime.versions import KernelVersion, as_launch, kernel_table
 
 TOPIC = "conv2d"
 TILE_WIDTH = 16  # must equal the #define in conv2d.cu
@@ -129,22 +130,8 @@ def bytes_moved(N, C, H, W, M, K) -> float:
 # --------------------------------------------------------------------------- launchers
 
 
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
 def _host(a) -> np.ndarray:
     return a.get() if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
-def _out(out, shape):
-    if out is None:
-        return np.empty(shape, np.float32)
-    # Any buffer with the right number of elements will do, read as ``shape`` (a network may keep
-    # the N x M x 1 x 1 output of its last convolution as an N x M matrix for the next layer).
-    if int(np.prod(out.shape)) != int(np.prod(shape)):
-        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
-    return out
 
 
 def tile_grid(H_out: int, W_out: int, tile: int = TILE_WIDTH) -> tuple[int, int]:
@@ -153,9 +140,9 @@ def tile_grid(H_out: int, W_out: int, tile: int = TILE_WIDTH) -> tuple[int, int]
 
 
 def _prepare(X, Wf, b):
-    X, Wf = _f32(X), _f32(Wf)
+    X, Wf = float32_operand(X), float32_operand(Wf)
     N, M, H_out, W_out = output_shape(X.shape, Wf.shape)
-    b = np.zeros(M, np.float32) if b is None else _f32(b)
+    b = np.zeros(M, np.float32) if b is None else float32_operand(b)
     if tuple(b.shape) != (M,):
         raise ValueError(f"the bias has shape {tuple(b.shape)}, expected ({M},)")
     _, C, H, W = (int(s) for s in X.shape)
@@ -221,7 +208,7 @@ def set_constant_filters(Wf) -> None:
 def _launch(version: str, kernel: str, X, Wf, b, out, with_filters: bool = True):
     X, Wf, b, dims, y_shape = _prepare(X, Wf, b)
     N, C, H, W, M, K = dims
-    Y = _out(out, y_shape)
+    Y = result_array(out, y_shape, any_layout=True)
     grid, block, shared = launch_config(version, *dims)
     W_grid = grid_width(version, W - K + 1)
     args = (X, Wf, b, Y) if with_filters else (X, b, Y)
@@ -264,7 +251,7 @@ def forward_fused(X, Wf, b=None, activation: str = "relu", out=None):
     if H_out < 2 or W_out < 2:
         raise ValueError(f"a {H_out} x {W_out} output is too small for 2 x 2 pooling")
     set_constant_filters(Wf)
-    P = _out(out, (N, M, H_out // 2, W_out // 2))
+    P = result_array(out, (N, M, H_out // 2, W_out // 2), any_layout=True)
     grid, block, _ = launch_config("fused", *dims)
     module().function("conv2d_bias_act_pool_fused")(X, b, P, N, C, H, W, M, K, ACTIVATIONS[activation],
                                                     grid=grid, block=block)
@@ -282,7 +269,7 @@ def _launch_whole_sample(X, Wf, b, activation: str, pool: bool, out):
         )
     if pool and (H_out < 2 or W_out < 2):
         raise ValueError(f"a {H_out} x {W_out} output is too small for 2 x 2 pooling")
-    Y = _out(out, (N, M, H_out // 2, W_out // 2) if pool else (N, M, H_out, W_out))
+    Y = result_array(out, (N, M, H_out // 2, W_out // 2) if pool else (N, M, H_out, W_out), any_layout=True)
     grid, block, shared = launch_config("whole_sample", *dims)
     module().function("conv2d_forward_whole_sample")(X, Wf, b, Y, N, C, H, W, M, K, ACTIVATIONS[activation],
                                                      int(pool), grid=grid, block=block, shared=shared)
@@ -323,3 +310,25 @@ KERNEL_NAMES = {
     "fused": "conv2d_bias_act_pool_fused",
     "whole_sample": "conv2d_forward_whole_sample",
 }
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+LAYER_AXES = ("N", "C", "H", "W", "M", "K")  # a layer's sizes: samples, input maps, map height and width, output maps, filter
+
+
+def layer(shape) -> tuple[int, int, int, int, int, int]:
+    """``(N, C, H, W, M, K)`` of a shape dict."""
+    return tuple(int(shape[a]) for a in LAYER_AXES)
+
+
+def _forward_facts(version: str, launcher) -> KernelVersion:
+    return KernelVersion(
+        TOPIC, KERNEL_NAMES[version], launcher,
+        launch=lambda shape: as_launch(*launch_config(version, *layer(shape))),
+        bytes=lambda shape: bytes_moved(*layer(shape)), flops=lambda shape: flops(*layer(shape)),
+        reference=forward_reference,
+    )
+
+
+KERNELS = kernel_table(*(_forward_facts(version, launcher) for version, launcher in FORWARDS.items()))

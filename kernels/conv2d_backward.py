@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conv2d import output_shape, tile_grid
-from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .conv2d import bytes_moved, flops, layer, output_shape, tile_grid
+from .runtime import Module, blocks_for
+from .runtime.loader import float32_operand, load_topic, result_array
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "conv2d_backward"
 TILE_WIDTH = 16  # must equal the #define in conv2d_backward.cu
@@ -91,18 +92,6 @@ def backward_bias_reference(dY) -> np.ndarray:
 # --------------------------------------------------------------------------- launchers
 
 
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
-def _out(out, shape):
-    if out is None:
-        return np.empty(shape, np.float32)
-    if int(np.prod(out.shape)) != int(np.prod(shape)):
-        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
-    return out
-
-
 def _dims(x_shape, dY, Wf_shape):
     N, M, H_out, W_out = output_shape(x_shape, Wf_shape)
     # dY may be any buffer of N * M * H_out * W_out elements (an N x M matrix for 1 x 1 maps).
@@ -114,9 +103,9 @@ def _dims(x_shape, dY, Wf_shape):
 
 def backward_input(dY, Wf, x_shape, out=None):
     """Version 1: ``conv2d_backward_input``; dE/dX of shape ``x_shape`` = (N, C, H, W)."""
-    dY, Wf = _f32(dY), _f32(Wf)
+    dY, Wf = float32_operand(dY), float32_operand(Wf)
     N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
-    dX = _out(out, (N, C, H, W))
+    dX = result_array(out, (N, C, H, W), any_layout=True)
     H_grid, W_grid = tile_grid(H, W, TILE_WIDTH)
     module().function("conv2d_backward_input")(dY, Wf, dX, N, C, H, W, M, K, W_grid,
                                                grid=(C, H_grid * W_grid, N), block=(TILE_WIDTH, TILE_WIDTH))
@@ -125,11 +114,11 @@ def backward_input(dY, Wf, x_shape, out=None):
 
 def backward_weight_naive(X, dY, K: int, out=None):
     """Version 2: ``conv2d_backward_weight_naive``; one thread per weight."""
-    X, dY = _f32(X), _f32(dY)
+    X, dY = float32_operand(X), float32_operand(dY)
     N, C, H, W = (int(s) for s in X.shape)
     M = int(np.prod(dY.shape)) // (N * (H - K + 1) * (W - K + 1))
     _dims(X.shape, dY, (M, C, K, K))
-    dW = _out(out, (M, C, K, K))
+    dW = result_array(out, (M, C, K, K), any_layout=True)
     module().function("conv2d_backward_weight_naive")(X, dY, dW, N, C, H, W, M, K,
                                                       grid=blocks_for(M * C * K * K, BLOCK_1D), block=BLOCK_1D)
     return dW
@@ -137,11 +126,11 @@ def backward_weight_naive(X, dY, K: int, out=None):
 
 def backward_weight(X, dY, K: int, out=None):
     """Version 3: ``conv2d_backward_weight_reduce``; one block per weight, a shared-memory reduction."""
-    X, dY = _f32(X), _f32(dY)
+    X, dY = float32_operand(X), float32_operand(dY)
     N, C, H, W = (int(s) for s in X.shape)
     M = int(np.prod(dY.shape)) // (N * (H - K + 1) * (W - K + 1))
     _dims(X.shape, dY, (M, C, K, K))
-    dW = _out(out, (M, C, K, K))
+    dW = result_array(out, (M, C, K, K), any_layout=True)
     module().function("conv2d_backward_weight_reduce")(X, dY, dW, N, C, H, W, M, K,
                                                        grid=M * C * K * K, block=REDUCE_BLOCK)
     return dW
@@ -152,11 +141,11 @@ def backward_bias(dY, out=None):
 
     ``dY`` is ``(N, M, H_out, W_out)``, or ``(N, M)`` for maps of one pixel.
     """
-    dY = _f32(dY)
+    dY = float32_operand(dY)
     if len(dY.shape) not in (2, 4):
         raise ValueError(f"dY must be (N, M, H_out, W_out) or (N, M), got shape {tuple(dY.shape)}")
     N, M, H_out, W_out = (tuple(int(s) for s in dY.shape) + (1, 1))[:4]
-    db = _out(out, (M,))
+    db = result_array(out, (M,), any_layout=True)
     module().function("conv2d_backward_bias")(dY, db, N, M, H_out, W_out, grid=M, block=REDUCE_BLOCK)
     return db
 
@@ -179,3 +168,49 @@ def backward_weight_auto(X, dY, K: int, out=None):
 AUTO_REDUCE_PRODUCTS = 1024  # products per weight from which backward_weight_auto uses a block per weight
 
 WEIGHT_VERSIONS = {"naive": backward_weight_naive, "reduce": backward_weight, "auto": backward_weight_auto}
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+
+def _input_launch(shape) -> LaunchConfig:
+    """One thread per input pixel, in tiles of TILE_WIDTH x TILE_WIDTH; grid (C, tiles, N)."""
+    N, C, H, W, M, K = layer(shape)
+    H_grid, W_grid = tile_grid(H, W, TILE_WIDTH)
+    return LaunchConfig((C, H_grid * W_grid, N), (TILE_WIDTH, TILE_WIDTH, 1), 0)
+
+
+def _conv_bytes(shape) -> float:
+    return bytes_moved(*layer(shape))
+
+
+def _conv_flops(shape) -> float:
+    return flops(*layer(shape))
+
+
+def _bias_flops(shape) -> float:
+    """One add per element of dY."""
+    N, C, H, W, M, K = layer(shape)
+    return float(N * M * (H - K + 1) * (W - K + 1))
+
+
+def _weights(shape) -> int:
+    N, C, H, W, M, K = layer(shape)
+    return M * C * K * K
+
+
+# The gradients do the multiply-adds of the forward convolution and move the same least traffic
+# (dY in place of Y, dX or dW in place of X or the filters).
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "conv2d_backward_input", backward_input, _input_launch, _conv_bytes, _conv_flops,
+                  backward_input_reference),
+    KernelVersion(TOPIC, "conv2d_backward_weight_naive", backward_weight_naive,
+                  lambda shape: LaunchConfig((blocks_for(_weights(shape), BLOCK_1D), 1, 1), (BLOCK_1D, 1, 1), 0),
+                  _conv_bytes, _conv_flops, backward_weight_reference),
+    KernelVersion(TOPIC, "conv2d_backward_weight_reduce", backward_weight,
+                  lambda shape: LaunchConfig((_weights(shape), 1, 1), (REDUCE_BLOCK, 1, 1), 0),
+                  _conv_bytes, _conv_flops, backward_weight_reference),
+    KernelVersion(TOPIC, "conv2d_backward_bias", backward_bias,
+                  lambda shape: LaunchConfig((layer(shape)[4], 1, 1), (REDUCE_BLOCK, 1, 1), 0),
+                  bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference),
+)

@@ -19,6 +19,7 @@ from kernels import im2col
 from kernels.runtime import DeviceBuffer, blocks_for
 from kernels.runtime.loader import launch, load_topic, output_like
 from kernels.runtime.module import empty
+from kernels.runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "conv2d_gemm"
 VERSIONS = (
@@ -175,6 +176,46 @@ def conv2d_implicit_gemm(X, Wt, pad: int = 0, stride: int = 1, *, out=None, shap
     enqueue = launch(kernel, (X, Wt, Y, N, C, H, W, M, K, pad, stride, H_out, W_out),
                      grid=grid, block=threads, sync=sync, prepare_only=prepare_only)
     return enqueue if prepare_only else Y
+
+
+GEMM_STEP_AXES = ("N", "n0", "count", "C", "H", "W", "M", "K", "pad")
+
+
+def gemm_step_dims(shape) -> tuple[int, ...]:
+    """The GEMM step of samples n0 .. n0 + count - 1 of N: ``(N, n0, count, C, H, W, M, K, pad)`` (stride 1)."""
+    return tuple(int(shape[key]) for key in GEMM_STEP_AXES)
+
+
+def gemm_step_sizes(shape) -> tuple[int, int, int, int]:
+    """``(count, M, P, CKK)``: Y[n0 + s] (M x P) = Wmat (M x CKK) U[s] (CKK x P) for s < count."""
+    N, n0, count, C, H, W, M, K, pad = gemm_step_dims(shape)
+    H_out, W_out = im2col.output_size(H, W, K, pad, 1)
+    return count, M, H_out * W_out, C * K * K
+
+
+def _gemm_step_launch(shape) -> LaunchConfig:
+    c = DEFAULT_CONFIG
+    count, M, P, _ = gemm_step_sizes(shape)
+    threads = (c["WT_BM"] // 64) * (c["WT_BN"] // (16 * c["WT_NQ"])) * 32
+    return LaunchConfig((blocks_for(P, c["WT_BN"]), blocks_for(M, c["WT_BM"]), count), (threads, 1, 1), 0)
+
+
+def _gemm_step_bytes(shape) -> float:
+    """Wmat read once, each U[s] read once, each Y[n0 + s] written once."""
+    count, M, P, CKK = gemm_step_sizes(shape)
+    return 4.0 * (M * CKK + count * P * (CKK + M))
+
+
+def _gemm_step_flops(shape) -> float:
+    count, M, P, CKK = gemm_step_sizes(shape)
+    return 2.0 * count * M * P * CKK
+
+
+KERNELS = kernel_table(
+    # Launched by conv2d_unroll_gemm once per chunk of unrolled samples (the facts are those of one chunk).
+    KernelVersion(TOPIC, "conv2d_gemm_batched", conv2d_unroll_gemm, _gemm_step_launch, _gemm_step_bytes,
+                  _gemm_step_flops, reference, defines=DEFAULT_CONFIG),
+)
 
 
 LAUNCHERS = {"unroll_gemm": conv2d_unroll_gemm, "implicit_gemm": conv2d_implicit_gemm}

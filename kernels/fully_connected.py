@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime import Module, blocks_for
+from .runtime.loader import float32_operand, load_topic, result_array
+from .runtime.versions import KernelVersion, as_launch, kernel_table
 
 TOPIC = "fully_connected"
 BLOCK_1D = 128  # threads per block of the one-dimensional kernels
@@ -25,18 +26,6 @@ FC_TILE = 16  # must equal the #define in fully_connected.cu
 def module() -> Module:
     """``fully_connected.cu`` compiled once per backend."""
     return load_topic(TOPIC)
-
-
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
-def _out(out, shape):
-    if out is None:
-        return np.empty(shape, np.float32)
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
-    return out
 
 
 def _shapes(X, W):
@@ -79,9 +68,9 @@ def backward_bias_reference(dY) -> np.ndarray:
 
 def forward_matvec(W, b, x, out=None):
     """Version 1: ``fc_forward_matvec``; y = W x + b for one sample ``x``."""
-    W, b, x = _f32(W), _f32(b), _f32(x)
+    W, b, x = float32_operand(W), float32_operand(b), float32_operand(x)
     out_features, in_features = (int(s) for s in W.shape)
-    y = _out(out, (out_features,))
+    y = result_array(out, (out_features,))
     module().function("fc_forward_matvec")(W, b, x, y, in_features, out_features,
                                            grid=blocks_for(out_features, BLOCK_1D), block=BLOCK_1D)
     return y
@@ -89,9 +78,9 @@ def forward_matvec(W, b, x, out=None):
 
 def forward_naive(X, W, b, out=None):
     """Version 2: ``fc_forward_naive``; one thread per element of Y."""
-    X, W, b = _f32(X), _f32(W), _f32(b)
+    X, W, b = float32_operand(X), float32_operand(W), float32_operand(b)
     n, in_features, out_features = _shapes(X, W)
-    Y = _out(out, (n, out_features))
+    Y = result_array(out, (n, out_features))
     module().function("fc_forward_naive")(X, W, b, Y, n, in_features, out_features,
                                           grid=_grid_2d(out_features, n), block=BLOCK_2D)
     return Y
@@ -99,9 +88,9 @@ def forward_naive(X, W, b, out=None):
 
 def forward_tiled(X, W, b, out=None):
     """Version 3: ``fc_forward_tiled``; FC_TILE x FC_TILE tiles in shared memory."""
-    X, W, b = _f32(X), _f32(W), _f32(b)
+    X, W, b = float32_operand(X), float32_operand(W), float32_operand(b)
     n, in_features, out_features = _shapes(X, W)
-    Y = _out(out, (n, out_features))
+    Y = result_array(out, (n, out_features))
     module().function("fc_forward_tiled")(X, W, b, Y, n, in_features, out_features,
                                           grid=_grid_2d(out_features, n, (FC_TILE, FC_TILE)), block=(FC_TILE, FC_TILE))
     return Y
@@ -109,12 +98,12 @@ def forward_tiled(X, W, b, out=None):
 
 def backward_input(dY, W, out=None):
     """Version 4: ``fc_backward_input``; dX = dY W."""
-    dY, W = _f32(dY), _f32(W)
+    dY, W = float32_operand(dY), float32_operand(W)
     out_features, in_features = (int(s) for s in W.shape)
     n = int(dY.shape[0])
     if tuple(dY.shape) != (n, out_features):
         raise ValueError(f"dY has shape {tuple(dY.shape)}, expected (n, {out_features})")
-    dX = _out(out, (n, in_features))
+    dX = result_array(out, (n, in_features))
     module().function("fc_backward_input")(dY, W, dX, n, in_features, out_features,
                                            grid=_grid_2d(in_features, n), block=BLOCK_2D)
     return dX
@@ -122,12 +111,12 @@ def backward_input(dY, W, out=None):
 
 def backward_weight(dY, X, out=None):
     """Version 5: ``fc_backward_weight``; dW = dY^T X."""
-    dY, X = _f32(dY), _f32(X)
+    dY, X = float32_operand(dY), float32_operand(X)
     n, in_features = (int(s) for s in X.shape)
     out_features = int(dY.shape[1])
     if int(dY.shape[0]) != n:
         raise ValueError(f"dY has {dY.shape[0]} rows but X has {n} samples")
-    dW = _out(out, (out_features, in_features))
+    dW = result_array(out, (out_features, in_features))
     module().function("fc_backward_weight")(dY, X, dW, n, in_features, out_features,
                                             grid=_grid_2d(in_features, out_features), block=BLOCK_2D)
     return dW
@@ -135,12 +124,47 @@ def backward_weight(dY, X, out=None):
 
 def backward_bias(dY, out=None):
     """Version 6: ``fc_backward_bias``; db = column sums of dY."""
-    dY = _f32(dY)
+    dY = float32_operand(dY)
     n, out_features = (int(s) for s in dY.shape)
-    db = _out(out, (out_features,))
+    db = result_array(out, (out_features,))
     module().function("fc_backward_bias")(dY, db, n, out_features,
                                           grid=blocks_for(out_features, BLOCK_1D), block=BLOCK_1D)
     return db
 
 
 FORWARDS = {"naive": forward_naive, "tiled": forward_tiled}
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+
+def layer(shape) -> tuple[int, int, int]:
+    """``(n, in, out)``: samples, input features, output features of a shape dict."""
+    return int(shape["n"]), int(shape["in"]), int(shape["out"])
+
+
+def _matmul_flops(shape) -> float:
+    return 2.0 * float(np.prod(layer(shape)))
+
+
+def _matmul_bytes(shape) -> float:
+    """Two matrices read once, one written once (the bias is negligible)."""
+    n, k, m = layer(shape)
+    return 4.0 * (n * (k + m) + k * m)
+
+
+def _naive_2d(columns, rows):
+    return lambda shape: as_launch(_grid_2d(columns(*layer(shape)), rows(*layer(shape))), BLOCK_2D)
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "fc_forward_naive", forward_naive, _naive_2d(lambda n, k, m: m, lambda n, k, m: n),
+                  _matmul_bytes, _matmul_flops, forward_reference),
+    KernelVersion(TOPIC, "fc_forward_tiled", forward_tiled,
+                  lambda shape: as_launch(_grid_2d(layer(shape)[2], layer(shape)[0], (FC_TILE, FC_TILE)), (FC_TILE, FC_TILE)),
+                  _matmul_bytes, _matmul_flops, forward_reference),
+    KernelVersion(TOPIC, "fc_backward_input", backward_input, _naive_2d(lambda n, k, m: k, lambda n, k, m: n),
+                  _matmul_bytes, _matmul_flops, backward_input_reference),
+    KernelVersion(TOPIC, "fc_backward_weight", backward_weight, _naive_2d(lambda n, k, m: k, lambda n, k, m: m),
+                  _matmul_bytes, _matmul_flops, backward_weight_reference),
+)

@@ -12,6 +12,7 @@ import numpy as np
 
 from kernels.runtime import blocks_for
 from kernels.runtime.loader import launch, load_topic, output_like
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "im2col"
 BLOCK = 256
@@ -108,6 +109,32 @@ def im2col_unroll_vec4(X, K: int, pad: int = 0, stride: int = 1, *, n0: int = 0,
                        out=None, shape=None, sync=True, prepare_only=False):
     """Version 2: four output pixels per thread, 16-byte stores; arguments as :func:`im2col_unroll`."""
     return _launch("im2col_unroll_vec4", 4, X, K, pad, stride, n0, count, out, shape, sync, prepare_only)
+
+
+UNROLL_AXES = (("N", 1), ("n0", 0), ("count", 1), ("C", 1), ("H", 1), ("W", 1), ("K", 1), ("pad", 0), ("stride", 1))
+
+
+def unroll_dims(shape) -> tuple[int, ...]:
+    """``(N, n0, count, C, H, W, K, pad, stride)`` of a shape dict: samples n0 .. n0 + count - 1 of N are unrolled."""
+    return tuple(int(shape.get(key, default)) for key, default in UNROLL_AXES)
+
+
+def _facts(kernel: str, launcher, per_thread: int) -> KernelVersion:
+    def threads(shape) -> int:
+        N, n0, count, C, H, W, K, pad, stride = unroll_dims(shape)
+        H_out, W_out = output_size(H, W, K, pad, stride)
+        return count * C * blocks_for(H_out * W_out, per_thread)
+
+    def nbytes(shape) -> float:
+        N, n0, count, C, H, W, K, pad, stride = unroll_dims(shape)
+        return float(bytes_moved(count, C, H, W, K, pad, stride))
+
+    return KernelVersion(TOPIC, kernel, launcher, lambda shape: launch_1d(blocks_for(threads(shape), BLOCK), BLOCK),
+                         bytes=nbytes, flops=lambda shape: 0.0,  # a copy: no arithmetic
+                         reference=reference)
+
+
+KERNELS = kernel_table(_facts("im2col_unroll", im2col_unroll, 1), _facts("im2col_unroll_vec4", im2col_unroll_vec4, 4))
 
 
 LAUNCHERS = {"unroll": im2col_unroll, "unroll_vec4": im2col_unroll_vec4}

@@ -10,6 +10,7 @@ import numpy as np
 
 from kernels.runtime import blocks_for
 from kernels.runtime.loader import load_topic
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "indexing"
 
@@ -37,3 +38,15 @@ def which_thread_grid_stride(n: int, threads_per_block: int, blocks: int) -> tup
     pass_of = np.full(n, -1, np.int32)
     load_topic(TOPIC).function("which_thread_grid_stride")(thread_of, pass_of, n, grid=blocks, block=threads_per_block)
     return thread_of, pass_of
+
+
+# Shapes: n elements, ``block`` threads per block and (grid-stride) ``blocks`` blocks.  Each thread writes
+# its index (and pass) into the elements it handles: no reads, no arithmetic worth counting.
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "which_thread_one_per_element", which_thread_one_per_element,
+                  lambda shape: launch_1d(blocks_for(int(shape["n"]), int(shape["block"])), int(shape["block"])),
+                  bytes=lambda shape: 4.0 * int(shape["n"]), flops=lambda shape: 0.0, reference=reference),
+    KernelVersion(TOPIC, "which_thread_grid_stride", which_thread_grid_stride,
+                  lambda shape: launch_1d(int(shape["blocks"]), int(shape["block"])),
+                  bytes=lambda shape: 8.0 * int(shape["n"]), flops=lambda shape: 0.0, reference=reference),
+)

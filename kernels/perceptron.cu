@@ -19,6 +19,12 @@
 //                                  number per parameter with atomicAdd: n / 256 atomics instead of n.
 //   6. perceptron_update           params -= learning_rate * total / n, one thread per parameter:
 //                                  a step down the mean gradient of the minibatch.
+//   7. gradient_sum_columns        the sum of version 5, read as the matrix lies in memory.  The tree
+//                                  reads column j with a stride of k floats (a warp touches 32 rows,
+//                                  k times the bytes it uses); this version reads the n*k floats as
+//                                  one flat array of float4s, fully coalesced, and keeps four register
+//                                  sums per thread.  Because the loop's stride is a multiple of k,
+//                                  each of a thread's four sums always belongs to the same column.
 
 // 1. Classify each sample by the side of the line (plane) w.x + b = 0 it lies on.
 __global__ void perceptron_classify_sign(const float* x, const float* params, float* y, int n, int d)
@@ -98,4 +104,68 @@ __global__ void perceptron_update(float* params, const float* total, float learn
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= k) return;
     params[j] -= learning_rate * total[j] / (float)n;
+}
+
+// 7. Column sums from coalesced float4 loads.  total must hold zeros; launch with k floats of
+//    dynamic shared memory and at least k threads in the grid.
+//
+//    Thread t reads the float4 at flat index e = 4t, then e + S, e + 2S, ... with S = 4 * active,
+//    where `active` (the threads that load) is the largest multiple of k in the grid.  Element
+//    e + j + m S lies in column (4t + j + m S) % k = (4t + j) % k: the same for every m, so
+//    acc[j] is a sum over one column.  Lanes k apart in a warp hold the same four columns; the
+//    shuffles fold them onto lanes 0 .. k-1, which add into the block's k shared sums, and each
+//    block adds k numbers to total with atomicAdd.
+__global__ void gradient_sum_columns(const float* __restrict__ grads, float* total, int n, int k)
+{
+    extern __shared__ float column_sums[];                // k floats
+    for (int j = threadIdx.x; j < k; j += blockDim.x)
+        column_sums[j] = 0.0f;
+    __syncthreads();
+
+    const long long elements = (long long)n * k;
+    const int active = gridDim.x * blockDim.x / k * k;   // a multiple of k
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (t < active) {
+        const long long stride = 4LL * active;            // a multiple of k
+        const long long vec_end = elements / 4 * 4;       // the float4s that fit entirely
+        long long e = 4LL * t;
+        for (; e + stride < vec_end; e += 2 * stride) {   // two independent loads per step
+            const float4 p = *reinterpret_cast<const float4*>(grads + e);
+            const float4 q = *reinterpret_cast<const float4*>(grads + e + stride);
+            acc[0] += p.x + q.x;
+            acc[1] += p.y + q.y;
+            acc[2] += p.z + q.z;
+            acc[3] += p.w + q.w;
+        }
+        for (; e < vec_end; e += stride) {                // at most one float4 left
+            const float4 p = *reinterpret_cast<const float4*>(grads + e);
+            acc[0] += p.x;
+            acc[1] += p.y;
+            acc[2] += p.z;
+            acc[3] += p.w;
+        }
+        // The one thread whose e lands exactly on vec_end adds the last n*k % 4 elements.
+        for (int j = 0; j < 4 && e + j < elements; ++j)
+            acc[j] += grads[e + j];
+    }
+    // Fold lanes lane + k, lane + 2k, ... onto lanes 0 .. k-1 (offsets are multiples of k).
+    const int lane = threadIdx.x % 32;
+    for (int s = 16; s >= 1; s /= 2) {
+        const int offset = s * k;
+        if (offset >= 32)
+            continue;
+        for (int j = 0; j < 4; ++j) {
+            const float other = __shfl_down_sync(0xffffffffu, acc[j], offset);
+            if (lane + offset < 32)
+                acc[j] += other;
+        }
+    }
+    if (lane < k) {
+        for (int j = 0; j < 4; ++j)
+            atomicAdd(&column_sums[(4 * t + j) % k], acc[j]);
+    }
+    __syncthreads();
+    for (int j = threadIdx.x; j < k; j += blockDim.x)
+        atomicAdd(&total[j], column_sums[j]);
 }

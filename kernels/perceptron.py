@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for, empty, to_device, zeros
-from .runtime.loader import load_topic
+from .runtime.loader import grid_stride_blocks, load_topic
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table, launch_1d
 
 TOPIC = "perceptron"
 BLOCK = 256  # threads per block of the one-thread-per-sample kernels
@@ -151,7 +152,26 @@ def gradient_sum_tree(grads, total: DeviceBuffer | None = None):
     return out
 
 
-GRADIENT_SUMS = {"atomic": gradient_sum_atomic, "tree": gradient_sum_tree}
+def columns_blocks(n: int, k: int) -> int:
+    """One wave of GRADIENT_SUM_BLOCK-thread blocks for ``gradient_sum_columns``, never fewer threads than k."""
+    blocks = grid_stride_blocks(max(1, -(-n * k // 4)), GRADIENT_SUM_BLOCK)
+    return max(blocks, blocks_for(k, GRADIENT_SUM_BLOCK))
+
+
+def gradient_sum_columns(grads, total: DeviceBuffer | None = None):
+    """Version 7: ``gradient_sum_columns``; coalesced float4 reads of the whole matrix, k floats of shared memory."""
+    grads = grads if isinstance(grads, DeviceBuffer) else _matrix(grads)
+    n, k = _grads_shape(grads)
+    out = total if total is not None else np.zeros(k, np.float32)
+    if total is not None:
+        total.set(np.zeros(k, np.float32))
+    module().function("gradient_sum_columns")(
+        grads, out, n, k, grid=columns_blocks(n, k), block=GRADIENT_SUM_BLOCK, shared=4 * k
+    )
+    return out
+
+
+GRADIENT_SUMS = {"atomic": gradient_sum_atomic, "tree": gradient_sum_tree, "columns": gradient_sum_columns}
 
 
 def update(params, total, learning_rate: float, n: int):
@@ -159,6 +179,54 @@ def update(params, total, learning_rate: float, n: int):
     k = int(params.size)
     module().function("perceptron_update")(params, total, float(learning_rate), int(n), k, grid=blocks_for(k, BLOCK), block=BLOCK)
     return params
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+
+def _per_sample(shape) -> LaunchConfig:
+    """One thread per sample (or per parameter): what every launcher above but the tree uses."""
+    return launch_1d(blocks_for(int(shape["n"]), BLOCK), BLOCK)
+
+
+def _tree_launch(shape) -> LaunchConfig:
+    n, k = int(shape["n"]), int(shape["k"])
+    return LaunchConfig((blocks_for(n, GRADIENT_SUM_BLOCK), k, 1), (GRADIENT_SUM_BLOCK, 1, 1), 0)
+
+
+def _columns_launch(shape) -> LaunchConfig:
+    n, k = int(shape["n"]), int(shape["k"])
+    return launch_1d(columns_blocks(n, k), GRADIENT_SUM_BLOCK, 4 * k)
+
+
+def _forward_bytes(shape) -> float:
+    """x read and one output per sample (the d + 1 parameters are negligible)."""
+    n, d = int(shape["n"]), int(shape["d"])
+    return 4.0 * n * (d + 1)
+
+
+def _sum_bytes(shape) -> float:
+    return 4.0 * int(shape["n"]) * int(shape["k"])
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "perceptron_classify_sign", classify_sign, _per_sample, _forward_bytes,
+                  lambda shape: 2.0 * int(shape["n"]) * int(shape["d"]), classify_sign_reference),
+    KernelVersion(TOPIC, "perceptron_forward_sigmoid", forward_sigmoid, _per_sample, _forward_bytes,
+                  lambda shape: 2.0 * int(shape["n"]) * (int(shape["d"]) + 1), forward_sigmoid_reference),
+    KernelVersion(TOPIC, "perceptron_sample_gradients", sample_gradients, _per_sample,
+                  # x, t and the parameters read; the (n, d + 1) gradients written
+                  lambda shape: 4.0 * int(shape["n"]) * (2 * int(shape["d"]) + 2),
+                  lambda shape: float(int(shape["n"]) * (2 * int(shape["d"]) + 10)), sample_gradients_reference),
+    KernelVersion(TOPIC, "gradient_sum_atomic", gradient_sum_atomic, _per_sample, _sum_bytes,
+                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference),
+    KernelVersion(TOPIC, "gradient_sum_tree", gradient_sum_tree, _tree_launch, _sum_bytes,
+                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference),
+    KernelVersion(TOPIC, "perceptron_update", update, lambda shape: launch_1d(blocks_for(int(shape["k"]), BLOCK), BLOCK),
+                  lambda shape: 12.0 * int(shape["k"]), lambda shape: 2.0 * int(shape["k"]), update_reference),
+    KernelVersion(TOPIC, "gradient_sum_columns", gradient_sum_columns, _columns_launch, _sum_bytes,
+                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference),
+)
 
 
 # --------------------------------------------------------------------------- data and training

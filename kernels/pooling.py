@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime import Module, blocks_for
+from .runtime.loader import float32_operand, load_topic, result_array
+from .runtime.versions import KernelVersion, LaunchConfig, kernel_table, launch_1d
 
 TOPIC = "pooling"
 BLOCK = 256
@@ -76,18 +77,6 @@ def max_pool_backward_reference(X, dY, pool: int = 2) -> np.ndarray:
 # --------------------------------------------------------------------------- launchers
 
 
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
-def _out(out, shape):
-    if out is None:
-        return np.empty(shape, np.float32)
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
-    return out
-
-
 def pooled_shape(x_shape, pool: int) -> tuple[int, int, int, int]:
     if len(x_shape) != 4:
         raise ValueError(f"X must be (N, C, H, W), got shape {tuple(x_shape)}")
@@ -98,12 +87,12 @@ def pooled_shape(x_shape, pool: int) -> tuple[int, int, int, int]:
 
 
 def _forward(kernel: str, X, pool: int, out, bias=None):
-    X = _f32(X)
+    X = float32_operand(X)
     shape = pooled_shape(X.shape, pool)
-    Y = _out(out, shape)
+    Y = result_array(out, shape)
     N, C, H, W = (int(s) for s in X.shape)
     count = int(np.prod(shape))
-    args = (X, Y) if bias is None else (X, _f32(bias), Y)
+    args = (X, Y) if bias is None else (X, float32_operand(bias), Y)
     module().function(kernel)(*args, N, C, H, W, int(pool), grid=blocks_for(count, BLOCK), block=BLOCK)
     return Y
 
@@ -127,11 +116,11 @@ def max_pool(X, pool: int = 2, out=None):
 
 def avg_pool_backward(dY, x_shape, pool: int = 2, out=None):
     """Version 4: ``avg_pool_backward``; dE/dX of shape ``x_shape``."""
-    dY = _f32(dY)
+    dY = float32_operand(dY)
     if tuple(dY.shape) != pooled_shape(x_shape, pool):
         raise ValueError(f"dY has shape {tuple(dY.shape)}, expected {pooled_shape(x_shape, pool)}")
     N, C, H, W = (int(s) for s in x_shape)
-    dX = _out(out, (N, C, H, W))
+    dX = result_array(out, (N, C, H, W))
     module().function("avg_pool_backward")(dY, dX, N, C, H, W, int(pool),
                                            grid=blocks_for(N * C * H * W, BLOCK), block=BLOCK)
     return dX
@@ -139,14 +128,47 @@ def avg_pool_backward(dY, x_shape, pool: int = 2, out=None):
 
 def max_pool_backward(X, dY, pool: int = 2, out=None):
     """Version 5: ``max_pool_backward``; dE/dX, the gradient routed to each window's maximum."""
-    X, dY = _f32(X), _f32(dY)
+    X, dY = float32_operand(X), float32_operand(dY)
     if tuple(dY.shape) != pooled_shape(X.shape, pool):
         raise ValueError(f"dY has shape {tuple(dY.shape)}, expected {pooled_shape(X.shape, pool)}")
     N, C, H, W = (int(s) for s in X.shape)
-    dX = _out(out, (N, C, H, W))
+    dX = result_array(out, (N, C, H, W))
     module().function("max_pool_backward")(X, dY, dX, N, C, H, W, int(pool),
                                            grid=blocks_for(N * C * H * W, BLOCK), block=BLOCK)
     return dX
 
 
 FORWARDS = {"avg": avg_pool, "max": max_pool}
+
+
+# --------------------------------------------------------------------------- the versions' facts
+
+MAP_AXES = ("N", "C", "H", "W", "pool")  # samples, maps, map height and width, window
+
+
+def _pooled_count(shape) -> int:
+    N, C, H, W, pool = (int(shape[a]) for a in MAP_AXES)
+    return N * C * (H // pool) * (W // pool)
+
+
+def _one_thread_per_output(shape) -> LaunchConfig:
+    return launch_1d(blocks_for(_pooled_count(shape), BLOCK), BLOCK)
+
+
+def _forward_bytes(shape) -> float:
+    """Every input read once, every pooled output written once."""
+    N, C, H, W, _ = (int(shape[a]) for a in MAP_AXES)
+    return 4.0 * (N * C * H * W + _pooled_count(shape))
+
+
+def _forward_flops(shape) -> float:
+    """One comparison (or add) per input of each window."""
+    return float(_pooled_count(shape) * int(shape["pool"]) ** 2)
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "avg_pool_forward", avg_pool, _one_thread_per_output, _forward_bytes, _forward_flops,
+                  avg_pool_reference),
+    KernelVersion(TOPIC, "max_pool_forward", max_pool, _one_thread_per_output, _forward_bytes, _forward_flops,
+                  max_pool_reference),
+)

@@ -15,9 +15,11 @@ from kernels.runtime import blocks_for
 from kernels.runtime.backend import DeviceBuffer
 from kernels.runtime.loader import grid_stride_blocks, launch, load_topic
 from kernels.runtime.module import zeros
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "reduction"
-VERSIONS = ("atomic", "shared_tree", "warp_shuffle")
+VERSIONS = ("atomic", "shared_tree", "warp_shuffle", "vectorized")
+VECTORIZED_BLOCK = 512  # reduce_sum_vectorized's default block (a multiple of 32)
 
 
 def reference(x: np.ndarray) -> float:
@@ -121,11 +123,56 @@ def reduce_sum_warp_shuffle(
     return _run("reduce_sum_warp_shuffle", x, out, zero_out, grid, block, 0, sync, prepare_only)
 
 
+def vectorized_blocks(n: int, block: int = VECTORIZED_BLOCK) -> int:
+    """One wave of blocks for ``reduce_sum_vectorized``: each thread covers float4s, so n / 4 items."""
+    return grid_stride_blocks(max(1, -(-n // 4)), block)
+
+
+def reduce_sum_vectorized(
+    x,
+    *,
+    out=None,
+    zero_out: bool = True,
+    block: int = VECTORIZED_BLOCK,
+    grid: int | None = None,
+    sync: bool = True,
+    prepare_only: bool = False,
+):
+    """Version 4: float4 loads, two in flight per thread, warp shuffles; ``block`` a multiple of 32."""
+    if block % 32:
+        raise ValueError(f"reduce_sum_vectorized works in whole warps: block ({block}) must be a multiple of 32")
+    grid = vectorized_blocks(int(x.size), block) if grid is None else grid
+    return _run("reduce_sum_vectorized", x, out, zero_out, grid, block, 0, sync, prepare_only)
+
+
 LAUNCHERS = {
     "atomic": reduce_sum_atomic,
     "shared_tree": reduce_sum_shared_tree,
     "warp_shuffle": reduce_sum_warp_shuffle,
+    "vectorized": reduce_sum_vectorized,
 }
+
+
+
+def _reduction_version(kernel: str, launcher, blocks, shared_per_thread: int, threads: int = 256) -> KernelVersion:
+    def launch_for(shape):
+        n = int(shape["n"])
+        return launch_1d(blocks(n, threads), threads, shared_per_thread * threads)
+
+    return KernelVersion(
+        topic=TOPIC, kernel=kernel, launcher=launcher, launch=launch_for,
+        bytes=lambda shape: float(bytes_moved(int(shape["n"]))),
+        flops=lambda shape: float(int(shape["n"])),  # one add per element
+        reference=reference,
+    )
+
+
+KERNELS = kernel_table(
+    _reduction_version("reduce_sum_atomic", reduce_sum_atomic, blocks_for, 0),
+    _reduction_version("reduce_sum_shared_tree", reduce_sum_shared_tree, grid_stride_blocks, 4),
+    _reduction_version("reduce_sum_warp_shuffle", reduce_sum_warp_shuffle, grid_stride_blocks, 0),
+    _reduction_version("reduce_sum_vectorized", reduce_sum_vectorized, vectorized_blocks, 0, VECTORIZED_BLOCK),
+)
 
 
 def reduce_sum(x, version: str = "warp_shuffle", **options):

@@ -13,6 +13,7 @@ from kernels.runtime import blocks_for
 from kernels.runtime.backend import DeviceBuffer
 from kernels.runtime.loader import element_count, grid_stride_blocks, launch, load_topic
 from kernels.runtime.module import empty
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "saxpy"
 VERSIONS = ("one_thread_per_element", "grid_stride")
@@ -79,6 +80,26 @@ LAUNCHERS = {
     "one_thread_per_element": saxpy_one_thread_per_element,
     "grid_stride": saxpy_grid_stride,
 }
+
+
+
+def _n(shape) -> int:
+    return int(shape["n"])
+
+
+def _saxpy_version(kernel: str, launcher, blocks) -> KernelVersion:
+    return KernelVersion(
+        topic=TOPIC, kernel=kernel, launcher=launcher,
+        launch=lambda shape: launch_1d(blocks(_n(shape), 256), 256),
+        bytes=lambda shape: float(bytes_moved(_n(shape))), flops=lambda shape: float(flops(_n(shape))),
+        reference=reference,
+    )
+
+
+KERNELS = kernel_table(
+    _saxpy_version("saxpy_one_thread_per_element", saxpy_one_thread_per_element, blocks_for),
+    _saxpy_version("saxpy_grid_stride", saxpy_grid_stride, grid_stride_blocks),
+)
 
 
 def saxpy(alpha: float, x, y, version: str = "grid_stride", **options):

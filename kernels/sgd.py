@@ -6,6 +6,7 @@ import numpy as np
 
 from .runtime import Module, blocks_for
 from .runtime.loader import load_topic
+from .runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "sgd"
 BLOCK = 256
@@ -24,3 +25,10 @@ def sgd_update(param, grad, learning_rate: float):
     count = int(np.prod(param.shape))
     module().function("sgd_update")(param, grad, float(learning_rate), count, grid=blocks_for(count, BLOCK), block=BLOCK)
     return param
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "sgd_update", sgd_update, lambda shape: launch_1d(blocks_for(int(shape["n"]), BLOCK), BLOCK),
+                  bytes=lambda shape: 12.0 * int(shape["n"]),  # param and grad read, param written
+                  flops=lambda shape: 2.0 * int(shape["n"]), reference=sgd_update_reference),
+)

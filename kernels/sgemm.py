@@ -19,6 +19,7 @@ import numpy as np
 
 from kernels.runtime import blocks_for
 from kernels.runtime.loader import launch, load_topic, output_like
+from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
 
 TOPIC = "sgemm"
 
@@ -145,6 +146,33 @@ LAUNCHERS = {
     "vectorized": sgemm_vectorized,
     "warptile": sgemm_warptile,
 }
+
+
+def _mnk(shape) -> tuple[int, int, int]:
+    return int(shape["M"]), int(shape["N"]), int(shape["K"])
+
+
+def _facts(kernel: str, launcher, tile_m: int, tile_n: int, threads) -> KernelVersion:
+    """C's tiles of tile_m x tile_n, one block each: grid (ceil(N / tile_n), ceil(M / tile_m))."""
+
+    def launch_for(shape):
+        M, N, _ = _mnk(shape)
+        return as_launch((blocks_for(N, tile_n), blocks_for(M, tile_m)), threads)
+
+    return KernelVersion(TOPIC, kernel, launcher, launch_for,
+                         bytes=lambda shape: min_bytes(*_mnk(shape)), flops=lambda shape: flops(*_mnk(shape)),
+                         reference=reference, defines=WARPTILE_DEFAULT)
+
+
+KERNELS = kernel_table(
+    _facts("sgemm_naive", sgemm_naive, TILE, TILE, (TILE, TILE)),
+    _facts("sgemm_coalesced", sgemm_coalesced, TILE, TILE, (TILE, TILE)),
+    _facts("sgemm_shared_tiled", sgemm_shared_tiled, TILE, TILE, (TILE, TILE)),
+    _facts("sgemm_blocktile_1d", sgemm_blocktile_1d, BT1[0], BT1[1], BT1[2]),
+    _facts("sgemm_blocktile_2d", sgemm_blocktile_2d, BT2[0], BT2[1], BT2[2]),
+    _facts("sgemm_vectorized", sgemm_vectorized, BT2[0], BT2[1], BT2[2]),
+    _facts("sgemm_warptile", sgemm_warptile, WARPTILE_DEFAULT["WT_BM"], WARPTILE_DEFAULT["WT_BN"], warptile_threads()),
+)
 
 
 def sgemm(A, B, out=None, **kwargs):

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import load_topic
+from .runtime.loader import float32_operand, load_topic
+from .runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "softmax"
 BLOCK = 128
@@ -46,10 +47,6 @@ def cross_entropy_backward_reference(Z, labels) -> np.ndarray:
 # --------------------------------------------------------------------------- launchers
 
 
-def _f32(a):
-    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
-
-
 def _labels(labels):
     return labels if isinstance(labels, DeviceBuffer) else np.ascontiguousarray(labels, dtype=np.int32)
 
@@ -60,7 +57,7 @@ def _out(out, shape):
 
 def softmax_naive(Z, out=None):
     """Version 1: ``softmax_naive`` (overflows for scores above ~88)."""
-    Z = _f32(Z)
+    Z = float32_operand(Z)
     n, c = (int(s) for s in Z.shape)
     P = _out(out, (n, c))
     module().function("softmax_naive")(Z, P, n, c, grid=blocks_for(n, BLOCK), block=BLOCK)
@@ -69,7 +66,7 @@ def softmax_naive(Z, out=None):
 
 def softmax_stable(Z, out=None):
     """Version 2: ``softmax_stable``."""
-    Z = _f32(Z)
+    Z = float32_operand(Z)
     n, c = (int(s) for s in Z.shape)
     P = _out(out, (n, c))
     module().function("softmax_stable")(Z, P, n, c, grid=blocks_for(n, BLOCK), block=BLOCK)
@@ -78,7 +75,7 @@ def softmax_stable(Z, out=None):
 
 def cross_entropy_forward(Z, labels, probs=None, loss=None):
     """Version 3: ``softmax_cross_entropy_forward``; returns (probabilities, per-sample loss)."""
-    Z, labels = _f32(Z), _labels(labels)
+    Z, labels = float32_operand(Z), _labels(labels)
     n, c = (int(s) for s in Z.shape)
     P = _out(probs, (n, c))
     L = _out(loss, (n,))
@@ -88,8 +85,36 @@ def cross_entropy_forward(Z, labels, probs=None, loss=None):
 
 def cross_entropy_backward(P, labels, out=None):
     """Version 4: ``softmax_cross_entropy_backward``; dZ of the mean loss."""
-    P, labels = _f32(P), _labels(labels)
+    P, labels = float32_operand(P), _labels(labels)
     n, c = (int(s) for s in P.shape)
     dZ = _out(out, (n, c))
     module().function("softmax_cross_entropy_backward")(P, labels, dZ, n, c, grid=blocks_for(n * c, BLOCK), block=BLOCK)
     return dZ
+
+
+# --------------------------------------------------------------------------- the versions' facts
+# A shape is {"n": rows, "c": classes}; one thread per row (per element for the backward pass).
+
+
+def _per_row(shape):
+    return launch_1d(blocks_for(int(shape["n"]), BLOCK), BLOCK)
+
+
+def _nc(shape) -> int:
+    return int(shape["n"]) * int(shape["c"])
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "softmax_naive", softmax_naive, _per_row, bytes=lambda shape: 8.0 * _nc(shape),
+                  flops=lambda shape: 3.0 * _nc(shape), reference=softmax_reference),
+    KernelVersion(TOPIC, "softmax_stable", softmax_stable, _per_row, bytes=lambda shape: 8.0 * _nc(shape),
+                  flops=lambda shape: 4.0 * _nc(shape), reference=softmax_reference),
+    KernelVersion(TOPIC, "softmax_cross_entropy_forward", cross_entropy_forward, _per_row,
+                  # Z read, P written, a label read and a loss written per row
+                  bytes=lambda shape: 4.0 * (2 * _nc(shape) + 2 * int(shape["n"])),
+                  flops=lambda shape: 4.0 * _nc(shape), reference=cross_entropy_reference),
+    KernelVersion(TOPIC, "softmax_cross_entropy_backward", cross_entropy_backward,
+                  lambda shape: launch_1d(blocks_for(_nc(shape), BLOCK), BLOCK),
+                  bytes=lambda shape: 4.0 * (2 * _nc(shape) + int(shape["n"])),
+                  flops=lambda shape: 2.0 * _nc(shape), reference=cross_entropy_backward_reference),
+)

@@ -14,6 +14,7 @@ import numpy as np
 
 from kernels.runtime import blocks_for
 from kernels.runtime.loader import element_count, grid_stride_blocks, launch, load_topic, output_like
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "vector_add"
 VERSIONS = ("one_thread_per_element", "grid_stride")
@@ -60,6 +61,18 @@ LAUNCHERS = {
     "one_thread_per_element": vector_add_one_thread_per_element,
     "grid_stride": vector_add_grid_stride,
 }
+
+
+def _facts(kernel: str, launcher, blocks) -> KernelVersion:
+    return KernelVersion(TOPIC, kernel, launcher, lambda shape: launch_1d(blocks(int(shape["n"]), 256), 256),
+                         bytes=lambda shape: float(bytes_moved(int(shape["n"]))),
+                         flops=lambda shape: float(int(shape["n"])), reference=reference)
+
+
+KERNELS = kernel_table(
+    _facts("vector_add_one_thread_per_element", vector_add_one_thread_per_element, blocks_for),
+    _facts("vector_add_grid_stride", vector_add_grid_stride, grid_stride_blocks),
+)
 
 
 def vector_add(a, b, version: str = "grid_stride", **options):

@@ -16,7 +16,7 @@ import pytest
 
 @functools.lru_cache(maxsize=1)
 def gpu_usable() -> bool:
-    from kernels.runtime.select import _gpu_usable
+    from kernels.runtime.selection import _gpu_usable
 
     return _gpu_usable()
 
@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config, items):
 def pytest_report_header(config):
     import os
 
-    from kernels.runtime.select import ENV_VAR
+    from kernels.runtime.selection import ENV_VAR
 
     return f"kernels backend: {ENV_VAR}={os.environ.get(ENV_VAR, 'auto')}"
 
@@ -50,11 +50,11 @@ def backend():
     With ``DLK_BACKEND=gpu`` or ``cpu`` a backend that cannot be made is an
     error, not a skip: the run asked for it.
     """
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
     try:
-        return select.current_backend()
+        return selection.current_backend()
     except ImportError as exc:
-        if select.requested() != "auto":
+        if selection.requested() != "auto":
             raise
         pytest.skip(f"no backend to run kernels on: the CPU emulator (kernels.runtime.emulator) cannot be imported ({exc})")

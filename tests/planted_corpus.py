@@ -1,10 +1,16 @@
 """The chapters' planted-bug corpora, graded through the real grader.
 
-``tests/planted_bugs/<exercise>/`` holds, for each graded exercise, correct
-kernels and kernels with one planted bug each.  The first line of a file is
-its ``%%cuda`` line (behind ``//`` so the file stays valid CUDA C), the
-second says what is wrong.  Graded in hidden mode, a correct kernel must get
-every correctness point and every planted bug must fail.
+``tests/planted_bugs/<exercise>/`` holds, for each graded exercise, kernels
+with one planted bug each (and, where the chapter has them, other correct
+ways to write the kernel).  The correct kernel itself is not kept here: it is
+the instructor's solution, the ``%%cuda`` cell of ``solutions/*/*.ipynb``, so
+the corpus and the solutions cannot drift apart.
+
+A corpus file starts with three comment lines: its ``%%cuda`` line, what is
+wrong (or different) about it, and what the grader must conclude,
+``// Expect: accepted`` or ``// Expect: rejected, <reason>`` with a reason of
+:data:`REASONS`.  Graded in hidden mode, an accepted kernel must get every
+correctness point, and a planted bug must fail for its planted reason.
 """
 
 from __future__ import annotations
@@ -12,24 +18,76 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from autograder.exercises import get_exercise
 from autograder.isolation import grade_submission
-from autograder.submission import KernelSubmission, parse_magic_line
+from autograder.submission import KernelSubmission, parse_magic_line, submissions_from_notebook
 
 CORPUS = Path(__file__).resolve().parent / "planted_bugs"
+SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
 SECRET = b"planted-bug corpus"
-CORRECT = frozenset({"correct"})
+
+#: Why a kernel is rejected, as the grader reports it.
+REASONS = {
+    "wrong_result": "ran, but some output is wrong (status failed)",
+    "out_of_bounds": "read or wrote outside a buffer (the emulator's bounds check)",
+    "race": "a data race (the emulator runs the threads in two orders and the results differ)",
+    "barrier_divergence": "a __syncthreads() that not every thread of the block reaches",
+    "uninitialised_shared_memory": "read shared memory that no thread wrote",
+    "compile_error": "does not compile, or is not the kernel asked for",
+    "invalid_launch": "launch integers out of range",
+    "timeout": "did not finish in the time limit",
+}
+_LAUNCH_ERRORS = (("out-of-bounds", "out_of_bounds"), ("data race", "race"), ("barrier divergence", "barrier_divergence"),
+                  ("shared memory that no", "uninitialised_shared_memory"))
 
 
-def submission(path: Path) -> KernelSubmission:
-    first, rest = path.read_text().split("\n", 1)
-    magic = parse_magic_line(first.lstrip("/ "))
-    assert not magic.error, magic.error
-    return KernelSubmission(exercise=magic.exercise, source=rest, launch=magic.launch, cell_line=2)
+def rejection_reason(result) -> str:
+    """The :data:`REASONS` key of a rejected result (its status, and for a launch error what the emulator found)."""
+    if result.status == "failed":
+        return "wrong_result"
+    if result.status == "launch_error":
+        for words, reason in _LAUNCH_ERRORS:
+            if words in result.message:
+                return reason
+    return result.status
+
+
+@dataclass(frozen=True)
+class CorpusKernel:
+    path: Path
+    submission: KernelSubmission
+    what: str  # the second line: what is wrong or different
+    accepted: bool
+    reason: str  # for a planted bug: the REASONS key it must be rejected for
+
+
+def read_corpus_file(path: Path) -> CorpusKernel:
+    magic_line, what, expect, rest = path.read_text().split("\n", 3)
+    magic = parse_magic_line(magic_line.lstrip("/ "))
+    assert not magic.error, f"{path}: {magic.error}"
+    verdict = expect.lstrip("/ ")
+    assert verdict.startswith("Expect: "), f"{path}: the third line must be '// Expect: accepted' or '// Expect: rejected, <reason>'"
+    verdict = verdict[len("Expect: "):].strip()
+    accepted = verdict == "accepted"
+    reason = "" if accepted else verdict.removeprefix("rejected, ").strip()
+    assert accepted or reason in REASONS, f"{path}: unknown reason {verdict!r}; known: {', '.join(REASONS)}"
+    sub = KernelSubmission(exercise=magic.exercise, source=rest, launch=magic.launch, cell_line=4)
+    return CorpusKernel(path, sub, what.lstrip("/ "), accepted, reason)
+
+
+def solution_kernel(exercise: str) -> KernelSubmission:
+    """The instructor's solution of ``exercise``: its ``%%cuda`` cell in ``solutions/``, solution markers removed."""
+    found = [sub for notebook in sorted(SOLUTIONS.glob("*/*.ipynb")) for sub in submissions_from_notebook(notebook)
+             if sub.exercise == exercise]
+    assert len(found) == 1, f"{exercise}: {len(found)} solution cells in {SOLUTIONS}"
+    sub = found[0]
+    source = "\n".join(line for line in sub.source.splitlines() if "SOLUTION" not in line)
+    return KernelSubmission(exercise=exercise, source=source, launch=sub.launch, cell_line=sub.cell_line)
 
 
 def corpus(exercises) -> list:
@@ -38,26 +96,43 @@ def corpus(exercises) -> list:
             for name in exercises for path in sorted((CORPUS / name).glob("*.cu"))]
 
 
-def check_corpus_file(path: Path, correct=CORRECT) -> None:
-    """Grade one corpus file in hidden mode: full points if its name is in ``correct``, rejected otherwise."""
-    sub = submission(path)
-    exercise = get_exercise(sub.exercise)
-    result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="corpus")
-    if path.stem in correct:
-        assert result.passed, result.message
-        assert result.correctness_score == exercise.correctness_points
-    else:
-        assert not result.passed, f"{path.name} ({path.read_text().splitlines()[1]}) was not rejected"
-        assert result.correctness_score < exercise.correctness_points
-        assert result.message
+def grade(sub: KernelSubmission):
+    return grade_submission(sub, mode="hidden", secret=SECRET, student_id="corpus")
 
 
-def check_corpus_complete(exercises, correct=CORRECT, minimum: int = 5) -> None:
-    """Every exercise has a correct kernel and at least ``minimum`` planted bugs."""
+def check_accepted(sub: KernelSubmission) -> None:
+    result = grade(sub)
+    assert result.passed, result.message
+    assert result.correctness_score == get_exercise(sub.exercise).correctness_points
+
+
+def check_corpus_file(path: Path) -> None:
+    """Grade one corpus file in hidden mode: full points if accepted, else rejected for its planted reason."""
+    kernel = read_corpus_file(path)
+    if kernel.accepted:
+        check_accepted(kernel.submission)
+        return
+    result = grade(kernel.submission)
+    assert not result.passed, f"{path.name} ({kernel.what}) was not rejected"
+    assert result.correctness_score < get_exercise(kernel.submission.exercise).correctness_points
+    assert result.message
+    assert rejection_reason(result) == kernel.reason, (
+        f"{path.name} ({kernel.what}) was rejected as {rejection_reason(result)}, not as {kernel.reason}: {result.message}")
+
+
+def check_solution_kernel(exercise: str) -> None:
+    """The solution's kernel, the corpus's correct kernel, gets every correctness point."""
+    check_accepted(solution_kernel(exercise))
+
+
+def check_corpus_complete(exercises, minimum: int = 5) -> None:
+    """Every exercise has a solution kernel and at least ``minimum`` planted bugs, each with a reason."""
     for name in exercises:
-        files = {p.stem for p in (CORPUS / name).glob("*.cu")}
-        assert "correct" in files
-        assert len(files - set(correct)) >= minimum, f"{name}: only {len(files - set(correct))} planted bugs"
+        solution_kernel(name)
+        kernels = [read_corpus_file(p) for p in (CORPUS / name).glob("*.cu")]
+        bugs = [k for k in kernels if not k.accepted]
+        assert len(bugs) >= minimum, f"{name}: only {len(bugs)} planted bugs"
+        assert all(k.submission.exercise == name for k in kernels)
 
 
 def check_solution_graded_end_to_end(tmp_path: Path, assignment: str, notebook: str, exercises) -> None:

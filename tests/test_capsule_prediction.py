@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kernels import capsule_prediction as cp
 from kernels import capsule_prediction_backward as cb
-from kernels.gradcheck import check_gradients
+from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend
 

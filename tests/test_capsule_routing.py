@@ -7,7 +7,7 @@ import pytest
 
 from kernels import capsule_prediction as cp
 from kernels import capsule_routing as cr
-from kernels.gradcheck import check_gradients
+from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend
 

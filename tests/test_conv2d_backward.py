@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kernels import conv2d, conv2d_backward as cb
-from kernels.gradcheck import check_gradients
+from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend
 

@@ -13,9 +13,9 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def gpu():
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
-    return select.use_backend("gpu")
+    return selection.use_backend("gpu")
 
 
 def test_compile_error_quotes_the_readers_line(gpu):

@@ -1,11 +1,11 @@
-"""The gradient checker (kernels/gradcheck.py) on NumPy functions: it passes right gradients and names wrong ones."""
+"""The gradient checker (kernels/tools/gradcheck.py) on NumPy functions: it passes right gradients and names wrong ones."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels.gradcheck import GradientCheckError, check_gradients
+from kernels.tools.gradcheck import GradientCheckError, check_gradients
 
 
 def linear(X, W, b):

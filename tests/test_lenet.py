@@ -1,11 +1,11 @@
-"""LeNet-5 from the book's kernels (kernels/lenet.py) against its NumPy twin."""
+"""LeNet-5 from the book's kernels (kernels/models/lenet.py) against its NumPy twin."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels import lenet
+from kernels.models import lenet
 
 
 @pytest.fixture(scope="module")

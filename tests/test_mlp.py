@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import activations, fully_connected as fc, mlp, sgd, softmax
-from kernels.gradcheck import check_gradients
+from kernels import activations, fully_connected as fc, sgd, softmax
+from kernels.models import mlp
+from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend
 

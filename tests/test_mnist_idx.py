@@ -1,4 +1,4 @@
-"""IDX reading and writing (kernels/mnist_idx.py) on small files the tests write."""
+"""IDX reading and writing (kernels/data/mnist_idx.py) on small files the tests write."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-from kernels import mnist_idx
+from kernels.data import mnist_idx
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32, np.float32, np.float64])

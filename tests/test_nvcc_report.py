@@ -9,7 +9,7 @@ import pytest
 
 from kernels import KERNEL_DIR
 from kernels.runtime.errors import KernelCompileError
-from kernels.runtime.nvcc_report import as_table, compile_report, nvcc_path, parse_ptxas_log, report_topic
+from kernels.tools.nvcc_report import as_table, compile_report, nvcc_path, parse_ptxas_log, report_topic
 
 CU_FILES = sorted(KERNEL_DIR.glob("*.cu"))
 needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc is not on the PATH: install the CUDA toolkit to check compilation for sm_90")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from kernels import perceptron as P
-from kernels.gradcheck import check_gradients
+from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend
 
@@ -65,7 +65,7 @@ def test_sample_gradients_by_central_differences(backend):
     assert report.ok, str(report)
 
 
-@pytest.mark.parametrize("reduction", ["atomic", "tree"])
+@pytest.mark.parametrize("reduction", ["atomic", "tree", "columns"])
 @pytest.mark.parametrize("n, k", [(1, 3), (100, 3), (256, 2), (257, 4), (1000, 1), (4099, 3)])
 def test_gradient_sums(backend, reduction, n, k):
     rng = np.random.default_rng(n + k)
@@ -74,6 +74,18 @@ def test_gradient_sums(backend, reduction, n, k):
     expected = P.gradient_sum_reference(grads)
     scale = np.abs(grads).astype(np.float64).sum(axis=0)
     assert np.all(np.abs(got - expected) <= 1e-5 * scale + 1e-6), (got, expected)
+
+
+# gradient_sum_columns folds lanes k apart and leaves the last n*k % 4 elements to one thread:
+# widths below, at and past a warp, and every remainder mod 4 (a lost tail or a column folded
+# into the wrong one shows up as one wrong total).
+@pytest.mark.parametrize("n, k", [(5, 1), (7, 5), (33, 11), (1001, 7), (63, 32), (65, 33), (9, 40), (3, 300)])
+def test_gradient_sum_columns_every_width_and_tail(backend, n, k):
+    rng = np.random.default_rng(7 * n + k)
+    grads = (rng.standard_normal((n, k)) + 1.0).astype(np.float32)
+    got = P.gradient_sum_columns(grads)
+    scale = np.abs(grads).astype(np.float64).sum(axis=0)
+    assert np.all(np.abs(got - P.gradient_sum_reference(grads)) <= 1e-5 * scale + 1e-6), (got, P.gradient_sum_reference(grads))
 
 
 def test_gradient_sum_tree_fills_a_device_buffer_and_zeroes_it_first(backend):

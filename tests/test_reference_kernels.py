@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels import copy, reduction, saxpy, vector_add
+from kernels import device_copy, reduction, saxpy, vector_add
 
 pytestmark = pytest.mark.backend
 
@@ -54,11 +54,11 @@ def test_saxpy_in_place(backend):
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("version", copy.VERSIONS)
+@pytest.mark.parametrize("version", device_copy.VERSIONS)
 @pytest.mark.parametrize("n", [4, 124, 1024, 4000, 16388])
 def test_copy(backend, version, n):
     (src,) = inputs(n, seed=n)
-    np.testing.assert_array_equal(copy.copy(src, version=version), copy.reference(src))
+    np.testing.assert_array_equal(device_copy.copy(src, version=version), device_copy.reference(src))
 
 
 @pytest.mark.parametrize("version", reduction.VERSIONS)

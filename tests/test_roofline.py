@@ -1,5 +1,5 @@
-"""Speeds against limits (kernels.runtime.roofline) and where a chapter's figures come from
-(kernels.runtime.speed_figures).  No GPU needed."""
+"""Speeds against limits (kernels.tools.roofline) and where a chapter's figures come from
+(book.speed_figures).  No GPU needed."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 matplotlib.use("Agg")
 
-from kernels.runtime.roofline import Peaks, achieved, peaks_from_results, plot_roofline  # noqa: E402
-from kernels.runtime.speed_figures import SpeedFigures  # noqa: E402
+from book.figures import plot_roofline  # noqa: E402
+from kernels.tools.roofline import Peaks, achieved, peaks_from_results  # noqa: E402
+from book.speed_figures import SpeedFigures  # noqa: E402
 
 PEAKS = Peaks(bandwidth_gbs=4000.0, fp32_gflops=60000.0, device="test card", measured="2026-01-01")
 
@@ -71,9 +72,9 @@ def test_recorded_figures_are_labelled_with_their_gpu_and_date(tmp_path):
 
 
 def test_missing_results_file_says_so(tmp_path, monkeypatch):
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
-    monkeypatch.setattr(select, "on_gpu", lambda: False)
+    monkeypatch.setattr(selection, "on_gpu", lambda: False)
     figures = SpeedFigures.load("demo", results_dir=tmp_path)
     assert not figures.available and figures.peaks() is None and figures.rows() == []
     assert "does not exist" in figures.source_text() and "make bench" in figures.source_text()

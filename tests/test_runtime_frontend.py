@@ -18,7 +18,7 @@ from kernels.runtime import (
     compile_source,
     parse_kernels,
 )
-from kernels.runtime import select
+from kernels.runtime import selection
 from kernels.runtime.backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits
 
 
@@ -284,11 +284,11 @@ def test_signatures_the_runtime_cannot_pass(source, message):
 @pytest.fixture
 def fake_current():
     """Make a fake backend the process's current one (launchers use the current backend)."""
-    saved = select._current
+    saved = selection._current
     fake = FakeBackend(multiprocessors=2)
-    select._current = fake
+    selection._current = fake
     yield fake
-    select._current = saved
+    selection._current = saved
 
 
 def test_launchers_choose_grids_for_n(fake_current):
@@ -306,14 +306,14 @@ def test_launchers_choose_grids_for_n(fake_current):
 
 
 def test_launchers_refuse_inputs_they_cannot_handle(fake_current):
-    from kernels import copy, reduction, saxpy, vector_add
+    from kernels import device_copy, reduction, saxpy, vector_add
 
     with pytest.raises(ValueError, match="different sizes"):
         vector_add.vector_add_grid_stride(np.ones(10, np.float32), np.ones(11, np.float32))
     with pytest.raises(ValueError, match="different sizes"):
         saxpy.saxpy_grid_stride(2.0, np.ones(10, np.float32), np.ones(11, np.float32))
     with pytest.raises(ValueError, match="multiple of 4"):
-        copy.copy_grid_stride_float4(np.ones(10, np.float32))
+        device_copy.copy_grid_stride_float4(np.ones(10, np.float32))
     with pytest.raises(ValueError, match="power of two"):
         reduction.reduce_sum_shared_tree(np.ones(10, np.float32), block=96)
     with pytest.raises(ValueError, match="multiple of 32"):

@@ -4,7 +4,7 @@ import pytest
 
 from kernels import read_source
 from kernels.runtime import parse_kernels
-from kernels.source_excerpt import function_source
+from kernels.tools.source_excerpt import function_source
 
 
 def test_every_kernel_of_a_file_is_found_whole():

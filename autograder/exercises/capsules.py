@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from kernels import capsule_prediction, capsule_prediction_backward
+from kernels.capsule_prediction import AXES
 
-AXES = ("batch", "in_caps", "in_dim", "out_caps", "out_dim")
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied
+
+PREDICT_REFERENCE = capsule_prediction.KERNELS["capsule_predict_vectorized"]
+GRAD_INPUT_REFERENCE = capsule_prediction_backward.KERNELS["capsule_grad_input_shared_weights"]
+GRAD_WEIGHT_REFERENCE = capsule_prediction_backward.KERNELS["capsule_grad_weight_register_blocked"]
 
 
-def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
-    scale = 10.0 ** rng.uniform(-0.5, 0.5, shape)
-    return ((mean + 0.5 * rng.standard_normal(shape)) * scale).astype(np.float32)
-
-
-def _dims(shape) -> tuple[int, int, int, int, int]:
-    return tuple(int(shape[a]) for a in AXES)
+_dims = capsule_prediction.dims
 
 
 def _label(shape) -> str:
@@ -82,6 +81,10 @@ def _f64(a):
 SIGNATURE_TAIL = "int batch, int in_caps, int in_dim, int out_caps, int out_dim"
 SCALAR_ARGS = tuple(Arg(a, "scalar") for a in AXES)
 
+#: What the three exercises share: shapes, launch, points, the timing shape.
+CAPSULE_COMMON = dict(visible_shapes=VISIBLE, hidden_shapes=HIDDEN, secret_shapes=_secret_shapes, launch_config=_launch,
+                      correctness_points=6.0, speed_points=2.0, timing_shape=DIGITCAPS, label=_label)
+
 # ------------------------------------------------------------ forward: u_hat = W u
 
 
@@ -92,37 +95,16 @@ def _forward_inputs(shape, rng):
 
 
 def _forward_reference(inputs):
-    from kernels.capsule_prediction import forward_reference
-
-    return {"u_hat": forward_reference(inputs["u"], inputs["W"])}
+    return {"u_hat": PREDICT_REFERENCE.reference(inputs["u"], inputs["W"])}
 
 
 def _forward_scale(inputs):
     return {"u_hat": np.einsum("ijdk,bik->bijd", np.abs(_f64(inputs["W"])), np.abs(_f64(inputs["u"])))}
 
 
-def _reference_forward_launch(shape) -> LaunchConfig:
-    from kernels.capsule_prediction import CAPS_BATCH_TILE, register_block_shape
-
-    b, ic, idim, oc, od = _dims(shape)
-    return LaunchConfig((ic, ceil_div(b, CAPS_BATCH_TILE), 1), (*register_block_shape(oc, od), 1),
-                        CAPS_BATCH_TILE * idim * 4)
-
-
 def _u_hat_elements(shape) -> int:
     b, ic, _, oc, od = _dims(shape)
     return b * ic * oc * od
-
-
-def _forward_bytes(shape) -> float:
-    from kernels.capsule_prediction import bytes_moved
-
-    return float(bytes_moved(*_dims(shape)))
-
-
-def _flops(shape) -> float:
-    b, ic, idim, oc, od = _dims(shape)
-    return 2.0 * b * ic * idim * oc * od
 
 
 CAPSULE_PREDICT = Exercise(
@@ -134,22 +116,10 @@ CAPSULE_PREDICT = Exercise(
     make_inputs=_forward_inputs,
     reference=_forward_reference,
     error_scale=_forward_scale,
-    rtol=1e-5,
-    atol=1e-30,
-    visible_shapes=VISIBLE,
-    hidden_shapes=HIDDEN,
-    secret_shapes=_secret_shapes,
+    **CAPSULE_COMMON,
     launch_keys=(BLOCK, _grid_key(_u_hat_elements, "batch * in_caps * out_caps * out_dim"), SHARED),
-    launch_config=_launch,
-    correctness_points=6.0,
-    speed_points=2.0,
-    reference_kernel=ReferenceKernel(topic="capsule_prediction", kernel="capsule_predict_vectorized",
-                                     launch=_reference_forward_launch, defines={"CAPS_IN_DIM": 8},
+    reference_kernel=ReferenceKernel(PREDICT_REFERENCE,
                                      arg_order=("u", "W", "u_hat", "batch", "in_caps", "out_caps", "out_dim")),
-    flops=_flops,
-    bytes_moved=_forward_bytes,
-    timing_shape=DIGITCAPS,
-    label=_label,
     description=("u_hat[b][i][j][d] = sum over k < in_dim of W[i][j][d][k] * u[b][i][k] for every sample b, input "
                  "capsule i, output capsule j and output dimension d. u is [batch][in_caps][in_dim], W "
                  "[in_caps][out_caps][out_dim][in_dim], u_hat [batch][in_caps][out_caps][out_dim], all row-major."),
@@ -165,25 +135,11 @@ def _grad_input_inputs(shape, rng):
 
 
 def _grad_input_reference(inputs):
-    from kernels.capsule_prediction_backward import grad_input_reference
-
-    return {"grad_u": grad_input_reference(inputs["grad_u_hat"], inputs["W"])}
+    return {"grad_u": GRAD_INPUT_REFERENCE.reference(inputs["grad_u_hat"], inputs["W"])}
 
 
 def _grad_input_scale(inputs):
     return {"grad_u": np.einsum("ijdk,bijd->bik", np.abs(_f64(inputs["W"])), np.abs(_f64(inputs["grad_u_hat"])))}
-
-
-def _reference_grad_input_launch(shape) -> LaunchConfig:
-    from kernels.capsule_prediction_backward import CAPS_GRAD_BATCH_TILE
-
-    b, ic, idim, oc, od = _dims(shape)
-    return LaunchConfig((ic, ceil_div(b, CAPS_GRAD_BATCH_TILE), 1), (CAPS_GRAD_BATCH_TILE, 1, 1), oc * od * idim * 4)
-
-
-def _grad_bytes(shape) -> float:
-    b, ic, idim, oc, od = _dims(shape)
-    return 4.0 * (b * ic * oc * od + ic * oc * od * idim + b * ic * idim)
 
 
 CAPSULE_GRAD_INPUT = Exercise(
@@ -195,23 +151,11 @@ CAPSULE_GRAD_INPUT = Exercise(
     make_inputs=_grad_input_inputs,
     reference=_grad_input_reference,
     error_scale=_grad_input_scale,
-    rtol=1e-5,
-    atol=1e-30,
-    visible_shapes=VISIBLE,
-    hidden_shapes=HIDDEN,
-    secret_shapes=_secret_shapes,
+    **CAPSULE_COMMON,
     launch_keys=(BLOCK, _grid_key(lambda s: _dims(s)[0] * _dims(s)[1] * _dims(s)[2], "batch * in_caps * in_dim"),
                  SHARED),
-    launch_config=_launch,
-    correctness_points=6.0,
-    speed_points=2.0,
-    reference_kernel=ReferenceKernel(topic="capsule_prediction_backward", kernel="capsule_grad_input_shared_weights",
-                                     launch=_reference_grad_input_launch, defines={"CAPS_IN_DIM": 8},
+    reference_kernel=ReferenceKernel(GRAD_INPUT_REFERENCE,
                                      arg_order=("grad_u_hat", "W", "grad_u", "batch", "in_caps", "out_caps", "out_dim")),
-    flops=_flops,
-    bytes_moved=_grad_bytes,
-    timing_shape=DIGITCAPS,
-    label=_label,
     description=("grad_u[b][i][k] = sum over j < out_caps and d < out_dim of W[i][j][d][k] * grad_u_hat[b][i][j][d] "
                  "(for one sample and input capsule: W[i]^T times the gradient of the ROW = out_caps * out_dim "
                  "outputs). grad_u is [batch][in_caps][in_dim]."),
@@ -227,21 +171,11 @@ def _grad_weight_inputs(shape, rng):
 
 
 def _grad_weight_reference(inputs):
-    from kernels.capsule_prediction_backward import grad_weight_reference
-
-    return {"grad_W": grad_weight_reference(inputs["grad_u_hat"], inputs["u"])}
+    return {"grad_W": GRAD_WEIGHT_REFERENCE.reference(inputs["grad_u_hat"], inputs["u"])}
 
 
 def _grad_weight_scale(inputs):
     return {"grad_W": np.einsum("bijd,bik->ijdk", np.abs(_f64(inputs["grad_u_hat"])), np.abs(_f64(inputs["u"])))}
-
-
-def _reference_grad_weight_launch(shape) -> LaunchConfig:
-    from kernels.capsule_prediction_backward import grad_weight_block_shape
-
-    b, ic, idim, oc, od = _dims(shape)
-    block = grad_weight_block_shape(oc, od, idim)
-    return LaunchConfig((ic, 1, 1), (*block, 1), block[1] * oc * od * idim * 4)
 
 
 CAPSULE_GRAD_WEIGHT = Exercise(
@@ -253,23 +187,11 @@ CAPSULE_GRAD_WEIGHT = Exercise(
     make_inputs=_grad_weight_inputs,
     reference=_grad_weight_reference,
     error_scale=_grad_weight_scale,
-    rtol=1e-5,
-    atol=1e-30,
-    visible_shapes=VISIBLE,
-    hidden_shapes=HIDDEN,
-    secret_shapes=_secret_shapes,
+    **CAPSULE_COMMON,
     launch_keys=(BLOCK, _grid_key(lambda s: _dims(s)[1] * _dims(s)[3] * _dims(s)[4] * _dims(s)[2],
                                   "in_caps * out_caps * out_dim * in_dim"), SHARED),
-    launch_config=_launch,
-    correctness_points=6.0,
-    speed_points=2.0,
-    reference_kernel=ReferenceKernel(topic="capsule_prediction_backward", kernel="capsule_grad_weight_register_blocked",
-                                     launch=_reference_grad_weight_launch, defines={"CAPS_IN_DIM": 8},
+    reference_kernel=ReferenceKernel(GRAD_WEIGHT_REFERENCE,
                                      arg_order=("grad_u_hat", "u", "grad_W", "batch", "in_caps", "out_caps", "out_dim")),
-    flops=_flops,
-    bytes_moved=_grad_bytes,
-    timing_shape=DIGITCAPS,
-    label=_label,
     description=("grad_W[i][j][d][k] = sum over samples b < batch of grad_u_hat[b][i][j][d] * u[b][i][k]: each "
                  "weight is used by every sample, so its gradient is a reduction over the batch. grad_W is "
                  "[in_caps][out_caps][out_dim][in_dim]."),

@@ -17,19 +17,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..exercise import Arg, Exercise, LaunchConfig, ReferenceKernel, ceil_div
+from kernels import conv2d, conv2d_backward, pooling
+
+from ..exercise import Arg, Exercise, LaunchConfig, ReferenceKernel, ceil_div, varied as _varied
+
+NAIVE_REFERENCE = conv2d.KERNELS["conv2d_forward_naive"]
+TILED_REFERENCE = conv2d.KERNELS["conv2d_forward_tiled"]
+POOL_REFERENCE = pooling.KERNELS["max_pool_forward"]
+BACKWARD_INPUT_REFERENCE = conv2d_backward.KERNELS["conv2d_backward_input"]
 
 TILE = 16  # TILE_WIDTH of the chapter's kernels; the exercises launch 16 x 16 blocks
 
 
 def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
-    """Values around ``mean`` with a scale spread over one decade, float32."""
-    scale = 10.0 ** rng.uniform(-0.5, 0.5, shape)
-    return ((mean + 0.6 * rng.standard_normal(shape)) * scale).astype(np.float32)
+    return _varied(rng, shape, mean, spread=0.6)
 
 
-def _conv_dims(shape):
-    return tuple(int(shape[k]) for k in ("N", "C", "H", "W", "M", "K"))
+_conv_dims = conv2d.layer
 
 
 def _conv_label(shape):
@@ -69,9 +73,7 @@ def _conv_inputs(shape, rng):
 
 
 def _conv_reference(inputs):
-    from kernels.conv2d import forward_reference
-
-    return {"Y": forward_reference(inputs["X"], inputs["Wf"], inputs["b"])}
+    return {"Y": NAIVE_REFERENCE.reference(inputs["X"], inputs["Wf"], inputs["b"])}
 
 
 def _conv_scale(inputs):
@@ -95,16 +97,6 @@ def _tiled_launch(shape, launch) -> LaunchConfig:
     return LaunchConfig(grid=config.grid, block=config.block, shared=_tiled_shared(_conv_dims(shape)[5]))
 
 
-def _conv_flops(shape) -> float:
-    N, C, H, W, M, K = _conv_dims(shape)
-    return 2.0 * N * M * (H - K + 1) * (W - K + 1) * C * K * K
-
-
-def _conv_bytes(shape) -> float:
-    N, C, H, W, M, K = _conv_dims(shape)
-    return 4.0 * (N * C * H * W + M * C * K * K + M + N * M * (H - K + 1) * (W - K + 1))
-
-
 CONV_SIGNATURE = "(const float* X, const float* Wf, const float* b, float* Y, int N, int C, int H, int W, int M, int K, int W_grid)"
 CONV_ARGS = (Arg("X", "in"), Arg("Wf", "in"), Arg("b", "in"), Arg("Y", "out"), Arg("N", "scalar"), Arg("C", "scalar"),
              Arg("H", "scalar"), Arg("W", "scalar"), Arg("M", "scalar"), Arg("K", "scalar"), Arg("W_grid", "scalar"))
@@ -114,30 +106,21 @@ CONV_DESCRIPTION = ("Y[n][m][h][w] = b[m] + sum over c < C, p < K, q < K of X[n]
                     "blockIdx.x is the output map, blockIdx.y the tile (tile row blockIdx.y / W_grid, tile column "
                     "blockIdx.y % W_grid), blockIdx.z the sample.")
 
+#: What the two forward exercises share: the kernel's arguments, inputs, reference and shapes.
+CONV_COMMON = dict(args=CONV_ARGS, make_inputs=_conv_inputs, reference=_conv_reference, error_scale=_conv_scale,
+                   visible_shapes=CONV_VISIBLE, hidden_shapes=CONV_HIDDEN, secret_shapes=_conv_secret, launch_keys=(),
+                   timing_shape=CONV_TIMING, label=_conv_label)
+
 CONV2D_FORWARD = Exercise(
     name="conv2d_forward",
     title="Convolution forward: one thread per output pixel",
     kernel="conv2d_forward",
     signature="conv2d_forward" + CONV_SIGNATURE,
-    args=CONV_ARGS,
-    make_inputs=_conv_inputs,
-    reference=_conv_reference,
-    error_scale=_conv_scale,
-    rtol=1e-5,
-    atol=1e-30,
-    visible_shapes=CONV_VISIBLE,
-    hidden_shapes=CONV_HIDDEN,
-    secret_shapes=_conv_secret,
-    launch_keys=(),
+    **CONV_COMMON,
     launch_config=_conv_launch,
     correctness_points=6.0,
     speed_points=1.0,
-    reference_kernel=ReferenceKernel(topic="conv2d", kernel="conv2d_forward_naive",
-                                     launch=lambda shape: _conv_launch(shape, {})),
-    flops=_conv_flops,
-    bytes_moved=_conv_bytes,
-    timing_shape=CONV_TIMING,
-    label=_conv_label,
+    reference_kernel=ReferenceKernel(NAIVE_REFERENCE),
     description=CONV_DESCRIPTION,
 )
 
@@ -146,25 +129,11 @@ CONV2D_FORWARD_TILED = Exercise(
     title="Convolution forward with shared-memory input tiles",
     kernel="conv2d_forward_tiled",
     signature="conv2d_forward_tiled" + CONV_SIGNATURE,
-    args=CONV_ARGS,
-    make_inputs=_conv_inputs,
-    reference=_conv_reference,
-    error_scale=_conv_scale,
-    rtol=1e-5,
-    atol=1e-30,
-    visible_shapes=CONV_VISIBLE,
-    hidden_shapes=CONV_HIDDEN,
-    secret_shapes=_conv_secret,
-    launch_keys=(),
+    **CONV_COMMON,
     launch_config=_tiled_launch,
     correctness_points=6.0,
     speed_points=4.0,
-    reference_kernel=ReferenceKernel(topic="conv2d", kernel="conv2d_forward_tiled",
-                                     launch=lambda shape: _tiled_launch(shape, {})),
-    flops=_conv_flops,
-    bytes_moved=_conv_bytes,
-    timing_shape=CONV_TIMING,
-    label=_conv_label,
+    reference_kernel=ReferenceKernel(TILED_REFERENCE),
     description=CONV_DESCRIPTION + (" Dynamic shared memory of ((16 + K - 1)^2 + K * K) floats per block is "
                                     "provided (extern __shared__ float shared[];): room for the input tile with "
                                     "its halo and one K x K filter."),
@@ -206,9 +175,7 @@ def _pool_inputs(shape, rng):
 
 
 def _pool_reference(inputs):
-    from kernels.pooling import max_pool_reference
-
-    return {"Y": max_pool_reference(inputs["X"], inputs["pool"])}
+    return {"Y": POOL_REFERENCE.reference(inputs["X"], inputs["pool"])}
 
 
 def _pool_scale(inputs):
@@ -250,11 +217,7 @@ MAX_POOL_FORWARD = Exercise(
     launch_config=_pool_launch,
     correctness_points=4.0,
     speed_points=1.0,
-    reference_kernel=ReferenceKernel(
-        topic="pooling", kernel="max_pool_forward",
-        launch=lambda shape: LaunchConfig((ceil_div(_pool_count(shape), 256), 1, 1), (256, 1, 1), 0)),
-    flops=lambda shape: float(_pool_count(shape) * _pool_dims(shape)[4] ** 2),
-    bytes_moved=lambda shape: 4.0 * (int(np.prod(_pool_dims(shape)[:4])) + _pool_count(shape)),
+    reference_kernel=ReferenceKernel(POOL_REFERENCE),
     timing_shape={"N": 64, "C": 64, "H": 112, "W": 112, "pool": 2},
     label=_pool_label,
     description=("Y[n][c][i][j] = the largest of X[n][c][i*pool + p][j*pool + q] over p, q < pool, for i < H / pool, "
@@ -276,9 +239,7 @@ def _bwd_inputs(shape, rng):
 
 
 def _bwd_reference(inputs):
-    from kernels.conv2d_backward import backward_input_reference
-
-    return {"dX": backward_input_reference(inputs["dY"], inputs["Wf"])}
+    return {"dX": BACKWARD_INPUT_REFERENCE.reference(inputs["dY"], inputs["Wf"])}
 
 
 def _bwd_scale(inputs):
@@ -304,8 +265,6 @@ CONV2D_BACKWARD_INPUT = Exercise(
     make_inputs=_bwd_inputs,
     reference=_bwd_reference,
     error_scale=_bwd_scale,
-    rtol=1e-5,
-    atol=1e-30,
     visible_shapes=CONV_VISIBLE,
     hidden_shapes=CONV_HIDDEN,
     secret_shapes=_conv_secret,
@@ -313,10 +272,7 @@ CONV2D_BACKWARD_INPUT = Exercise(
     launch_config=_bwd_launch,
     correctness_points=6.0,
     speed_points=1.0,
-    reference_kernel=ReferenceKernel(topic="conv2d_backward", kernel="conv2d_backward_input",
-                                     launch=lambda shape: _bwd_launch(shape, {})),
-    flops=_conv_flops,
-    bytes_moved=_conv_bytes,
+    reference_kernel=ReferenceKernel(BACKWARD_INPUT_REFERENCE),
     timing_shape=CONV_TIMING,
     label=_conv_label,
     description=("dX[n][c][h][w] = sum over m < M, p < K, q < K of dY[n][m][h - p][w - q] * Wf[m][c][p][q], taking "

@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.conv2d_gemm import DEFAULT_CONFIG as CONV_GEMM_CONFIG
+from kernels import conv2d_gemm, im2col, sgemm
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
+
+IM2COL_REFERENCE = im2col.KERNELS["im2col_unroll"]
+SGEMM_REFERENCE = sgemm.KERNELS["sgemm_shared_tiled"]
+GEMM_STEP_REFERENCE = conv2d_gemm.KERNELS["conv2d_gemm_batched"]
 
 
 def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
-    """Values around ``mean`` with a scale spread over one decade, float32 (no exact zeros)."""
-    scale = 10.0 ** rng.uniform(-0.5, 0.5, shape)
-    return ((mean + 0.6 * rng.standard_normal(shape)) * scale).astype(np.float32)
+    return _varied(rng, shape, mean, spread=0.6)  # no exact zeros
 
 
 def _out_size(H, W, K, pad, stride):
@@ -36,9 +38,7 @@ def _out_size(H, W, K, pad, stride):
 # ------------------------------------------------------------------------------ 1. the unroll kernel
 
 
-def _im2col_dims(shape):
-    return tuple(int(shape.get(k, d)) for k, d in
-                 (("N", 1), ("n0", 0), ("count", 1), ("C", 1), ("H", 1), ("W", 1), ("K", 1), ("pad", 0), ("stride", 1)))
+_im2col_dims = im2col.unroll_dims
 
 
 def _im2col_label(shape):
@@ -51,12 +51,6 @@ def _im2col_columns(shape) -> int:
     N, n0, count, C, H, W, K, pad, stride = _im2col_dims(shape)
     H_out, W_out = _out_size(H, W, K, pad, stride)
     return count * C * H_out * W_out
-
-
-def _im2col_bytes(shape) -> float:
-    """The input samples read once, their unrolled matrices written once."""
-    N, n0, count, C, H, W, K, pad, stride = _im2col_dims(shape)
-    return 4.0 * (count * C * H * W + K * K * _im2col_columns(shape))
 
 
 def _im2col_inputs(shape, rng):
@@ -131,11 +125,7 @@ IM2COL = Exercise(
     launch_config=_im2col_launch,
     correctness_points=6.0,
     speed_points=2.0,
-    reference_kernel=ReferenceKernel(
-        topic="im2col", kernel="im2col_unroll",
-        launch=lambda shape: LaunchConfig((ceil_div(_im2col_columns(shape), 256), 1, 1), (256, 1, 1), 0)),
-    flops=lambda shape: 0.0,
-    bytes_moved=_im2col_bytes,
+    reference_kernel=ReferenceKernel(IM2COL_REFERENCE),
     timing_shape=IM2COL_TIMING,
     max_elements=1 << 27,
     label=_im2col_label,
@@ -147,7 +137,7 @@ IM2COL = Exercise(
 
 # ------------------------------------------------------------------------------ 2. tiled SGEMM
 
-TILE = 32  # the chapter's sgemm_shared_tiled
+TILE = sgemm.TILE  # the chapter's sgemm_shared_tiled
 
 
 def _mnk(shape):
@@ -160,7 +150,7 @@ def _gemm_inputs(shape, rng):
 
 
 def _gemm_reference(inputs):
-    return {"C": inputs["A"].astype(np.float64) @ inputs["B"].astype(np.float64)}
+    return {"C": SGEMM_REFERENCE.reference(inputs["A"], inputs["B"])}
 
 
 def _gemm_scale(inputs):
@@ -213,8 +203,6 @@ SGEMM_TILED = Exercise(
     make_inputs=_gemm_inputs,
     reference=_gemm_reference,
     error_scale=_gemm_scale,
-    rtol=1e-5,
-    atol=1e-30,
     visible_shapes=GEMM_VISIBLE,
     hidden_shapes=GEMM_HIDDEN,
     secret_shapes=_gemm_secret,
@@ -222,13 +210,7 @@ SGEMM_TILED = Exercise(
     launch_config=_gemm_launch,
     correctness_points=6.0,
     speed_points=4.0,
-    reference_kernel=ReferenceKernel(
-        topic="sgemm", kernel="sgemm_shared_tiled",
-        launch=lambda shape: LaunchConfig((ceil_div(_mnk(shape)[1], TILE), ceil_div(_mnk(shape)[0], TILE), 1),
-                                          (TILE, TILE, 1), 0)),
-    flops=lambda shape: 2.0 * _mnk(shape)[0] * _mnk(shape)[1] * _mnk(shape)[2],
-    bytes_moved=lambda shape: 4.0 * (_mnk(shape)[0] * _mnk(shape)[2] + _mnk(shape)[2] * _mnk(shape)[1]
-                                     + _mnk(shape)[0] * _mnk(shape)[1]),
+    reference_kernel=ReferenceKernel(SGEMM_REFERENCE),
     timing_shape=GEMM_TIMING,
     label=lambda shape: "M={M}, N={N}, K={K}".format(**shape),
     description=("C[i][j] = sum over k < K of A[i][k] * B[k][j] for i < M, j < N (A is M x K, B is K x N, C is M x N, "
@@ -239,8 +221,7 @@ SGEMM_TILED = Exercise(
 # ------------------------------------------------------------------------------ 3. convolution: the GEMM step
 
 
-def _conv_dims(shape):
-    return tuple(int(shape[k]) for k in ("N", "n0", "count", "C", "H", "W", "M", "K", "pad"))
+_conv_dims = conv2d_gemm.gemm_step_dims
 
 
 def _conv_label(shape):
@@ -287,14 +268,6 @@ def _conv_launch(shape, launch) -> LaunchConfig:
                         block=(launch["block_x"], launch["block_y"], 1), shared=launch["shared"])
 
 
-def _conv_reference_launch(shape) -> LaunchConfig:
-    c = CONV_GEMM_CONFIG
-    N, n0, count, C, H, W, M, K, pad = _conv_dims(shape)
-    P, _ = _conv_pc(shape)
-    threads = (c["WT_BM"] // 64) * (c["WT_BN"] // (16 * c["WT_NQ"])) * 32
-    return LaunchConfig((ceil_div(P, c["WT_BN"]), ceil_div(M, c["WT_BM"]), count), (threads, 1, 1), 0)
-
-
 def _conv_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
     N = int(rng.integers(2, 4))
     n0 = int(rng.integers(0, N))
@@ -326,8 +299,6 @@ CONV2D_GEMM_FORWARD = Exercise(
     make_inputs=_conv_inputs,
     reference=_conv_reference,
     error_scale=_conv_scale,
-    rtol=1e-5,
-    atol=1e-30,
     visible_shapes=CONV_VISIBLE,
     hidden_shapes=CONV_HIDDEN,
     secret_shapes=_conv_secret,
@@ -335,11 +306,7 @@ CONV2D_GEMM_FORWARD = Exercise(
     launch_config=_conv_launch,
     correctness_points=6.0,
     speed_points=2.0,
-    reference_kernel=ReferenceKernel(topic="conv2d_gemm", kernel="conv2d_gemm_batched", launch=_conv_reference_launch,
-                                     defines=dict(CONV_GEMM_CONFIG)),
-    flops=lambda shape: 2.0 * _conv_dims(shape)[2] * _conv_dims(shape)[6] * _conv_pc(shape)[0] * _conv_pc(shape)[1],
-    bytes_moved=lambda shape: 4.0 * (_conv_dims(shape)[6] * _conv_pc(shape)[1]
-                                     + _conv_dims(shape)[2] * _conv_pc(shape)[0] * (_conv_pc(shape)[1] + _conv_dims(shape)[6])),
+    reference_kernel=ReferenceKernel(GEMM_STEP_REFERENCE),
     timing_shape=CONV_TIMING,
     label=_conv_label,
     description=("Y[n0 + s] = Wmat U[s] for every s < count = gridDim.z: Wmat is the M x CKK filter matrix, U holds "

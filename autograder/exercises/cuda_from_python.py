@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from kernels import reduction, saxpy
+
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
+
+SAXPY_REFERENCE = saxpy.KERNELS["saxpy_grid_stride"]
+SUM_REFERENCE = reduction.KERNELS["reduce_sum_warp_shuffle"]
 
 F32_EPS = float(np.finfo(np.float32).eps)
 
 
 def varied(rng: np.random.Generator, n: int, mean: float) -> np.ndarray:
-    """``n`` float32 values around ``mean`` times a scale spread over 0.1 .. 10."""
-    scale = 10.0 ** rng.uniform(-1.0, 1.0, n)
-    return ((mean + 0.5 * rng.standard_normal(n)) * scale).astype(np.float32)
+    return _varied(rng, n, mean, decades=2.0)  # a scale over 0.1 .. 10
 
 
 def _n(shape) -> int:
@@ -37,12 +40,6 @@ def _secret_sizes(rng: np.random.Generator, launch: dict) -> list[dict]:
         if n % block and n % 32:
             return [{"n": n}]
     return [{"n": block * 97 + 1 + (block * 97 + 1) % 2}]
-
-
-def _reference_grid(n: int, block: int = 256) -> int:
-    from kernels.runtime.loader import grid_stride_blocks
-
-    return grid_stride_blocks(n, block)
 
 
 BLOCK = LaunchKey("block", 1, 1024, required=True, help="threads per block, 1..1024")
@@ -90,13 +87,7 @@ SAXPY = Exercise(
     launch_config=_saxpy_launch,
     correctness_points=6.0,
     speed_points=2.0,
-    reference_kernel=ReferenceKernel(
-        topic="saxpy",
-        kernel="saxpy_grid_stride",
-        launch=lambda shape: LaunchConfig((_reference_grid(_n(shape)), 1, 1), (256, 1, 1), 0),
-    ),
-    flops=lambda shape: 2.0 * _n(shape),
-    bytes_moved=lambda shape: 12.0 * _n(shape),
+    reference_kernel=ReferenceKernel(SAXPY_REFERENCE),
     timing_shape={"n": 2**25 + 3},
     label=lambda shape: f"n={_n(shape)}",
     description="y[i] = alpha * x[i] + y[i] for every i < n, with any grid (a grid-stride loop).",
@@ -111,7 +102,7 @@ def _sum_inputs(shape, rng):
 
 
 def _sum_reference(inputs):
-    return {"out": np.array([np.sum(inputs["x"], dtype=np.float64)])}
+    return {"out": np.array([SUM_REFERENCE.reference(inputs["x"])])}
 
 
 def _sum_scale(inputs):
@@ -169,8 +160,6 @@ REDUCE_SUM = Exercise(
     make_inputs=_sum_inputs,
     reference=_sum_reference,
     error_scale=_sum_scale,
-    rtol=1e-5,
-    atol=1e-30,
     visible_shapes=({"n": 1}, {"n": 1000}, {"n": 4096}, {"n": 4099}, {"n": 16384}),
     hidden_shapes=({"n": 31}, {"n": 257}, {"n": 65536}, {"n": 1000003}, {"n": 2**20 + 1}),
     secret_shapes=_secret_sizes,
@@ -183,13 +172,7 @@ REDUCE_SUM = Exercise(
     launch_config=_sum_launch,
     correctness_points=8.0,
     speed_points=4.0,
-    reference_kernel=ReferenceKernel(
-        topic="reduction",
-        kernel="reduce_sum_warp_shuffle",
-        launch=lambda shape: LaunchConfig((_reference_grid(_n(shape)), 1, 1), (256, 1, 1), 0),
-    ),
-    flops=lambda shape: 1.0 * _n(shape),
-    bytes_moved=lambda shape: 4.0 * _n(shape),
+    reference_kernel=ReferenceKernel(SUM_REFERENCE),
     timing_shape={"n": 2**26 + 3},
     label=lambda shape: f"n={_n(shape)}",
     description="out[0] = sum of x[0..n) (out is zero before the launch); atomicAdd of per-block partial sums is allowed.",

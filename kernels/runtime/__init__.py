@@ -21,7 +21,7 @@ from .errors import (
     UninitializedSharedMemoryError,
 )
 from .module import Kernel, Module, blocks_for, compile_source, empty, to_device, zeros
-from .select import current_backend, on_gpu, use_backend
+from .selection import current_backend, on_gpu, use_backend
 from .signature import KernelSignature, Parameter, parse_kernels
 
 __all__ = [

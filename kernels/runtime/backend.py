@@ -130,3 +130,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def describe(self) -> dict:
         """Facts about the device for results files: name, driver, clocks..."""
+
+    def measurement(self):
+        """The measuring primitives of this device (events, L2 flush, poisoning, peaks).
+
+        A :class:`~kernels.runtime.measurement.GpuMeasurement` on a GPU; the CPU
+        emulator raises :class:`~kernels.runtime.errors.NoGPUError` (it checks
+        results but says nothing about speed).
+        """
+        from .measurement import measurement
+
+        return measurement(self)

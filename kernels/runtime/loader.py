@@ -3,16 +3,16 @@
 Launchers call :func:`load_topic` on every launch; the first call compiles
 the file (about half a second with nvcc, longer on the emulator) and later
 calls return the same :class:`~kernels.runtime.module.Module`.  Switching
-backend (:func:`~kernels.runtime.select.use_backend`) compiles again for the
+backend (:func:`~kernels.runtime.selection.use_backend`) compiles again for the
 new one.
 """
 
 from __future__ import annotations
 
-from .. import KERNEL_DIR, source_path
-from . import select
+from . import selection
 from .backend import Backend
 from .module import Module, blocks_for, compile_source
+from .sources import KERNEL_DIR, source_path
 
 
 # (id(backend), topic, defines) -> (backend, module); the backend is kept so its id is not reused.
@@ -21,7 +21,7 @@ _modules: dict[tuple, tuple[Backend, Module]] = {}
 
 def load_topic(topic: str, defines: dict[str, object] | None = None, backend: Backend | None = None) -> Module:
     """The compiled ``kernels/<topic>.cu`` (with ``kernels/`` on the include path)."""
-    backend = backend or select.current_backend()
+    backend = backend or selection.current_backend()
     frozen = tuple(sorted((k, str(v)) for k, v in (defines or {}).items()))
     key = (id(backend), topic, frozen)
     hit = _modules.get(key)
@@ -37,7 +37,7 @@ def load_topic(topic: str, defines: dict[str, object] | None = None, backend: Ba
 
 def multiprocessors(backend: Backend | None = None) -> int:
     """Number of streaming multiprocessors (SMs) of the device; 4 on the CPU emulator."""
-    backend = backend or select.current_backend()
+    backend = backend or selection.current_backend()
     try:
         count = backend.describe().get("multiprocessors")
     except Exception:
@@ -72,6 +72,31 @@ def output_like(template, shape=None, dtype=None):
     if isinstance(template, DeviceBuffer):
         return empty(shape, dtype)
     return np.full(shape, np.nan, dtype=dtype)
+
+
+def float32_operand(a):
+    """A launcher's input: NumPy data as a contiguous float32 array, a device buffer as it is."""
+    import numpy as np
+
+    from .backend import DeviceBuffer
+
+    return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
+
+
+def result_array(out, shape, any_layout: bool = False):
+    """A launcher's output: ``out`` if it holds a result of ``shape``, else a new float32 array of that shape.
+
+    With ``any_layout``, any buffer of as many elements will do (read as ``shape``: a
+    network may keep an N x M x 1 x 1 result as an N x M matrix for the next layer).
+    """
+    import numpy as np
+
+    if out is None:
+        return np.empty(shape, np.float32)
+    fits = int(np.prod(out.shape)) == int(np.prod(shape)) if any_layout else tuple(out.shape) == tuple(shape)
+    if not fits:
+        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
+    return out
 
 
 def element_count(*arrays) -> int:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import select
+from . import selection
 from .backend import Backend, CompiledModule, DeviceBuffer, Dim3
 from .errors import KernelArgumentError, KernelNotFoundError, LaunchConfigError
 from .signature import KernelSignature, Parameter, parse_kernels
@@ -242,7 +242,7 @@ def compile_source(
     :class:`~kernels.runtime.errors.KernelCompileError` with the compiler's
     messages at ``name``'s own line numbers.
     """
-    backend = backend or select.current_backend()
+    backend = backend or selection.current_backend()
     defines = {k: str(v) for k, v in (defines or {}).items()}
     all_options = tuple(options) + tuple(f"-D{k}={v}" for k, v in defines.items())
     signatures = parse_kernels(source, name, defines)
@@ -252,13 +252,13 @@ def compile_source(
 
 def to_device(host: np.ndarray, backend: Backend | None = None) -> DeviceBuffer:
     """Copy a NumPy array to the current device."""
-    backend = backend or select.current_backend()
+    backend = backend or selection.current_backend()
     return backend.to_device(np.ascontiguousarray(host))
 
 
 def empty(shape, dtype=np.float32, backend: Backend | None = None) -> DeviceBuffer:
     """An uninitialised device buffer."""
-    backend = backend or select.current_backend()
+    backend = backend or selection.current_backend()
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
     return backend.empty(shape, np.dtype(dtype))
 

@@ -1,4 +1,4 @@
-"""Timing kernels with CUDA events: warm-up, an L2 flush before each call, median of repeats.
+"""Timing kernels for the book: warm-up, an L2 flush before each call, median of repeats.
 
 Speed is measured only on a real GPU.  On the CPU emulator these helpers
 raise :class:`~kernels.runtime.errors.NoGPUError`; chapters then show figures
@@ -7,7 +7,8 @@ from a committed benchmark results file instead.
 Each call is timed on its own (never many calls divided by their count),
 between two events recorded on the stream the launches use, after writing a
 buffer twice the size of L2 so that no input is still cached from the call
-before.
+before.  The primitives (events, flush, busy wait) are those of
+:mod:`kernels.runtime.measurement`, which the grader's timing uses too.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import select
+from . import selection
 from .errors import NoGPUError
+from .measurement import measurement
 
 
 @dataclass
@@ -52,65 +54,24 @@ class Timing:
         return f"{self.median_ms * 1e3:.1f} µs (median of {len(self.samples_ms)})"
 
 
-class L2Flusher:
-    """Writes a buffer twice the size of the device's L2 cache."""
-
-    def __init__(self):
-        import pycuda.driver as cuda
-
-        backend = select.current_backend()
-        l2 = backend.describe().get("l2_bytes") or 64 * 2**20
-        self.nbytes = 2 * int(l2)
-        self._cuda = cuda
-        self.buffer = cuda.mem_alloc(self.nbytes)
-
-    def __call__(self) -> None:
-        self._cuda.memset_d32(self.buffer, 0, self.nbytes // 4)
-
-
-_flusher: L2Flusher | None = None
-
-# Python needs tens of microseconds to enqueue a launch.  Recording the start
-# event while the GPU is idle would time that host overhead, not the kernel:
-# so the GPU is first kept busy for longer than it takes Python to enqueue
-# the start event and the launch, and the start event runs after this wait.
-_SPIN_SOURCE = r"""
-__global__ void gpu_busy_wait(long long cycles) {
-    long long start = clock64();
-    while (clock64() - start < cycles) { }
-}
-"""
-_spin = None
-
-
-def gpu_busy_wait(microseconds: float = 200.0) -> None:
-    """Enqueue a one-thread kernel that keeps the GPU busy for ``microseconds``."""
-    global _spin
-    from .module import compile_source
-
-    if _spin is None:
-        backend = select.current_backend()
-        clock_mhz = backend.describe().get("clock_mhz") or 2000.0
-        _spin = (compile_source(_SPIN_SOURCE, "gpu_busy_wait.cu").function("gpu_busy_wait"), clock_mhz)
-    kernel, clock_mhz = _spin
-    kernel(int(microseconds * clock_mhz), grid=1, block=1, sync=False)
-
-
-def l2_flush() -> None:
-    """Evict L2 (GPU only)."""
-    global _flusher
-    require_gpu("flushing L2")
-    if _flusher is None:
-        _flusher = L2Flusher()
-    _flusher()
-
-
 def require_gpu(what: str = "timing") -> None:
-    if not select.on_gpu():
+    if not selection.on_gpu():
         raise NoGPUError(
             f"{what} needs a real GPU; kernels are running on the CPU emulator, which checks results but "
             f"says nothing about speed"
         )
+
+
+def l2_flush() -> None:
+    """Evict L2 (GPU only)."""
+    require_gpu("flushing L2")
+    measurement().flush_l2()
+
+
+def gpu_busy_wait(microseconds: float = 200.0) -> None:
+    """Keep the GPU busy for ``microseconds`` (GPU only); see :meth:`GpuMeasurement.busy_wait`."""
+    require_gpu()
+    measurement().busy_wait(microseconds)
 
 
 def time_kernel(
@@ -128,57 +89,23 @@ def time_kernel(
     ``target_stderr`` of the mean.
     """
     require_gpu()
-    import pycuda.driver as cuda
-
-    backend = select.current_backend()
+    backend = selection.current_backend()
+    gpu = measurement(backend)
     for _ in range(warmup):
         launch()
     backend.synchronize()
-    start, end = cuda.Event(), cuda.Event()
     timing = Timing()
     max_repeat = max_repeat or repeat * 5
     while True:
         if flush_l2:
-            l2_flush()
-        gpu_busy_wait()
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        timing.samples_ms.append(start.time_till(end))
+            gpu.flush_l2()
+        gpu.busy_wait()
+        timing.samples_ms.append(gpu.elapsed_ms(launch))
         n = len(timing.samples_ms)
         if n >= repeat and (timing.stderr_ms <= target_stderr * timing.mean_ms or n >= max_repeat):
             break
-    backend.synchronize()  # surfaces a failure of the timed calls
+    backend.synchronize()  # surfaces a failure of the timed calls, named by the runtime
     return timing
-
-
-def time_pair(
-    reference: Callable[[], object], candidate: Callable[[], object], warmup: int = 3, repeat: int = 20, flush_l2: bool = True
-) -> tuple[Timing, Timing]:
-    """Time two launches alternately (reference, candidate, reference, ...) in the same process."""
-    require_gpu()
-    import pycuda.driver as cuda
-
-    backend = select.current_backend()
-    for _ in range(warmup):
-        reference()
-        candidate()
-    backend.synchronize()
-    start, end = cuda.Event(), cuda.Event()
-    ref, cand = Timing(), Timing()
-    for _ in range(repeat):
-        for launch, timing in ((reference, ref), (candidate, cand)):
-            if flush_l2:
-                l2_flush()
-            gpu_busy_wait()
-            start.record()
-            launch()
-            end.record()
-            end.synchronize()
-            timing.samples_ms.append(start.time_till(end))
-    backend.synchronize()
-    return ref, cand
 
 
 def time_torch(fn: Callable[[], object], warmup: int = 3, repeat: int = 20, flush_l2: bool = True) -> Timing:
@@ -194,7 +121,7 @@ def time_torch(fn: Callable[[], object], warmup: int = 3, repeat: int = 20, flus
     for _ in range(repeat):
         if flush is not None:
             flush.zero_()
-        gpu_busy_wait()
+        measurement().busy_wait()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

@@ -49,7 +49,7 @@ def backend_name():
     """The backend the children are told to use: $DLK_BACKEND, else the GPU if usable, else the emulator."""
     import os
 
-    from kernels.runtime.select import _gpu_usable
+    from kernels.runtime.selection import _gpu_usable
 
     name = os.environ.get("DLK_BACKEND", "auto").strip().lower() or "auto"
     if name == "auto":
@@ -225,7 +225,8 @@ def test_error_map_picture_for_a_failing_check(backend_name):
     import matplotlib
 
     matplotlib.use("Agg")
-    from autograder.report import check_text, plot_error_maps
+    from autograder.feedback import check_text
+    from autograder.report import plot_error_maps
 
     result = grade_submission(load(CORPUS / "saxpy_bug_stride_off_by_one.cu"), mode="visible", backend=backend_name)
     assert result.status == "failed"

@@ -18,6 +18,7 @@ import pytest
 from autograder import timing_policy
 from autograder.exercises import get_exercise
 from autograder.timing_policy import enough_samples, physical_floor_ms, speed_points, stderr_fraction
+from kernels.runtime.measurement import GpuMeasurement
 
 
 # ------------------------------------------------------------------ pure policy
@@ -155,7 +156,7 @@ def timed_saxpy(monkeypatch):
     pycuda.driver = cuda
     monkeypatch.setitem(sys.modules, "pycuda", pycuda)
     monkeypatch.setitem(sys.modules, "pycuda.driver", cuda)
-    monkeypatch.setattr(timing_policy, "_clocks", lambda: "sm 1000 MHz")
+    monkeypatch.setattr(GpuMeasurement, "clocks", lambda self: "sm 1000 MHz")
     ex = dataclasses.replace(get_exercise("saxpy"), timing_shape={"n": 100003})
 
     def run(student_ms, cache=None, reference_ms=1.0):
@@ -164,7 +165,7 @@ def timed_saxpy(monkeypatch):
         import kernels.runtime.loader as loader
 
         monkeypatch.setattr(loader, "load_topic", lambda topic, defines=None, backend=None: ref)
-        monkeypatch.setattr(timing_policy, "_peak_bandwidth", lambda cuda, stream, info: (1e12, 1e12))
+        monkeypatch.setattr(GpuMeasurement, "peak_bandwidth", lambda self, stream=None: (1e12, 1e12))
         return timing_policy.measure_speed(ex, stu, {"block": 256}, FakeBackend())
 
     return run, launch_log, ex
@@ -187,7 +188,7 @@ def test_reference_and_student_alternate_with_a_flush_before_each_call(timed_sax
 
 
 def test_a_kernel_replaying_an_earlier_output_fails_revalidation(timed_saxpy):
-    from autograder.checker import CaseError
+    from autograder.comparison import CaseError
 
     run, _, _ = timed_saxpy
     with pytest.raises(CaseError, match="timed call"):

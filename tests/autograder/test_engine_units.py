@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from autograder import isolation
-from autograder.checker import compare, diagnose, error_map
+from autograder.checker import diagnose, error_map
+from autograder.comparison import compare
 from autograder.exercise import LaunchConfig, LaunchError
 from autograder.exercises import all_exercises, get_exercise
 from autograder.isolation import derive_seed, grade_submission, plan_cases

@@ -487,12 +487,12 @@ def test_backend_facts():
 
 
 def test_backend_selected_by_environment(monkeypatch):
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
     monkeypatch.setenv("DLK_BACKEND", "cpu")
-    monkeypatch.setattr(select, "_current", None)
-    assert select.current_backend().name == "cpu"
-    monkeypatch.setattr(select, "_current", None)
+    monkeypatch.setattr(selection, "_current", None)
+    assert selection.current_backend().name == "cpu"
+    monkeypatch.setattr(selection, "_current", None)
 
 
 def test_declarations_the_rewriter_must_handle(emu_build):

@@ -1,5 +1,6 @@
 // %%cuda capsule_grad_input block=256
 // Bug: no bounds check: threads past the last element read and write out of bounds.
+// Expect: rejected, out_of_bounds
 __global__ void capsule_grad_input(const float* grad_u_hat, const float* W, float* grad_u, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;

@@ -1,5 +1,6 @@
 // %%cuda capsule_grad_input block=256
 // Bug: accumulates into grad_u without setting it to zero first (the output buffer holds garbage).
+// Expect: rejected, wrong_result
 __global__ void capsule_grad_input(const float* grad_u_hat, const float* W, float* grad_u, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long n = (long long)batch * in_caps * in_dim;

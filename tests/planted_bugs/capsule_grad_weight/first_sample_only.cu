@@ -1,5 +1,6 @@
 // %%cuda capsule_grad_weight block=256
 // Bug: the outer product of the first sample only, not summed over the batch.
+// Expect: rejected, wrong_result
 __global__ void capsule_grad_weight(const float* grad_u_hat, const float* u, float* grad_W, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long row = (long long)out_caps * out_dim;

@@ -1,5 +1,6 @@
 // %%cuda capsule_grad_weight block=256
 // Bug: multiplies by u[b, 0, k] (the first input capsule) instead of u[b, i, k].
+// Expect: rejected, wrong_result
 __global__ void capsule_grad_weight(const float* grad_u_hat, const float* u, float* grad_W, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long row = (long long)out_caps * out_dim;

@@ -1,5 +1,6 @@
 // %%cuda capsule_grad_weight block=256
 // Bug: divides by the batch size (a mean), although grad_u_hat already carries any 1/batch of the loss.
+// Expect: rejected, wrong_result
 __global__ void capsule_grad_weight(const float* grad_u_hat, const float* u, float* grad_W, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long row = (long long)out_caps * out_dim;

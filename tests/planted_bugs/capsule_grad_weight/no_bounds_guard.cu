@@ -1,5 +1,6 @@
 // %%cuda capsule_grad_weight block=256
 // Bug: no bounds check: threads past the last weight read and write out of bounds.
+// Expect: rejected, out_of_bounds
 __global__ void capsule_grad_weight(const float* grad_u_hat, const float* u, float* grad_W, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long row = (long long)out_caps * out_dim;

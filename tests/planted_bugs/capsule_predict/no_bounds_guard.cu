@@ -1,5 +1,6 @@
 // %%cuda capsule_predict block=256
 // Bug: no bounds check: the threads past the last output read and write out of bounds.
+// Expect: rejected, out_of_bounds
 __global__ void capsule_predict(const float* u, const float* W, float* u_hat, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x;

@@ -1,5 +1,6 @@
 // %%cuda capsule_predict block=128 grid=8
 // Bug: a fixed grid of 8 blocks but no grid-stride loop: outputs past the first 1024 are never written.
+// Expect: rejected, wrong_result
 __global__ void capsule_predict(const float* u, const float* W, float* u_hat, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long n = (long long)batch * in_caps * out_caps * out_dim;

@@ -1,5 +1,6 @@
 // %%cuda capsule_predict block=256
 // Bug: j and d are recovered with out_caps and out_dim swapped (right only when out_caps == out_dim).
+// Expect: rejected, out_of_bounds
 __global__ void capsule_predict(const float* u, const float* W, float* u_hat, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long n = (long long)batch * in_caps * out_caps * out_dim;

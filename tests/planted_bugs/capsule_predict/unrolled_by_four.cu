@@ -1,5 +1,6 @@
 // %%cuda capsule_predict block=256
 // Bug: the dot product is unrolled by 4 with no remainder loop (right only when in_dim is a multiple of 4).
+// Expect: rejected, wrong_result
 __global__ void capsule_predict(const float* u, const float* W, float* u_hat, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long n = (long long)batch * in_caps * out_caps * out_dim;

@@ -1,5 +1,6 @@
 // %%cuda capsule_predict block=256
 // Bug: W is indexed as if it were [out_caps][out_dim][in_dim], shared by all input capsules.
+// Expect: rejected, wrong_result
 __global__ void capsule_predict(const float* u, const float* W, float* u_hat, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long n = (long long)batch * in_caps * out_caps * out_dim;

@@ -1,5 +1,6 @@
 // %%cuda conv2d_backward_input
 // Bug: no guard on the thread's own pixel: overhanging tiles write past the rows of dX.
+// Expect: rejected, out_of_bounds
 #define TILE_WIDTH 16
 __global__ void conv2d_backward_input(const float* dY, const float* Wf, float* dX,
                                       int N, int C, int H, int W, int M, int K, int W_grid)

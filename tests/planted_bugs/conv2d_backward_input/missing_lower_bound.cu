@@ -1,5 +1,6 @@
 // %%cuda conv2d_backward_input
 // Bug: terms with h - p < 0 or w - q < 0 are not skipped: reads before the start of the map.
+// Expect: rejected, out_of_bounds
 #define TILE_WIDTH 16
 __global__ void conv2d_backward_input(const float* dY, const float* Wf, float* dX,
                                       int N, int C, int H, int W, int M, int K, int W_grid)

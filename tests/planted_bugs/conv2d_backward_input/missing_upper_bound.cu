@@ -1,5 +1,6 @@
 // %%cuda conv2d_backward_input
 // Bug: terms with h - p >= H_out are not skipped: the bottom rows read the next map.
+// Expect: rejected, out_of_bounds
 #define TILE_WIDTH 16
 __global__ void conv2d_backward_input(const float* dY, const float* Wf, float* dX,
                                       int N, int C, int H, int W, int M, int K, int W_grid)

@@ -1,5 +1,6 @@
 // %%cuda conv2d_backward_input
 // Bug: the filter is read as W[c][m] instead of W[m][c].
+// Expect: rejected, wrong_result
 #define TILE_WIDTH 16
 __global__ void conv2d_backward_input(const float* dY, const float* Wf, float* dX,
                                       int N, int C, int H, int W, int M, int K, int W_grid)

@@ -1,5 +1,6 @@
 // %%cuda conv2d_forward
 // Bug: the bias is left out.
+// Expect: rejected, wrong_result
 #define TILE_WIDTH 16
 __global__ void conv2d_forward(const float* X, const float* Wf, const float* b, float* Y,
                                int N, int C, int H, int W, int M, int K, int W_grid)

@@ -1,5 +1,6 @@
 // %%cuda conv2d_forward
 // Bug: no bounds guard; threads of the tiles that overhang the map write past its rows.
+// Expect: rejected, out_of_bounds
 #define TILE_WIDTH 16
 __global__ void conv2d_forward(const float* X, const float* Wf, const float* b, float* Y,
                                int N, int C, int H, int W, int M, int K, int W_grid)

@@ -1,5 +1,6 @@
 // %%cuda conv2d_forward
 // Bug: the output map is one pixel too small (H - K instead of H - K + 1): the last row and column are never written.
+// Expect: rejected, wrong_result
 #define TILE_WIDTH 16
 __global__ void conv2d_forward(const float* X, const float* Wf, const float* b, float* Y,
                                int N, int C, int H, int W, int M, int K, int W_grid)

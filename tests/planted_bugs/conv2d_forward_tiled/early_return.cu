@@ -1,5 +1,6 @@
 // %%cuda conv2d_forward_tiled
 // Bug: threads whose output pixel is off the map return before loading their part of the halo.
+// Expect: rejected, barrier_divergence
 #define TILE_WIDTH 16
 __global__ void conv2d_forward_tiled(const float* X, const float* Wf, const float* b, float* Y,
                                      int N, int C, int H, int W, int M, int K, int W_grid)

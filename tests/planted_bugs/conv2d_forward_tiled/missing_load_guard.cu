@@ -1,5 +1,6 @@
 // %%cuda conv2d_forward_tiled
 // Bug: the halo is loaded without checking that it lies inside the input map.
+// Expect: rejected, out_of_bounds
 #define TILE_WIDTH 16
 __global__ void conv2d_forward_tiled(const float* X, const float* Wf, const float* b, float* Y,
                                      int N, int C, int H, int W, int M, int K, int W_grid)

@@ -1,5 +1,6 @@
 // %%cuda conv2d_forward_tiled
 // Bug: off-by-one halo: the input tile is TILE_WIDTH + K - 2 wide, one column and row short.
+// Expect: rejected, uninitialised_shared_memory
 #define TILE_WIDTH 16
 __global__ void conv2d_forward_tiled(const float* X, const float* Wf, const float* b, float* Y,
                                      int N, int C, int H, int W, int M, int K, int W_grid)

@@ -1,5 +1,6 @@
 // %%cuda conv2d_gemm_forward tile_m=32 tile_n=32
 // Bug: writes sample z instead of n0 + z (overwrites samples outside the range).
+// Expect: rejected, wrong_result
 #define TILE 32
 __global__ void conv2d_gemm_forward(const float* Wmat, const float* U, float* Y, int n0, int M, int CKK, int P)
 {

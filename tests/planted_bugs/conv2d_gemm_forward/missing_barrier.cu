@@ -1,5 +1,6 @@
 // %%cuda conv2d_gemm_forward tile_m=32 tile_n=32
 // Bug: no barrier after the products.
+// Expect: rejected, race
 #define TILE 32
 __global__ void conv2d_gemm_forward(const float* Wmat, const float* U, float* Y, int n0, int M, int CKK, int P)
 {

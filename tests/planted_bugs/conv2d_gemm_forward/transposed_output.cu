@@ -1,5 +1,6 @@
 // %%cuda conv2d_gemm_forward tile_m=32 tile_n=32
 // Bug: stores Y[p][m] (NHWC) instead of Y[m][p] (NCHW).
+// Expect: rejected, wrong_result
 #define TILE 32
 __global__ void conv2d_gemm_forward(const float* Wmat, const float* U, float* Y, int n0, int M, int CKK, int P)
 {

@@ -1,5 +1,6 @@
 // %%cuda fc_backward_input block_x=16 block_y=16
 // Bug: dY and W are read as half precision (11 significant bits), as if stored in float16.
+// Expect: rejected, wrong_result
 __device__ float to_half_precision(float v)
 {
     unsigned int u = __float_as_uint(v);

@@ -1,5 +1,6 @@
 // %%cuda fc_backward_input block_x=16 block_y=16
 // Bug: checks the sample index but not the feature index, writing past the end of each row.
+// Expect: rejected, out_of_bounds
 __global__ void fc_backward_input(const float* dY, const float* W, float* dX, int n, int in_features, int out_features)
 {
     int k = blockIdx.x * blockDim.x + threadIdx.x;

@@ -1,5 +1,6 @@
 // %%cuda fc_backward_input block_x=16 block_y=16
 // Bug: x and y swapped in the index computation while the launch keeps x along the features.
+// Expect: rejected, wrong_result
 __global__ void fc_backward_input(const float* dY, const float* W, float* dX, int n, int in_features, int out_features)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

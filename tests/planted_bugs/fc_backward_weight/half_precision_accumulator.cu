@@ -1,5 +1,6 @@
 // %%cuda fc_backward_weight block_x=16 block_y=16
 // Bug: the sum over the minibatch is rounded to half precision (11 significant bits) at every step.
+// Expect: rejected, wrong_result
 __device__ float to_half_precision(float v)
 {
     unsigned int u = __float_as_uint(v);

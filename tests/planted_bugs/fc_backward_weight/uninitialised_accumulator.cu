@@ -1,5 +1,6 @@
 // %%cuda fc_backward_weight block_x=16 block_y=16
 // Bug: the accumulator starts from the output's old contents instead of 0.
+// Expect: rejected, wrong_result
 __global__ void fc_backward_weight(const float* dY, const float* X, float* dW, int n, int in_features, int out_features)
 {
     int k = blockIdx.x * blockDim.x + threadIdx.x;

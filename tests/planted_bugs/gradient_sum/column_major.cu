@@ -1,5 +1,6 @@
 // %%cuda gradient_sum block=256
 // Bug: reads grads as if stored column by column (grads[j * n + i]).
+// Expect: rejected, wrong_result
 __global__ void gradient_sum(const float* grads, float* total, int n, int k)
 {
     __shared__ float partial[256];

@@ -1,5 +1,6 @@
 // %%cuda gradient_sum block=256
 // Bug: the partial sums are rounded to half precision (11 significant bits) at every step of the tree.
+// Expect: rejected, wrong_result
 __device__ float to_half_precision(float v)
 {
     unsigned int u = __float_as_uint(v);

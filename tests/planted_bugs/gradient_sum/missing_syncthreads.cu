@@ -1,5 +1,6 @@
 // %%cuda gradient_sum block=256
 // Bug: no barrier between the steps of the tree, so a thread may read a partial sum before it is written.
+// Expect: rejected, race
 __global__ void gradient_sum(const float* grads, float* total, int n, int k)
 {
     __shared__ float partial[256];

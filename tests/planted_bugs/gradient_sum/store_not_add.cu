@@ -1,5 +1,6 @@
 // %%cuda gradient_sum block=256
 // Bug: each block stores its partial sum instead of adding it, so only one block's rows count.
+// Expect: rejected, race
 __global__ void gradient_sum(const float* grads, float* total, int n, int k)
 {
     __shared__ float partial[256];

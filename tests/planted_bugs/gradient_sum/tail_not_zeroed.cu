@@ -1,5 +1,6 @@
 // %%cuda gradient_sum block=256
 // Bug: threads past n leave their shared slot unwritten, and the tree adds whatever it held.
+// Expect: rejected, uninitialised_shared_memory
 __global__ void gradient_sum(const float* grads, float* total, int n, int k)
 {
     __shared__ float partial[256];

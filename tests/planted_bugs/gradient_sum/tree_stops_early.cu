@@ -1,5 +1,6 @@
 // %%cuda gradient_sum block=256
 // Bug: the tree stops at stride 2, so partial[1] is never added to partial[0].
+// Expect: rejected, wrong_result
 __global__ void gradient_sum(const float* grads, float* total, int n, int k)
 {
     __shared__ float partial[256];

@@ -1,5 +1,6 @@
 // %%cuda im2col block=256
 // Bug: reads sample s instead of n0 + s (right only when the range starts at 0).
+// Expect: rejected, wrong_result
 __global__ void im2col(const float* X, float* U, int n0, int count, int C, int H, int W, int K, int pad,
                        int stride, int H_out, int W_out)
 {

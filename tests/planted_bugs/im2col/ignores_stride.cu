@@ -1,5 +1,6 @@
 // %%cuda im2col block=256
 // Bug: uses stride 1 for the receptive field.
+// Expect: rejected, wrong_result
 __global__ void im2col(const float* X, float* U, int n0, int count, int C, int H, int W, int K, int pad,
                        int stride, int H_out, int W_out)
 {

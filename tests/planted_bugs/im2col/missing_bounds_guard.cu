@@ -1,5 +1,6 @@
 // %%cuda im2col block=256
 // Bug: no check that t is inside the matrix: the last block writes past U.
+// Expect: rejected, out_of_bounds
 __global__ void im2col(const float* X, float* U, int n0, int count, int C, int H, int W, int K, int pad,
                        int stride, int H_out, int W_out)
 {

@@ -1,5 +1,6 @@
 // %%cuda im2col block=256
 // Bug: pixel (h, w) from p with H_out instead of W_out (right only for square outputs).
+// Expect: rejected, wrong_result
 __global__ void im2col(const float* X, float* U, int n0, int count, int C, int H, int W, int K, int pad,
                        int stride, int H_out, int W_out)
 {

@@ -1,5 +1,6 @@
 // %%cuda max_pool_forward block=128
 // Bug: the maximum starts at 0, so a window of negative values gives 0.
+// Expect: rejected, wrong_result
 __global__ void max_pool_forward(const float* X, float* Y, int N, int C, int H, int W, int pool)
 {
     int H_out = H / pool, W_out = W / pool;

@@ -1,5 +1,6 @@
 // %%cuda max_pool_forward block=128
 // Bug: no bounds guard: the threads past the last output write past the end of Y.
+// Expect: rejected, out_of_bounds
 __global__ void max_pool_forward(const float* X, float* Y, int N, int C, int H, int W, int pool)
 {
     int H_out = H / pool, W_out = W / pool;

@@ -1,5 +1,6 @@
 // %%cuda max_pool_forward block=128
 // Bug: rows of the window are W_out apart instead of W.
+// Expect: rejected, wrong_result
 __global__ void max_pool_forward(const float* X, float* Y, int N, int C, int H, int W, int pool)
 {
     int H_out = H / pool, W_out = W / pool;

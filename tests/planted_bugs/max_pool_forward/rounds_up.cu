@@ -1,5 +1,6 @@
 // %%cuda max_pool_forward block=128
 // Bug: the output size is rounded up, so windows run past the edge of the map.
+// Expect: rejected, out_of_bounds
 __global__ void max_pool_forward(const float* X, float* Y, int N, int C, int H, int W, int pool)
 {
     int H_out = (H + pool - 1) / pool, W_out = (W + pool - 1) / pool;

@@ -1,5 +1,6 @@
 // %%cuda perceptron_forward block=128
 // Bug: reads x as if it were stored column by column (x[j * n + i]).
+// Expect: rejected, wrong_result
 __global__ void perceptron_forward(const float* x, const float* params, float* y, int n, int d)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

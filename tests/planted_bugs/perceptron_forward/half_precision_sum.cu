@@ -1,5 +1,6 @@
 // %%cuda perceptron_forward block=128
 // Bug: the weighted sum is accumulated in half precision (11 significant bits).
+// Expect: rejected, wrong_result
 __device__ float to_half_precision(float v)
 {
     unsigned int u = __float_as_uint(v);

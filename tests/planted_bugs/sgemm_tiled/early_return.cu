@@ -1,5 +1,6 @@
 // %%cuda sgemm_tiled tile_m=32 tile_n=32
 // Bug: threads outside C return before helping to load the tiles (and skip the barriers).
+// Expect: rejected, barrier_divergence
 #define TILE 32
 __global__ void sgemm_tiled(int M, int N, int K, const float* A, const float* B, float* C)
 {

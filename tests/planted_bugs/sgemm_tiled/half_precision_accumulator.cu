@@ -1,5 +1,6 @@
 // %%cuda sgemm_tiled tile_m=32 tile_n=32
 // Bug: rounds the running sum to bfloat16-like precision (drops 16 mantissa bits).
+// Expect: rejected, wrong_result
 #define TILE 32
 __global__ void sgemm_tiled(int M, int N, int K, const float* A, const float* B, float* C)
 {

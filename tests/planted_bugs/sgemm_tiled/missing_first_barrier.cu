@@ -1,5 +1,6 @@
 // %%cuda sgemm_tiled tile_m=32 tile_n=32
 // Bug: no barrier between loading the tiles and using them.
+// Expect: rejected, race
 #define TILE 32
 __global__ void sgemm_tiled(int M, int N, int K, const float* A, const float* B, float* C)
 {

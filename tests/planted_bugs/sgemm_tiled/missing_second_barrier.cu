@@ -1,5 +1,6 @@
 // %%cuda sgemm_tiled tile_m=32 tile_n=32
 // Bug: no barrier after the products, so fast threads overwrite tiles still being read.
+// Expect: rejected, race
 #define TILE 32
 __global__ void sgemm_tiled(int M, int N, int K, const float* A, const float* B, float* C)
 {

@@ -1,5 +1,6 @@
 // %%cuda sgemm_tiled tile_m=32 tile_n=32
 // Bug: stores every element of the block's tile, past the edges of C.
+// Expect: rejected, out_of_bounds
 #define TILE 32
 __global__ void sgemm_tiled(int M, int N, int K, const float* A, const float* B, float* C)
 {

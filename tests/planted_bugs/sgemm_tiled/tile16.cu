@@ -1,5 +1,6 @@
 // %%cuda sgemm_tiled tile_m=16 tile_n=16
 // Also correct: 16x16 tiles.
+// Expect: accepted
 #define TILE 16
 __global__ void sgemm_tiled(int M, int N, int K, const float* A, const float* B, float* C)
 {

@@ -1,0 +1,286 @@
+"""Exercises of the chapter "Perceptrons and multilayer perceptrons" (pages ``perceptrons`` and ``mlp_backprop``).
+
+Perceptrons: batched inference, and the minibatch gradient sum.  Inputs have a
+non-zero mean and varied scale, so a kernel that writes zeros, the mean, or one
+sample's value for all cannot pass.  Weights are scaled with the number of
+features so that the sigmoid stays away from saturation, where a wrong weighted
+sum would still give 0 or 1.  Sizes include 1, primes, sizes that are no
+multiple of any block, one drawn per student from the grading secret, and (on
+the GPU) a large one for timing.
+
+Multilayer perceptrons: the two backward kernels of a fully connected layer.
+Layout as in ``kernels/fully_connected.cu``: X is n-by-in, W is out-by-in (one
+row per output neuron), dY = dE/dY is n-by-out, all row-major.  Shapes include
+1x1x1, sizes that are no multiple of a 16x16 block, more outputs than inputs
+and the reverse.  Tolerances are relative to the sums of |terms| (|dY| |W| and
+|dY|^T |X|), the size float32 rounding works on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels import fully_connected, perceptron
+
+from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied
+
+FORWARD_REFERENCE = perceptron.KERNELS["perceptron_forward_sigmoid"]
+SUM_REFERENCE = perceptron.KERNELS["gradient_sum_tree"]
+
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+# ------------------------------------------------------------ batched perceptron inference
+
+
+def _forward_inputs(shape, rng):
+    n, d = int(shape["n"]), int(shape["d"])
+    x = varied(rng, (n, d), 0.5)
+    w = (rng.standard_normal(d) * 0.7 / np.sqrt(d)).astype(np.float32)
+    b = np.float32(rng.uniform(-1.0, 1.0))
+    return {"x": x, "params": np.append(w, b).astype(np.float32), "y": None, "n": n, "d": d}
+
+
+def _forward_reference(inputs):
+    return {"y": FORWARD_REFERENCE.reference(inputs["x"], inputs["params"])}
+
+
+def _forward_scale(inputs):
+    # The weighted sum is rounded on the scale of sum |w_j x_j| + |b|; the sigmoid's slope is at most 1/4.
+    x = inputs["x"].astype(np.float64)
+    p = inputs["params"].astype(np.float64)
+    return {"y": 0.25 * (np.abs(x) @ np.abs(p[:-1]) + abs(p[-1])) + 1.0}
+
+
+def _forward_launch(shape, launch) -> LaunchConfig:
+    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=0)
+
+
+def _secret_forward_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
+    block = int(launch.get("block", 256))
+    n = block * int(rng.integers(3, 40)) + int(rng.integers(1, max(2, block)))
+    return [{"n": n, "d": int(rng.integers(1, 20))}]
+
+
+BLOCK = LaunchKey("block", 1, 1024, required=True, help="threads per block, 1..1024")
+
+PERCEPTRON_FORWARD = Exercise(
+    name="perceptron_forward",
+    title="Batched perceptron inference",
+    kernel="perceptron_forward",
+    signature="perceptron_forward(const float* x, const float* params, float* y, int n, int d)",
+    args=(Arg("x", "in"), Arg("params", "in"), Arg("y", "out"), Arg("n", "scalar"), Arg("d", "scalar")),
+    make_inputs=_forward_inputs,
+    reference=_forward_reference,
+    error_scale=_forward_scale,
+    rtol=1e-5,  # float32 sums are within ~1e-6 of the scale; float16 inputs or sums are ~5e-4 off
+    atol=1e-7,
+    visible_shapes=({"n": 1, "d": 2}, {"n": 100, "d": 2}, {"n": 256, "d": 3}, {"n": 1000, "d": 5}, {"n": 4099, "d": 2}),
+    hidden_shapes=({"n": 31, "d": 1}, {"n": 257, "d": 7}, {"n": 3001, "d": 64}, {"n": 65537, "d": 2}),
+    secret_shapes=_secret_forward_shapes,
+    launch_keys=(
+        BLOCK,
+        LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(int(shape["n"]), launch["block"]),
+                  help="blocks in the grid; default ceil(n / block)"),
+    ),
+    launch_config=_forward_launch,
+    correctness_points=4.0,
+    speed_points=0.0,
+    reference_kernel=ReferenceKernel(FORWARD_REFERENCE),
+    timing_shape={"n": 2**22 + 3, "d": 2},
+    label=lambda shape: f"n={shape['n']}, d={shape['d']}",
+    description=("y[i] = sigmoid(params[0] x[i][0] + ... + params[d-1] x[i][d-1] + params[d]) for every sample i < n; "
+                 "x is n-by-d, row-major; params holds the d weights and then the bias. One thread per sample."),
+)
+
+# ------------------------------------------------------------ minibatch gradient sum
+
+
+def _sum_inputs(shape, rng):
+    n, k = int(shape["n"]), int(shape["k"])
+    return {"grads": varied(rng, (n, k), 1.0), "total": None, "n": n, "k": k}
+
+
+def _sum_reference(inputs):
+    return {"total": SUM_REFERENCE.reference(inputs["grads"])}
+
+
+def _sum_scale(inputs):
+    # Relative to the column sums of |grads|: a float32 sum in any order (one atomicAdd per element
+    # included) stays within about eps * sqrt(n) of it; partial sums rounded through float16 do not.
+    g = inputs["grads"]
+    n = max(1, g.shape[0])
+    factor = 1.0 + 0.5 * F32_EPS * np.sqrt(n) / 1e-5
+    return {"total": np.abs(g).astype(np.float64).sum(axis=0) * factor}
+
+
+def _sum_launch(shape, launch) -> LaunchConfig:
+    return LaunchConfig(grid=(launch["grid"], launch["grid_y"], 1), block=(launch["block"], 1, 1), shared=launch["shared"])
+
+
+def _secret_sum_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
+    block = int(launch.get("block", 256))
+    n = block * int(rng.integers(3, 60)) + int(rng.integers(1, max(2, block)))
+    return [{"n": n, "k": int(rng.integers(2, 6))}]
+
+
+GRADIENT_SUM = Exercise(
+    name="gradient_sum",
+    title="Summing per-sample gradients over a minibatch",
+    kernel="gradient_sum",
+    signature="gradient_sum(const float* grads, float* total, int n, int k)",
+    args=(Arg("grads", "in"), Arg("total", "out", init="zeros"), Arg("n", "scalar"), Arg("k", "scalar")),
+    make_inputs=_sum_inputs,
+    reference=_sum_reference,
+    error_scale=_sum_scale,
+    visible_shapes=({"n": 1, "k": 3}, {"n": 100, "k": 3}, {"n": 256, "k": 2}, {"n": 1000, "k": 1}, {"n": 4099, "k": 3}),
+    hidden_shapes=({"n": 31, "k": 5}, {"n": 257, "k": 4}, {"n": 10007, "k": 3}, {"n": 65537, "k": 2}),
+    secret_shapes=_secret_sum_shapes,
+    launch_keys=(
+        BLOCK,
+        LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(int(shape["n"]), launch["block"]),
+                  help="blocks along x; default ceil(n / block)"),
+        LaunchKey("grid_y", 1, 65535, default=lambda shape, launch: int(shape["k"]),
+                  help="blocks along y; default k (one row of blocks per column, as the tree reference); "
+                       "set grid_y=1 for a kernel that loops over the columns itself"),
+        LaunchKey("shared", 0, 227 * 1024, default=0, help="bytes of dynamic shared memory per block; default 0"),
+    ),
+    launch_config=_sum_launch,
+    correctness_points=5.0,
+    speed_points=3.0,
+    reference_kernel=ReferenceKernel(SUM_REFERENCE),
+    timing_shape={"n": 2**24 + 3, "k": 3},
+    label=lambda shape: f"n={shape['n']}, k={shape['k']}",
+    description=("total[j] = grads[0][j] + ... + grads[n-1][j] for every column j < k of the n-by-k row-major matrix "
+                 "grads (one row of per-sample gradients per sample). total holds zeros before the launch; "
+                 "atomicAdd of per-block partial sums is allowed. Speed is compared with gradient_sum_tree."),
+)
+
+# ============================================================ multilayer perceptrons: backward kernels
+
+
+INPUT_REFERENCE = fully_connected.KERNELS["fc_backward_input"]
+WEIGHT_REFERENCE = fully_connected.KERNELS["fc_backward_weight"]
+
+
+_dims = fully_connected.layer
+
+
+def _label(shape):
+    n, k, m = _dims(shape)
+    return f"n={n}, in={k}, out={m}"
+
+
+def _secret_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
+    # Sizes that are no multiple of the student's block in either direction.
+    bx, by = int(launch.get("block_x", 16)), int(launch.get("block_y", 16))
+    n = by * int(rng.integers(1, 8)) + int(rng.integers(1, max(2, by)))
+    k = bx * int(rng.integers(1, 8)) + int(rng.integers(1, max(2, bx)))
+    m = int(rng.integers(2, 40))
+    return [{"n": n, "in": k, "out": m}]
+
+
+VISIBLE = ({"n": 1, "in": 1, "out": 1}, {"n": 4, "in": 5, "out": 3}, {"n": 16, "in": 16, "out": 16},
+           {"n": 33, "in": 64, "out": 10}, {"n": 100, "in": 20, "out": 40})
+HIDDEN = ({"n": 1, "in": 300, "out": 7}, {"n": 17, "in": 17, "out": 17}, {"n": 128, "in": 64, "out": 64},
+          {"n": 257, "in": 31, "out": 129}, {"n": 7, "in": 513, "out": 2}, {"n": 3, "in": 9, "out": 300})
+TIMING = {"n": 4096, "in": 1024, "out": 1024}
+
+
+def _keys(x_default, y_default, x_help, y_help):
+    return (
+        LaunchKey("block_x", 1, 1024, default=16, help="threads per block along x; default 16"),
+        LaunchKey("block_y", 1, 1024, default=16, help="threads per block along y; default 16"),
+        LaunchKey("grid_x", 1, 2**31 - 1, default=x_default, help=x_help),
+        LaunchKey("grid_y", 1, 65535, default=y_default, help=y_help),
+    )
+
+
+def _launch(shape, launch) -> LaunchConfig:
+    if launch["block_x"] * launch["block_y"] > 1024:
+        from ..exercise import LaunchError
+
+        raise LaunchError(f"block_x * block_y = {launch['block_x'] * launch['block_y']}; a block holds at most 1024 threads")
+    return LaunchConfig(grid=(launch["grid_x"], launch["grid_y"], 1), block=(launch["block_x"], launch["block_y"], 1), shared=0)
+
+
+# ------------------------------------------------------------ dX = dY W
+
+
+def _input_inputs(shape, rng):
+    n, k, m = _dims(shape)
+    return {"dY": varied(rng, (n, m), 0.5), "W": varied(rng, (m, k), 0.3), "dX": None,
+            "n": n, "in_features": k, "out_features": m}
+
+
+def _input_reference(inputs):
+    return {"dX": INPUT_REFERENCE.reference(inputs["dY"], inputs["W"])}
+
+
+def _input_scale(inputs):
+    return {"dX": np.abs(inputs["dY"].astype(np.float64)) @ np.abs(inputs["W"].astype(np.float64))}
+
+
+#: What the two backward exercises share: shapes, launch, points, the timing shape.
+FC_COMMON = dict(visible_shapes=VISIBLE, hidden_shapes=HIDDEN, secret_shapes=_secret_shapes, launch_config=_launch,
+                 correctness_points=5.0, speed_points=1.0, timing_shape=TIMING, label=_label)
+
+FC_BACKWARD_INPUT = Exercise(
+    name="fc_backward_input",
+    title="Fully connected layer, backward: dE/dX = dE/dY W",
+    kernel="fc_backward_input",
+    signature="fc_backward_input(const float* dY, const float* W, float* dX, int n, int in_features, int out_features)",
+    args=(Arg("dY", "in"), Arg("W", "in"), Arg("dX", "out"), Arg("n", "scalar"), Arg("in_features", "scalar"),
+          Arg("out_features", "scalar")),
+    make_inputs=_input_inputs,
+    reference=_input_reference,
+    error_scale=_input_scale,
+    **FC_COMMON,
+    launch_keys=_keys(lambda shape, launch: ceil_div(_dims(shape)[1], launch["block_x"]),
+                      lambda shape, launch: ceil_div(_dims(shape)[0], launch["block_y"]),
+                      "blocks along x; default ceil(in_features / block_x)",
+                      "blocks along y; default ceil(n / block_y)"),
+    reference_kernel=ReferenceKernel(INPUT_REFERENCE),
+    description=("dX[i][k] = sum over j of dY[i][j] * W[j][k] for every sample i < n and input k < in_features "
+                 "(for one sample: dE/dx = W^T dE/dy). dY is n-by-out, W out-by-in, dX n-by-in, all row-major."),
+)
+
+# ------------------------------------------------------------ dW = dY^T X
+
+
+def _weight_inputs(shape, rng):
+    n, k, m = _dims(shape)
+    return {"dY": varied(rng, (n, m), 0.5), "X": varied(rng, (n, k), 0.3), "dW": None,
+            "n": n, "in_features": k, "out_features": m}
+
+
+def _weight_reference(inputs):
+    return {"dW": WEIGHT_REFERENCE.reference(inputs["dY"], inputs["X"])}
+
+
+def _weight_scale(inputs):
+    return {"dW": np.abs(inputs["dY"].astype(np.float64)).T @ np.abs(inputs["X"].astype(np.float64))}
+
+
+FC_BACKWARD_WEIGHT = Exercise(
+    name="fc_backward_weight",
+    title="Fully connected layer, backward: dE/dW = dE/dY^T X",
+    kernel="fc_backward_weight",
+    signature="fc_backward_weight(const float* dY, const float* X, float* dW, int n, int in_features, int out_features)",
+    args=(Arg("dY", "in"), Arg("X", "in"), Arg("dW", "out"), Arg("n", "scalar"), Arg("in_features", "scalar"),
+          Arg("out_features", "scalar")),
+    make_inputs=_weight_inputs,
+    reference=_weight_reference,
+    error_scale=_weight_scale,
+    **FC_COMMON,
+    launch_keys=_keys(lambda shape, launch: ceil_div(_dims(shape)[1], launch["block_x"]),
+                      lambda shape, launch: ceil_div(_dims(shape)[2], launch["block_y"]),
+                      "blocks along x; default ceil(in_features / block_x)",
+                      "blocks along y; default ceil(out_features / block_y)"),
+    reference_kernel=ReferenceKernel(WEIGHT_REFERENCE),
+    description=("dW[j][k] = sum over samples i of dY[i][j] * X[i][k] for every output j < out_features and input "
+                 "k < in_features: the outer products dE/dy x^T summed over the minibatch. dY is n-by-out, X n-by-in, "
+                 "dW out-by-in, all row-major."),
+)
+
+EXERCISES = [PERCEPTRON_FORWARD, GRADIENT_SUM, FC_BACKWARD_INPUT, FC_BACKWARD_WEIGHT]

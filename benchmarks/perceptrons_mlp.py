@@ -1,0 +1,164 @@
+"""Benchmark of the Perceptrons and MLP chapters: their kernels against PyTorch, in the same run.
+
+Run on a GPU machine with ``make bench`` (or ``DLK_BACKEND=gpu python3 -m
+benchmarks.perceptrons_mlp``).  Every kernel is first checked against its
+NumPy reference at the benchmark size, then timed with CUDA events (warm-up,
+L2 flushed before each call, median of the calls).  Writes
+``benchmarks/results/perceptrons_mlp.json``, which the chapters show when they
+are built without a GPU.
+
+Groups of rows (``kind`` is "kernel" for ours, "peer" for PyTorch):
+
+* ``gradient_sum_sweep``: the minibatch gradient sum, atomics against the
+  shared-memory tree against ``torch.sum(dim=0)``, for n = 2^10 .. 2^24 rows of
+  k = 3 (a 2-D perceptron's two weights and bias);
+* ``perceptron``: per-sample gradients and inference at n = 2^24;
+* ``fc_digits`` and ``fc_large``: the fully connected kernels at the digits
+  network's size (128 x 64 -> 64) and at 4096 x 1024 -> 1024, against cuBLAS
+  through torch (TF32 off, so float32 against float32);
+* ``softmax``: softmax + cross-entropy and ReLU at 65536 x 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from benchmarks.common import print_table, require_gpu_backend, row, time_version, write_results
+
+SWEEP = tuple(1 << p for p in range(10, 25, 2))
+PERCEPTRON_N = 1 << 24
+FC_SHAPES = (("fc_digits", (128, 64, 64)), ("fc_large", (4096, 1024, 1024)))
+SOFTMAX_N = 1 << 16
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return torch
+
+
+def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N, fc_shapes=FC_SHAPES,
+            softmax_n: int = SOFTMAX_N) -> dict:
+    """Validate, then time every kernel and its peer; returns the results (without device and date)."""
+    log = print if verbose else (lambda *args, **kwargs: None)
+    backend = require_gpu_backend()
+    from kernels import activations, fully_connected as fc, perceptron as P, softmax
+    from kernels.runtime import to_device, zeros
+    from kernels.tools.roofline import Peaks, measure_bandwidth_gbs, measure_fp32_gflops
+    from kernels.runtime.timing import time_torch
+
+    info = backend.describe()
+    peaks = Peaks(bandwidth_gbs=measure_bandwidth_gbs(), fp32_gflops=measure_fp32_gflops(), device=str(info.get("name")))
+    log(f"device: {info.get('name')}; measured peaks {peaks.bandwidth_gbs:,.0f} GB/s, {peaks.fp32_gflops / 1e3:,.1f} TFLOP/s")
+    torch = _torch()
+    rows: list[dict] = []
+    rng = np.random.default_rng(0)
+
+    # --- the minibatch gradient sum: atomics against the tree, over n -------------------------
+    k = 3
+    for n in sweep:
+        grads_host = (rng.standard_normal((n, k)) + 0.5).astype(np.float32)
+        expected = P.gradient_sum_reference(grads_host)
+        scale = np.abs(grads_host).astype(np.float64).sum(axis=0)
+        grads, total = to_device(grads_host), zeros(k)
+        for version, reduce in P.GRADIENT_SUMS.items():
+            got = reduce(grads, total).get()
+            assert np.all(np.abs(got - expected) <= 1e-4 * scale + 1e-3), (version, n, got, expected)
+        shape = {"n": n, "k": k}
+        for kernel in ("gradient_sum_atomic", "gradient_sum_tree", "gradient_sum_columns"):
+            rows.append(time_version(P.KERNELS[kernel], shape, (grads, total, n, k), "gradient_sum_sweep", peaks))
+        nbytes, flops = P.KERNELS["gradient_sum_tree"].bytes(shape), P.KERNELS["gradient_sum_tree"].flops(shape)
+        if torch is not None:
+            tg = torch.from_numpy(grads_host).cuda()
+            rows.append(row("torch.sum(dim=0)", "gradient_sum_sweep", "peer", time_torch(lambda: tg.sum(dim=0)),
+                            nbytes, flops, peaks, n=n, k=k))
+        log(f"gradient sums, n = {n:,}: done")
+
+    # --- per-sample gradients and inference ----------------------------------------------------
+    n, d = perceptron_n, 2
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    t = (rng.random(n) < 0.5).astype(np.float32)
+    params = rng.standard_normal(d + 1).astype(np.float32)
+    got = P.sample_gradients(x[:4096], t[:4096], params)
+    np.testing.assert_allclose(got, P.sample_gradients_reference(x[:4096], t[:4096], params), rtol=1e-4, atol=1e-6)
+    xd, td, pd, gd, yd = to_device(x), to_device(t), to_device(params), zeros((n, d + 1)), zeros(n)
+    shape = {"n": n, "d": d}
+    rows.append(time_version(P.KERNELS["perceptron_sample_gradients"], shape, (xd, td, pd, gd, n, d), "perceptron", peaks))
+    forward = P.KERNELS["perceptron_forward_sigmoid"]
+    rows.append(time_version(forward, shape, (xd, pd, yd, n, d), "perceptron", peaks))
+    if torch is not None:
+        tx, tp = torch.from_numpy(x).cuda(), torch.from_numpy(params).cuda()
+        rows.append(row("torch.sigmoid(x @ w + b)", "perceptron", "peer", time_torch(lambda: torch.sigmoid(tx @ tp[:-1] + tp[-1])),
+                        forward.bytes(shape), forward.flops(shape), peaks, **shape))
+
+    # --- fully connected layers ------------------------------------------------------------------
+    for group, (n, k_in, m) in fc_shapes:
+        X = rng.standard_normal((n, k_in)).astype(np.float32)
+        W = (rng.standard_normal((m, k_in)) / np.sqrt(k_in)).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32)
+        dY = rng.standard_normal((n, m)).astype(np.float32)
+        for forward in fc.FORWARDS.values():
+            np.testing.assert_allclose(forward(X, W, b), fc.forward_reference(X, W, b), rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(fc.backward_input(dY, W), fc.backward_input_reference(dY, W), rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(fc.backward_weight(dY, X), fc.backward_weight_reference(dY, X), rtol=1e-3, atol=1e-2)
+        Xd, Wd, bd, dYd = (to_device(a) for a in (X, W, b, dY))
+        Y, dX, dW = zeros((n, m)), zeros((n, k_in)), zeros((m, k_in))
+        shape = {"n": n, "in": k_in, "out": m}
+        flops, fwd_bytes = fc.KERNELS["fc_forward_naive"].flops(shape), fc.KERNELS["fc_forward_naive"].bytes(shape)
+        for kernel, args in (("fc_forward_naive", (Xd, Wd, bd, Y)), ("fc_forward_tiled", (Xd, Wd, bd, Y)),
+                             ("fc_backward_input", (dYd, Wd, dX)), ("fc_backward_weight", (dYd, Xd, dW))):
+            rows.append(time_version(fc.KERNELS[kernel], shape, (*args, n, k_in, m), group, peaks))
+        if torch is not None:
+            tX, tW, tb, tdY = (torch.from_numpy(a).cuda() for a in (X, W, b, dY))
+            rows.append(row("torch linear (forward)", group, "peer", time_torch(lambda: torch.nn.functional.linear(tX, tW, tb)),
+                            fwd_bytes, flops, peaks, **shape))
+            rows.append(row("torch dY @ W (input gradient)", group, "peer", time_torch(lambda: tdY @ tW),
+                            fwd_bytes, flops, peaks, **shape))
+            rows.append(row("torch dY.T @ X (weight gradient)", group, "peer", time_torch(lambda: tdY.T @ tX),
+                            fwd_bytes, flops, peaks, **shape))
+        log(f"{group}: done")
+
+    # --- softmax + cross-entropy, ReLU -----------------------------------------------------------
+    n, c = softmax_n, 10
+    Z = (3 * rng.standard_normal((n, c))).astype(np.float32)
+    labels = rng.integers(0, c, n).astype(np.int32)
+    _, loss = softmax.cross_entropy_forward(Z, labels)
+    np.testing.assert_allclose(loss, softmax.cross_entropy_reference(Z, labels), rtol=1e-4, atol=1e-4)
+    Zd, ld, Pd, Ld = to_device(Z), to_device(labels), zeros((n, c)), zeros(n)
+    cross_entropy, relu = softmax.KERNELS["softmax_cross_entropy_forward"], activations.KERNELS["relu_forward"]
+    shape, count = {"n": n, "c": c}, n * c
+    rows.append(time_version(cross_entropy, shape, (Zd, ld, Pd, Ld, n, c), "softmax", peaks))
+    rows.append(time_version(relu, {"n": count}, (Zd, Pd, count), "softmax", peaks, sizes=shape))
+    if torch is not None:
+        tZ, tl = torch.from_numpy(Z).cuda(), torch.from_numpy(labels).long().cuda()
+        rows.append(row("torch cross_entropy", "softmax", "peer",
+                        time_torch(lambda: torch.nn.functional.cross_entropy(tZ, tl, reduction="none")),
+                        cross_entropy.bytes(shape), cross_entropy.flops(shape), peaks, **shape))
+        rows.append(row("torch relu", "softmax", "peer", time_torch(lambda: torch.relu(tZ)), relu.bytes({"n": count}),
+                        relu.flops({"n": count}), peaks, **shape))
+
+    return {
+        "peaks": {"bandwidth_gbs": peaks.bandwidth_gbs, "fp32_gflops": peaks.fp32_gflops},
+        "peer": "torch (cuBLAS, TF32 off)" if torch is not None else "none (torch not available)",
+        "results": rows,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.parse_args()
+    results = measure(verbose=True)
+    path = write_results("perceptrons_mlp", results)
+    print_table(results["results"], f"\nmeasured peak {results['peaks']['bandwidth_gbs']:,.0f} GB/s")
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()

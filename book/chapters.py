@@ -1,0 +1,87 @@
+"""The book's chapters, each named once: the manifest every other place follows.
+
+A chapter called ``<name>`` with number ``N`` has
+
+* its pages ``book/<page>.md`` (listed in ``_toc.yml``);
+* its assignment ``NN_<name>``: the instructor's notebook
+  ``solutions/NN_<name>/<name>.ipynb`` and the released ``exercises/NN_<name>/<name>.ipynb``;
+* its exercises, declared in ``autograder/exercises/<name>.py`` (``EXERCISES``);
+* its benchmark ``benchmarks/<name>.py`` and results ``benchmarks/results/<name>.json``
+  (or none);
+* the kernel topics it teaches, ``kernels/<topic>.cu`` and ``kernels/<topic>.py``.
+
+``tests/test_chapters.py`` checks the repository against this list, and
+``tests/test_exercises.py`` grades every chapter's exercises from it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Chapter:
+    number: int
+    name: str
+    title: str
+    pages: tuple[str, ...]  # book/<page>.md, in reading order
+    topics: tuple[str, ...]  # kernels/<topic>.cu the chapter teaches
+    has_benchmark: bool = True
+    #: Has graded exercises (an assignment, an exercise module); False for a chapter that only teaches.
+    graded: bool = True
+    #: Run the whole nbgrader cycle (release, submit, autograde) in the tests: slow, so not for every chapter.
+    graded_end_to_end: bool = False
+
+    @property
+    def assignment(self) -> str:
+        """The nbgrader assignment: ``solutions/<assignment>/`` and ``exercises/<assignment>/``."""
+        return f"{self.number:02d}_{self.name}"
+
+    @property
+    def notebook(self) -> str:
+        """The assignment's notebook, without ``.ipynb``."""
+        return self.name
+
+    @property
+    def solution(self) -> Path:
+        return ROOT / "solutions" / self.assignment / f"{self.notebook}.ipynb"
+
+    @property
+    def exercise_module(self) -> str:
+        return f"autograder.exercises.{self.name}"
+
+    @property
+    def benchmark(self) -> str | None:
+        """The module of ``benchmarks`` that measures the chapter's kernels, or None."""
+        return f"benchmarks.{self.name}" if self.has_benchmark else None
+
+    def exercises(self) -> list[str]:
+        """The names of the chapter's graded exercises, in the module's order (none for an ungraded chapter)."""
+        if not self.graded:
+            return []
+        return [exercise.name for exercise in importlib.import_module(self.exercise_module).EXERCISES]
+
+
+CHAPTERS = (
+    Chapter(1, "cuda_from_python", "CUDA from Python", ("cuda_from_python",),
+            ("indexing", "vector_add", "saxpy", "device_copy", "reduction", "peak")),
+    Chapter(2, "perceptrons_mlp", "Perceptrons and multilayer perceptrons", ("perceptrons", "mlp_backprop"),
+            ("perceptron", "fully_connected", "activations", "softmax", "sgd")),
+    Chapter(3, "cnn", "Convolutional networks", ("cnn",), ("conv2d", "conv2d_backward", "pooling"),
+            graded_end_to_end=True),
+    Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication", ("conv_as_gemm",),
+            ("im2col", "sgemm", "conv2d_gemm"), graded_end_to_end=True),
+    Chapter(5, "capsules", "Capsule networks", ("capsules",),
+            ("capsule_prediction", "capsule_prediction_backward", "capsule_routing")),
+)
+
+
+def chapter(name: str) -> Chapter:
+    for found in CHAPTERS:
+        if found.name == name:
+            return found
+    raise KeyError(f"no chapter called {name!r} (known: {', '.join(c.name for c in CHAPTERS)})")

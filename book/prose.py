@@ -1,0 +1,228 @@
+"""Sentences of the book that state what the recorded figures show, written from the figures.
+
+A chapter's prose sits beside plots and tables read from ``benchmarks/results/*.json``;
+when ``make bench`` records new figures (another GPU, another driver, a faster kernel)
+a hand-written "about the same speed" or "on an H100" can turn false without anyone
+noticing. Each function here takes a results file's dictionary (``SpeedFigures.data``)
+and returns the sentence that the figures support; :func:`glue_phrase` hands it to the
+page, where the prose shows it with ``{glue:md}`name```.
+"""
+
+from __future__ import annotations
+
+# Within this fraction, two speeds are "about the same": timings of one kernel vary by
+# a few per cent between runs.
+SAME_SPEED = 0.05
+
+
+def glue_phrase(name: str, text: str) -> str:
+    """Make ``text`` (markdown) available to the page as ``{glue:md}`name```; returns it.
+
+    Run as a plain script (``book/run_chapter.py``, no myst-nb) there is no page to
+    hand it to, and the text is only returned.
+    """
+    try:
+        from IPython.display import Markdown
+        from myst_nb import glue
+    except ImportError:
+        return text
+    glue(name, Markdown(text), display=False)
+    return text
+
+
+# --- the device ------------------------------------------------------------------------------
+
+def device_name(data: dict | None) -> str:
+    return str((data or {}).get("device", {}).get("name", "the GPU of these figures"))
+
+
+def device_memory(data: dict | None) -> str:
+    """The device's memory as the driver reports it, e.g. "140 GiB"."""
+    memory = (data or {}).get("device", {}).get("memory_bytes")
+    return f"{memory / 2**30:,.0f} GiB" if memory else "tens of GiB"
+
+
+def dram_bandwidth_gbs(data: dict | None) -> float | None:
+    """The memory's theoretical bandwidth from the clock and bus width the driver reports.
+
+    HBM transfers twice per clock: GB/s = 2 x clock (MHz) x bus width (bits) / 8 / 1000.
+    """
+    device = (data or {}).get("device", {})
+    clock, bits = device.get("memory_clock_mhz"), device.get("memory_bus_bits")
+    if not clock or not bits:
+        return None
+    return 2 * clock * 1e6 * bits / 8 / 1e9
+
+
+# --- comparing two speeds ---------------------------------------------------------------------
+
+def relative_speed(ours: float, theirs: float) -> str:
+    """How fast ``ours`` is next to ``theirs`` (both rates, higher is faster), in words."""
+    ratio = ours / theirs
+    if abs(ratio - 1) <= SAME_SPEED:
+        return "about the same speed as"
+    if ratio > 1:
+        return f"{ratio:.2g}× the speed of"
+    return f"{ratio:.0%} of the speed of"
+
+
+def _best(rows: list[dict], group: str, kind: str) -> dict | None:
+    chosen = [r for r in rows if r["group"] == group and r["kind"] == kind and r.get("gbs")]
+    return max(chosen, key=lambda r: r["gbs"], default=None)
+
+
+# --- chapter 1: CUDA from Python -------------------------------------------------------------
+
+def elementwise_against_library(data: dict, groups=("vector_add", "saxpy", "copy")) -> str:
+    """The elementwise kernels' best against the library's best, group by group."""
+    rows = data.get("results", [])
+    parts = []
+    for group in groups:
+        ours, peer = _best(rows, group, "kernel"), _best(rows, group, "peer")
+        if ours and peer:
+            parts.append(f"`{group}` runs at {relative_speed(ours['gbs'], peer['gbs'])} `{peer['name']}` "
+                         f"({ours['gbs']:,.0f} against {peer['gbs']:,.0f} GB/s)")
+    return "; ".join(parts)
+
+
+def bandwidth_roof(data: dict) -> str:
+    """Which roof the percentages use, and whether something measured went past it."""
+    copy_gbs = data["peaks"]["bandwidth_gbs"]
+    fastest = max((r for r in data.get("results", []) if r["kind"] == "peer" and r.get("gbs")),
+                  key=lambda r: r["gbs"], default=None)
+    dram = dram_bandwidth_gbs(data)
+    text = (f"The 100 % line is our `copy_grid_stride_float4`'s bandwidth, {copy_gbs:,.0f} GB/s: "
+            f"a measured floor for what the card can do, not its ceiling.")
+    if fastest and fastest["gbs"] > copy_gbs * (1 + SAME_SPEED / 5):
+        text += (f" `{fastest['name']}` moved {fastest['gbs']:,.0f} GB/s, "
+                 f"{fastest['gbs'] / copy_gbs:.0%} of it, so a better copy exists.")
+    if dram:
+        text += (f" The memory's theoretical bandwidth, from the clock and bus width the driver reports "
+                 f"for the {device_name(data)}, is {dram:,.0f} GB/s; no kernel reaches it.")
+    return text
+
+
+def sum_against_library(data: dict) -> str:
+    """Where the block-level sums stand against one pass over x and against the libraries."""
+    rows = data.get("results", [])
+    ours = [r for r in rows if r["group"] == "reduce_sum" and r["kind"] == "kernel"
+            and r["name"] != "reduce_sum_atomic"]
+    peers = sorted((r for r in rows if r["group"] == "reduce_sum" and r["kind"] == "peer"),
+                   key=lambda r: -r["gbs"])
+    if not ours or not peers:
+        return ""
+    best, best_peer = max(ours, key=lambda r: r["gbs"]), peers[0]
+    ours_text = ", ".join(f"`{r['name']}` {r['percent_of_peak_bandwidth']:.0f} %" for r in ours)
+    peer_text = " and ".join(f"`{r['name']}` {r['percent_of_peak_bandwidth']:.0f} %" for r in peers)
+    if best["gbs"] >= best_peer["gbs"] * (1 - SAME_SPEED):
+        verdict = f"so the fastest of ours, `{best['name']}`, reads `x` at least about as fast as the libraries do"
+    else:
+        verdict = (f"so ours are not yet limited by reading `x`: the fastest library sum is "
+                   f"{best_peer['gbs'] / best['gbs']:.2g}× as fast as `{best['name']}`")
+    return (f"Of the copy bandwidth, the block-level sums reach {ours_text}; "
+            f"the libraries' sums {peer_text}; {verdict}")
+
+
+# --- chapter 2: perceptrons -------------------------------------------------------------------
+
+def tree_sum_against_library(data: dict, kernel: str = "gradient_sum_tree", label: str = "the tree") -> str:
+    """A gradient sum at the largest minibatch: share of bandwidth, and the library.
+
+    Empty when the results hold no row of ``kernel`` (recorded before that version existed).
+    """
+    rows = [r for r in data.get("results", []) if r["group"] == "gradient_sum_sweep"]
+    if not rows:
+        return ""
+    big = max(r["n"] for r in rows)
+    ours = next((r for r in rows if r["name"] == kernel and r["n"] == big), None)
+    if ours is None:
+        return ""
+    peer = next((r for r in rows if r["kind"] == "peer" and r["n"] == big), None)
+    text = (f"at n = {big:,} rows {label} reads the matrix at {ours['percent_of_peak_bandwidth']:.0f} % "
+            f"of the copy bandwidth")
+    if peer:
+        ratio = ours["median_ms"] / peer["median_ms"]
+        if abs(ratio - 1) <= SAME_SPEED:
+            text += f", about as fast as `{peer['name']}`"
+        elif ratio > 1:
+            text += f", and `{peer['name']}` is {ratio:.2g}× faster"
+        else:
+            text += f", {1 / ratio:.2g}× faster than `{peer['name']}`"
+    return text
+
+
+# --- chapter 4: convolutional layers ----------------------------------------------------------
+
+def _layer_times(layer: dict) -> dict[str, float]:
+    return {r["name"]: r["median_us"] for r in layer["rows"] if r.get("median_us")}
+
+
+def small_layer_versions(data: dict, layer_name: str = "LeNet C3",
+                         versions=("constant", "tiled")) -> str:
+    """Each version's speed relative to the naive kernel on one layer, e.g. "0.72× and 0.80×"."""
+    layer = next((l for l in data.get("forward", []) if l["layer"] == layer_name), None)
+    if layer is None:
+        return ""
+    t = _layer_times(layer)
+    parts = [f"`{v}` runs at {t['naive'] / t[v]:.2f}× the naive kernel's speed" for v in versions
+             if v in t and "naive" in t]
+    return f"on {layer_name} " + " and ".join(parts)
+
+
+def direct_against_register_tiled(gemm_data: dict, cnn_data: dict) -> str:
+    """The direct convolution the GEMM benchmark compares with, and the faster one it leaves out."""
+    layer = (gemm_data.get("conv") or [None])[0]
+    if layer is None:
+        return ""
+    rows = {r["name"]: r["median_ms"] * 1e3 for r in layer["rows"] if r.get("median_ms")}
+    direct = next((name for name in rows if name.startswith("direct")), None)
+    implicit = min((us for name, us in rows.items() if name.startswith("implicit_gemm")), default=None)
+    if direct is None or implicit is None:
+        return ""
+    text = (f"The direct convolution in this comparison is the previous chapter's `tiled_multimap` "
+            f"(shared-memory tiles; each thread keeps one pixel of several output maps in registers), "
+            f"{rows[direct] / implicit:.1f}× slower than implicit GEMM")
+    large = next((l for l in cnn_data.get("forward", []) if l["layer"].startswith("large")), None)
+    if large:
+        t = _layer_times(large)
+        if "register_tiled" in t and "tiled_multimap" in t:
+            text += (f"; that chapter's `register_tiled` version, which also gives each thread several pixels, "
+                     f"is {t['tiled_multimap'] / t['register_tiled']:.1f}× faster than `tiled_multimap` on the "
+                     f"same layer in its own benchmark, and still {t['register_tiled'] / implicit:.1f}× slower "
+                     f"than implicit GEMM")
+    return text
+
+
+# --- chapter 6: capsules ----------------------------------------------------------------------
+
+def _capsule_ms(data: dict) -> dict[str, float]:
+    return {r["name"]: r["median_ms"] for r in data.get("results", []) if r.get("median_ms")}
+
+
+def capsule_step(data: dict, before: str, after: str) -> str:
+    """How many times faster ``after`` runs than ``before``, e.g. "2.9×"."""
+    t = _capsule_ms(data)
+    if before not in t or after not in t:
+        return "(not measured)"
+    return f"{t[before] / t[after]:.1f}×"
+
+
+def capsule_backward_against_torch(data: dict) -> str:
+    """Each backward kernel's speed next to PyTorch's autograd doing the same gradient."""
+    t = _capsule_ms(data)
+    pairs = [("capsule_grad_input_shared_weights", "torch autograd du only", "the input gradient"),
+             ("capsule_grad_weight_register_blocked", "torch autograd dW only", "the weight gradient"),
+             ("capsule_grad_fused (du and dW)", "torch autograd backward (du and dW)", "both at once")]
+    parts = [f"for {what}, `{ours.split(' ')[0]}` runs at {relative_speed(1 / t[ours], 1 / t[peer])} "
+             f"PyTorch's autograd ({t[ours] * 1e3:,.0f} against {t[peer] * 1e3:,.0f} µs)"
+             for ours, peer, what in pairs if ours in t and peer in t]
+    return "; ".join(parts)
+
+
+def recorded(name: str) -> dict | None:
+    """The results file ``benchmarks/results/<name>.json`` as recorded (never measured now)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None

@@ -1,0 +1,154 @@
+"""Speed figures for a chapter: measured now on a GPU, or read from a benchmark results file.
+
+Each chapter with speed figures has a benchmark, ``benchmarks/<name>.py``,
+whose ``measure()`` returns the figures and whose ``make bench`` run writes
+them to ``benchmarks/results/<name>.json`` together with the GPU and date.
+On a GPU the chapter calls ``measure()`` as it runs; on the CPU emulator,
+which checks results but says nothing about speed, it shows the recorded
+file, labelled with the GPU and date it was measured on; and when there is
+no such file yet it says so instead of showing nothing::
+
+    figures = SpeedFigures.load("cuda_from_python")
+    figures.note()                 # where the figures come from, as a visible box
+    if figures.available:
+        figures.row("vector_add_grid_stride")["gbs"]
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+from pathlib import Path
+
+from benchmarks.common import RESULTS_DIR
+from kernels.runtime import selection
+
+
+class SpeedFigures:
+    """The figures of one benchmark: ``data`` is the results-file dictionary, or None."""
+
+    def __init__(self, name: str, data: dict | None, live: bool, path: Path):
+        self.name = name
+        self.data = data
+        self.live = live
+        self.path = path
+
+    @classmethod
+    def load(cls, name: str, results_dir: Path | str | None = None, **measure_kwargs) -> "SpeedFigures":
+        """Measure now (GPU) or read ``<results_dir>/<name>.json`` (emulator)."""
+        path = Path(results_dir or RESULTS_DIR) / f"{name}.json"
+        try:
+            live = selection.on_gpu()
+        except Exception:  # no backend at all, so no GPU either
+            live = False
+        if live:
+            data = run_benchmark(name, **measure_kwargs)
+            data.setdefault("date", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+            data.setdefault("device", selection.current_backend().describe())
+            return cls(name, data, True, path)
+        data = json.loads(path.read_text()) if path.exists() else None
+        return cls(name, data, False, path)
+
+    # --- where the figures come from -------------------------------------------------------
+
+    @property
+    def available(self) -> bool:
+        return self.data is not None
+
+    @property
+    def device_name(self) -> str:
+        return str((self.data or {}).get("device", {}).get("name", "an unnamed GPU"))
+
+    @property
+    def date(self) -> str:
+        return str((self.data or {}).get("date", "an unknown date"))[:10]
+
+    @property
+    def label(self) -> str:
+        """Short caption for plots: the GPU, the date, and whether measured now or recorded."""
+        return f"{self.device_name}, {'measured now' if self.live else 'recorded'} {self.date}"
+
+    def source_text(self) -> str:
+        """One sentence saying where the speed figures on the page come from."""
+        if self.live:
+            return f"The speed figures on this page were measured as it ran, on {self.device_name} ({self.date})."
+        if self.data is not None:
+            driver = self.data.get("device", {}).get("driver_version")
+            return (
+                f"This page ran its kernels on the CPU emulator, which checks results but says nothing about "
+                f"speed. Its speed figures were measured by `make bench` on {self.device_name}"
+                f"{f' (driver {driver})' if driver else ''} on {self.date} and are read from "
+                f"`benchmarks/results/{self.path.name}`."
+            )
+        return (
+            f"This page ran its kernels on the CPU emulator, which checks results but says nothing about speed, "
+            f"and no GPU figures have been recorded yet: `benchmarks/results/{self.path.name}` does not exist. "
+            f"Run `make bench` on a GPU machine to record them. Until then the speed tables and plots of this "
+            f"page are replaced by notes like this one."
+        )
+
+    def note(self):
+        """:meth:`source_text` as a visible box in a notebook."""
+        return admonition(self.source_text(), "tip" if self.live else ("note" if self.data is not None else "warning"))
+
+    def missing(self, what: str):
+        """A visible box in place of a figure there are no numbers for."""
+        return admonition(
+            f"No {what} here: no GPU figures have been recorded yet (`benchmarks/results/{self.path.name}` "
+            f"does not exist; `make bench` on a GPU machine writes it).",
+            "warning",
+        )
+
+    # --- figures -----------------------------------------------------------------------------
+
+    def rows(self, group: str | None = None, kind: str | None = None) -> list[dict]:
+        rows = (self.data or {}).get("results", [])
+        return [r for r in rows if (group is None or r["group"] == group) and (kind is None or r["kind"] == kind)]
+
+    def row(self, name: str) -> dict | None:
+        return next((r for r in self.rows() if r["name"] == name), None)
+
+    def section(self, key: str):
+        """Another part of the results (``"transfers"``, ``"block_sweep"``...), or None."""
+        return (self.data or {}).get(key)
+
+    def peaks(self):
+        """The measured :class:`~kernels.tools.roofline.Peaks`, or None."""
+        from kernels.tools.roofline import Peaks
+
+        p = self.section("peaks")
+        if not p:
+            return None
+        return Peaks(
+            bandwidth_gbs=float(p["bandwidth_gbs"]), fp32_gflops=float(p["fp32_gflops"]),
+            device=self.device_name, measured=self.date,
+            source="measured now" if self.live else f"benchmarks/results/{self.path.name}",
+        )
+
+
+def run_benchmark(name: str, **kwargs) -> dict:
+    """Run ``benchmarks/<name>.py``'s ``measure(**kwargs)`` (the package ``benchmarks``)."""
+    return importlib.import_module(f"benchmarks.{name}").measure(**kwargs)
+
+
+_BOX_COLORS = {"note": ("#1f6fb2", "#eef5fc"), "warning": ("#c77700", "#fff6e5"), "tip": ("#2e7d32", "#edf7ee")}
+
+
+def admonition(text: str, kind: str = "note"):
+    """A coloured box with ``text`` in a notebook (backticks become code); the text itself elsewhere."""
+    import html
+    import re
+
+    try:
+        from IPython.display import HTML
+    except ImportError:
+        return text
+    title = {"note": "Note", "warning": "Warning", "tip": "Measured now"}.get(kind, kind.title())
+    border, background = _BOX_COLORS.get(kind, _BOX_COLORS["note"])
+    body = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text, quote=False))
+    return HTML(
+        f'<div class="admonition {kind}" style="border-left: 4px solid {border}; background: {background}; '
+        f'padding: 0.4em 1em; margin: 0.5em 0;"><p class="admonition-title" style="font-weight: bold; margin: 0.2em 0;">'
+        f"{title}</p><p>{body}</p></div>"
+    )

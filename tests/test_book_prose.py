@@ -1,0 +1,203 @@
+"""The chapters' prose says what the recorded figures show.
+
+Sentences that state a measurement (how fast against the library, which device) are
+written by ``book/prose.py`` from ``benchmarks/results/*.json`` and shown in the prose
+with ``{glue:md}`name```. These tests check that each phrase follows the numbers (the
+recorded ones, and altered ones that must change the words), that the chapters use the
+phrases instead of the sentences the figures contradicted, and, when the book has been
+built, that the built pages carry the phrases with the recorded numbers.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from book import prose
+
+ROOT = Path(__file__).resolve().parent.parent
+BOOK = ROOT / "book"
+RESULTS = ROOT / "benchmarks" / "results"
+BUILT = ROOT / "_build" / "html" / "book"
+
+
+def recorded(name: str) -> dict:
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path.name} has not been recorded (make bench on a GPU machine)")
+    return json.loads(path.read_text())
+
+
+def chapter(name: str) -> str:
+    return (BOOK / f"{name}.md").read_text()
+
+
+def prose_of(markdown: str) -> str:
+    """A chapter's text without its code cells and front matter."""
+    markdown = re.sub(r"^```\{code-cell\}.*?^```", "", markdown, flags=re.S | re.M)
+    return re.sub(r"\A---\n.*?\n---\n", "", markdown, flags=re.S)
+
+
+# --- phrases follow the numbers ---------------------------------------------------------------
+
+def test_relative_speed_words():
+    assert prose.relative_speed(100, 102) == "about the same speed as"
+    assert prose.relative_speed(92, 109) == "84% of the speed of"
+    assert prose.relative_speed(150, 100) == "1.5× the speed of"
+
+
+def test_elementwise_phrase_follows_the_library_speeds():
+    data = recorded("cuda_from_python")
+    text = prose.elementwise_against_library(data)
+    for group in ("vector_add", "saxpy", "copy"):
+        assert f"`{group}`" in text
+    ours = max(r["gbs"] for r in data["results"] if r["group"] == "vector_add" and r["kind"] == "kernel")
+    peer = max(r["gbs"] for r in data["results"] if r["group"] == "vector_add" and r["kind"] == "peer")
+    assert f"{ours:,.0f} against {peer:,.0f} GB/s" in text
+    # Make the library as fast as ours: the words must change to say so.
+    same = copy.deepcopy(data)
+    for r in same["results"]:
+        if r["kind"] == "peer" and r["group"] == "vector_add":
+            r["gbs"] = ours
+    assert "`vector_add` runs at about the same speed as" in prose.elementwise_against_library(same)
+
+
+def test_sum_phrase_says_whether_ours_reach_the_libraries():
+    data = recorded("cuda_from_python")
+    text = prose.sum_against_library(data)
+    ours = max(r["gbs"] for r in data["results"] if r["name"] == "reduce_sum_warp_shuffle")
+    best_peer = max(r["gbs"] for r in data["results"] if r["group"] == "reduce_sum" and r["kind"] == "peer")
+    if ours < 0.95 * best_peer:
+        assert "not yet limited by reading `x`" in text
+    faster = copy.deepcopy(data)
+    for r in faster["results"]:
+        if r["group"] == "reduce_sum" and r["kind"] == "kernel" and r["name"] != "reduce_sum_atomic":
+            r["gbs"], r["percent_of_peak_bandwidth"] = best_peer, 95.0
+    assert "about as fast as the libraries" in prose.sum_against_library(faster)
+
+
+def test_roof_phrase_names_the_yardstick_and_what_beat_it():
+    data = recorded("cuda_from_python")
+    text = prose.bandwidth_roof(data)
+    assert "`copy_grid_stride_float4`" in text and f"{data['peaks']['bandwidth_gbs']:,.0f} GB/s" in text
+    fastest_peer = max(r["gbs"] for r in data["results"] if r["kind"] == "peer")
+    assert ("so a better copy exists" in text) == (fastest_peer > data["peaks"]["bandwidth_gbs"] * 1.01)
+    dram = prose.dram_bandwidth_gbs(data)
+    if dram:
+        assert dram > fastest_peer, "the theoretical bandwidth must be above anything measured"
+
+
+def test_tree_sum_phrase_follows_the_sweep():
+    data = recorded("perceptrons_mlp")
+    text = prose.tree_sum_against_library(data)
+    rows = [r for r in data["results"] if r["group"] == "gradient_sum_sweep"]
+    big = max(r["n"] for r in rows)
+    tree = next(r for r in rows if r["name"] == "gradient_sum_tree" and r["n"] == big)
+    assert f"{tree['percent_of_peak_bandwidth']:.0f} % of the copy bandwidth" in text
+    peer = next(r for r in rows if r["kind"] == "peer" and r["n"] == big)
+    if peer["median_ms"] < tree["median_ms"]:
+        assert f"is {tree['median_ms'] / peer['median_ms']:.2g}× faster" in text
+
+
+def test_small_layer_phrase_gives_each_versions_speed():
+    data = recorded("cnn")
+    layer = next(l for l in data["forward"] if l["layer"] == "LeNet C3")
+    t = {r["name"]: r["median_us"] for r in layer["rows"] if r.get("median_us")}
+    text = prose.small_layer_versions(data)
+    assert f"`constant` runs at {t['naive'] / t['constant']:.2f}×" in text
+    assert f"`tiled` runs at {t['naive'] / t['tiled']:.2f}×" in text
+
+
+def test_direct_convolution_phrase_names_the_faster_register_tiled_version():
+    text = prose.direct_against_register_tiled(recorded("conv_as_gemm"), recorded("cnn"))
+    assert "`tiled_multimap`" in text and "`register_tiled`" in text
+
+
+def test_capsule_backward_phrase_compares_each_gradient_with_torch():
+    text = prose.capsule_backward_against_torch(recorded("capsules"))
+    assert text.count("PyTorch's autograd") == 3
+    t = {r["name"]: r["median_ms"] for r in recorded("capsules")["results"]}
+    words = prose.relative_speed(1 / t["capsule_grad_input_shared_weights"], 1 / t["torch autograd du only"])
+    assert f"`capsule_grad_input_shared_weights` runs at {words} PyTorch's autograd" in text
+
+
+def test_device_phrases_come_from_the_results_file():
+    data = recorded("cuda_from_python")
+    assert prose.device_name(data) == data["device"]["name"]
+    assert prose.device_memory(data) == f"{data['device']['memory_bytes'] / 2**30:,.0f} GiB"
+    other = copy.deepcopy(data)
+    other["device"]["name"] = "NVIDIA H100 80GB HBM3"
+    assert prose.device_name(other) == "NVIDIA H100 80GB HBM3"
+
+
+# --- the chapters use the phrases ------------------------------------------------------------
+
+# (chapter, a sentence the recorded figures contradicted, the glued phrase that replaced it)
+REPLACED = [
+    ("cuda_from_python", "the sum is limited by reading `x`, like the other", "sum_vs_library"),
+    ("cuda_from_python", "the library does the same job at about the same speed", "elementwise_vs_library"),
+    ("cuda_from_python", "An H100 SM holds", "device"),
+    ("cuda_from_python", "80 GB of HBM on an H100", "device_memory"),
+    ("cuda_from_python", "set against the *measured* peak", "bandwidth_roof"),
+    ("perceptrons", "it approaches the time it\ntakes just to read the matrix", "tree_vs_library"),
+    ("cnn", "four loops over outputs (output map, row, column)", "c3_constant_tiled"),
+    ("conv_as_gemm", "which reuses nothing from registers", "direct_vs_gemm"),
+    ("conv_as_gemm", "compiler spills some to local memory", "direct_vs_gemm"),
+    ("capsules", "Wide\naccesses cut the number of memory instructions by four", "v3_to_v4"),
+    ("capsules", "The backward kernels, fast", "backward_vs_torch"),
+    ("capsules", "slower on the H200 we measured", "device"),
+    ("mlp_backprop", "the matrix-multiplication chapter", None),
+    ("mlp_backprop", "The chapter on matrix multiplication", None),
+]
+
+
+@pytest.mark.parametrize("name, contradicted, phrase", REPLACED, ids=lambda v: str(v)[:40])
+def test_chapter_uses_the_phrase_not_the_contradicted_sentence(name, contradicted, phrase):
+    text = chapter(name)
+    assert contradicted not in text
+    if phrase:
+        assert f"{{glue:md}}`{phrase}`" in text, f"{name}.md does not show the phrase {phrase!r}"
+        assert f'glue_phrase("{phrase}"' in text, f"{name}.md never glues {phrase!r}"
+
+
+def test_every_glued_phrase_in_the_prose_is_glued_by_its_chapter():
+    for path in sorted(BOOK.glob("*.md")):
+        text = path.read_text()
+        for name in set(re.findall(r"\{glue:md\}`([\w]+)`", text)):
+            assert f'glue_phrase("{name}"' in text, f"{path.name} shows {name!r} but never glues it"
+
+
+def test_prose_names_no_single_gpu_as_the_device_of_the_figures():
+    """A GPU model in the prose appears only beside another (a statement about both); the
+    device the figures were measured on comes from the results file."""
+    models = r"\b(?:H100|H200|A100|V100|L40S?|RTX \w+)\b"
+    for path in sorted(BOOK.glob("*.md")):
+        for paragraph in re.split(r"\n\s*\n", prose_of(path.read_text())):
+            found = re.findall(models, paragraph)
+            if len(set(found)) == 1 and "RTX" not in found[0]:
+                pytest.fail(f"{path.name} names only the {found[0]} in: {paragraph.strip()[:200]!r}")
+
+
+def test_the_book_names_no_solution_path():
+    for path in sorted(BOOK.glob("*.md")):
+        assert "solutions/" not in prose_of(path.read_text()), f"{path.name} names the solutions folder"
+
+
+# --- the built pages carry the phrases ---------------------------------------------------------
+
+@pytest.mark.skipif(not (BUILT / "cuda_from_python.html").exists(),
+                    reason="the book is not built here (`make book`)")
+def test_built_chapter_shows_the_recorded_device_and_figures():
+    from bs4 import BeautifulSoup
+
+    data = recorded("cuda_from_python")
+    html = (BUILT / "cuda_from_python.html").read_text()
+    text = BeautifulSoup(html, "html.parser").get_text(" ")
+    text = re.sub(r"\s+", " ", text)
+    assert f"measured on an {data['device']['name']}" in text
+    assert re.sub(r"`", "", prose.sum_against_library(data))[:60] in text
+    assert "{glue" not in text, "a glue role was left unrendered"

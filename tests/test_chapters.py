@@ -1,0 +1,58 @@
+"""The repository follows the chapter manifest (book/chapters.py): one name per chapter everywhere.
+
+Adding a chapter is adding its line to the manifest; these tests then say
+which of its files are missing or misnamed, and which files belong to no
+chapter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import autograder.exercises
+from book.chapters import CHAPTERS, ROOT
+
+TOC = (ROOT / "_toc.yml").read_text()
+
+
+def test_numbers_and_names_are_unique_and_in_order():
+    assert [c.number for c in CHAPTERS] == list(range(1, len(CHAPTERS) + 1))
+    assert len({c.name for c in CHAPTERS}) == len(CHAPTERS)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.name)
+def test_every_file_of_a_chapter_is_where_its_name_says(chapter):
+    for page in chapter.pages:
+        assert (ROOT / "book" / f"{page}.md").exists(), page
+        assert f"file: book/{page}\n" in TOC, f"book/{page}.md is not in _toc.yml"
+    if chapter.graded:
+        assert chapter.solution.exists(), chapter.solution
+        assert (ROOT / "exercises" / chapter.assignment / f"{chapter.notebook}.ipynb").exists()
+        assert chapter.exercises(), f"{chapter.exercise_module} declares no EXERCISES"
+    if chapter.benchmark:
+        assert callable(importlib.import_module(chapter.benchmark).measure)
+    for topic in chapter.topics:
+        assert (ROOT / "kernels" / f"{topic}.cu").exists() and (ROOT / "kernels" / f"{topic}.py").exists(), topic
+
+
+def test_every_exercise_module_benchmark_assignment_and_topic_belongs_to_a_chapter():
+    names = {c.name for c in CHAPTERS}
+    modules = {info.name for info in pkgutil.iter_modules(autograder.exercises.__path__) if not info.name.startswith("_")}
+    assert modules == {c.name for c in CHAPTERS if c.graded}, f"exercise modules without a chapter: {sorted(modules - names)}"
+    benchmarks = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} - {"__init__", "common", "emulator_speed"}
+    assert benchmarks == {c.name for c in CHAPTERS if c.benchmark}, "benchmarks without a chapter"
+    for folder in ("solutions", "exercises"):
+        assignments = {p.name for p in (ROOT / folder).iterdir() if p.is_dir()}
+        assert assignments == {c.assignment for c in CHAPTERS if c.graded}, folder
+    topics = {p.stem for p in (ROOT / "kernels").glob("*.cu")}
+    taught = {t for c in CHAPTERS for t in c.topics}
+    assert topics == taught, f"topics no chapter teaches: {sorted(topics - taught)}"
+
+
+def test_every_chapter_page_of_the_table_of_contents_is_in_the_manifest():
+    pages = {line.split("book/", 1)[1].strip() for line in TOC.splitlines() if "file: book/" in line}
+    assert pages - {"intro"} == {p for c in CHAPTERS for p in c.pages}

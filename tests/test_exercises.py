@@ -1,0 +1,112 @@
+"""Every chapter's graded exercises, end to end through the grader, from the chapter manifest.
+
+For every exercise of every chapter (:data:`book.chapters.CHAPTERS`):
+
+* the solution notebook's kernel gets every correctness point;
+* every planted bug of ``tests/planted_bugs/<exercise>/`` is rejected for its
+  planted reason, and every other correct way to write it is accepted
+  (see tests/planted_corpus.py);
+* the float64 reference is finite and bounded by the error scale on every
+  shape (the scale is the size of the terms float32 rounding works on), and
+  the shapes drawn from the grading secret differ per student.
+
+Graded on the CPU emulator (make test), which finds every planted race and
+out-of-bounds access; the GPU grading of the solutions is in
+tests/autograder/test_solutions_on_gpu.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autograder.exercises import get_exercise
+from book.chapters import CHAPTERS
+from planted_corpus import (CORPUS, check_corpus_complete, check_corpus_file, check_solution_graded_end_to_end,
+                            check_solution_kernel, corpus)
+
+EXERCISES = [name for chapter in CHAPTERS for name in chapter.exercises()]
+WITH_CORPUS = [name for name in EXERCISES if (CORPUS / name).is_dir()]
+#: Chapter 1's exercises are checked against their own planted bugs in tests/autograder (test_engine_kernels.py).
+CORPUS_NOT_HERE = {"saxpy", "reduce_sum"}
+
+
+@pytest.mark.parametrize("path", corpus(WITH_CORPUS))
+def test_planted_bugs_are_rejected_for_their_reason(backend, path):
+    check_corpus_file(path)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_the_solution_kernel_gets_every_correctness_point(backend, name):
+    check_solution_kernel(name)
+
+
+def test_every_exercise_has_a_solution_kernel_and_planted_bugs():
+    assert set(EXERCISES) - set(WITH_CORPUS) == CORPUS_NOT_HERE
+    check_corpus_complete(WITH_CORPUS)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_references_are_finite_and_within_the_error_scale(name):
+    exercise = get_exercise(name)
+    rng = np.random.default_rng(0)
+    for shape in [*exercise.visible_shapes, *exercise.hidden_shapes]:
+        inputs = exercise.make_inputs(shape, rng)
+        expected = exercise.reference(inputs)
+        scale = exercise.error_scale(inputs)
+        for arg in exercise.outputs:
+            value = np.asarray(expected[arg.name], np.float64)
+            assert np.isfinite(value).all(), (name, shape)
+            bound = np.broadcast_to(np.asarray(scale[arg.name], np.float64), value.shape)
+            assert np.all(np.abs(value) <= bound * (1 + 1e-12)), (name, shape)
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_secret_shapes_differ_per_student(name):
+    exercise = get_exercise(name)
+    launch = {key.name: key.default for key in exercise.launch_keys if isinstance(key.default, int)}
+    launch.setdefault("block", 256)
+    shapes = {str(exercise.secret_shapes(np.random.default_rng(seed), launch)) for seed in range(8)}
+    assert len(shapes) > 1
+
+
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c.graded_end_to_end], ids=lambda c: c.name)
+def test_solution_notebook_is_graded_end_to_end(tmp_path, chapter):
+    check_solution_graded_end_to_end(tmp_path, chapter.assignment, chapter.notebook, chapter.exercises())
+
+
+# ------------------------------------------------------------------ what particular exercises must cover
+
+
+@pytest.mark.parametrize("name", ["conv2d_forward", "conv2d_forward_tiled", "max_pool_forward", "conv2d_backward_input"])
+def test_convolution_hidden_shapes_cover_the_hard_cases(name):
+    """Batch 1, odd sizes, and channel / map counts that are no multiple of a tile or of 8."""
+    shapes = list(get_exercise(name).hidden_shapes)
+    assert any(s["N"] == 1 for s in shapes)
+    assert any(s["H"] % 2 and s["W"] % 2 for s in shapes)
+    assert any(s["C"] % 8 and s["C"] > 8 for s in shapes)
+    if "M" in shapes[0]:
+        assert any(s["M"] % 8 and s["M"] > 8 for s in shapes)
+        assert any(s["H"] - s["K"] + 1 > 16 for s in shapes)  # more than one tile
+
+
+def test_gemm_hidden_shapes_cover_the_hard_cases():
+    """Sizes that are no multiple of any tile, skinny matrices, padding, stride 2, ranges not starting at 0."""
+    gemm = get_exercise("sgemm_tiled").hidden_shapes
+    assert any(s["M"] == 1 for s in gemm) and any(s["N"] == 1 for s in gemm) and any(s["K"] == 1 for s in gemm)
+    assert any(s["M"] % 32 and s["N"] % 32 and s["K"] % 32 and min(s.values()) > 32 for s in gemm)
+    assert any(max(s["M"], s["N"]) >= 100 * min(s["M"], s["N"]) for s in gemm)  # skinny
+    unroll = get_exercise("im2col").hidden_shapes
+    assert any(s["stride"] > 1 for s in unroll) and any(s["pad"] > 0 for s in unroll) and any(s["n0"] > 0 for s in unroll)
+    assert any(s["C"] % 8 and s["C"] > 8 for s in unroll)
+    conv = get_exercise("conv2d_gemm_forward").hidden_shapes
+    assert any(s["M"] > 64 and s["M"] % 32 for s in conv) and any(s["n0"] > 0 for s in conv)
+    assert any(s["N"] == 1 for s in conv)
+
+
+def test_capsule_secret_shapes_differ_per_student_and_break_alignment():
+    exercise = get_exercise("capsule_predict")
+    shapes = [exercise.secret_shapes(np.random.default_rng(seed), {"block": 256})[0] for seed in range(20)]
+    assert len({tuple(s.values()) for s in shapes}) > 10
+    for s in shapes:
+        assert (s["out_caps"] * s["out_dim"]) % 4 != 0

@@ -1,0 +1,144 @@
+"""Every topic states its kernels' facts once (``KERNELS``), and everything else asks that record.
+
+* Every ``kernels/<topic>.cu`` has a ``kernels/<topic>.py`` whose ``KERNELS``
+  maps CUDA names to :class:`KernelVersion` records of ``__global__``
+  functions that exist in the source, with a launcher of that module.
+* The grader's reference kernels, flop and byte counts are those records.
+* A record's ``launch(shape)`` is what its launcher really launches: the
+  launchers are run on small inputs and their launches recorded.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kernels
+from autograder.exercises import all_exercises
+from kernels.runtime import module as runtime_module
+from kernels.runtime.signature import parse_kernels
+from kernels.runtime.versions import KernelVersion, LaunchConfig, as_launch
+
+KERNEL_DIR = Path(kernels.__file__).resolve().parent
+TOPICS = sorted(path.stem for path in KERNEL_DIR.glob("*.cu"))
+
+
+def _exercises():
+    found = all_exercises()
+    return list(found.values()) if isinstance(found, dict) else list(found)
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_every_topic_declares_its_versions_as_records(topic):
+    module = importlib.import_module(f"kernels.{topic}")
+    assert module.TOPIC == topic
+    table = module.KERNELS
+    assert isinstance(table, dict) and table, f"kernels/{topic}.py: KERNELS is empty"
+    declared = parse_kernels((KERNEL_DIR / f"{topic}.cu").read_text(), f"{topic}.cu")
+    for name, version in table.items():
+        assert isinstance(version, KernelVersion)
+        assert version.kernel == name and version.topic == topic
+        assert name in declared, f"{topic}.{name} is not a __global__ function of kernels/{topic}.cu"
+        launcher = getattr(version.launcher, "func", version.launcher)  # functools.partial: its function
+        assert launcher.__module__ == module.__name__, f"{topic}.{name}: the launcher lives in {launcher.__module__}"
+        for fact in (version.launch, version.bytes, version.flops, version.reference):
+            assert callable(fact)
+
+
+def test_a_record_must_be_complete():
+    with pytest.raises(TypeError, match="flops must be callable"):
+        KernelVersion("t", "k", print, print, print, 3.0, print)
+
+
+@pytest.mark.parametrize("exercise", _exercises(), ids=lambda e: e.name)
+def test_the_grader_asks_the_kernel_records(exercise):
+    """The reference kernel, its launch, flops and bytes: one record of ``kernels/<topic>.py``."""
+    reference = exercise.reference_kernel
+    assert reference is not None
+    record = importlib.import_module(f"kernels.{reference.topic}").KERNELS[reference.kernel]
+    assert reference.version is record
+    assert exercise.flops is record.flops and exercise.bytes_moved is record.bytes
+    for shape in (*exercise.visible_shapes, exercise.timing_shape):
+        config = reference.launch(shape)
+        assert isinstance(config, LaunchConfig) and all(g >= 1 for g in config.grid)
+        assert exercise.bytes_moved(shape) > 0 and exercise.flops(shape) >= 0
+
+
+# ------------------------------------------------------------------ launches: record against launcher
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The (kernel, LaunchConfig) of every launch prepared while the test runs."""
+    seen: list[tuple[str, LaunchConfig]] = []
+    prepare = runtime_module.Kernel.prepare
+
+    def recording(self, args, grid, block, shared=0):
+        seen.append((self.name, as_launch(grid, block, shared)))
+        return prepare(self, args, grid, block, shared)
+
+    monkeypatch.setattr(runtime_module.Kernel, "prepare", recording)
+    return seen
+
+
+def _f32(rng, *shape):
+    return (rng.standard_normal(shape) + 0.5).astype(np.float32)
+
+
+def _cases():
+    """(topic, kernel, shape, run(rng)): a small problem of that shape through the record's own launcher."""
+    return [
+        ("saxpy", "saxpy_grid_stride", {"n": 3001},
+         lambda v, r: v.launcher(2.0, _f32(r, 3001), _f32(r, 3001))),
+        ("reduction", "reduce_sum_warp_shuffle", {"n": 3001}, lambda v, r: v.launcher(_f32(r, 3001))),
+        ("reduction", "reduce_sum_shared_tree", {"n": 3001}, lambda v, r: v.launcher(_f32(r, 3001))),
+        ("perceptron", "perceptron_forward_sigmoid", {"n": 300, "d": 3},
+         lambda v, r: v.launcher(_f32(r, 300, 3), _f32(r, 4))),
+        ("perceptron", "gradient_sum_tree", {"n": 300, "k": 3}, lambda v, r: v.launcher(_f32(r, 300, 3))),
+        ("fully_connected", "fc_backward_input", {"n": 5, "in": 33, "out": 7},
+         lambda v, r: v.launcher(_f32(r, 5, 7), _f32(r, 7, 33))),
+        ("fully_connected", "fc_backward_weight", {"n": 5, "in": 33, "out": 7},
+         lambda v, r: v.launcher(_f32(r, 5, 7), _f32(r, 5, 33))),
+        ("conv2d", "conv2d_forward_tiled", {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 3},
+         lambda v, r: v.launcher(_f32(r, 2, 2, 20, 19), _f32(r, 3, 2, 3, 3), _f32(r, 3))),
+        ("conv2d_backward", "conv2d_backward_input", {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 3},
+         lambda v, r: v.launcher(_f32(r, 2, 3, 18, 17), _f32(r, 3, 2, 3, 3), (2, 2, 20, 19))),
+        ("conv2d_backward", "conv2d_backward_weight_naive", {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 3},
+         lambda v, r: v.launcher(_f32(r, 2, 2, 20, 19), _f32(r, 2, 3, 18, 17), 3)),
+        ("conv2d_backward", "conv2d_backward_weight_reduce", {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 3},
+         lambda v, r: v.launcher(_f32(r, 2, 2, 20, 19), _f32(r, 2, 3, 18, 17), 3)),
+        ("conv2d_backward", "conv2d_backward_bias", {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 3},
+         lambda v, r: v.launcher(_f32(r, 2, 3, 18, 17))),
+        ("conv2d", "conv2d_forward_register_tiled", {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 3},
+         lambda v, r: v.launcher(_f32(r, 2, 2, 20, 19), _f32(r, 3, 2, 3, 3), _f32(r, 3))),
+        ("pooling", "max_pool_forward", {"N": 2, "C": 3, "H": 9, "W": 8, "pool": 2},
+         lambda v, r: v.launcher(_f32(r, 2, 3, 9, 8), 2)),
+        ("im2col", "im2col_unroll", {"N": 2, "C": 3, "H": 9, "W": 8, "K": 3, "pad": 1, "stride": 2, "count": 2},
+         lambda v, r: v.launcher(_f32(r, 2, 3, 9, 8), 3, 1, 2)),
+        ("sgemm", "sgemm_shared_tiled", {"M": 40, "N": 70, "K": 9},
+         lambda v, r: v.launcher(_f32(r, 40, 9), _f32(r, 9, 70))),
+        ("capsule_prediction", "capsule_predict_vectorized",
+         {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
+         lambda v, r: v.launcher(_f32(r, 3, 2, 8), _f32(r, 2, 3, 4, 8))),
+        ("capsule_prediction_backward", "capsule_grad_input_shared_weights",
+         {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
+         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 2, 3, 4, 8))),
+        ("capsule_prediction_backward", "capsule_grad_weight_register_blocked",
+         {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
+         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 3, 2, 8))),
+        ("softmax", "softmax_cross_entropy_forward", {"n": 300, "c": 10},
+         lambda v, r: v.launcher(_f32(r, 300, 10), r.integers(0, 10, 300).astype(np.int32))),
+    ]
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("topic, kernel, shape, run", _cases(), ids=lambda c: c if isinstance(c, str) else None)
+def test_the_record_launches_as_its_launcher_does(backend, launches, topic, kernel, shape, run):
+    version = importlib.import_module(f"kernels.{topic}").KERNELS[kernel]
+    run(version, np.random.default_rng(0))
+    mine = [config for name, config in launches if name == kernel]
+    assert mine, f"the launcher of {topic}.{kernel} did not launch it"
+    assert mine[0] == version.launch(shape)
