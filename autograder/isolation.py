@@ -476,6 +476,20 @@ class _Channel:
             view = view[written:]
 
 
+def _check_request(request: dict, send) -> ExerciseResult:
+    """Check the request's submission: index notation is turned into a kernel (tc_grading), a kernel is run as it is."""
+    from .exercises import get_exercise
+
+    exercise = get_exercise(request["exercise"])
+    if exercise.language == "tc":
+        from .tc_grading import run_tc_request
+
+        return run_tc_request(request, exercise, send)
+    from .checker import run_request
+
+    return run_request(request, send)
+
+
 def child_main() -> None:
     """Entry point of the grading child: read the request, check, report, exit."""
     request = json.loads(sys.stdin.buffer.read())
@@ -488,10 +502,9 @@ def child_main() -> None:
     fd = fcntl.fcntl(int(request["result_fd"]), fcntl.F_DUPFD_CLOEXEC, 100 + _secrets.randbelow(800))
     os.close(int(request["result_fd"]))
     channel = _Channel(fd, request["nonce"])
-    from .checker import run_request
 
     try:
-        result = run_request(request, channel.send)
+        result = _check_request(request, channel.send)
     except BaseException as exc:  # a bug in the grader itself: report it, never a traceback as a score
         import traceback
 

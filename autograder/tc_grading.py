@@ -13,7 +13,8 @@ import time
 
 import numpy as np
 
-from .checker import CaseError, _score_correctness, _shape_dict, compare, error_map
+from .checker import _score_correctness, _shape_dict, error_map
+from .comparison import CaseError, compare
 from .exercise import Exercise
 from .result import ExerciseResult, ShapeResult
 
@@ -85,14 +86,14 @@ def run_tc_request(request: dict, ex: Exercise, send) -> ExerciseResult:
     """Check one ``%%tc`` submission as described by ``request`` (correctness only)."""
     from kernels.comprehensions import NAIVE, TcError, compile_tc
     from kernels.runtime import errors as E
-    from kernels.runtime import select
+    from kernels.runtime import selection
 
     mode = request["mode"]
     res = ExerciseResult(exercise=ex.name, status="failed", correctness_max=ex.correctness_points,
                          speed_max=ex.speed_points, mode=mode, launch={})
     started = time.monotonic()
     try:
-        backend = select.current_backend()
+        backend = selection.current_backend()
     except Exception as exc:
         res.status, res.message = "crashed", f"No backend to run kernels on: {exc}"
         return res

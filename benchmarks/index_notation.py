@@ -1,7 +1,7 @@
 """Benchmark of the chapter "Index notation": generated kernels (naive, and autotuned) against the
 book's hand-written kernels and the library doing the same job, measured in the same run.
 
-    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 benchmarks/index_notation.py   # -> benchmarks/results/index_notation.json
+    DLK_BACKEND=gpu python3 -m benchmarks.index_notation   # -> benchmarks/results/index_notation.json
 
 Workloads (comprehensions from kernels/comprehensions/examples.py):
 
@@ -25,18 +25,13 @@ few microseconds that adds matter only for the smallest rows.  ``--quick`` tries
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import traceback
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from benchmarks.common import require_gpu_backend, write_results  # noqa: E402
+from benchmarks.common import require_gpu_backend, write_results
 
 NAME = "index_notation"
 TOL = 1e-4

@@ -12,7 +12,7 @@ import pytest
 
 from kernels.comprehensions import NAIVE, Schedule, compile_tc
 from kernels.comprehensions.examples import EXAMPLES
-from kernels.runtime.nvcc_report import compile_report, nvcc_path
+from kernels.tools.nvcc_report import compile_report, nvcc_path
 
 #: One schedule per step of the chapter; small blocks so that the small shapes span several blocks.
 SCHEDULES = {

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..runtime import select
+from ..runtime import selection as select
 from . import Comprehension, compile_tc
 from .runner import bind_sizes
 from .schedule import NAIVE, Schedule

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import select
+from ..runtime import selection as select
 from ..runtime.backend import DeviceBuffer
 from ..runtime.module import compile_source, empty, to_device
 from .codegen import GeneratedProgram

@@ -1,5 +1,6 @@
 // %%cuda mv_faster block=256 rows=8
 // no row guard: the warps past the last row read and write out of bounds
+// Expect: rejected, out_of_bounds
 __global__ void mv_faster(int M, int K, const float* A, const float* x, float* C)
 {
     const int lane = threadIdx.x % 32;

@@ -1,5 +1,6 @@
 // %%cuda mv_faster block=256 rows=8
 // A read column-major: A[k][row] instead of A[row][k]
+// Expect: rejected, wrong_result
 __global__ void mv_faster(int M, int K, const float* A, const float* x, float* C)
 {
     const int lane = threadIdx.x % 32;

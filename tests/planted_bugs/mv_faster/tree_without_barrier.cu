@@ -1,5 +1,6 @@
 // %%cuda mv_faster block=128 rows=1
 // the block tree without barriers between its levels: a race
+// Expect: rejected, race
 __global__ void mv_faster(int M, int K, const float* A, const float* x, float* C)
 {
     __shared__ float partial[1024];

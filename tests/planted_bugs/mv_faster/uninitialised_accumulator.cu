@@ -1,5 +1,6 @@
 // %%cuda mv_faster block=256 rows=8
 // the accumulator is never initialised
+// Expect: rejected, wrong_result
 __global__ void mv_faster(int M, int K, const float* A, const float* x, float* C)
 {
     const int lane = threadIdx.x % 32;
