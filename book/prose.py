@@ -219,6 +219,19 @@ def capsule_backward_against_torch(data: dict) -> str:
     return "; ".join(parts)
 
 
+# --- large-margin softmax ---------------------------------------------------------------------
+
+def warptile_against_cublas(gemm_data: dict) -> str:
+    """The GEMM chapter's fastest kernel next to cuBLAS, at the size and on the device recorded."""
+    sgemm = (gemm_data or {}).get("sgemm", {})
+    rates = {r["name"]: r["gflops"] for r in sgemm.get("rows", []) if r.get("gflops")}
+    if "warptile" not in rates or "cublas" not in rates:
+        return "(the GEMM chapter's figures have not been recorded yet)"
+    return (f"the GEMM chapter's kernel runs at {relative_speed(rates['warptile'], rates['cublas'])} cuBLAS "
+            f"({rates['warptile'] / 1e3:,.1f} against {rates['cublas'] / 1e3:,.1f} TFLOP/s at "
+            f"{sgemm['M']} × {sgemm['N']} × {sgemm['K']} on the {device_name(gemm_data)})")
+
+
 def recorded(name: str) -> dict | None:
     """The results file ``benchmarks/results/<name>.json`` as recorded (never measured now)."""
     import json

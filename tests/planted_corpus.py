@@ -11,13 +11,16 @@ comments start with ``#``) starts with three comment lines: its ``%%cuda``
 (or ``%%tc``) line, what is wrong (or different) about it, and what the grader must conclude,
 ``// Expect: accepted`` or ``// Expect: rejected, <reason>`` with a reason of
 :data:`REASONS`.  Graded in hidden mode, an accepted kernel must get every
-correctness point, and a planted bug must fail for its planted reason.
+correctness point, and a planted bug must fail for its planted reason.  A
+planted bug may add a fourth line, ``// Feedback: <regex>``: what the feedback
+must say about it on the CPU emulator (for example which kind of race).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +68,7 @@ class CorpusKernel:
     what: str  # the second line: what is wrong or different
     accepted: bool
     reason: str  # for a planted bug: the REASONS key it must be rejected for
+    feedback: str = ""  # a regex the emulator's feedback must match ("" when the file names none)
 
 
 def read_corpus_file(path: Path) -> CorpusKernel:
@@ -77,8 +81,12 @@ def read_corpus_file(path: Path) -> CorpusKernel:
     accepted = verdict == "accepted"
     reason = "" if accepted else verdict.removeprefix("rejected, ").strip()
     assert accepted or reason in REASONS, f"{path}: unknown reason {verdict!r}; known: {', '.join(REASONS)}"
-    sub = KernelSubmission(exercise=magic.exercise, source=rest, launch=magic.launch, cell_line=4)
-    return CorpusKernel(path, sub, what.lstrip("/# "), accepted, reason)
+    feedback, cell_line = "", 4
+    if rest.startswith("// Feedback: "):
+        feedback_line, rest = rest.split("\n", 1)
+        feedback, cell_line = feedback_line[len("// Feedback: "):].strip(), 5
+    sub = KernelSubmission(exercise=magic.exercise, source=rest, launch=magic.launch, cell_line=cell_line)
+    return CorpusKernel(path, sub, what.lstrip("/# "), accepted, reason, feedback)
 
 
 def solution_kernel(exercise: str) -> KernelSubmission:
@@ -124,6 +132,9 @@ def check_corpus_file(path: Path) -> None:
     assert result.message
     assert rejection_reason(result) == kernel.reason, (
         f"{path.name} ({kernel.what}) was rejected as {rejection_reason(result)}, not as {kernel.reason}: {result.message}")
+    if kernel.feedback and result.backend == "cpu":
+        feedback = "\n".join([result.message] + [s.hint + " " + s.error for s in result.shapes])
+        assert re.search(kernel.feedback, feedback, re.I | re.S), feedback
 
 
 def check_solution_kernel(exercise: str) -> None:

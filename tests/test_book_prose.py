@@ -117,6 +117,20 @@ def test_direct_convolution_phrase_names_the_faster_register_tiled_version():
     assert "`tiled_multimap`" in text and "`register_tiled`" in text
 
 
+def test_gemm_phrase_of_the_lsoftmax_chapter_follows_the_gemm_figures():
+    data = recorded("conv_as_gemm")
+    rates = {r["name"]: r["gflops"] for r in data["sgemm"]["rows"]}
+    text = prose.warptile_against_cublas(data)
+    assert f"{rates['warptile'] / 1e3:,.1f} against {rates['cublas'] / 1e3:,.1f} TFLOP/s" in text
+    assert data["device"]["name"] in text
+    same = copy.deepcopy(data)
+    for r in same["sgemm"]["rows"]:
+        if r["name"] == "warptile":
+            r["gflops"] = rates["cublas"]
+    assert "about the same speed as cuBLAS" in prose.warptile_against_cublas(same)
+    assert "not been recorded" in prose.warptile_against_cublas({})
+
+
 def test_capsule_backward_phrase_compares_each_gradient_with_torch():
     text = prose.capsule_backward_against_torch(recorded("capsules"))
     assert text.count("PyTorch's autograd") == 3

@@ -114,6 +114,38 @@ def test_capsule_secret_shapes_differ_per_student_and_break_alignment():
         assert (s["out_caps"] * s["out_dim"]) % 4 != 0
 
 
+LSOFTMAX = ["lsoftmax_cos_mtheta", "lsoftmax_patch_logits", "lsoftmax_margin_grad_input"]
+
+
+def test_lsoftmax_exercises_have_six_planted_bugs_each():
+    check_corpus_complete(LSOFTMAX, minimum=6)
+
+
+def test_lsoftmax_k_is_a_whole_number_the_grader_compares_exactly():
+    """k's tolerance (rtol * k, k <= 5) is below 1: a wrong integer cannot pass."""
+    exercise = get_exercise("lsoftmax_cos_mtheta")
+    rng = np.random.default_rng(0)
+    for shape in [*exercise.visible_shapes, *exercise.hidden_shapes]:
+        inputs = exercise.make_inputs(shape, rng)
+        k = exercise.reference(inputs)["k"]
+        assert np.all(k == np.round(k)) and k.min() >= 0 and k.max() <= shape["m"] - 1
+        tolerance = exercise.atol + exercise.rtol * np.asarray(exercise.error_scale(inputs)["k"])
+        assert np.all(tolerance < 1)
+
+
+def test_lsoftmax_hidden_shapes_carry_margins_beyond_four_and_the_hard_cases():
+    cos = get_exercise("lsoftmax_cos_mtheta")
+    assert {5, 6} <= {s["m"] for s in cos.hidden_shapes}
+    patch = get_exercise("lsoftmax_patch_logits")
+    assert any(s["batch"] == 1 and s["classes"] == 1 for s in patch.hidden_shapes)
+    assert any(s["lam"] > 0 for s in patch.hidden_shapes) and any(s["m"] > 4 for s in patch.hidden_shapes)
+    grad = get_exercise("lsoftmax_margin_grad_input")
+    assert any(s["dim"] == 1 for s in grad.hidden_shapes)  # cos(theta) = +-1 exactly
+    a = grad.secret_shapes(np.random.default_rng(1), {})
+    b = grad.secret_shapes(np.random.default_rng(2), {})
+    assert a != b
+
+
 # ------------------------------------------------------------------ index notation: %%tc cells
 
 

@@ -131,6 +131,13 @@ def _cases():
          lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 3, 2, 8))),
         ("softmax", "softmax_cross_entropy_forward", {"n": 300, "c": 10},
          lambda v, r: v.launcher(_f32(r, 300, 10), r.integers(0, 10, 300).astype(np.int32))),
+        ("lsoftmax", "lsoftmax_cos_mtheta", {"n": 3001, "m": 3}, lambda v, r: v.launcher(_f32(r, 3001) / 4, 3)),
+        ("lsoftmax", "lsoftmax_patch_logits", {"batch": 30, "classes": 7},
+         lambda v, r: v.launcher(_f32(r, 30, 7), r.integers(0, 7, 30).astype(np.int32), _f32(r, 30) + 2,
+                                 _f32(r, 7) + 2, 2, 0.5)),
+        ("lsoftmax", "lsoftmax_margin_grad_input", {"batch": 30, "dim": 5, "classes": 7},
+         lambda v, r: v.launcher(_f32(r, 30), _f32(r, 30, 5), _f32(r, 7, 5), r.integers(0, 7, 30).astype(np.int32),
+                                 2, 0.5)),
     ]
 
 

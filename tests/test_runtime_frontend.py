@@ -266,9 +266,9 @@ def test_defines_name_types():
 @pytest.mark.parametrize(
     "source, message",
     [
-        ("__global__ void k(float& x) {}", "by reference"),
+        ("__global__ void k(float& x) {}", "non-const reference"),
         ("__global__ void k(float** x) {}", "pointer to a pointer"),
-        ("__global__ void k(half* x) {}", "type 'half'"),
+        ("__global__ void k(cudaTextureObject_t t) {}", "type 'cudaTextureObject_t'"),
         ("__global__ void k(float) {}", "needs a name"),
         ("__global__ void k(float* x) {}\n__global__ void k(float* y) {}", "defined twice"),
     ],
@@ -330,3 +330,30 @@ def test_reduction_launchers_zero_the_output_and_size_shared_memory(fake_current
     reduction.reduce_sum_shared_tree(np.ones(1000, np.float32), out=out, block=128)
     assert seen[0][0] == 0.0  # zeroed before the launch, since kernels atomicAdd into it
     assert fake_current.launches[-1][4] == 128 * 4  # dynamic shared memory: one float per thread
+
+
+def test_half_bfloat16_and_type_aliases_are_understood():
+    import ml_dtypes
+
+    sigs = parse_kernels(
+        "typedef float Dtype;\nusing index_t = int;\n"
+        "__global__ void k(const half* a, __nv_bfloat16* b, const __half2* c, Dtype s, index_t n,"
+        " const __grid_constant__ float g) {}"
+    )
+    a, b, c, s, n, g = sigs["k"].params
+    assert a.dtype == np.float16 and a.is_const and b.dtype == np.dtype(ml_dtypes.bfloat16)
+    assert c.dtype == np.float16 and c.lanes == 2
+    assert s.dtype == np.float32 and n.dtype == np.int32 and g.dtype == np.float32
+
+
+def test_kernels_made_by_a_function_like_macro_are_found_at_the_line_that_makes_them():
+    source = (
+        "#define MAKE(NAME, T) \\\n"
+        "__global__ void NAME(const T* x, T* y, int n) { \\\n"
+        "    int i = threadIdx.x; if (i < n) y[i] = x[i]; }\n"
+        "MAKE(copy_f, float)\n"
+        "MAKE(copy_d, double)\n"
+    )
+    sigs = parse_kernels(source)
+    assert sigs["copy_f"].params[0].dtype == np.float32 and sigs["copy_d"].params[1].dtype == np.float64
+    assert sigs["copy_f"].line == 4 and sigs["copy_d"].line == 5

@@ -1,10 +1,10 @@
 """The GPU backend: PyCUDA on a real CUDA device.
 
 Source is compiled by nvcc through PyCUDA's ``SourceModule`` (which caches by
-source and options).  The reader's source is wrapped in ``extern "C"`` so
-kernels are found by their plain names, with a ``#line`` directive so that
-compiler messages give the reader's own line numbers; ``#include`` lines are
-hoisted above the wrapper (C++ headers cannot live inside ``extern "C"``).
+source and options).  Each ``__global__`` function of the reader's source is
+declared ``extern "C"`` so that kernels are found by their plain names (the
+rest stays C++: templates, overloads, headers), with a ``#line`` directive so
+that compiler messages give the reader's own line numbers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from .backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
 from .diagnostics import compile_error_message
 from .errors import KernelCompileError, KernelError, KernelLaunchError, KernelTimeoutError, LaunchConfigError
-from .signature import KernelSignature
+from .signature import KernelSignature, strip_comments
 
 try:  # PyCUDA is only needed on a machine with a GPU.
     import pycuda.driver as cuda
@@ -76,17 +76,20 @@ def _launch_error(exc: BaseException, kernel: str | None) -> KernelLaunchError:
 
 
 def _wrap_source(source: str, source_name: str) -> str:
-    """``extern "C"`` around the source, includes hoisted, line numbers preserved."""
-    includes: list[str] = []
-    body: list[str] = []
-    for line in source.splitlines():
-        if re.match(r"\s*#\s*include\b", line):
-            includes.append(line)
-            body.append("")  # keep the line count
-        else:
-            body.append(line)
+    """The source with ``extern "C"`` in front of each (non-template) ``__global__`` function, so that
+    kernels are found by their own names while templates, C++ headers and overloads of device
+    functions compile as C++; line numbers preserved."""
+    clean = strip_comments(source)
+    text = source
+    for m in reversed(list(re.finditer(r"\b__global__\b", clean))):
+        before = clean[max(0, m.start() - 300) : m.start()]
+        if re.search(r"template\s*<[^;{}]*>\s*$", before) or re.search(r'extern\s*"C"\s*$', before):
+            continue
+        if re.search(r"\bstatic\s*$", before):
+            continue
+        text = text[: m.start()] + 'extern "C" ' + text[m.start() :]
     escaped = source_name.replace("\\", "\\\\").replace('"', '\\"')
-    return "\n".join(includes) + f'\nextern "C" {{\n#line 1 "{escaped}"\n' + "\n".join(body) + "\n}\n"
+    return f'#line 1 "{escaped}"\n' + text + ("" if text.endswith("\n") else "\n")
 
 
 class GPUBuffer(DeviceBuffer):
@@ -102,7 +105,8 @@ class GPUBuffer(DeviceBuffer):
     def get(self) -> np.ndarray:
         out = np.empty(self.shape, self.dtype)
         if self.nbytes:
-            cuda.memcpy_dtoh(out, self.allocation)
+            # as bytes: NumPy cannot export dtypes such as ml_dtypes' bfloat16 through the buffer protocol
+            cuda.memcpy_dtoh(out.reshape(-1).view(np.uint8), self.allocation)
         return out
 
     def set(self, host: np.ndarray) -> None:
@@ -110,26 +114,101 @@ class GPUBuffer(DeviceBuffer):
         if host.size != self.size:
             raise KernelError(f"cannot copy {host.size} values into a buffer of {self.size}")
         if self.nbytes:
-            cuda.memcpy_htod(self.allocation, host)
+            cuda.memcpy_htod(self.allocation, host.reshape(-1).view(np.uint8))
+
+
+def _instantiations(signatures) -> list[str]:
+    """Template kernels asked for by name (``sgemm<64, 64, 8>``)."""
+    return [name for name in signatures if "<" in name]
+
+
+def _instantiating(names: list[str]) -> str:
+    """Host code that takes each instantiation's address, so that nvcc compiles it."""
+    return "".join(f"\nstatic void* __dlk_instance_{i} = (void*)&{name};" for i, name in enumerate(names)) + "\n"
+
+
+def _elf_function_names(image: bytes) -> list[str]:
+    """Names of the FUNC symbols of an ELF64 image (a cubin)."""
+    import struct
+
+    if image[:4] != b"\x7fELF" or image[4] != 2:
+        return []
+    shoff, = struct.unpack_from("<Q", image, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + k * shentsize) for k in range(shnum)]
+    names = []
+    for sh in sections:
+        if sh[1] != 2:  # SHT_SYMTAB
+            continue
+        offset, size, link, entsize = sh[4], sh[5], sh[6], sh[9] or 24
+        strtab = sections[link]
+        for k in range(size // entsize):
+            st_name, st_info = struct.unpack_from("<IB", image, offset + k * entsize)
+            if st_info & 0xF == 2:  # STT_FUNC
+                start = strtab[4] + st_name
+                names.append(image[start : image.index(b"\0", start)].decode())
+    return names
+
+
+def _normal(text: str) -> str:
+    # cu++filt writes unsigned and long template arguments as 64u, 64ul
+    return re.sub(r"(?<=\d)[uUlL]+\b", "", re.sub(r"\s+", "", text))
+
+
+def _mangled_names(image: bytes, wanted: list[str]) -> dict[str, str]:
+    """``{"sgemm<64, 64, 8>": "_Z5sgemmILi64ELi64ELi8EEvPKfS1_Pfiii"}`` for the instantiations in a cubin."""
+    import shutil
+    import subprocess
+
+    mangled = [n for n in _elf_function_names(image) if n.startswith("_Z")]
+    tool = shutil.which("cu++filt") or shutil.which("c++filt")
+    if not mangled or not tool:
+        return {}
+    out = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True, timeout=60).stdout
+    found = {}
+    for raw, readable in zip(mangled, out.splitlines()):
+        head = _normal(re.sub(r"^\s*void\s+", "", readable.split("(", 1)[0]))  # kernels return void
+        for name in wanted:
+            if name not in found and (head == _normal(name) or head.endswith("::" + _normal(name).lstrip(":"))):
+                found[name] = raw
+    return found
 
 
 class GPUModule(CompiledModule):
-    def __init__(self, backend: "GPUBackend", module, source_name: str):
+    def __init__(self, backend: "GPUBackend", module, source_name: str, aliases: dict[str, str] | None = None):
         self.backend = backend
         self.module = module
         self.source_name = source_name
+        self.aliases = dict(aliases or {})  # template instantiation -> its mangled name
         self._functions: dict[str, object] = {}
+        self._references: list = []
 
     def _function(self, name: str):
         if name not in self._functions:
-            self._functions[name] = self.module.get_function(name)
+            self._functions[name] = self.module.get_function(self.aliases.get(name, name))
         return self._functions[name]
 
     def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int) -> None:
         function = self._function(signature.name)
         if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
             function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
-        converted = [a.allocation if isinstance(a, GPUBuffer) else a for a in args]
+        # a bfloat16 scalar goes as its 16 bits (struct, which packs the arguments, has no bfloat16);
+        # a const T& parameter is an address in the kernel's ABI: that of a device copy of the value
+        converted = []
+        references = []
+        for param, a in zip(signature.params, args):
+            if isinstance(a, GPUBuffer):
+                converted.append(a.allocation)
+            elif param.is_reference:
+                copy = cuda.mem_alloc(max(1, np.asarray(a).nbytes))
+                cuda.memcpy_htod(copy, np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8))
+                references.append(copy)
+                converted.append(copy)
+            elif isinstance(a, np.generic) and a.dtype.name == "bfloat16":
+                converted.append(a.view(np.uint16))
+            else:
+                converted.append(a)
+        self._references = references  # freed with the next launch (freeing waits for the device)
         try:
             function(*converted, grid=grid, block=block, shared=shared_bytes)
         except cuda.Error as exc:
@@ -193,12 +272,22 @@ class GPUBackend(Backend):
 
     def compile(self, source, source_name, options, include_dirs, signatures) -> GPUModule:
         wrapped = _wrap_source(source, source_name)
+        instances = _instantiations(signatures)
+        aliases = {}
         try:
-            module = SourceModule(wrapped, options=list(options), no_extern_c=True, include_dirs=list(include_dirs))
+            if instances:
+                from pycuda.compiler import compile as compile_to_cubin
+
+                image = compile_to_cubin(wrapped + _instantiating(instances), options=list(options), no_extern_c=True,
+                                         include_dirs=list(include_dirs))
+                module = cuda.module_from_buffer(image)
+                aliases = _mangled_names(image, instances)
+            else:
+                module = SourceModule(wrapped, options=list(options), no_extern_c=True, include_dirs=list(include_dirs))
         except cuda.CompileError as exc:
             log = getattr(exc, "stderr", "") or str(exc)
             raise KernelCompileError(compile_error_message(log, source, source_name, "nvcc"), log=log, source_name=source_name) from None
-        return GPUModule(self, module, source_name)
+        return GPUModule(self, module, source_name, aliases)
 
     def empty(self, shape, dtype) -> GPUBuffer:
         try:

@@ -29,7 +29,7 @@ import numpy as np
 from . import selection
 from .backend import Backend, CompiledModule, DeviceBuffer, Dim3
 from .errors import KernelArgumentError, KernelNotFoundError, LaunchConfigError
-from .signature import KernelSignature, Parameter, parse_kernels
+from .signature import KernelSignature, Parameter, parse_kernels, template_instance
 
 
 def as_dim3(value: int | Sequence[int], what: str) -> Dim3:
@@ -199,19 +199,31 @@ class Kernel:
 class Module:
     """Compiled CUDA C source: a dictionary of :class:`Kernel` s plus its global variables."""
 
-    def __init__(self, source: str, name: str, backend: Backend, compiled: CompiledModule, signatures: dict[str, KernelSignature]):
+    def __init__(self, source: str, name: str, backend: Backend, compiled: CompiledModule, signatures: dict[str, KernelSignature],
+                 options: tuple = (), include_dirs: tuple = (), defines: dict | None = None):
         self.source = source
         self.name = name
         self.backend = backend
         self.compiled = compiled
         self.signatures = signatures
+        self._build = (tuple(options), tuple(include_dirs), dict(defines or {}))
 
     @property
     def kernel_names(self) -> list[str]:
         return list(self.signatures)
 
     def function(self, name: str) -> Kernel:
-        """The kernel called ``name``."""
+        """The kernel called ``name``; for a template kernel, an instantiation such as ``"sgemm<64, 64, 8>"``
+        (the module is compiled again with it)."""
+        if name not in self.signatures and "<" in name:
+            options, include_dirs, defines = self._build
+            instance = template_instance(self.source, name, self.name, defines)
+            if instance is not None:
+                if instance.name not in self.signatures:
+                    signatures = {**self.signatures, instance.name: instance}
+                    self.compiled = self.backend.compile(self.source, self.name, options, include_dirs, signatures)
+                    self.signatures = signatures
+                return Kernel(self, self.signatures[instance.name])
         if name not in self.signatures:
             known = ", ".join(self.signatures) or "none"
             raise KernelNotFoundError(f"{self.name} has no __global__ function '{name}' (kernels defined: {known})")
@@ -247,7 +259,7 @@ def compile_source(
     all_options = tuple(options) + tuple(f"-D{k}={v}" for k, v in defines.items())
     signatures = parse_kernels(source, name, defines)
     compiled = backend.compile(source, name, all_options, tuple(str(d) for d in include_dirs), signatures)
-    return Module(source, name, backend, compiled, signatures)
+    return Module(source, name, backend, compiled, signatures, all_options, tuple(str(d) for d in include_dirs), defines)
 
 
 def to_device(host: np.ndarray, backend: Backend | None = None) -> DeviceBuffer:

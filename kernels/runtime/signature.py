@@ -54,8 +54,30 @@ _SCALAR_TYPES: dict[str, tuple[str, int]] = {
 for _base, _dtype in (("float", "float32"), ("double", "float64"), ("int", "int32"), ("uint", "uint32")):
     for _n in (1, 2, 3, 4):
         _SCALAR_TYPES[f"{_base}{_n}"] = (_dtype, _n)
+_SCALAR_TYPES.update({
+    "uint": ("uint32", 1),
+    "ushort": ("uint16", 1),
+    "uchar": ("uint8", 1),
+    # cuda_fp16.h / cuda_bf16.h: NumPy float16, and ml_dtypes' bfloat16
+    "half": ("float16", 1),
+    "__half": ("float16", 1),
+    "half2": ("float16", 2),
+    "__half2": ("float16", 2),
+    "__nv_bfloat16": ("bfloat16", 1),
+    "nv_bfloat16": ("bfloat16", 1),
+    "__nv_bfloat162": ("bfloat16", 2),
+    "nv_bfloat162": ("bfloat16", 2),
+})
 
-_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "signed", "struct"}
+
+def _dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
+        import ml_dtypes  # registers bfloat16 with NumPy
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
+
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "signed", "struct", "__grid_constant__"}
 
 
 @dataclass(frozen=True)
@@ -68,10 +90,11 @@ class Parameter:
     lanes: int  # scalars per element (4 for float4)
     is_pointer: bool
     is_const: bool  # for pointers: the pointee is const (an input)
+    is_reference: bool = False  # a const T& scalar: passed by the address of a copy of the value
 
     def describe(self) -> str:
-        const = "const " if self.is_const and self.is_pointer else ""
-        star = "*" if self.is_pointer else ""
+        const = "const " if self.is_const and (self.is_pointer or self.is_reference) else ""
+        star = "*" if self.is_pointer else "&" if self.is_reference else ""
         return f"{const}{self.c_type}{star} {self.name}"
 
 
@@ -104,6 +127,11 @@ def _object_macros(source: str, defines: dict[str, str]) -> dict[str, str]:
     macros = dict(defines)
     for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+([^\n\\]+)$", source, re.M):
         macros.setdefault(m.group(1), m.group(2).strip())
+    # type aliases: typedef float Dtype; using Dtype = float;
+    for m in re.finditer(r"\btypedef\s+([A-Za-z_][\w\s:]*?)\s+([A-Za-z_]\w*)\s*;", source):
+        macros.setdefault(m.group(2), " ".join(m.group(1).split()))
+    for m in re.finditer(r"\busing\s+([A-Za-z_]\w*)\s*=\s*([A-Za-z_][\w\s:]*?)\s*;", source):
+        macros.setdefault(m.group(1), " ".join(m.group(2).split()))
     return macros
 
 
@@ -135,11 +163,14 @@ def _parse_parameter(text: str, macros: dict[str, str], kernel: str, source_name
             f"{source_name}:{line}: parameter '{original}' of kernel {kernel} needs a name", source_name=source_name
         )
     type_tokens = tokens[:-1]
-    if "&" in type_tokens:
+    is_reference = "&" in type_tokens
+    if is_reference and ("const" not in type_tokens or "*" in type_tokens or type_tokens.count("&") > 1):
         raise KernelCompileError(
-            f"{source_name}:{line}: kernel {kernel} takes '{original}' by reference; kernels take values and pointers only",
+            f"{source_name}:{line}: kernel {kernel} takes '{original}' by non-const reference; kernels take values, "
+            f"pointers and const references (const T&) only",
             source_name=source_name,
         )
+    type_tokens = [t for t in type_tokens if t != "&"]
     stars = type_tokens.count("*")
     if stars > 1:
         raise KernelCompileError(
@@ -161,7 +192,7 @@ def _parse_parameter(text: str, macros: dict[str, str], kernel: str, source_name
             source_name=source_name,
         )
     dtype, lanes = _SCALAR_TYPES[base]
-    return Parameter(name, base, np.dtype(dtype), lanes, is_pointer, pointee_const)
+    return Parameter(name, base, _dtype(dtype), lanes, is_pointer, pointee_const, is_reference)
 
 
 def parse_kernels(source: str, source_name: str = "kernel.cu", defines: dict[str, str] | None = None) -> dict[str, KernelSignature]:
@@ -172,6 +203,11 @@ def parse_kernels(source: str, source_name: str = "kernel.cu", defines: dict[str
     """
     clean = strip_comments(source)
     macros = _object_macros(clean, {k: str(v) for k, v in (defines or {}).items()})
+    line_of = None
+    if _kernel_made_by_macro(clean):
+        expanded = _preprocess(clean, defines or {})
+        if expanded is not None:
+            clean, line_of = expanded
     kernels: dict[str, KernelSignature] = {}
     for m in re.finditer(r"\b__global__\b", clean):
         # Skip templates: look back for 'template <...>' right before.
@@ -193,6 +229,8 @@ def parse_kernels(source: str, source_name: str = "kernel.cu", defines: dict[str
         if after.startswith(";"):
             continue  # a prototype
         line = clean.count("\n", 0, m.start()) + 1
+        if line_of is not None:
+            line = line_of[min(line, len(line_of)) - 1]
         param_text = clean[open_index + 1 : close_index].strip()
         params: list[Parameter] = []
         if param_text and param_text != "void":
@@ -216,3 +254,103 @@ def parse_kernels(source: str, source_name: str = "kernel.cu", defines: dict[str
             raise KernelCompileError(f"{source_name}:{line}: kernel {name} is defined twice", source_name=source_name)
         kernels[name] = KernelSignature(name, tuple(params), line)
     return kernels
+
+
+def _kernel_made_by_macro(clean: str) -> bool:
+    """Is a __global__ function written inside a #define (a macro that makes kernels)?"""
+    for m in re.finditer(r"^[ \t]*#[ \t]*define\b(?:[^\n]*\\\n)*[^\n]*", clean, re.M):
+        if "__global__" in m.group(0):
+            return True
+    return False
+
+
+def _preprocess(clean: str, defines: dict[str, str]) -> tuple[str, list[int]] | None:
+    """The source with its macros expanded by the C preprocessor (its #include lines left out: only
+    the kernels' own text matters here), and the source line of each line of the result."""
+    import os
+    import subprocess
+
+    text = re.sub(r"^[ \t]*#[ \t]*include\b[^\n]*", "", clean, flags=re.M)
+    cmd = [os.environ.get("CXX", "g++"), "-E", "-x", "c++", "-D__CUDACC__=1",
+           *(f"-D{k}={v}" for k, v in defines.items()), "-"]
+    try:
+        result = subprocess.run(cmd, input=text, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if result.returncode != 0:
+        return None
+    lines: list[str] = []
+    line_of: list[int] = []
+    current, in_source = 1, False
+    for row in result.stdout.splitlines():
+        marker = re.match(r'^# (\d+) "([^"]*)"', row)
+        if marker:
+            current, in_source = int(marker.group(1)), marker.group(2) == "<stdin>"
+            continue
+        lines.append(row if in_source else "")
+        line_of.append(current)
+        current += 1
+    return "\n".join(lines), line_of
+
+
+def _split_top(text: str) -> list[str]:
+    pieces, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            pieces.append(current)
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        pieces.append(current)
+    return [p.strip() for p in pieces]
+
+
+def template_instance(source: str, request: str, source_name: str = "kernel.cu",
+                      defines: dict[str, str] | None = None) -> KernelSignature | None:
+    """The signature of one instantiation of a template kernel, e.g. ``"sgemm<64, 64, 8>"`` or
+    ``"scale<float>"`` (template arguments left out take their defaults); None if ``source`` has no
+    template ``__global__`` function of that name."""
+    m = re.fullmatch(r"\s*([A-Za-z_]\w*)\s*<(.*)>\s*", request, re.S)
+    if not m:
+        return None
+    base, args = m.group(1), _split_top(m.group(2))
+    clean = strip_comments(source)
+    macros = _object_macros(clean, {k: str(v) for k, v in (defines or {}).items()})
+    pattern = (r"\btemplate\s*<(?P<tparams>[^;{}]*?)>\s*__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
+               r"(?:__launch_bounds__\s*\([^)]*\)\s*)?" + re.escape(base) + r"\s*\(")
+    for t in re.finditer(pattern, clean):
+        open_index = t.end() - 1
+        close_index = _matching_paren(clean, open_index)
+        if close_index < 0 or clean[close_index + 1 :].lstrip().startswith(";"):
+            continue
+        tparams = _split_top(t.group("tparams"))
+        if len(args) > len(tparams):
+            raise KernelCompileError(
+                f"{source_name}: {request} gives {len(args)} template arguments; {base} takes {len(tparams)}",
+                source_name=source_name)
+        local = dict(macros)
+        shown = []
+        for k, tp in enumerate(tparams):
+            head, _, default = tp.partition("=")
+            words = head.split()
+            if not words:
+                continue
+            value = args[k] if k < len(args) else default.strip()
+            if not value:
+                raise KernelCompileError(f"{source_name}: {request} leaves template parameter '{head.strip()}' of "
+                                         f"{base} without a value", source_name=source_name)
+            if words[0] in ("typename", "class"):
+                local[words[-1]] = value
+            shown.append(" ".join(value.split()))
+        line = clean.count("\n", 0, t.start()) + 1
+        name = f"{base}<{', '.join(shown)}>"
+        param_text = clean[open_index + 1 : close_index].strip()
+        params = tuple(_parse_parameter(p, local, name, source_name, line)
+                       for p in _split_top(param_text) if param_text and param_text != "void")
+        return KernelSignature(name, params, line)
+    return None

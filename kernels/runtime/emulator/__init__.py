@@ -8,7 +8,9 @@ kernel, the emulator turns the classic kernel bugs into errors that name the
 line: out-of-bounds accesses (:class:`KernelMemoryError`), races and reads of
 unwritten shared memory (each launch runs twice, in two thread orders and
 with two fill patterns in shared memory: :class:`KernelRaceError`,
-:class:`UninitializedSharedMemoryError`), barrier divergence
+:class:`UninitializedSharedMemoryError`), races on global memory (the first
+run tracks every access to the argument buffers a kernel may write, see
+``global_races.h``: :class:`KernelRaceError` naming both threads), barrier divergence
 (:class:`BarrierDivergenceError`), kernels that run too long
 (:class:`KernelTimeoutError`) and crashes (:class:`KernelLaunchError`).
 
@@ -52,6 +54,7 @@ from .diagnose import (
     SourceInfo,
     count_differences,
     first_difference,
+    global_race_error,
     race_error,
     uninitialized_error,
     unwritten_in_both,
@@ -59,12 +62,13 @@ from .diagnose import (
 )
 from .protocol import Reader, Worker, WorkerDied, WorkerTimeout, pack_string
 from .rewrite import rewrite
+from .unsupported import check_supported
 
 __all__ = ["EmulatorBackend", "EmulatorBuffer", "EmulatorModule"]
 
 DEFAULT_TIMEOUT = 60.0
 
-_ERROR_KINDS = {1: "assert", 2: "divergence", 3: "trap", 4: "other"}
+_ERROR_KINDS = {1: "assert", 2: "divergence", 3: "trap", 4: "other", 5: "global race"}
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -255,7 +259,7 @@ class EmulatorModule(CompiledModule):
         ]
         for b, out in zip(buffers, outputs):
             data = b.array.tobytes()
-            request += [struct.pack("<QB", len(data), 1 if out else 0), data]
+            request += [struct.pack("<QBI", len(data), 1 if out else 0, b.dtype.itemsize), data]
         request += [struct.pack("<I", len(params)), *params]
         out_index = [i for i, o in enumerate(outputs) if o]
 
@@ -268,6 +272,8 @@ class EmulatorModule(CompiledModule):
                 if printed and not run:
                     sys.stdout.write(printed)
                     sys.stdout.flush()
+                if _ERROR_KINDS.get(status) == "global race":
+                    raise global_race_error(message, source, infos, str(self.executable), list(self.variables))
                 raise self._kernel_error(status, kernel, message, run)
             text = reader.string()
             unwritten = reader.string()
@@ -386,6 +392,7 @@ class EmulatorBackend(Backend):
             warnings.warn(message, RuntimeWarning, stacklevel=4)
 
     def compile(self, source, source_name, options, include_dirs, signatures) -> EmulatorModule:
+        check_supported(source, source_name)
         unit = rewrite(source, source_name, signatures)
         built = _build.build(unit.text, source, source_name, tuple(options), tuple(include_dirs))
         return EmulatorModule(self, built, source, source_name, signatures, unit.variables)

@@ -26,10 +26,13 @@ from .rewrite import GENERATED_NAME
 HERE = Path(__file__).resolve().parent
 PRELUDE = HERE / "prelude.h"
 RUNTIME = HERE / "runtime.cpp"
+GLOBAL_RACES = HERE / "global_races.h"
 INCLUDE = HERE / "include"
 
 BASE_FLAGS = ("-std=gnu++17", "-g", "-gdwarf-4", "-O1", "-fno-omit-frame-pointer", "-w", "-fdiagnostics-color=never", "-pthread")
-ASAN_FLAGS = ("-fsanitize=address",)
+# a check that fails calls __asan_report_*_noabort, which the runtime defines: the argument
+# buffers a launch may write are poisoned while it runs, and their accesses tracked for races
+ASAN_FLAGS = ("-fsanitize=address", "-fsanitize-recover=address")
 PATTERN_INIT = ("-ftrivial-auto-var-init=pattern",)
 
 
@@ -87,7 +90,8 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
     global _warned_no_asan
     version = compiler_version(cxx)
     directory = Path(cache)
-    sources = (PRELUDE.read_text(), RUNTIME.read_text())
+    sources = (PRELUDE.read_text(), RUNTIME.read_text(), GLOBAL_RACES.read_text(),
+               *(p.read_text() for p in sorted(INCLUDE.rglob("*.h"))))
     errors = []
     candidates = [
         (BASE_FLAGS + PATTERN_INIT + ASAN_FLAGS, True),
@@ -99,7 +103,7 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
         candidates = [c for c in candidates if not c[1]]
     for flags, asan in candidates:
         # the runtime: optimised, not instrumented (only the reader's code needs checking)
-        runtime_flags = tuple(f for f in flags if f not in ASAN_FLAGS and f != "-O1") + ("-O2",)
+        runtime_flags = tuple(f for f in flags if f not in ASAN_FLAGS and f not in ("-O0", "-O1")) + ("-O2",)
         if asan:
             runtime_flags += ("-DDLK_WITH_ASAN=1",)
         if ucontext:
@@ -284,6 +288,32 @@ def _reader_line_near(log_lines: list[str], index: int, want: str) -> int | None
     return None
 
 
+#: headers of the CUDA toolkit the emulator does not provide, and what they are for
+GPU_ONLY_HEADERS = {
+    "cuda_fp8.h": "8-bit floating-point types",
+    "cuda/pipeline": "asynchronous copies (cuda::pipeline)",
+    "cuda/barrier": "asynchronous barriers (cuda::barrier)",
+    "curand_kernel.h": "cuRAND's device random-number generators",
+    "cub/cub.cuh": "the CUB library",
+    "cublas_v2.h": "cuBLAS",
+    "texture_fetch_functions.h": "texture fetches",
+}
+
+_MISSING_HEADER = re.compile(r"^(?P<header>[^:]+): No such file or directory$")
+
+
+def missing_header_message(header: str) -> str:
+    """One sentence for an #include the emulator cannot satisfy."""
+    feature = GPU_ONLY_HEADERS.get(header) or next(
+        (what for name, what in GPU_ONLY_HEADERS.items() if header.startswith(name.split("/")[0] + "/")), None)
+    if feature or header.startswith(("cuda", "cu", "thrust/", "cooperative_groups/")):
+        what = f"{feature}, " if feature else ""
+        return (f"#include <{header}>: the CPU emulator does not provide {header} ({what}a part of the CUDA toolkit "
+                f"it does not emulate); this kernel runs on a GPU only (DLK_BACKEND=gpu).")
+    return (f"#include <{header}>: no header '{header}' was found; the CPU emulator provides the CUDA runtime "
+            f"headers and the C and C++ standard libraries, and your own headers through include_dirs=[...].")
+
+
 def compile_error(log: str, source: str, source_name: str) -> KernelCompileError:
     """g++'s messages about the reader's file, each with the line it is about quoted.
 
@@ -307,6 +337,9 @@ def compile_error(log: str, source: str, source_name: str) -> KernelCompileError
             lineno = int(m.group("line"))
             if kind == "note" and ("in expansion of macro" in message or "prelude.h" in message):
                 continue
+            missing = _MISSING_HEADER.match(message) if kind == "fatal error" else None
+            if missing:
+                kind, message = "unsupported", missing_header_message(missing.group("header"))
         elif kind in ("error", "fatal error"):
             if m.group("file") == GENERATED_NAME:
                 shown.append(f"in the emulator's launch code: {message}")

@@ -358,3 +358,78 @@ def count_differences(a: list[np.ndarray], b: list[np.ndarray], buffer: int) -> 
         with np.errstate(invalid="ignore"):
             return int(np.count_nonzero(~np.isclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True)))
     return int(np.count_nonzero(x != y))
+
+
+# ---- races on global memory (found by the worker as they happen) -------------------
+
+
+def _lines_of(executable: str, pcs: list[int], source: SourceInfo) -> dict[int, int | None]:
+    """The reader's line of each code address (inlined prelude functions: the reader's caller)."""
+    want = PurePath(source.source_name).name
+    lines: dict[int, int | None] = {pc: None for pc in pcs}
+    try:
+        out = subprocess.run(["addr2line", "-a", "-i", "-e", executable, *map(hex, pcs)],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return lines
+    current = None
+    for row in out.splitlines():
+        if row.startswith("0x"):
+            current = int(row, 16)
+            continue
+        m = re.match(r"^(.*):(\d+)(?: \(discriminator \d+\))?$", row)
+        if current in lines and lines[current] is None and m and PurePath(m.group(1)).name == want:
+            lines[current] = int(m.group(2))
+    return lines
+
+
+_VERBS = {"read": "read", "write": "written", "atomic": "updated atomically"}
+
+
+#: the worker's buffer number of the k-th __device__ variable: VARIABLE_BASE + k
+VARIABLE_BASE = 1000000
+
+
+def global_race_error(report: str, source: SourceInfo, buffers: list[BufferInfo], executable: str,
+                      variables: list[str] | None = None) -> KernelRaceError:
+    """The error for a race on global memory: ``GLOBAL-RACE buffer offset`` then (kind, block, thread,
+    code address) of the earlier access and of the one that conflicts with it."""
+    fields = report.split("\t")
+    if len(fields) < 11 or fields[0] != "GLOBAL-RACE":
+        return KernelRaceError(f"{source.kernel}: data race on global memory ({report})")
+    buffer, offset = int(fields[1]), int(fields[2])
+    first = fields[3:7]
+    second = fields[7:11]
+    second[3] = second[3].split()[0]
+    pcs = [int(first[3], 16), int(second[3], 16)]
+    lines = _lines_of(executable, pcs, source)
+    info = buffers[buffer] if buffer < len(buffers) else None
+    variables = variables or []
+    if buffer >= VARIABLE_BASE and buffer - VARIABLE_BASE < len(variables):
+        what = f"__device__ variable '{variables[buffer - VARIABLE_BASE]}' at byte {offset}"
+    elif info is not None:
+        element = offset // info.dtype.itemsize
+        index = _index_text(tuple(int(v) for v in np.unravel_index(element, info.shape))) if info.shape else str(element)
+        what = f"{info.label} ({info.describe()}) at element {index}"
+    else:
+        what = f"an argument buffer at byte {offset}"
+
+    def access(fields_, pc) -> str:
+        kind, block, thread, _ = fields_
+        at = source.quote(lines[pc])
+        return f"{_VERBS[kind]} by block ({block}) thread ({thread})" + (f" at {at}" if at else "")
+
+    same_block = first[1] == second[1]
+    if same_block:
+        cause = ("Both threads are in the same block and no __syncthreads() comes between the two accesses: "
+                 "put a barrier between them, or, where several threads add into one element, use atomicAdd.")
+    else:
+        cause = ("Threads of different blocks run in any order (at the same time on a GPU) and nothing orders them. "
+                 "If each element should belong to one thread, the blocks' index ranges overlap (tiles that overlap, "
+                 "or a grid-stride loop that steps by blockDim.x instead of blockDim.x * gridDim.x); if threads are "
+                 "meant to add into one element (`*out += value`), use atomicAdd, or write one partial result per "
+                 "block and add those up in a second launch.")
+    return KernelRaceError(
+        f"{source.kernel}: data race on global memory: {what} was {access(first, pcs[0])}, then "
+        f"{access(second, pcs[1])}, with nothing ordering the two (at least one is a plain, non-atomic write). {cause}"
+    )

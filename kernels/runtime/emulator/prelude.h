@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>  // before the clock() macro below, so that a kernel's own #include <time.h> is harmless
 
 #include <cfloat>
 #include <cmath>
@@ -24,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #define __CUDACC__ 1
 #define DLK_EMULATOR 1
@@ -101,6 +103,8 @@ extern unsigned __dlk_block_generation;
 void __dlk_trap(int line) __attribute__((noreturn));
 int __dlk_printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 long long __dlk_clock(void);
+void __dlk_atomic_access(void* address, size_t bytes, void* caller);
+void __dlk_threadfence(void);
 }
 
 // One static __shared__ declarator, rewritten by the emulator as
@@ -123,7 +127,7 @@ template <class T, size_t N> struct __dlk_base<T[N]> { typedef typename __dlk_ba
 #define __syncthreads_count(p) __dlk_syncthreads_reduce(0, (p), __LINE__)
 #define __syncthreads_and(p) __dlk_syncthreads_reduce(1, (p), __LINE__)
 #define __syncthreads_or(p) __dlk_syncthreads_reduce(2, (p), __LINE__)
-#define __threadfence() ((void)0)
+#define __threadfence() __dlk_threadfence()
 #define __threadfence_block() ((void)0)
 #define __threadfence_system() ((void)0)
 #define __trap() __dlk_trap(__LINE__)
@@ -166,9 +170,14 @@ template <class T> static inline T __dlk_from_bits(unsigned long long b) {
 #define __reduce_max_sync(mask, v) ((unsigned)__dlk_warp_op(DLK_REDUCE_MAX, mask, (unsigned)(v), 0, 32, __LINE__))
 #define __match_any_sync(mask, v) ((unsigned)__dlk_warp_op(DLK_MATCH_ANY, mask, __dlk_bits(v), 0, 32, __LINE__))
 
-// ---- atomics: the threads of a block run one at a time, so plain operations are atomic
+// ---- atomics: the threads of a block run one at a time, so plain operations are atomic.
+// They are not instrumented as plain loads and stores: each tells the runtime of one
+// atomic access (bounds-checked, and not a race with other atomics).
+#define DLK_ATOMIC_FN __attribute__((no_sanitize_address, noinline)) static
+#define DLK_ATOMIC_NOTE(address) __dlk_atomic_access((void*)(address), sizeof(*(address)), __builtin_return_address(0))
 #define DLK_ATOMIC(name, expr)                                                         \
-  template <class T, class U> static inline T name(T* address, U value_) {            \
+  template <class T, class U> DLK_ATOMIC_FN T name(T* address, U value_) {            \
+    DLK_ATOMIC_NOTE(address);                                                          \
     T value = (T)value_;                                                               \
     T old = *address;                                                                  \
     *address = (expr);                                                                 \
@@ -185,17 +194,20 @@ DLK_ATOMIC(atomicXor, old ^ value)
 #undef DLK_ATOMIC
 #define atomicAdd_block atomicAdd
 #define atomicAdd_system atomicAdd
-static inline unsigned atomicInc(unsigned* address, unsigned limit) {
+DLK_ATOMIC_FN unsigned atomicInc(unsigned* address, unsigned limit) {
+  DLK_ATOMIC_NOTE(address);
   unsigned old = *address;
   *address = old >= limit ? 0 : old + 1;
   return old;
 }
-static inline unsigned atomicDec(unsigned* address, unsigned limit) {
+DLK_ATOMIC_FN unsigned atomicDec(unsigned* address, unsigned limit) {
+  DLK_ATOMIC_NOTE(address);
   unsigned old = *address;
   *address = (old == 0 || old > limit) ? limit : old - 1;
   return old;
 }
-template <class T, class U, class V> static inline T atomicCAS(T* address, U compare, V value) {
+template <class T, class U, class V> DLK_ATOMIC_FN T atomicCAS(T* address, U compare, V value) {
+  DLK_ATOMIC_NOTE(address);
   T old = *address;
   if (old == (T)compare) *address = (T)value;
   return old;
@@ -318,6 +330,113 @@ static inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned s) {
 static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned s) {
   s &= 31;
   return s ? (lo >> s) | (hi << (32 - s)) : lo;
+}
+
+// ---- more of CUDA's math library and integer intrinsics ------------------------
+static inline float erfinvf(float y) {
+  if (y <= -1.0f) return y == -1.0f ? -INFINITY : NAN;
+  if (y >= 1.0f) return y == 1.0f ? INFINITY : NAN;
+  // Giles' single-precision approximation, then two Newton steps on erf in double
+  float w = -logf((1.0f - y) * (1.0f + y)), p;
+  if (w < 5.0f) {
+    w -= 2.5f;
+    p = 2.81022636e-08f; p = 3.43273939e-07f + p * w; p = -3.5233877e-06f + p * w; p = -4.39150654e-06f + p * w;
+    p = 0.00021858087f + p * w; p = -0.00125372503f + p * w; p = -0.00417768164f + p * w; p = 0.246640727f + p * w;
+    p = 1.50140941f + p * w;
+  } else {
+    w = sqrtf(w) - 3.0f;
+    p = -0.000200214257f; p = 0.000100950558f + p * w; p = 0.00134934322f + p * w; p = -0.00367342844f + p * w;
+    p = 0.00573950773f + p * w; p = -0.0076224613f + p * w; p = 0.00943887047f + p * w; p = 1.00167406f + p * w;
+    p = 2.83297682f + p * w;
+  }
+  double x = (double)p * y;
+  for (int k = 0; k < 2; ++k) x -= (erf(x) - y) / (1.1283791670955126 * exp(-x * x));
+  return (float)x;
+}
+static inline double erfinv(double y) { return (double)erfinvf((float)y); }
+static inline float erfcinvf(float y) { return erfinvf(1.0f - y); }
+static inline float normcdfinvf(float p) { return -1.41421356237f * erfcinvf(2.0f * p); }
+static inline float rhypotf(float a, float b) { return 1.0f / hypotf(a, b); }
+static inline float norm3df(float a, float b, float c) { return sqrtf(a * a + b * b + c * c); }
+static inline float rnorm3df(float a, float b, float c) { return 1.0f / sqrtf(a * a + b * b + c * c); }
+static inline float norm4df(float a, float b, float c, float d) { return sqrtf(a * a + b * b + c * c + d * d); }
+static inline float rnorm4df(float a, float b, float c, float d) { return 1.0f / sqrtf(a * a + b * b + c * c + d * d); }
+static inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+// float operations rounded toward zero / down / up: exact in double, then rounded once more
+static inline float __dlk_round_float(double exact, int mode) {
+  float r = (float)exact;
+  if ((double)r == exact || r != r) return r;
+  bool above = (double)r > exact;
+  if (mode == 0 && above == (exact > 0)) r = nextafterf(r, 0.0f);  // toward zero
+  else if (mode < 0 && above) r = nextafterf(r, -INFINITY);        // down
+  else if (mode > 0 && !above) r = nextafterf(r, INFINITY);        // up
+  return r;
+}
+static inline float __fadd_rz(float a, float b) { return __dlk_round_float((double)a + b, 0); }
+static inline float __fadd_rd(float a, float b) { return __dlk_round_float((double)a + b, -1); }
+static inline float __fadd_ru(float a, float b) { return __dlk_round_float((double)a + b, 1); }
+static inline float __fmul_rz(float a, float b) { return __dlk_round_float((double)a * b, 0); }
+static inline float __fmul_rd(float a, float b) { return __dlk_round_float((double)a * b, -1); }
+static inline float __fmul_ru(float a, float b) { return __dlk_round_float((double)a * b, 1); }
+static inline float __fsub_rz(float a, float b) { return __dlk_round_float((double)a - b, 0); }
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  unsigned long long bytes = ((unsigned long long)y << 32) | x;
+  unsigned r = 0;
+  for (int k = 0; k < 4; ++k) r |= (unsigned)((bytes >> (8 * ((s >> (4 * k)) & 7))) & 0xff) << (8 * k);
+  return r;
+}
+static inline int __dp4a(int a, int b, int c) {
+  for (int k = 0; k < 4; ++k) c += (int)(signed char)(a >> (8 * k)) * (int)(signed char)(b >> (8 * k));
+  return c;
+}
+static inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+  for (int k = 0; k < 4; ++k) c += ((a >> (8 * k)) & 0xff) * ((b >> (8 * k)) & 0xff);
+  return c;
+}
+static inline unsigned __sad(int x, int y, unsigned z) { return (unsigned)(x > y ? x - y : y - x) + z; }
+static inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return (x > y ? x - y : y - x) + z; }
+static inline int __hadd(int x, int y) { return (int)(((long long)x + y) >> 1); }
+static inline int __rhadd(int x, int y) { return (int)(((long long)x + y + 1) >> 1); }
+static inline unsigned __uhadd(unsigned x, unsigned y) { return (unsigned)(((unsigned long long)x + y) >> 1); }
+static inline unsigned __urhadd(unsigned x, unsigned y) { return (unsigned)(((unsigned long long)x + y + 1) >> 1); }
+static inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+static inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned s) { return s >= 32 ? lo : __funnelshift_l(lo, hi, s); }
+static inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned s) { return s >= 32 ? hi : __funnelshift_r(lo, hi, s); }
+static inline unsigned long long __brevll(unsigned long long x) {
+  return ((unsigned long long)__brev((unsigned)x) << 32) | __brev((unsigned)(x >> 32));
+}
+// SIMD within a word: four bytes or two halfwords
+#define DLK_SIMD(name, lanes, expr)                                              \
+  static inline unsigned name(unsigned a, unsigned b) {                          \
+    const int bits = 32 / lanes;                                                 \
+    const unsigned m = lanes == 4 ? 0xffu : 0xffffu;                             \
+    unsigned r = 0;                                                              \
+    for (int k = 0; k < lanes; ++k) {                                            \
+      unsigned x = (a >> (bits * k)) & m, y = (b >> (bits * k)) & m;             \
+      r |= ((unsigned)(expr) & m) << (bits * k);                                 \
+    }                                                                            \
+    return r;                                                                    \
+  }
+DLK_SIMD(__vadd4, 4, x + y)
+DLK_SIMD(__vsub4, 4, x - y)
+DLK_SIMD(__vadd2, 2, x + y)
+DLK_SIMD(__vsub2, 2, x - y)
+DLK_SIMD(__vmaxu4, 4, x > y ? x : y)
+DLK_SIMD(__vminu4, 4, x < y ? x : y)
+DLK_SIMD(__vmaxu2, 2, x > y ? x : y)
+DLK_SIMD(__vminu2, 2, x < y ? x : y)
+DLK_SIMD(__vabsdiffu4, 4, x > y ? x - y : y - x)
+DLK_SIMD(__vabsdiffu2, 2, x > y ? x - y : y - x)
+DLK_SIMD(__vavgu4, 4, (x + y + 1) >> 1)
+DLK_SIMD(__vcmpeq4, 4, x == y ? 0xffu : 0u)
+DLK_SIMD(__vcmpgtu4, 4, x > y ? 0xffu : 0u)
+#undef DLK_SIMD
+static inline unsigned __vsadu4(unsigned a, unsigned b) {
+  unsigned d = __vabsdiffu4(a, b);
+  return (d & 0xff) + ((d >> 8) & 0xff) + ((d >> 16) & 0xff) + (d >> 24);
 }
 
 // ---- launch trampolines: unpack the argument array into the kernel's parameters

@@ -63,6 +63,22 @@ def _brace_kinds(clean: str) -> list[tuple[int, int, str]]:
     return pairs
 
 
+def _qualified_kernel_names(clean: str, pairs: list[tuple[int, int, str]]) -> dict[str, str]:
+    """``name -> ns::inner::name`` for each __global__ function defined inside named namespaces."""
+    names: dict[str, str] = {}
+    for m in re.finditer(rf"\b__global__\b[^;{{}}(]*?\b({_IDENT})\s*\(", clean):
+        path = []
+        for start, end, kind in sorted(pairs):
+            if kind == "namespace" and start < m.start() < end:
+                head = clean[max(0, start - 200) : start]
+                ns = re.search(r"\bnamespace\s+([\w:]+)?\s*$", head)
+                if ns and ns.group(1):
+                    path.append(ns.group(1))
+        if path:
+            names[m.group(1)] = "::" + "::".join(path + [m.group(1)])
+    return names
+
+
 def _in_function(pos: int, pairs: list[tuple[int, int, str]]) -> bool:
     return any(start < pos < end and kind == "code" for start, end, kind in pairs)
 
@@ -121,8 +137,10 @@ def rewrite(source: str, source_name: str, signatures: dict[str, KernelSignature
     file_shared: list[str] = []
 
     for m in re.finditer(r"\b__shared__\b", clean):
-        # skip #define lines (a macro that expands to __shared__ stays unchecked)
+        # skip #define lines, continued ones too (a macro that expands to __shared__ stays unchecked)
         line_start = clean.rfind("\n", 0, m.start()) + 1
+        while line_start > 1 and clean[line_start - 2] == "\\":
+            line_start = clean.rfind("\n", 0, line_start - 1) + 1
         if re.match(r"[ \t]*#", clean[line_start:]):
             continue
         start, end = _statement_bounds(clean, m.start())
@@ -192,12 +210,15 @@ def rewrite(source: str, source_name: str, signatures: dict[str, KernelSignature
     quoted = source_name.replace("\\", "\\\\").replace('"', '\\"')
     tail = [f'#line 1 "{GENERATED_NAME}"']
     entries = []
+    qualified = _qualified_kernel_names(clean, pairs)
     for index, sig in enumerate(signatures.values()):
         args = ", ".join(
             f"__dlk_pointer_arg{{(void* const*)a[{i}]}}" if p.is_pointer else f"__dlk_scalar_arg{{a[{i}]}}"
             for i, p in enumerate(sig.params)
         )
-        tail.append(f"static void __dlk_launch_{index}(void* const* a) {{ (void)a; {sig.name}({args}); }}")
+        base = sig.name.split("<", 1)[0]  # a template instantiation: name<args>
+        callee = qualified.get(base, base) + sig.name[len(base):]
+        tail.append(f"static void __dlk_launch_{index}(void* const* a) {{ (void)a; {callee}({args}); }}")
         entries.append(f'{{"{sig.name}", __dlk_launch_{index}}}')
         unit.kernels.append(sig.name)
     tail.append('extern "C" const __dlk_kernel_entry __dlk_kernels[] = {' + "".join(e + ", " for e in entries) + "{0, 0}};")

@@ -75,7 +75,7 @@ unsigned __dlk_block_generation = 1;
 
 namespace {
 
-enum ErrorKind { ERR_NONE = 0, ERR_ASSERT = 1, ERR_DIVERGENCE = 2, ERR_TRAP = 3, ERR_OTHER = 4 };
+enum ErrorKind { ERR_NONE = 0, ERR_ASSERT = 1, ERR_DIVERGENCE = 2, ERR_TRAP = 3, ERR_OTHER = 4, ERR_GLOBAL_RACE = 5 };
 enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 
 const size_t kStackBytes = 64 * 1024;
@@ -142,6 +142,7 @@ struct Buffer {
   char* data;
   size_t bytes;
   bool output;
+  uint32_t element_bytes;  // of the buffer's dtype: the granularity of the race shadow
   std::vector<char> initial;
 };
 std::vector<Buffer> g_buffers;
@@ -193,6 +194,14 @@ size_t g_done = 0, g_at_barrier = 0, g_at_warp = 0;
 int g_barrier_line = -1;
 bool g_barrier_mixed = false;
 bool g_reverse = false;
+bool g_track_races = false;  // this run tracks accesses to global memory (race::)
+[[noreturn]] void fail_in_kernel(int kind, const std::string& message);
+
+}  // namespace
+
+#include "global_races.h"
+
+namespace {
 size_t g_pass_k = 0;  // position of the running thread in this pass's order
 
 inline size_t order_index(size_t k) { return g_reverse ? g_nthreads - 1 - k : k; }
@@ -277,6 +286,7 @@ __attribute__((no_sanitize_address)) void fiber_main() {
   }
 #endif
   g_launch(g_args);
+  race::end_segment();
   g_current->state = DONE;
   ++g_done;
   switch_away(true);
@@ -346,6 +356,7 @@ std::string thread_name(const Thread& t) {
   fprintf(stderr, "emulator: %s\n", message.c_str());
   _exit(72);
 }
+
 
 // ---- the block scheduler -------------------------------------------------------
 
@@ -564,6 +575,7 @@ void run_block_fibers(bool reverse) {
         }
         g_at_barrier = 0;
         g_barrier_line = -1;
+        race::barrier();
         continue;
       }
       std::string text;
@@ -663,6 +675,8 @@ bool run_grid(bool reverse, bool fibers) {
   }
   static volatile unsigned long long block_index;
   static volatile size_t thread_index;
+  if (g_track_races) race::start_run(nblocks);
+  else race::stop();
   g_fast_mode = !fibers;
   if (!fibers) {
     int jumped = setjmp(g_fast_escape);
@@ -674,6 +688,7 @@ bool run_grid(bool reverse, bool fibers) {
     blockIdx = uint3{(unsigned)(b % gridDim.x), (unsigned)(b / gridDim.x % gridDim.y),
                      (unsigned)(b / ((unsigned long long)gridDim.x * gridDim.y))};
     block_prologue();
+    race::start_block(blockIdx);
     if (fibers) {
       run_block_fibers(reverse);
       if (g_error) {
@@ -687,6 +702,7 @@ bool run_grid(bool reverse, bool fibers) {
         threadIdx = uint3{(unsigned)(i % blockDim.x), (unsigned)(i / blockDim.x % blockDim.y),
                           (unsigned)(i / ((size_t)blockDim.x * blockDim.y))};
         g_launch(g_args);
+        race::end_segment();
       }
     }
     block_epilogue();
@@ -804,7 +820,14 @@ bool run_once(const char* name, bool reverse, unsigned char poison, unsigned ker
     g_run_name = name;
     g_poison = poison;
     bool fibers = g_kernel_needs_fibers[kernel_index];
-    if (run_grid(reverse, fibers)) break;
+    bool finished = run_grid(reverse, fibers);
+    race::stop();
+    std::string race_found = race::take_pending();
+    if (finished && !g_error && !race_found.empty()) {
+      g_error = ERR_GLOBAL_RACE;
+      g_error_message = race_found;
+    }
+    if (finished) break;
     g_kernel_needs_fibers[kernel_index] = true;  // it called a barrier: rerun with fibers
   }
   if (g_error) {
@@ -835,6 +858,7 @@ void handle_launch() {
   for (auto& b : g_buffers) {
     b.bytes = read_value<uint64_t>();
     b.output = read_value<uint8_t>() != 0;
+    b.element_bytes = read_value<uint32_t>();
     b.initial.resize(b.bytes);
     read_exact(b.initial.data(), b.bytes);
     b.data = (char*)malloc(b.bytes ? b.bytes : 1);  // exactly sized: ASan knows its bounds
@@ -862,7 +886,32 @@ void handle_launch() {
   set_dynamic_shared(shared_bytes);
   L.variables_before = snapshot_variables();
 
-  if (!run_once("forward", false, kFirstPoison, kernel_index)) { send_reply(); return; }
+  // races on global memory: tracked in the first run, for the buffers the kernel may write
+  std::vector<race::Region> regions;
+  for (size_t i = 0; i < g_buffers.size(); ++i) {
+    Buffer& b = g_buffers[i];
+    if (!b.output || !b.bytes) continue;
+    unsigned shift = 0;
+    while (shift < 3 && b.element_bytes % (2u << shift) == 0) ++shift;
+    race::Region r{(uintptr_t)b.data, b.bytes, shift, i, {}};
+    r.cells.resize((b.bytes + (1u << shift) - 1) >> shift);
+    regions.push_back(std::move(r));
+  }
+  // and the kernel's own __device__ variables (global memory too)
+  size_t variable_index = 0;
+  for (const __dlk_variable_entry* v = __dlk_variables; v->name; ++v, ++variable_index) {
+    if (!v->writable || !v->bytes) continue;
+    unsigned shift = 0;
+    while (shift < 3 && v->elem_bytes % (2u << shift) == 0) ++shift;
+    race::Region r{(uintptr_t)v->address, v->bytes, shift, race::kVariableBase + variable_index, {}};
+    r.cells.resize((v->bytes + (1u << shift) - 1) >> shift);
+    regions.push_back(std::move(r));
+  }
+  race::set_regions(std::move(regions));
+  g_track_races = nruns > 1;
+  bool ok_forward = run_once("forward", false, kFirstPoison, kernel_index);
+  g_track_races = false;
+  if (!ok_forward) { send_reply(); return; }
   auto after_forward = snapshot_variables();
   if (nruns > 1) {
     bool ok = run_once("reverse", true, kSecondPoison, kernel_index);
@@ -1034,6 +1083,7 @@ int __dlk_syncthreads_reduce(int op, int predicate, int line) {
     if (g_fast_mode) longjmp(g_fast_escape, 1);
     return predicate;
   }
+  race::end_segment();
   Thread* t = g_current;
   t->state = AT_BARRIER;
   t->line = line;
@@ -1051,6 +1101,7 @@ unsigned long long __dlk_warp_op(int op, unsigned mask, unsigned long long value
     if (g_fast_mode) longjmp(g_fast_escape, 1);
     return value;
   }
+  race::end_segment();
   Thread* t = g_current;
   t->state = AT_WARP;
   t->op = op;

@@ -1,6 +1,7 @@
 // %%cuda capsule_grad_weight block=256 grid=64
 // Bug: a grid-stride loop over (sample, weight) pairs where each pair adds into grad_W with a plain +=: a race between threads of different samples, on top of a missing zeroing.
 // Expect: rejected, race
+// Feedback: race on global memory
 __global__ void capsule_grad_weight(const float* grad_u_hat, const float* u, float* grad_W, int batch, int in_caps, int in_dim, int out_caps, int out_dim)
 {
     long long row = (long long)out_caps * out_dim;

@@ -1,6 +1,7 @@
 // %%cuda perceptron_forward block=128
 // Bug: the sample index ignores the block index, so only the first block's samples are computed.
-// Expect: rejected, wrong_result
+// Expect: rejected, race
+// Feedback: race on global memory.*index ranges overlap
 __global__ void perceptron_forward(const float* x, const float* params, float* y, int n, int d)
 {
     int i = threadIdx.x;

@@ -1,0 +1,814 @@
+"""A corpus of CUDA kernels written the ways public code writes them, run as written.
+
+``tests/cuda_corpus/*.cu`` holds kernels in the style of tutorials, kernel
+ladders and mixed-precision training code: typedefs and ``using`` aliases,
+kernels made by function-like macros, namespaces, template device helpers,
+``half``/``__nv_bfloat16`` arrays, warp intrinsics, atomics, dynamic shared
+memory.  Each kernel runs on the current backend (the CPU emulator under
+``make test``, the GPU under ``make test-gpu``) and is compared with NumPy.
+The features the emulator cannot run must be named in one sentence at their line
+(those tests, and the emulator's own checks at the end, run on the emulator only).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernels.runtime import compile_source, to_device
+from kernels.runtime.errors import KernelCompileError
+
+CORPUS = Path(__file__).resolve().parent / "cuda_corpus"
+_modules: dict = {}
+
+
+def module(backend, file: str):
+    key = (id(backend), file)
+    if key not in _modules:
+        _modules[key] = compile_source((CORPUS / file).read_text(), file, backend=backend)
+    return _modules[key]
+
+
+def blocks(n: int, block: int) -> int:
+    return (n + block - 1) // block
+
+
+CASES = {}
+
+
+def case(file: str, *features: str):
+    def register(fn):
+        CASES[fn.__name__] = (file, features, fn)
+        return fn
+    return register
+
+
+rng = np.random.default_rng
+
+
+# ---- basics.cu -----------------------------------------------------------------------------
+
+
+@case("basics.cu", "elementwise")
+def vector_add(m):
+    a, b = rng(1).standard_normal(1000).astype(np.float32), rng(2).standard_normal(1000).astype(np.float32)
+    c = np.zeros_like(a)
+    m.function("vector_add")(a, b, c, 1000, grid=blocks(1000, 128), block=128)
+    return c, a + b
+
+
+@case("basics.cu", "grid-stride loop", "__restrict__")
+def saxpy_grid_stride(m):
+    x, y = rng(3).standard_normal(5000).astype(np.float32), rng(4).standard_normal(5000).astype(np.float32)
+    out = y.copy()
+    m.function("saxpy_grid_stride")(5000, 1.5, x, out, grid=4, block=128)
+    return out, 1.5 * x + y
+
+
+@case("basics.cu", "elementwise")
+def relu_inplace(m):
+    x = rng(5).standard_normal(300).astype(np.float32)
+    y = x.copy()
+    m.function("relu_inplace")(y, 300, grid=3, block=128)
+    return y, np.maximum(x, 0)
+
+
+@case("basics.cu", "typedef", "using alias")
+def leaky_relu(m):
+    x = rng(6).standard_normal(300).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("leaky_relu")(x, y, 0.1, 300, grid=3, block=128)
+    return y, np.where(x > 0, x, np.float32(0.1) * x)
+
+
+@case("basics.cu", "2D grid")
+def transpose_naive(m):
+    x = rng(7).standard_normal((37, 53)).astype(np.float32)
+    y = np.zeros((53, 37), np.float32)
+    m.function("transpose_naive")(x, y, 37, 53, grid=(blocks(53, 16), blocks(37, 16)), block=(16, 16))
+    return y, x.T
+
+
+@case("basics.cu", "shared memory tile")
+def transpose_tiled(m):
+    x = rng(8).standard_normal((37, 53)).astype(np.float32)
+    y = np.zeros((53, 37), np.float32)
+    m.function("transpose_tiled")(x, y, 37, 53, grid=(blocks(53, 16), blocks(37, 16)), block=(16, 16))
+    return y, x.T
+
+
+def _gemm(m, name):
+    A = rng(9).standard_normal((33, 20)).astype(np.float32)
+    B = rng(10).standard_normal((20, 41)).astype(np.float32)
+    C = np.zeros((33, 41), np.float32)
+    m.function(name)(A, B, C, 33, 41, 20, grid=(blocks(41, 16), blocks(33, 16)), block=(16, 16))
+    return C, A @ B
+
+
+@case("basics.cu", "2D grid")
+def matmul_naive(m):
+    return _gemm(m, "matmul_naive")
+
+
+@case("basics.cu", "shared memory tile", "#pragma unroll")
+def matmul_tiled(m):
+    return _gemm(m, "matmul_tiled")
+
+
+@case("basics.cu", "shared-memory reduction", "math intrinsics")
+def softmax_rows(m):
+    x = rng(11).standard_normal((6, 300)).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("softmax_rows")(x, y, 300, grid=6, block=128)
+    e = np.exp(x - x.max(1, keepdims=True))
+    return y, e / e.sum(1, keepdims=True)
+
+
+@case("basics.cu", "warp shuffle", "device function")
+def layernorm_rows(m):
+    x = rng(12).standard_normal((5, 70)).astype(np.float32)
+    g, b = rng(13).standard_normal(70).astype(np.float32), rng(14).standard_normal(70).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("layernorm_rows")(x, g, b, y, 70, 1e-5, grid=5, block=32)
+    mu, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+    return y, (x - mu) / np.sqrt(var + 1e-5) * g + b
+
+
+@case("basics.cu", "shared-memory reduction", "atomicAdd")
+def reduce_shared_atomic(m):
+    x = rng(15).standard_normal(3000).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    m.function("reduce_shared_atomic")(x, out, 3000, grid=5, block=128)
+    return out, x.sum(keepdims=True)
+
+
+@case("basics.cu", "warp shuffle", "atomicAdd")
+def reduce_warp_shuffle(m):
+    x = rng(16).standard_normal(3000).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    m.function("reduce_warp_shuffle")(x, out, 3000, grid=5, block=128)
+    return out, x.sum(keepdims=True)
+
+
+@case("basics.cu", "atomicAdd", "shared memory")
+def histogram_atomic(m):
+    data = rng(17).integers(0, 256, 5000).astype(np.uint8)
+    bins = np.zeros(256, np.uint32)
+    m.function("histogram_atomic")(data, bins, 5000, grid=4, block=128)
+    return bins, np.bincount(data, minlength=256).astype(np.uint32)
+
+
+@case("basics.cu", "shared memory double buffer")
+def scan_block(m):
+    x = rng(18).integers(-5, 5, 100).astype(np.int32)
+    y = np.zeros_like(x)
+    m.function("scan_block")(x, y, 100, grid=1, block=128)
+    return y, np.cumsum(x).astype(np.int32)
+
+
+@case("basics.cu", "elementwise")
+def conv1d_valid(m):
+    x, w = rng(19).standard_normal(200).astype(np.float32), rng(20).standard_normal(7).astype(np.float32)
+    y = np.zeros(194, np.float32)
+    m.function("conv1d_valid")(x, w, y, 200, 7, grid=2, block=128)
+    return y, np.correlate(x, w, mode="valid")
+
+
+@case("basics.cu", "2D grid")
+def maxpool2x2(m):
+    x = rng(21).standard_normal((20, 30)).astype(np.float32)
+    y = np.zeros((10, 15), np.float32)
+    m.function("maxpool2x2")(x, y, 20, 30, grid=(1, 1), block=(16, 16))
+    return y, x.reshape(10, 2, 15, 2).max(axis=(1, 3))
+
+
+@case("basics.cu", "float4")
+def scale_float4(m):
+    x = rng(22).standard_normal(400).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("scale_float4")(x, y, 3.0, 100, grid=1, block=128)
+    return y, 3 * x
+
+
+@case("basics.cu", "__ldg", "math functions")
+def gelu_tanh(m):
+    x = rng(23).standard_normal(500).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("gelu_tanh")(x, y, 500, grid=4, block=128)
+    return y, 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))
+
+
+@case("basics.cu", "dynamic shared memory", "atomicAdd")
+def dot_dynamic_shared(m):
+    a, b = rng(24).standard_normal(2000).astype(np.float32), rng(25).standard_normal(2000).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    m.function("dot_dynamic_shared")(a, b, out, 2000, grid=4, block=128, shared=128 * 4)
+    return out, np.dot(a, b).reshape(1)
+
+
+@case("basics.cu", "warp shuffle")
+def argmax_rows(m):
+    x = rng(26).standard_normal((7, 100)).astype(np.float32)
+    idx = np.zeros(7, np.int32)
+    m.function("argmax_rows")(x, idx, 100, grid=7, block=32)
+    return idx, x.argmax(1).astype(np.int32)
+
+
+@case("basics.cu", "math functions")
+def cross_entropy_rows(m):
+    z = rng(27).standard_normal((64, 10)).astype(np.float32)
+    labels = rng(28).integers(0, 10, 64).astype(np.int32)
+    loss = np.zeros(64, np.float32)
+    m.function("cross_entropy_rows")(z, labels, loss, 10, grid=1, block=64)
+    lse = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1)
+    return loss, lse - z[np.arange(64), labels]
+
+
+@case("basics.cu", "int64_t")
+def embedding_lookup(m):
+    ids = rng(29).integers(0, 50, 12).astype(np.int64)
+    table = rng(30).standard_normal((50, 24)).astype(np.float32)
+    out = np.zeros((12, 24), np.float32)
+    m.function("embedding_lookup")(ids, table, out, 24, 12, grid=12, block=32)
+    return out, table[ids]
+
+
+@case("basics.cu", "many parameters")
+def adam_step(m):
+    n = 300
+    p, g = rng(31).standard_normal(n).astype(np.float32), rng(32).standard_normal(n).astype(np.float32)
+    mm, v = rng(33).standard_normal(n).astype(np.float32) * 0.1, rng(34).random(n).astype(np.float32) * 0.1
+    p2, m2, v2 = p.copy(), mm.copy(), v.copy()
+    m.function("adam_step")(p2, g, m2, v2, 1e-3, 0.9, 0.999, 1e-8, 3, n, grid=3, block=128)
+    mr = 0.9 * mm + 0.1 * g
+    vr = 0.999 * v + 0.001 * g * g
+    pr = p - 1e-3 * (mr / (1 - 0.9**3)) / (np.sqrt(vr / (1 - 0.999**3)) + 1e-8)
+    return np.concatenate([p2, m2, v2]), np.concatenate([pr, mr, vr])
+
+
+@case("basics.cu", "2D grid")
+def bias_add_2d(m):
+    x = rng(35).standard_normal((9, 70)).astype(np.float32)
+    b = rng(36).standard_normal(70).astype(np.float32)
+    y = x.copy()
+    m.function("bias_add_2d")(y, b, 9, 70, grid=(1, 9), block=128)
+    return y, x + b
+
+
+@case("basics.cu", "atomicAdd")
+def column_sums_atomic(m):
+    x = rng(37).standard_normal((9, 70)).astype(np.float32)
+    s = np.zeros(70, np.float32)
+    m.function("column_sums_atomic")(x, s, 9, 70, grid=(1, 9), block=128)
+    return s, x.sum(0)
+
+
+@case("basics.cu", "__ballot_sync", "__popc")
+def count_positive_ballot(m):
+    x = rng(38).standard_normal(1000).astype(np.float32)
+    c = np.zeros(1, np.int32)
+    m.function("count_positive_ballot")(x, c, 1000, grid=8, block=128)
+    return c, np.array([(x > 0).sum()], np.int32)
+
+
+@case("basics.cu", "__syncthreads_count")
+def count_nonzero_syncthreads_count(m):
+    x = rng(39).integers(0, 3, 1000).astype(np.int32)
+    c = np.zeros(1, np.int32)
+    m.function("count_nonzero_syncthreads_count")(x, c, 1000, grid=8, block=128)
+    return c, np.array([(x != 0).sum()], np.int32)
+
+
+@case("basics.cu", "bit intrinsics")
+def bit_tricks(m):
+    x = rng(40).integers(1, 2**32 - 1, 200, dtype=np.uint64).astype(np.uint32)
+    y = np.zeros_like(x)
+    m.function("bit_tricks")(x, y, 200, grid=2, block=128)
+    popc = np.array([bin(int(v)).count("1") for v in x], np.uint32)
+    clz = np.array([32 - int(v).bit_length() for v in x], np.uint32)
+    brev = np.array([int(f"{int(v):032b}"[::-1], 2) for v in x], np.uint32)
+    return y, popc + (clz << 8) + (brev & 0xFF0000)
+
+
+@case("basics.cu", "math intrinsics")
+def fast_math(m):
+    x = rng(41).standard_normal(300).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("fast_math")(x, y, 300, grid=3, block=128)
+    return y, 1 / (1 + np.exp(-x)) / np.sqrt(x * x + 1) + np.sqrt(np.abs(x))
+
+
+@case("basics.cu", "double")
+def double_reduce(m):
+    x = rng(42).standard_normal(1000)
+    out = np.zeros(4, np.float64)
+    m.function("double_reduce")(x, out, 1000, grid=4, block=128)
+    return np.array([out.sum()]), np.array([x.sum()])
+
+
+@case("basics.cu", "3D grid")
+def index_3d(m):
+    out = np.zeros((3, 5, 9), np.float32)
+    m.function("index_3d")(out, 9, 5, 3, grid=(2, 2, 3), block=(8, 4, 1))
+    z, y, x = np.meshgrid(np.arange(3), np.arange(5), np.arange(9), indexing="ij")
+    return out, (x + 100 * y + 10000 * z).astype(np.float32)
+
+
+@case("basics.cu", "float2")
+def complex_multiply(m):
+    a = (rng(43).standard_normal(100) + 1j * rng(44).standard_normal(100)).astype(np.complex64)
+    b = (rng(45).standard_normal(100) + 1j * rng(46).standard_normal(100)).astype(np.complex64)
+    c = np.zeros(200, np.float32)
+    m.function("complex_multiply")(a.view(np.float32), b.view(np.float32), c, 100, grid=1, block=128)
+    return c, (a * b).view(np.float32)
+
+
+@case("basics.cu", "long long", "size_t")
+def clamp_int64(m):
+    x = rng(47).integers(-10**12, 10**12, 100).astype(np.int64)
+    y = np.zeros_like(x)
+    m.function("clamp_int64")(x, y, -10**11, 10**11, 100, grid=1, block=128)
+    return y, np.clip(x, -10**11, 10**11)
+
+
+@case("basics.cu", "__launch_bounds__")
+def sigmoid_backward(m):
+    y, dy = rng(48).random(300).astype(np.float32), rng(49).standard_normal(300).astype(np.float32)
+    dx = np.zeros_like(y)
+    m.function("sigmoid_backward")(y, dy, dx, 300, grid=2, block=256)
+    return dx, dy * y * (1 - y)
+
+
+@case("basics.cu", "clock64", "<time.h>")
+def timed_copy(m):
+    x = rng(50).standard_normal(100).astype(np.float32)
+    y, ticks = np.zeros_like(x), np.zeros(1, np.int64)
+    m.function("timed_copy")(x, y, ticks, 100, grid=1, block=128)
+    return np.concatenate([y, ticks.astype(np.float32)]), np.concatenate([x, [1.0]]).astype(np.float32)
+
+
+# ---- low_precision.cu --------------------------------------------------------------------------
+
+bfloat16 = None
+
+
+def bf16():
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
+@case("low_precision.cu", "half", "cuda_fp16.h")
+def half_axpy(m):
+    x, y = rng(51).standard_normal(300).astype(np.float16), rng(52).standard_normal(300).astype(np.float16)
+    out = y.copy()
+    m.function("half_axpy")(300, np.float16(0.5), x, out, grid=3, block=128)
+    ref = (np.float32(0.5) * x.astype(np.float32) + y.astype(np.float32)).astype(np.float16)
+    return out.astype(np.float32), ref.astype(np.float32)
+
+
+@case("low_precision.cu", "half2")
+def half2_add(m):
+    a, b = rng(53).standard_normal(200).astype(np.float16), rng(54).standard_normal(200).astype(np.float16)
+    c = np.zeros_like(a)
+    m.function("half2_add")(a, b, c, 100, grid=1, block=128)
+    return c.astype(np.float32), (a + b).astype(np.float32)
+
+
+@case("low_precision.cu", "half", "typedef")
+def float_to_half(m):
+    x = rng(55).standard_normal(300).astype(np.float32)
+    y = np.zeros(300, np.float16)
+    m.function("float_to_half")(x, y, 300, grid=3, block=128)
+    return y.view(np.uint16), x.astype(np.float16).view(np.uint16)
+
+
+@case("low_precision.cu", "half")
+def half_to_float(m):
+    x = rng(56).standard_normal(300).astype(np.float16)
+    y = np.zeros(300, np.float32)
+    m.function("half_to_float")(x, y, 300, grid=3, block=128)
+    return y, x.astype(np.float32)
+
+
+@case("low_precision.cu", "half comparisons")
+def half_relu(m):
+    x = rng(57).standard_normal(300).astype(np.float16)
+    y = np.zeros_like(x)
+    m.function("half_relu")(x, y, 300, grid=3, block=128)
+    return y.astype(np.float32), np.maximum(x, 0).astype(np.float32)
+
+
+@case("low_precision.cu", "half", "warp shuffle")
+def half_dot(m):
+    a, b = rng(58).standard_normal(1000).astype(np.float16), rng(59).standard_normal(1000).astype(np.float16)
+    out = np.zeros(1, np.float32)
+    m.function("half_dot")(a, b, out, 1000, grid=4, block=128)
+    return out, np.dot(a.astype(np.float32), b.astype(np.float32)).reshape(1)
+
+
+@case("low_precision.cu", "bfloat16", "cuda_bf16.h")
+def bf16_to_float(m):
+    x = rng(60).standard_normal(300).astype(bf16())
+    y = np.zeros(300, np.float32)
+    m.function("bf16_to_float")(x, y, 300, grid=3, block=128)
+    return y, x.astype(np.float32)
+
+
+@case("low_precision.cu", "bfloat16", "math functions")
+def bf16_gelu(m):
+    from math import erf
+
+    x = rng(61).standard_normal(300).astype(bf16())
+    y = np.zeros(300, bf16())
+    m.function("bf16_gelu")(x, y, 300, grid=3, block=128)
+    xf = x.astype(np.float32)
+    ref = (0.5 * xf * (1 + np.array([erf(v / np.sqrt(2)) for v in xf]))).astype(np.float32)
+    return y.astype(np.float32), ref.astype(bf16()).astype(np.float32)
+
+
+@case("low_precision.cu", "bfloat16")
+def bf16_matmul(m):
+    A = rng(62).standard_normal((17, 12)).astype(bf16())
+    B = rng(63).standard_normal((12, 19)).astype(bf16())
+    C = np.zeros((17, 19), np.float32)
+    m.function("bf16_matmul")(A, B, C, 17, 19, 12, grid=(2, 2), block=(16, 16))
+    return C, A.astype(np.float32) @ B.astype(np.float32)
+
+
+@case("low_precision.cu", "half2", "float2")
+def half2_scale_sum(m):
+    x = rng(64).standard_normal(200).astype(np.float16)
+    out = np.zeros(1, np.float32)
+    m.function("half2_scale_sum")(x, out, 2.0, 100, grid=1, block=128)
+    return out, np.array([2 * x.astype(np.float32).sum()])
+
+
+# ---- structure.cu ----------------------------------------------------------------------------------
+
+
+def _elementwise(m, name, dtype, fn):
+    x = (rng(65).standard_normal(200) * 10).astype(dtype)
+    y = np.zeros_like(x)
+    m.function(name)(x, y, 200, grid=2, block=128)
+    return y, fn(x)
+
+
+@case("structure.cu", "kernel made by a macro")
+def square_f32(m):
+    return _elementwise(m, "square_f32", np.float32, lambda x: x * x)
+
+
+@case("structure.cu", "kernel made by a macro", "double")
+def negate_f64(m):
+    return _elementwise(m, "negate_f64", np.float64, lambda x: -x)
+
+
+@case("structure.cu", "kernel made by a macro", "int")
+def abs_i32(m):
+    return _elementwise(m, "abs_i32", np.int32, np.abs)
+
+
+@case("structure.cu", "kernel made by a macro", "__shared__ in a macro")
+def block_sums_i64(m):
+    x = rng(66).integers(-1000, 1000, 200).astype(np.int64)
+    out = np.zeros(4, np.int64)
+    m.function("block_sums_i64")(x, out, 200, grid=4, block=64)
+    return out, np.add.reduceat(np.concatenate([x, np.zeros(56, np.int64)]), [0, 64, 128, 192])
+
+
+@case("structure.cu", "namespace", "template device function")
+def softplus_kernel(m):
+    x = (rng(67).standard_normal(300) * 10).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("softplus_kernel")(x, y, 300, grid=3, block=128)
+    return y, np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
+
+
+@case("structure.cu", "namespace", "template device function")
+def rows_dot8(m):
+    a, b = rng(68).standard_normal((30, 8)).astype(np.float32), rng(69).standard_normal((30, 8)).astype(np.float32)
+    y = np.zeros(30, np.float32)
+    m.function("rows_dot8")(a, b, y, 30, grid=1, block=128)
+    return y, (a * b).sum(1)
+
+
+@case("structure.cu", "struct with operator()")
+def affine_struct_inside(m):
+    x = rng(70).standard_normal(100).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("affine_struct_inside")(x, y, 2.0, -1.0, 100, grid=1, block=128)
+    return y, 2 * x - 1
+
+
+@case("structure.cu", "using alias", "typedef uint")
+def xorshift_hash(m):
+    seeds = rng(71).integers(1, 2**32 - 1, 100, dtype=np.uint64).astype(np.uint32)
+    out = np.zeros_like(seeds)
+    m.function("xorshift_hash")(seeds, out, 3, 100, grid=1, block=128)
+    s = seeds.copy()
+    for _ in range(3):
+        s ^= s << np.uint32(13)
+        s ^= s >> np.uint32(17)
+        s ^= s << np.uint32(5)
+    return out, s
+
+
+@case("structure.cu", "__launch_bounds__(2 args)", "function-like macro")
+def tiles_ceil_div(m):
+    x = rng(72).standard_normal(1000).astype(np.float32)
+    y = np.zeros(143, np.float32)
+    m.function("tiles_ceil_div")(x, y, 1000, 7, grid=1, block=128)
+    return y, np.add.reduceat(x, np.arange(0, 1000, 7))
+
+
+@case("structure.cu", "recursive device function")
+def recursive_device_function(m):
+    out = np.zeros(15, np.int32)
+    m.function("recursive_device_function")(out, 15, grid=1, block=32)
+    fib = [0, 1]
+    while len(fib) < 15:
+        fib.append(fib[-1] + fib[-2])
+    return out, np.array(fib, np.int32)
+
+
+@case("structure.cu", "__shfl_xor_sync")
+def warp_allreduce_xor(m):
+    x = rng(73).standard_normal(32).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("warp_allreduce_xor")(x, y, grid=1, block=32)
+    return y, np.full(32, x.sum(), np.float32)
+
+
+@case("structure.cu", "__shfl_up_sync")
+def warp_inclusive_scan(m):
+    x = rng(74).integers(-9, 9, 64).astype(np.int32)
+    y = np.zeros_like(x)
+    m.function("warp_inclusive_scan")(x, y, grid=1, block=64)
+    return y, np.concatenate([np.cumsum(x[:32]), np.cumsum(x[32:])]).astype(np.int32)
+
+
+@case("structure.cu", "atomicMax")
+def atomic_max_int(m):
+    x = rng(75).integers(-10**6, 10**6, 500).astype(np.int32)
+    best = np.full(1, np.iinfo(np.int32).min, np.int32)
+    m.function("atomic_max_int")(x, best, 500, grid=4, block=128)
+    return best, x.max(keepdims=True)
+
+
+@case("structure.cu", "atomicCAS", "__float_as_int")
+def atomic_cas_float_max(m):
+    x = rng(76).standard_normal(500).astype(np.float32)
+    best = np.full(1, -np.inf, np.float32)
+    m.function("atomic_cas_float_max")(x, best, 500, grid=4, block=128)
+    return best, x.max(keepdims=True)
+
+
+@case("structure.cu", "__threadfence", "atomicInc")
+def last_block_sum(m):
+    x = rng(77).standard_normal(300).astype(np.float32)
+    partial, ticket, out = np.zeros(5, np.float32), np.zeros(1, np.uint32), np.zeros(1, np.float32)
+    m.function("last_block_sum")(x, partial, ticket, out, 300, grid=5, block=64)
+    return out, x.sum(keepdims=True)
+
+
+@case("structure.cu", "__constant__ memory")
+def constant_filter_conv(m):
+    w = rng(78).standard_normal(9).astype(np.float32)
+    x = rng(79).standard_normal(200).astype(np.float32)
+    y = np.zeros(192, np.float32)
+    m.set_constant("c_filter", w)
+    m.function("constant_filter_conv")(x, y, 200, grid=2, block=128)
+    return y, np.correlate(x, w, mode="valid")
+
+
+@case("structure.cu", "__syncwarp")
+def syncwarp_tile_sum(m):
+    x = rng(80).standard_normal(256).astype(np.float32)
+    y = np.zeros(8, np.float32)
+    m.function("syncwarp_tile_sum")(x, y, grid=4, block=64)
+    return y, x.reshape(8, 32).sum(1)
+
+
+@case("structure.cu", "__byte_perm", "__dp4a", "SIMD __v* intrinsics", "__sad")
+def integer_intrinsics(m):
+    a = rng(86).integers(0, 2**32 - 1, 100, dtype=np.uint64).astype(np.uint32)
+    b = rng(87).integers(0, 2**32 - 1, 100, dtype=np.uint64).astype(np.uint32)
+    y = np.zeros_like(a)
+    m.function("integer_intrinsics")(a, b, y, 100, grid=1, block=128)
+    ab, bb = a.view(np.uint8).reshape(-1, 4).astype(np.int64), b.view(np.uint8).reshape(-1, 4).astype(np.int64)
+    both = np.concatenate([ab, bb], axis=1)
+    perm = sum(both[:, sel] << (8 * k) for k, sel in enumerate([0, 4, 1, 5]))
+    dp4a = (ab.astype(np.int8).astype(np.int64) * bb.astype(np.int8).astype(np.int64)).sum(1) + 7
+    r = (perm ^ (dp4a & 0xFFFFFFFF)) & 0xFFFFFFFF
+    sadu4 = np.abs(ab - bb).sum(1)
+    sad = np.abs((a & 0xFFFF).astype(np.int64) - (b & 0xFFFF).astype(np.int64)) + 3
+    r = (r + sadu4 + sad) & 0xFFFFFFFF
+    vadd4 = sum(((ab[:, k] + bb[:, k]) & 0xFF) << (8 * k) for k in range(4))
+    return y, (r ^ vadd4).astype(np.uint32)
+
+
+@case("structure.cu", "erfinvf", "normcdfinvf", "rhypotf", "__fadd_rz")
+def special_functions(m):
+    from statistics import NormalDist
+
+    p = rng(88).uniform(0.02, 0.98, 100).astype(np.float32)
+    y = np.zeros_like(p)
+    m.function("special_functions")(p, y, 100, grid=1, block=128)
+    q = np.array([NormalDist().inv_cdf(float(v)) for v in p])
+    return y, q / np.sqrt(2) + q + 1 / np.hypot(p, 1) + p
+
+
+@case("structure.cu", "__grid_constant__")
+def grid_constant_scale(m):
+    x = rng(92).standard_normal(100).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("grid_constant_scale")(2.5, x, y, 100, grid=1, block=128)
+    return y, np.float32(2.5) * x
+
+
+@case("structure.cu", "const T& parameters")
+def const_reference_scale(m):
+    x = rng(98).standard_normal(100).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("const_reference_scale")(1.5, x, y, 100, grid=1, block=128)
+    return y, np.float32(1.5) * x
+
+
+# ---- cooperative.cu ----------------------------------------------------------------------------------
+
+
+@case("cooperative.cu", "cooperative groups", "cg::reduce")
+def cg_block_reduce(m):
+    x = rng(81).standard_normal(3000).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    m.function("cg_block_reduce")(x, out, 3000, grid=4, block=128)
+    return out, x.sum(keepdims=True)
+
+
+@case("cooperative.cu", "cooperative groups", "thread_block_tile<16>")
+def cg_tile16_shfl_down(m):
+    x = rng(82).integers(-50, 50, 256).astype(np.int32)
+    y = np.zeros(16, np.int32)
+    m.function("cg_tile16_shfl_down")(x, y, grid=2, block=128)
+    return y, x.reshape(16, 16).sum(1).astype(np.int32)
+
+
+@case("cooperative.cu", "cooperative groups", "cg::inclusive_scan")
+def cg_tile_scan(m):
+    x = rng(83).integers(-9, 9, 64).astype(np.int32)
+    y = np.zeros_like(x)
+    m.function("cg_tile_scan")(x, y, grid=1, block=64)
+    return y, np.cumsum(x.reshape(8, 8), axis=1).ravel().astype(np.int32)
+
+
+@case("cooperative.cu", "cooperative groups", "block.sync()", "ballot")
+def cg_ballot_and_sync(m):
+    x = rng(84).standard_normal(64).astype(np.float32)
+    counts, y = np.zeros(2, np.uint32), np.zeros(64, np.float32)
+    m.function("cg_ballot_and_sync")(x, counts, y, grid=1, block=64)
+    return np.concatenate([y, counts.astype(np.float32)]), np.concatenate(
+        [2 * x[::-1], (x.reshape(2, 32) > 0).sum(1)]).astype(np.float32)
+
+
+@case("cooperative.cu", "cooperative groups", "cg::greater")
+def cg_max_reduce(m):
+    x = rng(85).standard_normal(32).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    m.function("cg_max_reduce")(x, out, grid=1, block=32)
+    return out, x.max(keepdims=True)
+
+
+@case("cooperative.cu", "cp.async (cuda_pipeline.h)", "__pipeline_wait_prior")
+def pipelined_tile_sums(m):
+    x = rng(89).standard_normal(5 * 64).astype(np.float32)
+    y = np.zeros(5, np.float32)
+    m.function("pipelined_tile_sums")(x, y, 5, grid=1, block=64)
+    return y, x.reshape(5, 64).sum(1)
+
+
+@case("cooperative.cu", "wmma (mma.h)", "half")
+def wmma_gemm(m):
+    A = rng(90).standard_normal((32, 48)).astype(np.float16)
+    B = rng(91).standard_normal((48, 32)).astype(np.float16)
+    C = np.zeros((32, 32), np.float32)
+    m.function("wmma_gemm")(A, B, C, 32, 32, 48, grid=(2, 2), block=32)
+    return C, A.astype(np.float32) @ B.astype(np.float32)
+
+
+# ---- templates.cu --------------------------------------------------------------------------------------
+
+
+@case("templates.cu", "template kernel", "default template argument")
+def template_scale_float(m):
+    x = rng(93).standard_normal(300).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("scale<float>")(x, y, 2.0, 300, grid=3, block=128)
+    return y, 2 * x
+
+
+@case("templates.cu", "template kernel", "two instantiations")
+def template_scale_double(m):
+    x = rng(94).standard_normal(300)
+    y = np.zeros_like(x)
+    m.function("scale<double, 64>")(x, y, 3.0, 300, grid=5, block=64)
+    return y, 3 * x
+
+
+@case("templates.cu", "template kernel", "non-type template parameters")
+def template_sgemm(m):
+    A = rng(95).standard_normal((40, 20)).astype(np.float32)
+    B = rng(96).standard_normal((20, 36)).astype(np.float32)
+    C = np.zeros((40, 36), np.float32)
+    m.function("sgemm<16, 16, 8>")(40, 36, 20, A, B, C, grid=(3, 3), block=(16, 16))
+    return C, A @ B
+
+
+@case("templates.cu", "template kernel", "template device function")
+def template_block_reduce(m):
+    x = rng(97).integers(-100, 100, 1000).astype(np.int32)
+    out = np.zeros(4, np.int32)
+    m.function("block_reduce<int, 128>")(x, out, 1000, grid=4, block=128)
+    return np.array([out.sum()], np.int32), np.array([x.sum()], np.int32)
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
+    file, _features, run = CASES[name]
+    got, expected = run(module(backend, file))
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    if got.dtype.kind in "iub":
+        np.testing.assert_array_equal(got, expected)
+    else:
+        # a bfloat16 result may round the other way where the device's float math differs in the last bit
+        tol = 1e-2 if "bfloat16" in _features else 2e-3
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64), rtol=tol, atol=tol)
+
+
+def test_corpus_is_large_enough():
+    assert len(CASES) >= 60, len(CASES)
+
+
+# ---- what the emulator cannot run: one sentence, at the line ------------------------------------
+
+UNSUPPORTED = {
+    "inline PTX": ("__global__ void k(int* out) {\n    int lane;\n    asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(lane));\n"
+                   "    out[threadIdx.x] = lane;\n}\n", 3, "inline PTX assembly"),
+    "dynamic parallelism": ("__global__ void child(int* x) { x[threadIdx.x] = 1; }\n"
+                            "__global__ void parent(int* x) {\n    child<<<1, 32>>>(x);\n}\n", 3, "dynamic parallelism"),
+    "textures": ("texture<float, 1, cudaReadModeElementType> tex;\n__global__ void k(float* y) {\n"
+                 "    y[threadIdx.x] = tex1Dfetch(tex, threadIdx.x);\n}\n", 1, "textures"),
+    "grid-wide cooperative groups": ("#include <cooperative_groups/memcpy_async.h>\n__global__ void k(float* y) { y[0] = 1; }\n",
+                                     1, "cooperative_groups/memcpy_async.h"),
+    "a header that is nowhere": ("#include \"my_helpers.h\"\n__global__ void k(float* y) { y[0] = 1; }\n", 1,
+                                 "no header 'my_helpers.h'"),
+    "fp8 header": ("#include <cuda_fp8.h>\n__global__ void k(float* y) { y[0] = 1; }\n", 1, "8-bit floating-point"),
+}
+
+
+@pytest.mark.parametrize("feature", sorted(UNSUPPORTED))
+def test_unsupported_feature_is_named_at_its_line(feature):
+    from kernels.runtime.emulator import EmulatorBackend
+
+    source, line, words = UNSUPPORTED[feature]
+    with pytest.raises(KernelCompileError) as info:
+        compile_source(source, "unsupported.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    text = str(info.value)
+    assert f"unsupported.cu:{line}:" in text and words in text and "CPU emulator" in text, text
+    assert "prelude.h" not in text
+
+
+def test_reading_an_async_copy_before_waiting_for_it_is_caught_on_the_emulator():
+    from kernels.runtime.emulator import EmulatorBackend
+    from kernels.runtime.errors import UninitializedSharedMemoryError
+
+    source = (CORPUS / "cooperative.cu").read_text().replace("__pipeline_wait_prior(1);", "")
+    module = compile_source(source, "cooperative.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    with pytest.raises(UninitializedSharedMemoryError):
+        module.function("pipelined_tile_sums")(np.ones(5 * 64, np.float32), np.zeros(5, np.float32), 5, grid=1, block=64)
+
+
+def test_vector_load_before_its_bounds_test_is_caught_on_the_emulator():
+    """A float4 load made before the bounds test (its value used only under the test, then a shuffle):
+    the load happens in the source, so the emulator must check it as written."""
+    from kernels.runtime.emulator import EmulatorBackend
+    from kernels.runtime.errors import KernelMemoryError
+
+    source = r"""
+    __global__ void sum4(const float* x, float* out, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        float4 v = reinterpret_cast<const float4*>(x)[i];
+        float s = 0.0f;
+        if (4 * i < n) s = v.x + v.y + v.z + v.w;
+        s += __shfl_down_sync(0xffffffffu, s, 1);
+        if (4 * i < n) out[i] = s;
+    }
+    """
+    module = compile_source(source, "sum4.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    with pytest.raises(KernelMemoryError) as info:
+        module.function("sum4")(np.ones(100, np.float32), np.zeros(25, np.float32), 100, grid=1, block=32)
+    assert "argument 'x'" in str(info.value) and "line 4" in str(info.value)
