@@ -160,6 +160,9 @@ class Exercise:
     #: ``probe(shape, run) -> hint`` where ``run(inputs) -> outputs`` launches the
     #: student's kernel once (same launch configuration).  '' when it cannot tell.
     probe: Callable[[Shape, Callable[[Inputs], dict]], str] | None = None
+    #: What the cell holds: "cuda" (a kernel) or "tc" (index notation, ``kernels/comprehensions``):
+    #: a "tc" exercise is graded by generating the kernel from the text in the grading process.
+    language: str = "cuda"
 
     def __post_init__(self):
         for fact, record_fact in (("flops", "flops"), ("bytes_moved", "bytes")):

@@ -224,7 +224,8 @@ def grade_submission(
     except LaunchError as exc:
         return _base_result(ex, sub, mode, "invalid_launch", f"Launch configuration refused: {exc}.")
     if not sub.source.strip():
-        return _base_result(ex, sub, mode, "not_written", f"No code was written: the '%%cuda {ex.name}' cell is empty. Write the kernel {ex.signature} in it.")
+        magic, what = ("%%tc", "the index notation") if ex.language == "tc" else ("%%cuda", "the kernel")
+        return _base_result(ex, sub, mode, "not_written", f"No code was written: the '{magic} {ex.name}' cell is empty. Write {what} {ex.signature} in it.")
 
     secret_bytes = _resolve_secret(secret)
     cases = plan_cases(ex, launch, mode, secret_bytes, student_id)
@@ -489,6 +490,20 @@ class _Channel:
             view = view[written:]
 
 
+def _check_request(request: dict, send) -> ExerciseResult:
+    """Check the request's submission: index notation is turned into a kernel (tc_grading), a kernel is run as it is."""
+    from .exercises import get_exercise
+
+    exercise = get_exercise(request["exercise"])
+    if exercise.language == "tc":
+        from .tc_grading import run_tc_request
+
+        return run_tc_request(request, exercise, send)
+    from .checker import run_request
+
+    return run_request(request, send)
+
+
 def child_main() -> None:
     """Entry point of the grading child: read the request, check, report, exit."""
     request = json.loads(sys.stdin.buffer.read())
@@ -501,10 +516,9 @@ def child_main() -> None:
     fd = fcntl.fcntl(int(request["result_fd"]), fcntl.F_DUPFD_CLOEXEC, 100 + _secrets.randbelow(800))
     os.close(int(request["result_fd"]))
     channel = _Channel(fd, request["nonce"])
-    from .checker import run_request
 
     try:
-        result = run_request(request, channel.send)
+        result = _check_request(request, channel.send)
     except BaseException as exc:  # a bug in the grader itself: report it, never a traceback as a score
         import traceback
 

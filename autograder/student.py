@@ -1,4 +1,4 @@
-"""The notebook side: the ``%%cuda`` cell magic and ``check()``.
+"""The notebook side: the ``%%cuda`` and ``%%tc`` cell magics and ``check()``.
 
 In a notebook::
 
@@ -116,6 +116,35 @@ def _warn_exercise(name: str, sub: KernelSubmission, module, err) -> str:
     return ""
 
 
+def compile_tc_cell(line: str, cell: str, out=None) -> KernelSubmission | None:
+    """What ``%%tc`` does: parse the line, check the index notation, show its ranges, remember it for ``check()``."""
+    out = out or sys.stdout
+    err = sys.stderr
+    parsed = parse_magic_line(line)
+    if parsed.error:
+        print(f"%%tc: {parsed.error}", file=err)
+        return None
+    name = parsed.exercise
+    sub = KernelSubmission(exercise=name or "", source=cell, launch=dict(parsed.launch), cell_line=2)
+    from kernels.comprehensions import TcError, check_text
+
+    try:
+        checked = check_text(sub.compile_source())
+    except TcError as exc:
+        print(str(exc), file=err)
+        print("(line numbers are those of this cell; the %%tc line is line 1)", file=err)
+    else:
+        print(checked.describe_ranges(), file=out)
+    if name:
+        _SUBMISSIONS[name] = sub
+    return sub
+
+
+def tc(line: str, cell: str) -> None:
+    """The ``%%tc`` cell magic (index notation, see ``kernels.comprehensions``)."""
+    compile_tc_cell(line, cell)
+
+
 def submission(name: str) -> KernelSubmission | None:
     """The last ``%%cuda <name>`` cell run in this session."""
     return _SUBMISSIONS.get(name)
@@ -177,6 +206,7 @@ def cuda(line: str, cell: str) -> None:
 def load_ipython_extension(ipython) -> None:
     """``%load_ext autograder.student``: register ``%%cuda`` and put ``check`` in the namespace."""
     ipython.register_magic_function(cuda, magic_kind="cell", magic_name="cuda")
+    ipython.register_magic_function(tc, magic_kind="cell", magic_name="tc")
     ipython.user_ns.setdefault("check", check)
 
 

@@ -19,6 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAGIC = "%%cuda"
+#: Cells of index notation (exercises with ``language="tc"``); read exactly like %%cuda cells.
+TC_MAGIC = "%%tc"
+MAGICS = (MAGIC, TC_MAGIC)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PAIR = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=([+-]?[0-9][0-9_]*)$")
 #: Larger launch integers are refused while parsing (no exercise needs them).
@@ -61,8 +64,10 @@ def parse_magic_line(line: str) -> MagicLine:
     ``exercise=None`` (a scratch cell, compiled but not graded).
     """
     text = line.strip()
-    if text.startswith(MAGIC):
-        text = text[len(MAGIC):]
+    for magic in MAGICS:
+        if text.startswith(magic) and (len(text) == len(magic) or text[len(magic)].isspace()):
+            text = text[len(magic):]
+            break
     tokens = text.split()
     if not tokens:
         return MagicLine(None, {})
@@ -95,12 +100,13 @@ def split_cell(text: str) -> tuple[str, str, int] | None:
     i = 0
     while i < len(lines) and not lines[i].strip():
         i += 1
-    if i == len(lines) or not lines[i].lstrip().startswith(MAGIC):
+    if i == len(lines):
         return None
     first = lines[i].strip()
-    if len(first) > len(MAGIC) and not first[len(MAGIC)].isspace():
-        return None  # %%cudafoo is another magic
-    return first, "\n".join(lines[i + 1:]), i + 2
+    for magic in MAGICS:
+        if first.startswith(magic) and (len(first) == len(magic) or first[len(magic)].isspace()):
+            return first, "\n".join(lines[i + 1:]), i + 2
+    return None  # not one of ours (%%cudafoo is another magic)
 
 
 def submission_from_cell(text: str, cell_index: int | None = None) -> KernelSubmission | None:

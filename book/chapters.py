@@ -79,6 +79,8 @@ CHAPTERS = (
             ("capsule_prediction", "capsule_prediction_backward", "capsule_routing")),
     Chapter(6, "large_margin_softmax", "Large-margin softmax", ("large_margin_softmax",), ("lsoftmax",),
             graded_end_to_end=True),
+    # kernels/comprehensions/ (the language) and kernels/index_notation.py (its generated kernels): no kernels/*.cu
+    Chapter(7, "index_notation", "Index notation", ("index_notation",), (), graded_end_to_end=True),
 )
 
 

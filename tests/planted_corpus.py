@@ -6,8 +6,9 @@ ways to write the kernel).  The correct kernel itself is not kept here: it is
 the instructor's solution, the ``%%cuda`` cell of ``solutions/*/*.ipynb``, so
 the corpus and the solutions cannot drift apart.
 
-A corpus file starts with three comment lines: its ``%%cuda`` line, what is
-wrong (or different) about it, and what the grader must conclude,
+A corpus file (``.cu``, or ``.tc`` for an index-notation exercise, whose
+comments start with ``#``) starts with three comment lines: its ``%%cuda``
+(or ``%%tc``) line, what is wrong (or different) about it, and what the grader must conclude,
 ``// Expect: accepted`` or ``// Expect: rejected, <reason>`` with a reason of
 :data:`REASONS`.  Graded in hidden mode, an accepted kernel must get every
 correctness point, and a planted bug must fail for its planted reason.  A
@@ -74,9 +75,9 @@ class CorpusKernel:
 
 def read_corpus_file(path: Path) -> CorpusKernel:
     magic_line, what, expect, rest = path.read_text().split("\n", 3)
-    magic = parse_magic_line(magic_line.lstrip("/ "))
+    magic = parse_magic_line(magic_line.lstrip("/# "))
     assert not magic.error, f"{path}: {magic.error}"
-    verdict = expect.lstrip("/ ")
+    verdict = expect.lstrip("/# ")
     assert verdict.startswith("Expect: "), f"{path}: the third line must be '// Expect: accepted' or '// Expect: rejected, <reason>'"
     verdict = verdict[len("Expect: "):].strip()
     accepted = verdict == "accepted"
@@ -87,11 +88,11 @@ def read_corpus_file(path: Path) -> CorpusKernel:
         feedback_line, rest = rest.split("\n", 1)
         feedback, cell_line = feedback_line[len("// Feedback: "):].strip(), 5
     sub = KernelSubmission(exercise=magic.exercise, source=rest, launch=magic.launch, cell_line=cell_line)
-    return CorpusKernel(path, sub, what.lstrip("/ "), accepted, reason, feedback)
+    return CorpusKernel(path, sub, what.lstrip("/# "), accepted, reason, feedback)
 
 
 def solution_kernel(exercise: str) -> KernelSubmission:
-    """The instructor's solution of ``exercise``: its ``%%cuda`` cell in ``solutions/``, solution markers removed."""
+    """The instructor's solution of ``exercise``: its ``%%cuda`` (or ``%%tc``) cell in ``solutions/``, solution markers removed."""
     found = [sub for notebook in sorted(SOLUTIONS.glob("*/*.ipynb")) for sub in submissions_from_notebook(notebook)
              if sub.exercise == exercise]
     assert len(found) == 1, f"{exercise}: {len(found)} solution cells in {SOLUTIONS}"
@@ -100,10 +101,15 @@ def solution_kernel(exercise: str) -> KernelSubmission:
     return KernelSubmission(exercise=exercise, source=source, launch=sub.launch, cell_line=sub.cell_line)
 
 
+def corpus_files(exercise: str) -> list[Path]:
+    """The corpus of one exercise: kernels (``.cu``) or comprehensions (``.tc``)."""
+    return sorted([*(CORPUS / exercise).glob("*.cu"), *(CORPUS / exercise).glob("*.tc")])
+
+
 def corpus(exercises) -> list:
     """pytest parameters: every file of the exercises' corpora."""
     return [pytest.param(path, id=f"{path.parent.name}/{path.stem}")
-            for name in exercises for path in sorted((CORPUS / name).glob("*.cu"))]
+            for name in exercises for path in corpus_files(name)]
 
 
 def grade(sub: KernelSubmission):
@@ -142,7 +148,7 @@ def check_corpus_complete(exercises, minimum: int = 5) -> None:
     """Every exercise has a solution kernel and at least ``minimum`` planted bugs, each with a reason."""
     for name in exercises:
         solution_kernel(name)
-        kernels = [read_corpus_file(p) for p in (CORPUS / name).glob("*.cu")]
+        kernels = [read_corpus_file(p) for p in corpus_files(name)]
         bugs = [k for k in kernels if not k.accepted]
         assert len(bugs) >= minimum, f"{name}: only {len(bugs)} planted bugs"
         assert all(k.submission.exercise == name for k in kernels)

@@ -21,6 +21,8 @@ import numpy as np
 import pytest
 
 from autograder.exercises import get_exercise
+from autograder.isolation import grade_submission
+from autograder.submission import submission_from_cell
 from book.chapters import CHAPTERS
 from planted_corpus import (CORPUS, check_corpus_complete, check_corpus_file, check_solution_graded_end_to_end,
                             check_solution_kernel, corpus)
@@ -142,3 +144,58 @@ def test_lsoftmax_hidden_shapes_carry_margins_beyond_four_and_the_hard_cases():
     a = grad.secret_shapes(np.random.default_rng(1), {})
     b = grad.secret_shapes(np.random.default_rng(2), {})
     assert a != b
+
+
+# ------------------------------------------------------------------ index notation: %%tc cells
+
+
+def test_a_tc_error_is_reported_at_the_cells_line():
+    sub = submission_from_cell("%%tc tc_batched_matmul\ndef batched_matmul(float(B,M,K) X, float(B,K,N) Y) -> (Z) {\n"
+                               "    Z(b,i,j) = X(b,i,k) * Y(b,k,j)\n}")
+    result = grade_submission(sub, mode="visible")
+    assert result.status == "compile_error"
+    assert "line 3, column 22" in result.message and "+=!" in result.message
+
+
+def test_a_tc_definitions_interface_is_checked():
+    sub = submission_from_cell("%%tc tc_batched_matmul\ndef bmm(float(B,M,K) P, float(B,K,N) Q) -> (R) {\n"
+                               "    R(b,i,j) +=! P(b,i,k) * Q(b,k,j)\n}")
+    result = grade_submission(sub, mode="visible")
+    assert result.status == "compile_error" and "inputs are P, Q, but the exercise gives X, Y" in result.message
+
+
+def test_an_empty_tc_cell_says_what_to_write():
+    sub = submission_from_cell("%%tc tc_avgpool2x2\n")
+    result = grade_submission(sub, mode="visible")
+    assert result.status == "not_written" and "'%%tc tc_avgpool2x2' cell is empty" in result.message
+
+
+def test_index_notation_hidden_shapes_cover_the_hard_cases():
+    pool = get_exercise("tc_avgpool2x2").hidden_shapes
+    assert any(s["H"] % 2 for s in pool) and any(s["W"] == 2 for s in pool)
+    bmm = get_exercise("tc_batched_matmul").hidden_shapes
+    assert any(min(s.values()) == 1 for s in bmm) and any(s["K"] == 1 for s in bmm)
+    mv = get_exercise("mv_faster").hidden_shapes
+    assert any(s["M"] % 8 for s in mv) and any(s["K"] == 1 for s in mv) and any(s["K"] > 4096 for s in mv)
+
+
+@pytest.mark.parametrize("name", ["tc_batched_matmul", "tc_avgpool2x2", "tc_depthwise_conv", "tc_capsule_predict",
+                                  "mv_faster"])
+def test_index_notation_references_are_float64_and_nonzero(name):
+    ex = get_exercise(name)
+    inputs = ex.make_inputs(ex.visible_shapes[1], np.random.default_rng(0))
+    for arg in ex.outputs:
+        out = ex.reference(inputs)[arg.name]
+        assert out.dtype == np.float64 and np.isfinite(out).all() and np.abs(out).max() > 1e-3
+
+
+def test_tc_cell_magic_shows_ranges_or_the_error(capsys):
+    from autograder.student import compile_tc_cell, submission
+
+    compile_tc_cell("tc_avgpool2x2", "def avgpool2x2(float(N,C,H,W) X) -> (Y) {\n"
+                    "    Y(n,c,i,j) +=! X(n,c,2 * i + u,2 * j + v) / 4 where u in 0:2, v in 0:2\n}")
+    out = capsys.readouterr()
+    assert "i in [0, floor((H - 2) / 2)]" in out.out and submission("tc_avgpool2x2") is not None
+    compile_tc_cell("tc_avgpool2x2", "def avgpool2x2(float(N,C,H,W) X) -> (Y) {\n    Y(n,c,i,j) = X(n,c,i,k)\n}")
+    out = capsys.readouterr()
+    assert "line 3, column" in out.err and "no reduction operator" in out.err
