@@ -50,6 +50,8 @@ STICKY = {
 }
 EXPLAIN = {
     "CUDA_ERROR_ILLEGAL_ADDRESS": "a thread read or wrote memory outside every buffer (check the bounds guard and the index arithmetic)",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE": "a thread used an address far outside every buffer, one that falls in the"
+                                        " shared or local memory window (check the bounds guard and the index arithmetic)",
     "CUDA_ERROR_ASSERT": "an assert() in the kernel failed",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the block needs more registers or shared memory than a multiprocessor has; use fewer threads per block",
     "CUDA_ERROR_MISALIGNED_ADDRESS": "a vector load/store (float4, ...) used an address that is not a multiple of its size",
@@ -158,18 +160,44 @@ def _normal(text: str) -> str:
     return re.sub(r"(?<=\d)[uUlL]+\b", "", re.sub(r"\s+", "", text))
 
 
+def _demangle(name: str) -> str:
+    """``name`` demangled by the C++ runtime's own ``__cxa_demangle`` (libstdc++), or as it is."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        runtime = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
+    except OSError:
+        return name
+    demangle = runtime.__cxa_demangle
+    demangle.restype = ctypes.c_void_p
+    demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    status = ctypes.c_int()
+    pointer = demangle(name.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not pointer:
+        return name
+    try:
+        return ctypes.string_at(pointer).decode()
+    finally:
+        ctypes.CDLL(None).free(ctypes.c_void_p(pointer))
+
+
 def _mangled_names(image: bytes, wanted: list[str]) -> dict[str, str]:
     """``{"sgemm<64, 64, 8>": "_Z5sgemmILi64ELi64ELi8EEvPKfS1_Pfiii"}`` for the instantiations in a cubin."""
     import shutil
     import subprocess
 
     mangled = [n for n in _elf_function_names(image) if n.startswith("_Z")]
-    tool = shutil.which("cu++filt") or shutil.which("c++filt")
-    if not mangled or not tool:
+    if not mangled:
         return {}
-    out = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True, timeout=60).stdout
+    tool = shutil.which("cu++filt") or shutil.which("c++filt")
+    if tool:
+        readable_names = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True,
+                                        timeout=60).stdout.splitlines()
+    else:  # nvcc from PyPI ships no cu++filt, and binutils may be absent: the C++ runtime demangles too
+        readable_names = [_demangle(name) for name in mangled]
     found = {}
-    for raw, readable in zip(mangled, out.splitlines()):
+    for raw, readable in zip(mangled, readable_names):
         head = _normal(re.sub(r"^\s*void\s+", "", readable.split("(", 1)[0]))  # kernels return void
         for name in wanted:
             if name not in found and (head == _normal(name) or head.endswith("::" + _normal(name).lstrip(":"))):
