@@ -4,7 +4,9 @@ The checker's hints read the symptom (which elements are wrong, what the
 emulator caught); some causes look like another one from there: a
 non-power-of-two block in a tree reduction loses elements like a wrong loop
 bound, dynamic shared memory too small for the block overruns like a missing
-``if (i < n)``, a tree without any barrier reads unwritten shared memory.
+``if (i < n)``, a tree without any barrier reads unwritten shared memory, a
+grid-stride loop that steps by one block races on global memory (the
+emulator stops it there, before any wrong element is seen).
 :func:`refine_hint` looks at the source and the launch integers and, when
 they show one of those causes, says it instead.
 """
@@ -16,6 +18,8 @@ import re
 from kernels.runtime.signature import strip_comments
 
 _SHARED_OVERRUN = re.compile(r"dynamic shared memory \((\d+) bytes asked for at launch\) at byte (\d+)")
+# A loop that starts at the thread's index in the whole grid but steps by one block only.
+_ONE_BLOCK_STEP = re.compile(r"for\s*\([^;]*blockIdx\.x[^;]*;[^;]*;\s*\w+\s*\+=\s*blockDim\.x\s*\)")
 _HALVING = re.compile(r"(/=\s*2\b|>>=\s*1\b|=\s*\w+\s*/\s*2\b|=\s*\w+\s*>>\s*1\b)")
 
 
@@ -34,12 +38,23 @@ def refine_hint(hint: str, *, source: str, launch: dict, error: str = "", wrong_
         return (f"No grid-stride loop: the grid has grid x block = {threads} threads and n = {n} is larger, so with one "
                 f"element per thread the last {n - threads} elements are never touched. Loop over i with "
                 f"i += blockDim.x * gridDim.x so any grid covers any n.")
+    if (wrong_result or "race" in error) and _ONE_BLOCK_STEP.search(code):
+        return ("The grid-stride step is one block (i += blockDim.x): the blocks' index ranges overlap, so elements "
+                "are processed by several blocks -- the grid-stride step must be the whole grid, "
+                "i += blockDim.x * gridDim.x, not one block.")
     m = _SHARED_OVERRUN.search(error)
     if m:
         asked, at = int(m.group(1)), int(m.group(2))
         need = f" (one float per thread: shared={4 * block} for block={block})" if block else ""
         return (f"The dynamic shared memory asked for at launch (shared={asked} bytes on the %%cuda line) is too small "
                 f"for the block: a thread used byte {at}. Ask for as many bytes as the block uses{need}.")
+    asked = int(launch.get("shared", 0) or 0)
+    if ("outside every buffer" in error and block and asked < 4 * block and re.search(r"extern\s+__shared__", code)
+            and re.search(r"\[\s*threadIdx\.x", code)):
+        # The GPU only says that an address was illegal; the launch line shows why.
+        return (f"The dynamic shared memory asked for at launch (shared={asked} bytes on the %%cuda line) is too small "
+                f"for the block: the kernel indexes it by threadIdx.x, which needs {4 * block} bytes for "
+                f"block={block} (one float per thread). Ask for as many bytes as the block uses.")
     if "shared memory that no thread" in error and "__shared__" in code and "__syncthreads" not in code:
         return ("The kernel has no __syncthreads() at all: threads read shared memory that other threads of the block "
                 "have not written yet. Put a __syncthreads() after the stores to shared memory and after every level "

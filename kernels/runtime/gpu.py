@@ -190,12 +190,14 @@ def _mangled_names(image: bytes, wanted: list[str]) -> dict[str, str]:
     mangled = [n for n in _elf_function_names(image) if n.startswith("_Z")]
     if not mangled:
         return {}
-    tool = shutil.which("cu++filt") or shutil.which("c++filt")
-    if tool:
-        readable_names = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True,
-                                        timeout=60).stdout.splitlines()
-    else:  # nvcc from PyPI ships no cu++filt, and binutils may be absent: the C++ runtime demangles too
-        readable_names = [_demangle(name) for name in mangled]
+    # The C++ runtime's demangler first: it writes template arguments as C++ does (cu++filt of CUDA 13
+    # writes scale<double, (int)64>), and needs no tool (nvcc from PyPI ships no cu++filt).
+    readable_names = [_demangle(name) for name in mangled]
+    tool = shutil.which("c++filt") or shutil.which("cu++filt")
+    if tool and any(r == m for r, m in zip(readable_names, mangled)):
+        filtered = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True,
+                                  timeout=60).stdout.splitlines()
+        readable_names = [f if r == m else r for r, m, f in zip(readable_names, mangled, filtered)]
     found = {}
     for raw, readable in zip(mangled, readable_names):
         head = _normal(re.sub(r"^\s*void\s+", "", readable.split("(", 1)[0]))  # kernels return void

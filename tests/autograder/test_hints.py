@@ -8,7 +8,7 @@ from autograder.feedback import check_text
 from autograder.isolation import grade_submission
 from autograder.submission import submission_from_cell
 
-pytestmark = pytest.mark.backend
+# These read the emulator's own findings (it is asked for by name below), so they run under `make test`.
 
 STUB = """%%cuda saxpy block=256
 __global__ void saxpy(int n, float alpha, const float* x, float* y)
@@ -87,3 +87,20 @@ def test_the_size_past_one_pass_follows_the_launch_line():
     sizes = lambda launch: [c["shape"]["n"] for c in plan_cases(ex, launch, "visible", b"", "s")]
     assert sizes({"block": 256, "grid": 1056, "shared": 1024})[-1] == 1056 * 256 + 129
     assert max(sizes({"block": 256})) == 16384  # the default grid covers any n in one pass: nothing to add
+
+
+def test_on_a_gpu_too_small_dynamic_shared_memory_is_named_from_the_launch_line():
+    # A GPU reports only an illegal address; the %%cuda line and the source show the cause.
+    from autograder.causes import refine_hint
+    from autograder.submission import parse_magic_line
+
+    text = (CORPUS / "reduce_sum_bug_shared_too_small.cu").read_text()
+    magic = parse_magic_line(text.splitlines()[0])
+    gpu_error = ("kernel reduce_sum failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)\n"
+                 "  meaning: a thread read or wrote memory outside every buffer (check the bounds guard and the index arithmetic)")
+    hint = refine_hint("An access outside every buffer: a missing or wrong bounds check.", source=text,
+                       launch=magic.launch, error=gpu_error)
+    assert "shared=512" in hint and "too small" in hint and "1024 bytes" in hint
+    honest = text.replace("shared=512", "shared=1024")
+    assert "too small" not in refine_hint("x", source=honest, launch=parse_magic_line(honest.splitlines()[0]).launch,
+                                          error=gpu_error)
