@@ -71,7 +71,7 @@ _NO_CHECKS = re.compile(
     r"\b_*(no_sanitize\w*|no_address_safety_analysis|disable_sanitizer_instrumentation|no_instrument_function)\b")
 _OPTIMIZE_ATTRIBUTE = re.compile(r"(?:__attribute__\s*\(\(|\[\[)[^;{}]*?\b_*optimize_*\b")
 _SANITIZER_API = re.compile(r"\b__(?:asan|lsan|ubsan|msan|tsan|hwasan|sanitizer)_\w+")
-_PRAGMA = re.compile(r"^\s*#\s*pragma\s+(?:GCC\s+(?:optimize|push_options|pop_options|reset_options|target)\b|clang\b)",
+_PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+(?:GCC\s+(?:optimize|push_options|pop_options|reset_options|target)\b|clang\b)",
                      re.M)
 
 
@@ -214,7 +214,7 @@ def check_preprocessed(pp: Preprocessed, cxx: str) -> str:
         if not any(n in ALLOWED_HEADERS for n in names):
             line = pp.include_lines.get(real)
             shown = names[0] if names else os.path.basename(path)
-            return (f"{_at(line)}the source includes '{shown}', which a kernel may not include; a kernel may include "
+            return (f"{_at(line)}the source includes '{shown}', which is not allowed; a kernel may include "
                     f"only the CUDA and C headers {allowed}.")
     # the emulator's headers may include its own files beside them (never named by the student)
     readable = (str(emulator_build.HERE.resolve()),) + roots[1:]
