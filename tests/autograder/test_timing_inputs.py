@@ -181,19 +181,21 @@ def test_a_caching_kernel_gains_no_speed_points_on_a_gpu():
         "        y[i] = alpha * x[i] + y[i];\n"
         "}\n"
     )
-    caching = (
+    caching = (  # keeps the last 8 answers, keyed by (n, x[0]); computes slowly on a miss
         "%%cuda saxpy block=256\n"
-        "__device__ float keep_x0[8], keep_y[8][1 << 26];\n__device__ int kept;\n"
+        "__device__ float keep_x0[8]; __device__ int keep_n[8]; __device__ float keep_y[8][1 << 26];\n"
+        "__device__ int kept;\n"
         "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
         "    int hit = -1;\n"
-        "    for (int s = 0; s < kept && s < 8; ++s) if (keep_x0[s] == x[0]) hit = s;\n"
+        "    for (int s = 0; s < 8; ++s) if (keep_n[s] == n && keep_x0[s] == x[0]) hit = s;\n"
+        "    int slot = kept % 8;\n"
         "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {\n"
         "        if (hit >= 0) { y[i] = keep_y[hit][i]; continue; }\n"
         "        float v = alpha * x[i] + y[i];\n"
-        "        for (int r = 0; r < 8; ++r) v = v * 1.0000001f - v * 0.0000001f;  // slow once\n"
-        "        y[i] = v; if (kept < 8) keep_y[kept][i] = v;\n"
+        "        for (int r = 0; r < 64; ++r) v = __fmaf_rn(v, 1.0f, 0.0f);\n"
+        "        y[i] = v; if (n <= (1 << 26)) keep_y[slot][i] = v;\n"
         "    }\n"
-        "    if (blockIdx.x == 0 && threadIdx.x == 0 && hit < 0 && kept < 8) { keep_x0[kept] = x[0]; ++kept; }\n"
+        "    if (blockIdx.x == 0 && threadIdx.x == 0 && hit < 0) { keep_x0[slot] = x[0]; keep_n[slot] = n; kept = slot + 1; }\n"
         "}\n"
     )
     twin = grade_submission(submission_from_cell(honest), mode="hidden", secret=b"gpu timing", student_id="twin",
