@@ -126,6 +126,9 @@ def preprocess(source: str, extra: tuple[str, ...] = ()) -> Preprocessed:
         except subprocess.TimeoutExpired:
             raise SourceRefused("The source took too long to preprocess (a runaway macro or include); "
                                 "it was not compiled.") from None
+        except OSError as exc:
+            raise SourceRefused(f"The grader could not check the source: its C++ preprocessor ({cxx}) did not run "
+                                f"({exc.strerror}); please tell the instructor.") from None
         opened = []
         if deps.exists():
             body = deps.read_text().replace("\\\n", " ")

@@ -104,3 +104,11 @@ def test_switching_the_out_of_bounds_checks_off_is_refused(name, honest_twin):
 def test_the_out_of_bounds_twin_is_caught_without_the_trick(honest_twin):
     result = _grade(HEAD + OOB_KERNEL, "oob_twin")
     assert result.status != "passed" and result.correctness_score < honest_twin.correctness_score
+
+
+def test_without_a_preprocessor_nothing_is_compiled(monkeypatch):
+    from autograder.source_policy import SourceRefused, check_source
+
+    monkeypatch.setenv("CXX", "/nonexistent/g++")
+    with pytest.raises(SourceRefused, match="could not check the source"):
+        check_source(KERNEL)
