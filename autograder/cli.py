@@ -125,13 +125,16 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from nbgrader.auth import Authenticator
-    from nbgrader.exchange.default import ExchangeCollect
+
+    from .exchange_guard import guarded_collect_class
 
     config = load_config(args.course_dir, args.db, args.exchange)
     cd = _coursedir(config, args.assignment)
-    collect = ExchangeCollect(coursedir=cd, authenticator=Authenticator(config=config), config=config)
+    collect = guarded_collect_class()(coursedir=cd, authenticator=Authenticator(config=config), config=config)
     collect.update = True
     collect.start()
+    for name, reason in getattr(collect, "refused", []):
+        _say(f"refused the submission {name}: {reason}; it was not collected")
     students = submitted_students(cd, args.assignment)
     _say(f"collected {args.assignment}: {len(students)} submission(s) under {cd.submitted_directory}/")
     return 0

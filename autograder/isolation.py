@@ -103,9 +103,13 @@ def _resolve_secret(secret: bytes | None) -> bytes:
 
 
 # ------------------------------------------------------------------ parent
-def _build_cache_dir() -> str:
-    """Where the child caches compiled kernels (emulator builds are keyed by a hash of the source)."""
-    return os.environ.get("DLK_CACHE_DIR") or str(Path.home() / ".cache" / "dlk-grader")
+def _build_cache_dir(student_id: str = "") -> str:
+    """Where the child caches compiled kernels: one folder per student (emulator builds are
+    keyed by a hash of the source and verified on use), so that nothing one student's
+    grading leaves in a cache is ever used for another's."""
+    base = Path(os.environ.get("DLK_CACHE_DIR") or Path.home() / ".cache" / "dlk-grader")
+    who = hashlib.sha256(student_id.encode()).hexdigest()[:20] if student_id else "check"
+    return str(base / "students" / who)
 
 
 #: Seconds one emulator launch may run unless $DLK_EMULATOR_TIMEOUT says otherwise (the README states it).
@@ -120,7 +124,7 @@ def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default
     return max(2.0, min(float(os.environ.get(variable, default)), LAUNCH_SHARE_OF_LIMIT * limit))
 
 
-def _child_env(tmp: str, backend: str | None, limit: float) -> dict:
+def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None) -> dict:
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -129,7 +133,7 @@ def _child_env(tmp: str, backend: str | None, limit: float) -> dict:
         "MPLBACKEND": "Agg", "DLK_EMULATOR_SANDBOX": "1", "OMP_NUM_THREADS": "1",
         # Builds are written by the grader's own code in the child, never by a kernel
         # (kernels run under the emulator's sandbox, which forbids writing files).
-        "DLK_CACHE_DIR": _build_cache_dir(),
+        "DLK_CACHE_DIR": cache_dir or _build_cache_dir(),
         "DLK_EMULATOR_TIMEOUT": str(launch_limit_s(limit)),
         "DLK_GPU_TIMEOUT": str(launch_limit_s(limit, "DLK_GPU_TIMEOUT", 120.0)),
     })
@@ -239,6 +243,7 @@ def grade_submission(
         "mode": mode,
         "cases": cases,
         "nonce": nonce,
+        "cache_dir": _build_cache_dir(student_id),
         "cpu_limit_s": limit * 2 + 30,
         "file_limit_bytes": 512 * 2**20,
     }
@@ -306,6 +311,7 @@ def _child_command() -> list[str]:
 
 def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float, backend: str | None, memory_limit: int) -> ExerciseResult:
     nonce = request["nonce"]
+    cache_dir = request.pop("cache_dir", None)  # the child's environment says it; the request need not
     with tempfile.TemporaryDirectory(prefix="dlk-grade-") as tmp:
         read_fd, write_fd = os.pipe()
         request["result_fd"] = write_fd
@@ -316,7 +322,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=tmp,
-                env=_child_env(tmp, backend, limit),
+                env=_child_env(tmp, backend, limit, cache_dir),
                 pass_fds=(write_fd,),
                 start_new_session=True,
             )

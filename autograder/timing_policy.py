@@ -8,9 +8,13 @@ it: their Python never runs there).  The policy:
 * the student's kernel and the reference kernel alternate (reference,
   student, reference, ...) in the same process, after 3 untimed warm-up pairs;
 * before every timed call: the working buffers are reset from pristine device
-  copies of one of several freshly generated input sets (rotating, so output
-  cached from an earlier call is wrong), then L2 is flushed by writing a
-  buffer twice its size, then the start event is recorded;
+  copies of an input set (see :class:`InputPool`: a freshly drawn set for
+  every timed call while the budgets allow, never the warm-up's; after that
+  earlier ones in random order, with the number of timed calls capped so that
+  most of them -- the median included -- ran on inputs the kernel had never
+  seen: a kernel that keeps answers per input gains nothing), then L2 is
+  flushed by writing a buffer twice its size, then the start event is
+  recorded;
 * after every timed call the whole context is synchronised (work left running
   on another stream is waited for) and the student's output is re-validated
   against the host's float64 reference for that input set: a random sample of
@@ -43,7 +47,10 @@ MIN_PAIRS = 10
 MAX_PAIRS = 100
 QUICK_MIN, QUICK_MAX = 5, 15
 TARGET_STDERR = 0.01
-INPUT_SETS = 2
+#: device bytes that the distinct input sets of one timing may hold (beyond the minimum count)
+INPUT_SET_BYTES = 4 * 2**30
+#: host seconds that drawing input sets may take (beyond the minimum count)
+INPUT_SET_SECONDS = 20.0
 SAMPLE_ELEMENTS = 65536
 #: A measured time this far below the floor is impossible (event resolution and clock drift allowance).
 FLOOR_MARGIN = 0.9
@@ -109,6 +116,48 @@ class _InputSet:
             self.pristine_dev[arg.name] = gpu.to_device(host)
 
 
+class InputPool:
+    """The input sets of one timing: the warm-up's own, then a new one for each timed call.
+
+    New sets are drawn (lazily) until the pool holds :attr:`minimum` sets and
+    then while both budgets (device bytes, host seconds) last; after that,
+    earlier sets are reused in random order and at most ``2 * sets - 1``
+    calls are timed, so more than half of the timed calls -- the median's
+    among them -- saw inputs that no earlier call saw.
+    """
+
+    def __init__(self, draw, set_bytes: int, minimum: int, max_bytes: int = INPUT_SET_BYTES,
+                 max_seconds: float = INPUT_SET_SECONDS, seed: int | None = None, warmup=None):
+        self.draw = draw
+        self.set_bytes = max(1, int(set_bytes))
+        self.minimum = max(1, minimum)
+        self.max_bytes = max_bytes
+        self.max_seconds = max_seconds
+        self.spent_s = 0.0
+        self.rng = np.random.default_rng(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
+        self.warmup = warmup if warmup is not None else draw()
+        self.sets: list = []
+
+    def _can_grow(self) -> bool:
+        if len(self.sets) < self.minimum:
+            return True
+        return (len(self.sets) + 1) * self.set_bytes <= self.max_bytes and self.spent_s < self.max_seconds
+
+    def for_call(self, index: int):
+        """The inputs of timed call ``index`` (0, 1, ... in order)."""
+        if index >= len(self.sets) and self._can_grow():
+            started = time.monotonic()
+            self.sets.append(self.draw())
+            self.spent_s += time.monotonic() - started
+        if index < len(self.sets):
+            return self.sets[index]
+        return self.sets[int(self.rng.integers(len(self.sets)))]
+
+    def max_calls(self) -> int | None:
+        """How many calls may be timed at most (None: no cap yet, new sets can still be drawn)."""
+        return None if self._can_grow() else 2 * len(self.sets) - 1
+
+
 def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = False) -> dict:
     """Time the student's kernel against the exercise's reference kernel on the GPU.
 
@@ -140,10 +189,16 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
 
     info = gpu.info
     stream = gpu.stream()
-    sets = [_InputSet(ex, shape, student_sig.params, int.from_bytes(os.urandom(8), "little"), gpu)
-            for _ in range(1 if quick else INPUT_SETS)]
-    work = {name: gpu.allocate(host.nbytes) for name, host in sets[0].host_init.items()}
-    nbytes = {name: host.nbytes for name, host in sets[0].host_init.items()}
+    lo, hi = (QUICK_MIN, QUICK_MAX) if quick else (MIN_PAIRS, MAX_PAIRS)
+
+    def draw() -> _InputSet:
+        return _InputSet(ex, shape, student_sig.params, int.from_bytes(os.urandom(8), "little"), gpu)
+
+    first = draw()
+    pool = InputPool(draw, set_bytes=sum(h.nbytes for h in first.host_init.values()), minimum=(lo + 1) // 2,
+                     warmup=first)
+    work = {name: gpu.allocate(host.nbytes) for name, host in first.host_init.items()}
+    nbytes = {name: host.nbytes for name, host in first.host_init.items()}
 
     def arguments(sig, order, input_set):
         args = []
@@ -193,8 +248,7 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
                     "from an earlier call, no work left running after it returns).",
                 )
 
-    def run_timed(call: int, full: bool):
-        s = sets[call % len(sets)]
+    def run_timed(call: int, s, full: bool):
         r = timed(ref_fn, ref_sig, ref_order, ref_config, s)
         t = timed(stu_fn, student_sig, stu_order, config, s)
         validate(s, call, full)
@@ -202,18 +256,22 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
 
     try:
         for call in range(WARMUP_PAIRS):
-            run_timed(call, full=(call == 0))
+            run_timed(call, pool.warmup, full=(call == 0))
         ref_ms: list[float] = []
         stu_ms: list[float] = []
-        lo, hi = (QUICK_MIN, QUICK_MAX) if quick else (MIN_PAIRS, MAX_PAIRS)
         call = WARMUP_PAIRS
+        last = pool.warmup
         while not enough_samples(ref_ms, stu_ms, lo, hi):
-            r, t = run_timed(call, full=(call == WARMUP_PAIRS + lo // 2))
+            cap = pool.max_calls()
+            if cap is not None and len(stu_ms) >= cap:
+                break  # more calls would reuse inputs in most of them
+            last = pool.for_call(len(stu_ms))
+            r, t = run_timed(call, last, full=(call == WARMUP_PAIRS + lo // 2))
             ref_ms.append(r)
             stu_ms.append(t)
             call += 1
         # The last call is validated in full.
-        validate(sets[(call - 1) % len(sets)], call - 1, full=True)
+        validate(last, call - 1, full=True)
     except gpu.error as exc:
         raise gpu.launch_error(exc, ex.kernel) from None
     except E.KernelError:
@@ -235,6 +293,7 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
         "student_stderr": stderr_fraction(stu_ms),
         "reference_stderr": stderr_fraction(ref_ms),
         "pairs": len(stu_ms),
+        "input_sets": len(pool.sets),
         "student_launch": {"grid": list(config.grid), "block": list(config.block), "shared": config.shared},
         "reference_kernel": f"kernels/{rk.topic}.cu:{rk.kernel}",
         "peak_bandwidth_gbs": peak_bw / 1e9,

@@ -13,6 +13,7 @@ import numpy as np
 from kernels import reduction, saxpy
 
 from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
+from ..secret_sizes import size_avoiding
 
 SAXPY_REFERENCE = saxpy.KERNELS["saxpy_grid_stride"]
 SUM_REFERENCE = reduction.KERNELS["reduce_sum_warp_shuffle"]
@@ -33,13 +34,8 @@ def _grid_default(shape, launch) -> int:
 
 
 def _secret_sizes(rng: np.random.Generator, launch: dict) -> list[dict]:
-    """One size per student that is not a multiple of their block (nor of 32)."""
-    block = int(launch.get("block", 256))
-    for _ in range(100):
-        n = block * int(rng.integers(40, 400)) + int(rng.integers(1, max(2, block)))
-        if n % block and n % 32:
-            return [{"n": n}]
-    return [{"n": block * 97 + 1 + (block * 97 + 1) % 2}]
+    """One size per student that is not a multiple of their block (nor of 32), from a range no block changes."""
+    return [{"n": size_avoiding(rng, 2_000, 60_000, int(launch.get("block", 256)), 32)}]
 
 
 #: Above this, the size past one pass is left to the hidden sizes (1000003, 2**20 + 1): check() stays quick.

@@ -23,6 +23,7 @@ import numpy as np
 from kernels import fully_connected, perceptron
 
 from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied
+from ..secret_sizes import size_avoiding
 
 FORWARD_REFERENCE = perceptron.KERNELS["perceptron_forward_sigmoid"]
 SUM_REFERENCE = perceptron.KERNELS["gradient_sum_tree"]
@@ -57,8 +58,7 @@ def _forward_launch(shape, launch) -> LaunchConfig:
 
 
 def _secret_forward_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
-    block = int(launch.get("block", 256))
-    n = block * int(rng.integers(3, 40)) + int(rng.integers(1, max(2, block)))
+    n = size_avoiding(rng, 700, 10_000, int(launch.get("block", 256)), 32)
     return [{"n": n, "d": int(rng.integers(1, 20))}]
 
 
@@ -119,8 +119,7 @@ def _sum_launch(shape, launch) -> LaunchConfig:
 
 
 def _secret_sum_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
-    block = int(launch.get("block", 256))
-    n = block * int(rng.integers(3, 60)) + int(rng.integers(1, max(2, block)))
+    n = size_avoiding(rng, 700, 15_000, int(launch.get("block", 256)), 32)
     return [{"n": n, "k": int(rng.integers(2, 6))}]
 
 
@@ -174,8 +173,8 @@ def _label(shape):
 def _secret_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
     # Sizes that are no multiple of the student's block in either direction.
     bx, by = int(launch.get("block_x", 16)), int(launch.get("block_y", 16))
-    n = by * int(rng.integers(1, 8)) + int(rng.integers(1, max(2, by)))
-    k = bx * int(rng.integers(1, 8)) + int(rng.integers(1, max(2, bx)))
+    n = size_avoiding(rng, 17, 140, by, 32)
+    k = size_avoiding(rng, 17, 140, bx, 32)
     m = int(rng.integers(2, 40))
     return [{"n": n, "in": k, "out": m}]
 

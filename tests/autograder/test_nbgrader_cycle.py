@@ -148,6 +148,12 @@ def test_kernel_exploits_do_not_pass(cycle):
         assert result(cycle, name, "saxpy")["status"] != "passed", name
     assert result(cycle, "infinite_loop", "saxpy")["status"] == "timeout"
     assert result(cycle, "cached_output", "reduce_sum")["status"] != "passed"
+    # Files read at compile time, checks switched off: refused before compiling, at the student's line.
+    for name, exercise in (("compile_time_read", "saxpy"), ("compile_time_read", "reduce_sum"),
+                           ("macro_include", "saxpy"), ("checks_switched_off", "saxpy"),
+                           ("checks_switched_off", "reduce_sum")):
+        refused = result(cycle, name, exercise)
+        assert refused["status"] == "compile_error" and refused["message"].startswith("line "), (name, refused)
 
 
 def test_a_hung_kernel_costs_only_its_own_exercise(cycle):

@@ -4,7 +4,12 @@ The executable is the reader's translation unit (see :mod:`.rewrite`) linked
 with the emulator's runtime (``runtime.cpp``), built with AddressSanitizer
 where the compiler has it.  Builds are cached like PyCUDA's: in
 ``$DLK_CACHE_DIR`` (default ``~/.cache/dlk-emulator``), keyed by a hash of the
-prelude, runtime, translation unit, options and compiler version.
+prelude, runtime, translation unit, options and compiler version.  A cached
+file is used only if its bytes still hash to what was recorded beside it
+(``<file>.sha256``) when it was built: anything else found under the expected
+name is removed and built again, never trusted.  A build may write at most
+``$DLK_BUILD_MAX_BYTES`` (64 MiB): a source made to fill the executable with
+ballast fails to build and leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -67,6 +72,59 @@ def _digest(*parts) -> str:
     return h.hexdigest()[:24]
 
 
+#: the most bytes one compile or link may write (an executable of a kernel is a few MB)
+DEFAULT_BUILD_MAX_BYTES = 64 * 2**20
+
+
+def build_max_bytes() -> int:
+    try:
+        return max(2**20, int(os.environ.get("DLK_BUILD_MAX_BYTES", DEFAULT_BUILD_MAX_BYTES)))
+    except ValueError:
+        return DEFAULT_BUILD_MAX_BYTES
+
+
+def _capped(cmd: list[str]) -> list[str]:
+    """``cmd`` under a file-size limit (util-linux ``prlimit``; where it is missing, the limit of
+    the calling process, which the grader sets, still holds)."""
+    tool = shutil.which("prlimit")
+    return [tool, f"--fsize={build_max_bytes()}", "--", *cmd] if tool else cmd
+
+
+def _file_hash(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _record(path: Path) -> None:
+    """Write beside a fresh build the hash of its bytes (checked by :func:`_verified`)."""
+    side = Path(f"{path}.sha256")
+    tmp = _atomic_output(side)
+    tmp.write_text(_file_hash(path))
+    os.replace(tmp, side)
+
+
+def _verified(path: Path) -> bool:
+    """A cached build that may be used: a regular file (no link) whose bytes hash to the
+    recorded hash.  Anything else under that name is removed, to be built again."""
+    side = Path(f"{path}.sha256")
+    try:
+        if path.is_symlink() or not path.is_file() or side.is_symlink():
+            raise ValueError
+        if side.read_text().strip() == _file_hash(path):
+            return True
+    except (OSError, ValueError):
+        pass
+    for stale in (path, side):
+        try:
+            stale.unlink()
+        except OSError:
+            pass
+    return False
+
+
 def _atomic_output(final: Path) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=final.name + ".", suffix=".tmp", dir=final.parent)
     os.close(fd)
@@ -109,10 +167,10 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
         if ucontext:
             runtime_flags += ("-DDLK_FORCE_UCONTEXT=1",)
         obj = directory / f"runtime-{_digest(version, runtime_flags, *sources)}.o"
-        if not obj.exists():
+        if not _verified(obj):
             tmp = _atomic_output(obj)
             cmd = [cxx, *runtime_flags, "-I", str(HERE), "-c", str(RUNTIME), "-o", str(tmp)]
-            result = subprocess.run(cmd, capture_output=True, text=True)
+            result = subprocess.run(_capped(cmd), capture_output=True, text=True)
             ok = result.returncode == 0
             if ok and asan:
                 ok = _asan_links(cxx, flags, tmp, directory)
@@ -121,6 +179,7 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
                 errors.append(result.stderr[-2000:])
                 continue
             os.replace(tmp, obj)
+            _record(obj)
         if not asan and use_asan and not _warned_no_asan:
             _warned_no_asan = True
             warnings.warn(
@@ -214,7 +273,7 @@ def build(unit_text: str, source: str, source_name: str, options: tuple[str, ...
                   *(f"{p}\n{t}" for p, t in sorted(headers.items())))
     directory = cache_dir()
     exe = directory / f"module-{key}"
-    if exe.exists():
+    if _verified(exe):
         try:
             os.utime(exe)  # most recently used: kept longest when the cache is pruned
         except OSError:
@@ -228,11 +287,17 @@ def build(unit_text: str, source: str, source_name: str, options: tuple[str, ...
             tc.cxx, *tc.flags, "-I", str(HERE), "-I", str(INCLUDE), *user_flags,
             str(tu), str(tc.runtime_object), "-o", str(tmp), "-lm",
         ]
-        result = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
+        result = subprocess.run(_capped(cmd), capture_output=True, text=True, cwd=work)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
+        if result.returncode in (-25, 153) or "File too large" in result.stderr or "File size limit" in result.stderr:
+            raise KernelCompileError(
+                f"{source_name} builds into more than {build_max_bytes() // 2**20} MB (a very large initialised "
+                f"array, or assembler data?); the build was stopped and nothing of it kept.",
+                log=result.stderr, source_name=source_name)
         raise compile_error(result.stderr, source, source_name)
     os.replace(tmp, exe)
+    _record(exe)
     _prune(directory)
     return Built(exe, False, tc.asan)
 
@@ -242,7 +307,7 @@ MAX_CACHED_MODULES = 400
 
 
 def _prune(directory: Path) -> None:
-    modules = [p for p in directory.glob("module-*") if not p.name.endswith(".tmp")]
+    modules = [p for p in directory.glob("module-*") if not p.name.endswith((".tmp", ".sha256"))]
     if len(modules) <= MAX_CACHED_MODULES:
         return
 
@@ -254,10 +319,11 @@ def _prune(directory: Path) -> None:
             return 0.0
 
     for old in sorted(modules, key=last_used)[: len(modules) - MAX_CACHED_MODULES * 3 // 4]:
-        try:
-            old.unlink()  # a running worker keeps its (unlinked) executable
-        except OSError:
-            pass
+        for stale in (old, Path(f"{old}.sha256")):
+            try:
+                stale.unlink()  # a running worker keeps its (unlinked) executable
+            except OSError:
+                pass
 
 
 _DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?:(?P<col>\d+):)?\s*(?P<kind>fatal error|error|warning|note):\s*(?P<msg>.*)$")

@@ -299,6 +299,20 @@ __global__ void saxpy(int n, float alpha, const float* x, float* y)
 }
 """
 
+# Compile-time reads of the grading process's own files (its environment holds the grading
+# secret), hidden from a check by pattern: the digraph of #include, an include name built by
+# macros, an assembler .incbin with pasted literals.
+SAXPY_DIGRAPH_INCLUDE = SAXPY_CORRECT.replace(
+    "__global__", '%:include "/proc/self/environ"\n__global__', 1)
+SAXPY_MACRO_INCLUDE = SAXPY_CORRECT.replace(
+    "__global__", "#define Q(x) #x\n#define PATH(x) Q(x)\n#include PATH(/proc/self/environ)\n__global__", 1)
+REDUCE_INCBIN = REDUCE_CORRECT.replace(
+    "__global__", '__asm__(".section .rodata\\n.inc" "bin \\"/proc/self/environ\\"\\n.previous");\n__global__', 1)
+# Out of bounds with the checks switched off, by an attribute built from macros and by a pragma.
+SAXPY_OOB_NO_SANITIZE = SAXPY_OOB.replace(
+    "__global__", "#define OFF(x) __attribute__((x))\n#define WHAT no_ ## sanitize_address\nOFF(WHAT) __global__", 1)
+REDUCE_OOB_PRAGMA = REDUCE_OOB.replace("__global__", '_Pragma("GCC optimize(\\"O0\\")")\n__global__', 1)
+
 # --------------------------------------------------------------- Python tricks
 
 INPUT_TRANSFORMER = r'''
@@ -417,6 +431,12 @@ SUBMISSIONS = {
                         "edits points and grade/solution flags of test cells, adds a 100-point grade cell"),
     "forged_result": ("hostile", "blank", SAXPY_FORGED, BLANK, [],
                       "host code prints a passing result and exits"),
+    "compile_time_read": ("hostile", "correct", SAXPY_DIGRAPH_INCLUDE, REDUCE_INCBIN, [],
+                          "reads the grader's environment at compile time (%:include, asm .incbin)"),
+    "macro_include": ("hostile", "correct", SAXPY_MACRO_INCLUDE, REDUCE_CORRECT, [],
+                      "an include name built by macros"),
+    "checks_switched_off": ("hostile", "correct", SAXPY_OOB_NO_SANITIZE, REDUCE_OOB_PRAGMA, [],
+                            "out of bounds with no_sanitize_address (macro-built) and #pragma GCC optimize"),
 }
 
 
