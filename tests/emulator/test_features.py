@@ -78,6 +78,24 @@ def test_qualifiers_and_attributes(emu_build):
     np.testing.assert_allclose(y, 6 * x**2 + x**3 + 2, rtol=1e-5, atol=1e-5)
 
 
+def test_noinline_spelled_either_way_beside_standard_headers(emu_build):
+    # libstdc++ 13 writes __attribute__((__noinline__)) in its headers; a reader may too.
+    # A __noinline__ macro (as CUDA's own headers define it) breaks both.
+    source = r"""
+    #include <memory>
+    #include <string>
+    __device__ __noinline__ float twice(float v) { return 2.0f * v; }
+    __device__ __attribute__((__noinline__)) float thrice(float v) { return 3.0f * v; }
+    extern "C" __global__ void both(float* x, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) x[i] = twice(x[i]) + thrice(1.0f);
+    }
+    """
+    x = np.arange(5, dtype=np.float32)
+    emu_build(source).function("both")(x, 5, grid=1, block=32)
+    np.testing.assert_array_equal(x, 2 * np.arange(5) + 3)
+
+
 def test_static_shared_2d_tile_transpose(emu_build):
     source = r"""
     #define TILE 8

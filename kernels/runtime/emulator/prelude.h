@@ -37,7 +37,8 @@
 #define __constant__
 #define __managed__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
+// __noinline__ is no macro here: libstdc++ 13 writes __attribute__((__noinline__)), which such a
+// macro would break; rewrite.py spells the reader's own __noinline__ as the attribute instead.
 #define __launch_bounds__(...)
 #define __grid_constant__
 #define __align__(n) __attribute__((aligned(n)))

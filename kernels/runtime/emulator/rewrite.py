@@ -129,7 +129,12 @@ def _keep_lines(original: str, replacement: str) -> str:
     return replacement + "\n" * original.count("\n")
 
 
+# CUDA's __noinline__ as the GCC attribute (not inside an __attribute__((...)) the reader wrote).
+_NOINLINE = re.compile(r"(?<!\(\()\b__noinline__\b")
+
+
 def rewrite(source: str, source_name: str, signatures: dict[str, KernelSignature]) -> TranslationUnit:
+    source = _NOINLINE.sub("__attribute__((noinline))", source)
     clean = strip_comments(source)
     pairs = _brace_kinds(clean)
     edits: list[tuple[int, int, str]] = []
