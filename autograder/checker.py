@@ -19,143 +19,17 @@ from collections.abc import Callable
 
 import numpy as np
 
+from . import case_outputs
 from .causes import refine_hint
-from .comparison import CaseError, compare
+from .comparison import CaseError
+from .diagnosis import GUARD_FLOAT
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import ExerciseResult, ShapeResult
+from .scoring import score_correctness, timing_size_failed
 from .timing_policy import measure_speed, speed_points
+from .verdict import case_data, judge_case
 
 GUARD_ELEMENTS = 256  # elements of guard after every buffer on the GPU
-GUARD_FLOAT = np.float32(-7.0e33)  # an unlikely finite value a kernel would not write
-GUARD_MAGNITUDE = 1.0e32  # outputs this large can only come from reading the guard
-MAP_BINS_1D = 256
-MAP_BINS_2D = 64
-
-
-def error_map(bad: np.ndarray) -> dict | None:
-    """Fraction of wrong elements per bin: a strip for 1-D outputs, a grid for 2-D ones."""
-    if bad.size <= 1:
-        return None
-    if bad.ndim == 1:
-        bins = min(MAP_BINS_1D, bad.size)
-        edges = np.linspace(0, bad.size, bins + 1).astype(int)
-        sums = np.add.reduceat(bad.astype(np.float64), edges[:-1])
-        counts = np.diff(edges)
-        return {"rows": [[round(float(v), 4) for v in sums / np.maximum(counts, 1)]], "shape": [int(bad.size)]}
-    flat2 = bad.reshape(-1, bad.shape[-1])
-    rows, cols = flat2.shape
-    rb, cb = min(MAP_BINS_2D, rows), min(MAP_BINS_2D, cols)
-    re_, ce = np.linspace(0, rows, rb + 1).astype(int), np.linspace(0, cols, cb + 1).astype(int)
-    grid = np.add.reduceat(np.add.reduceat(flat2.astype(np.float64), re_[:-1], axis=0), ce[:-1], axis=1)
-    grid /= np.maximum(np.outer(np.diff(re_), np.diff(ce)), 1)
-    return {"rows": [[round(float(v), 4) for v in row] for row in grid], "shape": [int(s) for s in bad.shape]}
-
-
-# ------------------------------------------------------------------ hints
-def diagnose(
-    cmp: dict,
-    got: np.ndarray,
-    expected: np.ndarray,
-    before: np.ndarray | None,
-    prefill: str | None,
-    config: LaunchConfig,
-    scale,
-) -> str:
-    """Name the pattern of the errors in words a student can act on."""
-    bad = cmp["bad"]
-    if not cmp["n_bad"]:
-        return ""
-    n = got.size
-    exp = np.asarray(expected, dtype=np.float64).reshape(got.shape)
-    got64 = got.astype(np.float64)
-    block = config.block[0] * config.block[1] * config.block[2]
-    threads = block * config.grid[0] * config.grid[1] * config.grid[2]
-    if np.all(got64 == 0) and np.any(exp != 0):
-        if prefill == "zeros":
-            return ("The output is still 0, as the grader left it before the launch: the kernel never stored or added "
-                    "its result (is the final write or atomicAdd reached, and by which thread?).")
-        return "Every output value is 0: the kernel writes zeros, or nothing at all (check the store of the result)."
-    bad_got = got64[bad]
-    nan_bad = np.isnan(bad_got)
-    if np.any(np.abs(bad_got[~nan_bad]) >= GUARD_MAGNITUDE):
-        return (f"A value as large as the guard the grader places after every input ({float(GUARD_FLOAT):.0e}) reached "
-                f"the output: the kernel read past the end of an input -- a missing or wrong bounds check (if (i < n)).")
-    if before is not None and np.all(bad_got == before.astype(np.float64)[bad]):
-        where = _where(bad, block, threads, n)
-        return _sentence(f"{_elements(cmp['n_bad'])} never updated (still holding the input value){where}")
-    if prefill == "nan" and np.all(nan_bad):
-        where = _where(bad, block, threads, n)
-        return _sentence(f"{_elements(cmp['n_bad'])} never written (still holding the NaN the grader filled the output with){where}")
-    if np.any(nan_bad):
-        return ("NaN in the output where the answer is a number: a value was read before it was written -- an accumulator "
-                "that is not initialised (float sum = 0.0f;), shared memory read before every thread stored to it, or an "
-                "element read from past the end of an input.")
-    if np.any(np.isinf(bad_got)):
-        return "Inf in the output: an overflow, e.g. accumulating in half precision (float16 tops out at 65504)."
-    where = _where(bad, block, threads, n)
-    if where:
-        return _sentence(f"Wrong values{where}")
-    # Small errors everywhere: precision, not logic.
-    err, tol = cmp["err"][bad], cmp["tol"][bad]
-    s = np.broadcast_to(np.asarray(scale, dtype=np.float64), got.shape)[bad]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel_to_scale = np.nanmax(err / np.maximum(s, 1e-300)) if err.size else 0.0
-    if rel_to_scale < 5e-3 and np.all(err <= 500 * tol):
-        return (f"The errors are small (up to {rel_to_scale:.1e} of the values' size), the size of float16 rounding "
-                "(about 5e-4): is some arithmetic or accumulation done in half precision, or with a fast, less exact intrinsic?")
-    if got.size == 1:
-        ratio = float(got64.ravel()[0] / exp.ravel()[0]) if exp.ravel()[0] else float("nan")
-        if 0 < ratio < 1:
-            return (f"The result is {ratio:.1%} of the right value: some elements were not added (does every element of "
-                    f"x reach a thread -- the loop bound, the grid-stride step, the grid size?).")
-        if ratio > 1:
-            return (f"The result is {ratio:.2f} times the right value: some elements were added more than once (a "
-                    f"stride that is too short, or partial sums added twice).")
-    return ""
-
-
-def _sentence(text: str) -> str:
-    return text if text.endswith(("?", ".")) else text + "."
-
-
-def _elements(count: int) -> str:
-    return "1 element was" if count == 1 else f"{count} elements were"
-
-
-def _where(bad: np.ndarray, block: int, threads: int, n: int) -> str:
-    """Where the wrong elements of a 1-D output lie, in terms of blocks and grid-stride passes."""
-    if bad.ndim != 1 or n < 2:
-        return ""
-    idx = np.flatnonzero(bad)
-    if idx.size == 0:
-        return ""
-    if n > block and n % block and idx.min() >= (n // block) * block:
-        return (f", only in the last, partial block (elements {idx.min()}..{idx.max()} of {n}; n is not a multiple of "
-                f"the block size {block}): a missing or wrong bounds check (if (i < n))")
-    k = int(idx.min())
-    if k > 0 and idx.size >= 0.99 * (n - k):  # (nearly) every element from k on is wrong, every one before it right
-        if k == threads:
-            return (f", every element from index {k} on (grid x block = {threads} threads, so each thread handled one "
-                    f"element): the kernel covers one pass of the grid only -- use a grid-stride loop "
-                    f"(i += blockDim.x * gridDim.x) so any grid covers any n")
-        if k == block and threads > block:
-            return (f", every element from index {k} = blockDim.x on, and none before it: those elements were "
-                    f"processed by several blocks -- the grid-stride step must be the whole grid, "
-                    f"i += blockDim.x * gridDim.x, not one block (i += blockDim.x)")
-        return (f", every element from index {k} on, and none before it: does the kernel stop at a fixed size "
-                f"(a constant, a limit) instead of n?")
-    if threads < n and k >= threads:
-        # Skipped or doubled elements after the first pass only: a wrong grid-stride step.
-        return (f", only from the second grid-stride pass on (none among the first {threads} = grid x block "
-                f"elements): the grid-stride step (i += blockDim.x * gridDim.x) or the loop condition is off")
-    if idx.min() >= n - max(block, 1) and n > block:
-        return f", only at the end of the array (elements {idx.min()}..{idx.max()} of {n}): a bounds check at the end"
-    if block > 1:
-        lanes = idx % block
-        if np.all((lanes == 0) | (lanes == block - 1)):
-            return (", only at the first or last thread of blocks (block edges): an off-by-one in the index, "
-                    "or a bounds check at tile/block edges")
-    return ""
 
 
 # ------------------------------------------------------------------ running a case
@@ -259,6 +133,7 @@ class CaseRunner:
         self._poison = None
         self.probed: dict[str, bool] = {}
         self.rerun: dict[str, bool] = {}
+        self.outputs_dir: str | None = None  # where each case's buffers are handed back to the grader
 
     # buffers ----------------------------------------------------------
     def _buffer(self, host: np.ndarray):
@@ -375,48 +250,14 @@ def run_case(runner: CaseRunner, ex: Exercise, case: dict) -> ShapeResult:
         _, config = ex.resolve_launch(shape, runner.launch)
     except LaunchError as exc:
         raise CaseError("invalid_launch", f"Launch configuration refused for {result.label}: {exc}") from None
-    rng = np.random.default_rng(case["seed"])
-    inputs = ex.make_inputs(shape, rng)
-    pristine = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
-    expected = ex.reference(pristine)
-    scales = ex.error_scale(pristine)
+    inputs, pristine, expected, scales = case_data(ex, shape, case["seed"])
     outputs, after = runner.run_once(inputs, expected, config)
-
-    # Inputs must come back as they went in.
-    for arg in ex.args:
-        if arg.role == "in" and arg.name in after:
-            if not np.array_equal(after[arg.name].view(np.uint8), pristine[arg.name].ravel().view(np.uint8)):
-                changed = int(np.count_nonzero(after[arg.name] != pristine[arg.name].ravel()))
-                result.error = f"The kernel modified its input '{arg.name}' ({changed} elements changed)."
-                result.hint = "Inputs must be left as they are: write results only to the output arguments."
-                result.n_total = int(pristine[arg.name].size)
-                result.n_bad = changed
-                return result
-
-    total_bad, first = 0, None
-    for arg in ex.outputs:
-        got = outputs[arg.name]
-        cmp = compare(got, expected[arg.name], scales[arg.name], ex.rtol, ex.atol)
-        result.n_total += int(got.size)
-        total_bad += cmp["n_bad"]
-        if result.max_abs_err is None or cmp["max_abs_err"] > result.max_abs_err:
-            result.max_abs_err = cmp["max_abs_err"]
-        if result.max_rel_err is None or cmp["max_rel_err"] > result.max_rel_err:
-            result.max_rel_err = cmp["max_rel_err"]
-        if cmp["n_bad"] and first is None:
-            first = (arg, cmp, got)
-    result.n_bad = total_bad
-    result.passed = total_bad == 0
+    # The arrays go back to the grader, which judges the case again itself (autograder.verdict).
+    if runner.outputs_dir:
+        case_outputs.save(runner.outputs_dir, f"case-{case['index']}", outputs, after)
+    first = judge_case(ex, result, outputs, after, pristine, expected, scales, config)
     if first is not None:
         arg, cmp, got = first
-        result.output = arg.name
-        result.first_bad_index = cmp["first_bad_index"]
-        result.expected = cmp["expected"]
-        result.got = cmp["got"]
-        before = pristine[arg.name].reshape(got.shape) if arg.role == "inout" else None
-        prefill = arg.init if arg.role == "out" else None
-        result.hint = diagnose(cmp, got, expected[arg.name], before, prefill, config, scales[arg.name])
-        result.error_map = error_map(cmp["bad"])
         if ex.probe is not None and not runner.probed.get(result.label):
             runner.probed[result.label] = True  # once per shape: probes cost launches
             try:
@@ -513,13 +354,14 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         return res
     kernel = module.function(ex.kernel)
     runner = CaseRunner(ex, kernel, backend, launch)
+    runner.outputs_dir = request.get("outputs_dir")
 
     send("stage", stage="correctness")
     failure: CaseError | None = None
     for index, case in enumerate(cases):
         send("start_case", index=index)
         try:
-            shape_result = run_case(runner, ex, case)
+            shape_result = run_case(runner, ex, {**case, "index": index})
             if not shape_result.passed:
                 shape_result.hint = refine_hint(shape_result.hint, source=source, launch=launch,
                                                 error=shape_result.error, wrong_result=True, shape=case["shape"])
@@ -539,7 +381,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         if failure is not None:
             break  # after a failed launch the device (a CUDA context) may be unusable
 
-    _score_correctness(ex, res, failure)
+    score_correctness(ex, res, failure)
     if res.status == "passed":
         _speed(ex, res, module, launch, backend, mode, send)
     else:
@@ -552,68 +394,6 @@ def _shape_dict(s: ShapeResult) -> dict:
     from dataclasses import asdict
 
     return asdict(s)
-
-
-def _score_correctness(ex: Exercise, res: ExerciseResult, failure: CaseError | None) -> None:
-    """Points per shape (all of its seeds must pass); none when a launch failed, hung or crashed."""
-    by_shape: dict[str, bool] = {}
-    for s in res.shapes:
-        by_shape[s.label] = by_shape.get(s.label, True) and s.passed
-    if failure is not None:
-        res.status = failure.status
-        res.correctness_score = 0.0
-        bad = res.shapes[-1]
-        res.message = (f"The kernel failed on {'visible' if bad.visible else 'hidden'} case {bad.label} "
-                       f"(seed #{bad.seed_index}): {failure}" + (f" Hint: {failure.hint}" if failure.hint else "")
-                       + " No correctness points: a kernel must run on every case.")
-        return
-    n_shapes = len(by_shape)
-    n_ok = sum(by_shape.values())
-    res.correctness_score = round(ex.correctness_points * n_ok / max(1, n_shapes), 4)
-    if n_ok == n_shapes:
-        res.status = "passed"
-        res.message = f"Correct on all {len(res.shapes)} cases ({n_shapes} shapes)."
-        return
-    res.status = "failed"
-    failed = [s for s in res.shapes if not s.passed]
-    first = failed[0]
-    visible_ok = all(s.passed for s in res.shapes if s.visible)
-    bad_labels = sorted({s.label for s in failed}, key=lambda l: [s.label for s in res.shapes].index(l))
-    msg = (f"Wrong on {len(bad_labels)} of {n_shapes} shapes ({', '.join(bad_labels[:6])}"
-           f"{', ...' if len(bad_labels) > 6 else ''}). ")
-    if first.first_bad_index is not None:
-        msg += (f"First on {first.label}: {first.output}[{','.join(map(str, first.first_bad_index))}] expected "
-                f"{first.expected:.6g}, got {first.got:.6g}. ")
-    elif first.error:
-        msg += f"On {first.label}: {first.error} "
-    if first.hint:
-        msg += f"Hint: {first.hint} "
-    if visible_ok and any(not s.visible for s in failed):
-        msg += ("The visible cases pass but hidden ones do not: does the kernel assume something about n that only "
-                "the visible sizes satisfy (a fixed size, a multiple of the block, a grid that covers every element "
-                "in one pass)? ")
-    msg += f"Correctness points for the {n_ok} shapes that pass on every seed."
-    res.message = msg.strip()
-
-
-def _timing_size_failed(ex: Exercise, res: ExerciseResult, error: str, hint: str) -> None:
-    """The kernel passed every correctness case but went wrong at the timing size.
-
-    The timing size counts as one more shape: it costs that shape's share of
-    the correctness points, and all the speed points (a kernel that is only
-    correct while not timed, or only below some size, gains nothing).
-    """
-    label = ex.shape_label(ex.timing_shape)
-    res.shapes.append(ShapeResult(label=f"{label} (timing size)", shape=dict(ex.timing_shape), seed_index=0,
-                                  visible=False, passed=False, error=error, hint=hint))
-    n_shapes = len({s.label for s in res.shapes})
-    res.status = "failed"
-    res.correctness_score = round(ex.correctness_points * (n_shapes - 1) / n_shapes, 4)
-    res.message = (f"Correct on every correctness case, but wrong at the timing size {label}: {error}"
-                   + (f" Hint: {hint}" if hint else "")
-                   + " That size counts as one more shape: its share of the correctness points and the speed "
-                     "points are lost.")
-    res.speed_note = "no speed points: the kernel went wrong while being timed"
 
 
 def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mode: str, send) -> None:
@@ -631,7 +411,8 @@ def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mod
 
     send("stage", stage="timing")
     try:
-        timing = measure_speed(ex, module, launch, backend, quick=(mode == "visible"))
+        timing = measure_speed(ex, module, launch, backend, quick=(mode == "visible"),
+                               outputs_dir=request.get("outputs_dir"))
     except (CaseError, E.KernelError) as exc:  # wrong output of a timed call, or a crash or hang at that size
         hint = exc.hint if isinstance(exc, CaseError) else _classify(exc)[1]
         if mode != "hidden":
@@ -642,7 +423,8 @@ def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mod
                               + " Grading times the kernel at this size too, and a wrong result there costs that "
                                 "size's share of the correctness points and the speed points.")
             return
-        _timing_size_failed(ex, res, str(exc), hint)
+        send("timing_failure", error=str(exc), hint=hint)
+        timing_size_failed(ex, res, str(exc), hint)
         return
     except Exception as exc:  # a failure of the timing itself: the kernel keeps its correctness points
         import traceback

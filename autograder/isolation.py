@@ -1,10 +1,14 @@
-"""Grade one submission in a fresh child process, and the child's side of that.
+"""Grade one submission in a fresh, sandboxed child process, and the child's side of that.
 
-The parent (the grader, holding the secret) starts ``python -I`` with a
-scrubbed environment, its working directory an empty temporary directory,
-its own session (so the whole process group can be killed), and limits on
-CPU time, file size and core dumps; it polls the child's memory and kills it
-past a limit, and kills it at a hard wall-clock deadline.
+The parent (the grader, holding the secret) starts ``python -I`` inside the
+sandbox (:mod:`autograder.sandbox`: namespaces, a read-only view of the
+system, a seccomp filter, all in place before the child's first
+instruction), with a scrubbed environment, its working directory a fresh
+scratch directory, its own session, and limits on CPU time, file size and
+core dumps; it polls the memory of the whole process tree and kills it past a
+limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
+refuses to run where the sandbox cannot start; ``check()`` on a student's own
+machine runs without it there (it guards nothing of anyone else's).
 
 What crosses into the child, on its stdin (then closed): the exercise name,
 the kernel source text, the launch integers, and the list of cases to run
@@ -12,11 +16,14 @@ the kernel source text, the launch integers, and the list of cases to run
 student id and the exercise, so the secret itself never leaves the parent
 and nothing about the hidden cases is ever written to a file.
 
-What comes back: JSON lines on a separate pipe whose descriptor the child is
-given (stdout and stderr, where a kernel's printf goes, are only captured as
-a log), each line tagged with a random nonce the parent chose.  A line per
-finished case arrives as the check runs, so a hang or a crash in the middle
-still reports which cases passed and where it stopped.
+What comes back: the arrays every launch left in its buffers, as files in
+the scratch directory, which the parent reads after the sandbox is gone and
+judges itself (:mod:`autograder.verdict`: its own references, its own
+comparison, its own scoring); and the child's account of each case (hints,
+where it stopped) as JSON lines on a pipe, tagged with a random nonce.  That
+account can only take points away: a case counts only if the parent's own
+comparison passes too.  A line per finished case arrives as the check runs,
+so a hang or a crash in the middle still reports where it stopped.
 
 A hung kernel, an illegal address, a compile error, a crash or a huge
 allocation costs that exercise only: the parent turns any of them into an
@@ -41,9 +48,11 @@ from pathlib import Path
 
 import numpy as np
 
+from . import sandbox
 from .exercise import Exercise, LaunchError
 from .result import ExerciseResult, ShapeResult
 from .submission import KernelSubmission
+from .verdict import judge
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SECRET_ENV = "DLK_GRADER_SECRET"
@@ -154,20 +163,30 @@ def _apply_limits(cpu_s: float, file_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
 
 
-def _rss_bytes(pid: int) -> int:
-    """Resident memory of ``pid`` and its children (the compiler, say), from /proc."""
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (the sandbox, the child, its compiler, the emulator's worker)."""
+    found, stack = [], [pid]
+    while stack and len(found) < 4096:
+        p = stack.pop()
+        found.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                stack += [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _tree_rss_bytes(pid: int) -> int:
+    """Resident memory (anonymous, file-backed and shared pages) of ``pid`` and all its descendants, from /proc."""
     total = 0
-    try:
-        pids = [pid]
-        children = Path(f"/proc/{pid}/task/{pid}/children")
-        if children.exists():
-            pids += [int(p) for p in children.read_text().split()]
-        for p in pids:
+    for p in _descendants(pid):
+        try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
+        except (OSError, ValueError):
+            continue
     return total
 
 
@@ -231,6 +250,8 @@ def grade_submission(
         magic, what = ("%%tc", "the index notation") if ex.language == "tc" else ("%%cuda", "the kernel")
         return _base_result(ex, sub, mode, "not_written", f"No code was written: the '{magic} {ex.name}' cell is empty. Write {what} {ex.signature} in it.")
 
+    if mode == "hidden":
+        sandbox.require()  # grading never runs a submission outside the sandbox (raises, naming the reason)
     secret_bytes = _resolve_secret(secret)
     cases = plan_cases(ex, launch, mode, secret_bytes, student_id)
     limit = float(timeout_s if timeout_s is not None else (ex.time_limit_s if mode == "hidden" else ex.visible_time_limit_s))
@@ -252,7 +273,7 @@ def grade_submission(
     if memory_limit is None:
         memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
     with lock:
-        result = _run_child(ex, sub, request, limit, backend, memory_limit)
+        result = _run_child(ex, sub, request, limit, backend, memory_limit, gpu=lock.wants_gpu)
     result.elapsed_s = round(time.monotonic() - started, 3)
     return result
 
@@ -309,25 +330,36 @@ def _child_command() -> list[str]:
     return [sys.executable, "-I", "-c", bootstrap, json.dumps(_import_path())]
 
 
-def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float, backend: str | None, memory_limit: int) -> ExerciseResult:
+def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float, backend: str | None, memory_limit: int,
+               gpu: bool = False) -> ExerciseResult:
     nonce = request["nonce"]
     cache_dir = request.pop("cache_dir", None)  # the child's environment says it; the request need not
     with tempfile.TemporaryDirectory(prefix="dlk-grade-") as tmp:
+        request["outputs_dir"] = tmp
         read_fd, write_fd = os.pipe()
         request["result_fd"] = write_fd
+        child = _child_command()
+        pass_fds = [write_fd]
+        sandboxed = not sandbox.unavailable_reason()
+        if sandboxed:
+            # Everything the child and the student's code will ever run starts inside this sandbox.
+            child, seccomp_fd = sandbox.command(child, tmp, writable=[cache_dir or _build_cache_dir()], gpu=gpu,
+                                                import_path=_import_path())
+            pass_fds.append(seccomp_fd)
         try:
             proc = subprocess.Popen(
-                _child_command(),
+                child,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=tmp,
                 env=_child_env(tmp, backend, limit, cache_dir),
-                pass_fds=(write_fd,),
+                pass_fds=tuple(pass_fds),
                 start_new_session=True,
             )
         finally:
-            os.close(write_fd)
+            for fd in pass_fds:
+                os.close(fd)
         try:
             proc.stdin.write(json.dumps(request, default=_json_default).encode())
             proc.stdin.close()
@@ -376,7 +408,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                             final = msg.get("result")
                         else:
                             events.append(msg)
-                if _rss_bytes(proc.pid) > memory_limit:
+                if _tree_rss_bytes(proc.pid) > memory_limit:
                     killed_for = "memory"
                     break
         finally:
@@ -399,13 +431,22 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
             os.close(read_fd)
             proc.stdout.close()
         log_text = log.decode(errors="replace")[-LOG_LIMIT:]
-
-    if final is not None and not killed_for:
-        result = ExerciseResult.from_dict(final)
-        if log_text.strip():
-            result.log = (result.log + "\n" if result.log else "") + "output:\n" + log_text
-        return result
-    return _result_without_report(ex, sub, request, events, killed_for, proc.returncode, log_text, limit, memory_limit)
+        returncode = proc.returncode
+        if sandboxed and returncode is not None and 128 < returncode < 128 + 65:
+            returncode = 128 - returncode  # bubblewrap reports a child killed by signal N as 128 + N
+        if final is None or killed_for:
+            return _result_without_report(ex, sub, request, events, killed_for, returncode, log_text, limit,
+                                          memory_limit)
+        # The sandbox and every process in it are gone: judge from the arrays it left in the scratch directory.
+        try:
+            reported = ExerciseResult.from_dict(final)
+        except (TypeError, ValueError, AttributeError):
+            return _result_without_report(ex, sub, request, events, "", returncode, log_text, limit, memory_limit)
+        timing_failure = next((e for e in events if e.get("event") == "timing_failure"), None)
+        result = judge(ex, request, reported, tmp, speed_allowed=gpu, timing_failure=timing_failure)
+    if log_text.strip():
+        result.log = (result.log + "\n" if result.log else "") + "output:\n" + log_text
+    return result
 
 
 def _result_without_report(ex, sub, request, events, killed_for, returncode, log_text, limit, memory_limit) -> ExerciseResult:
@@ -510,10 +551,23 @@ def _check_request(request: dict, send) -> ExerciseResult:
     return run_request(request, send)
 
 
+def _not_dumpable() -> None:
+    """No process of the same user may read or write this one's memory through /proc (ptrace access):
+    the student's code, in the emulator's worker, runs beside it in the sandbox."""
+    import ctypes
+
+    PR_SET_DUMPABLE = 4
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def child_main() -> None:
     """Entry point of the grading child: read the request, check, report, exit."""
     request = json.loads(sys.stdin.buffer.read())
     sys.stdin.close()
+    _not_dumpable()
     _apply_limits(float(request.get("cpu_limit_s", 300)), int(request.get("file_limit_bytes", 512 * 2**20)))
     # Move the result pipe to an unpredictable high descriptor, away from the
     # low numbers a kernel's code might guess.

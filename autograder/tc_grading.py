@@ -13,10 +13,13 @@ import time
 
 import numpy as np
 
-from .checker import _score_correctness, _shape_dict, error_map
-from .comparison import CaseError, compare
+from . import case_outputs
+from .checker import _shape_dict
+from .comparison import CaseError
 from .exercise import Exercise
 from .result import ExerciseResult, ShapeResult
+from .scoring import score_correctness
+from .verdict import case_data, judge_case
 
 
 def _interface_problem(ex: Exercise, cd) -> str:
@@ -36,16 +39,13 @@ def _interface_problem(ex: Exercise, cd) -> str:
     return ""
 
 
-def _run_case(tc, ex: Exercise, case: dict) -> ShapeResult:
+def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None) -> ShapeResult:
     from kernels.comprehensions import TcShapeError
 
     shape = case["shape"]
     result = ShapeResult(label=ex.shape_label(shape), shape=dict(shape), seed_index=case["seed_index"],
                          visible=case["visible"], passed=False)
-    inputs = ex.make_inputs(shape, np.random.default_rng(case["seed"]))
-    pristine = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
-    expected = ex.reference(pristine)
-    scales = ex.error_scale(pristine)
+    inputs, pristine, expected, scales = case_data(ex, shape, case["seed"])
     args = {a.name: inputs[a.name] for a in ex.args if a.role in ("in", "scalar")}
     try:
         got = tc(**args)
@@ -53,32 +53,17 @@ def _run_case(tc, ex: Exercise, case: dict) -> ShapeResult:
         result.error = f"The comprehension cannot run on these shapes: {exc}."
         return result
     got = got if isinstance(got, tuple) else (got,)
-    outputs = dict(zip(tc.checked.definition.outputs, got))
-    total_bad, first = 0, None
+    outputs = {name: np.asarray(value) for name, value in zip(tc.checked.definition.outputs, got)}
     for arg in ex.outputs:
-        out = np.asarray(outputs[arg.name])
-        want = np.asarray(expected[arg.name])
-        if out.shape != want.shape:
-            result.error = (f"{arg.name} has shape {out.shape} for these inputs, but should have {want.shape}: "
+        want = np.shape(expected[arg.name])
+        if arg.name in outputs and outputs[arg.name].shape != want:
+            result.error = (f"{arg.name} has shape {outputs[arg.name].shape} for these inputs, but should have {want}: "
                             f"are the indices and their ranges right?")
             result.hint = "print the inferred ranges with check_text(...).describe_ranges() to see where they differ"
             return result
-        cmp = compare(out, want, scales[arg.name], ex.rtol, ex.atol)
-        result.n_total += int(out.size)
-        total_bad += cmp["n_bad"]
-        result.max_abs_err = max(result.max_abs_err or 0.0, cmp["max_abs_err"])
-        result.max_rel_err = max(result.max_rel_err or 0.0, cmp["max_rel_err"])
-        if cmp["n_bad"] and first is None:
-            first = (arg, cmp)
-    result.n_bad = total_bad
-    result.passed = total_bad == 0
-    if first is not None:
-        arg, cmp = first
-        result.output = arg.name
-        result.first_bad_index = cmp["first_bad_index"]
-        result.expected = cmp["expected"]
-        result.got = cmp["got"]
-        result.error_map = error_map(cmp["bad"])
+    if outputs_dir:
+        case_outputs.save(outputs_dir, f"case-{case['index']}", outputs)
+    judge_case(ex, result, outputs, {}, pristine, expected, scales, None)
     return result
 
 
@@ -121,7 +106,7 @@ def run_tc_request(request: dict, ex: Exercise, send) -> ExerciseResult:
     for index, case in enumerate(request["cases"]):
         send("start_case", index=index)
         try:
-            shape_result = _run_case(tc, ex, case)
+            shape_result = _run_case(tc, ex, {**case, "index": index}, request.get("outputs_dir"))
         except E.KernelCompileError as exc:
             res.status, res.message = "compile_error", f"The generated kernel did not compile: {exc}"
             res.log = (getattr(exc, "log", "") or "")[-4000:]
@@ -135,7 +120,7 @@ def run_tc_request(request: dict, ex: Exercise, send) -> ExerciseResult:
         send("case", case=_shape_dict(shape_result))
         if failure is not None:
             break
-    _score_correctness(ex, res, failure)
+    score_correctness(ex, res, failure)
     res.speed_note = "index notation is graded for correctness only"
     res.elapsed_s = round(time.monotonic() - started, 3)
     return res

@@ -98,6 +98,7 @@ class _InputSet:
     """One freshly drawn set of inputs: its float64 expectations, and pristine device copies to reset from."""
 
     def __init__(self, ex: Exercise, shape: dict, params, seed: int, gpu):
+        self.seed = seed
         rng = np.random.default_rng(seed)
         self.inputs = ex.make_inputs(shape, rng)
         pristine = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.inputs.items()}
@@ -158,7 +159,7 @@ class InputPool:
         return None if self._can_grow() else 2 * len(self.sets) - 1
 
 
-def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = False) -> dict:
+def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = False, outputs_dir: str | None = None) -> dict:
     """Time the student's kernel against the exercise's reference kernel on the GPU.
 
     The measuring itself (events, L2 flush, peaks, raw buffers) is the runtime's
@@ -227,10 +228,15 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
 
     rng = np.random.default_rng(int.from_bytes(os.urandom(8), "little"))
 
-    def validate(input_set, call: int, full: bool) -> None:
+    def validate(input_set, call: int, full: bool, hand_back: bool = False) -> None:
         for arg in ex.outputs:
             host = np.empty_like(input_set.host_init[arg.name])
             gpu.copy_to_host(host, work[arg.name])
+            if hand_back and outputs_dir:
+                # the grader checks this output again itself, against its own reference for the same inputs
+                from . import case_outputs
+
+                case_outputs.save(outputs_dir, "timing", {arg.name: host})
             exp = np.asarray(input_set.expected[arg.name]).reshape(host.shape)
             scale = np.broadcast_to(np.asarray(input_set.scale[arg.name], dtype=np.float64), host.shape)
             if not full and host.size > SAMPLE_ELEMENTS:
@@ -270,8 +276,8 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
             ref_ms.append(r)
             stu_ms.append(t)
             call += 1
-        # The last call is validated in full.
-        validate(last, call - 1, full=True)
+        # The last call is validated in full, and handed back to the grader.
+        validate(last, call - 1, full=True, hand_back=True)
     except gpu.error as exc:
         raise gpu.launch_error(exc, ex.kernel) from None
     except E.KernelError:
@@ -294,6 +300,7 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
         "reference_stderr": stderr_fraction(ref_ms),
         "pairs": len(stu_ms),
         "input_sets": len(pool.sets),
+        "validated_seed": int(last.seed),
         "student_launch": {"grid": list(config.grid), "block": list(config.block), "shared": config.shared},
         "reference_kernel": f"kernels/{rk.topic}.cu:{rk.kernel}",
         "peak_bandwidth_gbs": peak_bw / 1e9,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from autograder import isolation
-from autograder.checker import diagnose, error_map
+from autograder.diagnosis import diagnose, error_map
 from autograder.comparison import compare
 from autograder.exercise import LaunchConfig, LaunchError
 from autograder.exercises import all_exercises, get_exercise
@@ -294,15 +294,14 @@ def test_results_on_stdout_or_without_the_nonce_are_ignored(monkeypatch):
 def test_child_environment_is_scrubbed(monkeypatch, tmp_path):
     monkeypatch.setenv("DLK_GRADER_SECRET", "top secret")
     monkeypatch.setenv("GRADEBOOK_URL", "sqlite:///gradebook.db")
-    out = tmp_path / "seen.json"
-    _fake_child(monkeypatch, f"""
+    _fake_child(monkeypatch, """
         import json, os, sys
         req = json.loads(sys.stdin.read())
-        json.dump({{"env": dict(os.environ), "cwd": os.getcwd(), "files": os.listdir("."),
-                    "request_keys": sorted(req)}}, open({str(out)!r}, "w"))
+        print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "files": os.listdir("."),
+                          "request_keys": sorted(req)}))
     """)
-    grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k", timeout_s=20)
-    seen = json.loads(out.read_text())
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k", timeout_s=20)
+    seen = json.loads(r.log.split("output:\n", 1)[-1] if "output:" in r.log else r.log)
     assert "DLK_GRADER_SECRET" not in seen["env"] and "GRADEBOOK_URL" not in seen["env"]
     assert "top secret" not in json.dumps(seen) and "k" not in seen["request_keys"]
     assert seen["files"] == [] and seen["cwd"] != os.getcwd()

@@ -1,0 +1,145 @@
+"""Naming what went wrong in a kernel's output, in words a student can act on.
+
+Used by the grading child, for its own account of a case, and by the trusted
+grader, which judges every case again from the arrays the child hands back
+(:mod:`autograder.verdict`): a wrong element's pattern (never written, still
+the input, only the last block, from the second grid-stride pass on, ...)
+and a picture of where the wrong elements lie.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .exercise import LaunchConfig
+
+GUARD_FLOAT = np.float32(-7.0e33)  # an unlikely finite value a kernel would not write
+GUARD_MAGNITUDE = 1.0e32  # outputs this large can only come from reading the guard
+MAP_BINS_1D = 256
+MAP_BINS_2D = 64
+
+
+def error_map(bad: np.ndarray) -> dict | None:
+    """Fraction of wrong elements per bin: a strip for 1-D outputs, a grid for 2-D ones."""
+    if bad.size <= 1:
+        return None
+    if bad.ndim == 1:
+        bins = min(MAP_BINS_1D, bad.size)
+        edges = np.linspace(0, bad.size, bins + 1).astype(int)
+        sums = np.add.reduceat(bad.astype(np.float64), edges[:-1])
+        counts = np.diff(edges)
+        return {"rows": [[round(float(v), 4) for v in sums / np.maximum(counts, 1)]], "shape": [int(bad.size)]}
+    flat2 = bad.reshape(-1, bad.shape[-1])
+    rows, cols = flat2.shape
+    rb, cb = min(MAP_BINS_2D, rows), min(MAP_BINS_2D, cols)
+    re_, ce = np.linspace(0, rows, rb + 1).astype(int), np.linspace(0, cols, cb + 1).astype(int)
+    grid = np.add.reduceat(np.add.reduceat(flat2.astype(np.float64), re_[:-1], axis=0), ce[:-1], axis=1)
+    grid /= np.maximum(np.outer(np.diff(re_), np.diff(ce)), 1)
+    return {"rows": [[round(float(v), 4) for v in row] for row in grid], "shape": [int(s) for s in bad.shape]}
+
+
+# ------------------------------------------------------------------ hints
+def diagnose(
+    cmp: dict,
+    got: np.ndarray,
+    expected: np.ndarray,
+    before: np.ndarray | None,
+    prefill: str | None,
+    config: LaunchConfig,
+    scale,
+) -> str:
+    """Name the pattern of the errors in words a student can act on."""
+    bad = cmp["bad"]
+    if not cmp["n_bad"]:
+        return ""
+    n = got.size
+    exp = np.asarray(expected, dtype=np.float64).reshape(got.shape)
+    got64 = got.astype(np.float64)
+    block = config.block[0] * config.block[1] * config.block[2]
+    threads = block * config.grid[0] * config.grid[1] * config.grid[2]
+    if np.all(got64 == 0) and np.any(exp != 0):
+        if prefill == "zeros":
+            return ("The output is still 0, as the grader left it before the launch: the kernel never stored or added "
+                    "its result (is the final write or atomicAdd reached, and by which thread?).")
+        return "Every output value is 0: the kernel writes zeros, or nothing at all (check the store of the result)."
+    bad_got = got64[bad]
+    nan_bad = np.isnan(bad_got)
+    if np.any(np.abs(bad_got[~nan_bad]) >= GUARD_MAGNITUDE):
+        return (f"A value as large as the guard the grader places after every input ({float(GUARD_FLOAT):.0e}) reached "
+                f"the output: the kernel read past the end of an input -- a missing or wrong bounds check (if (i < n)).")
+    if before is not None and np.all(bad_got == before.astype(np.float64)[bad]):
+        where = _where(bad, block, threads, n)
+        return _sentence(f"{_elements(cmp['n_bad'])} never updated (still holding the input value){where}")
+    if prefill == "nan" and np.all(nan_bad):
+        where = _where(bad, block, threads, n)
+        return _sentence(f"{_elements(cmp['n_bad'])} never written (still holding the NaN the grader filled the output with){where}")
+    if np.any(nan_bad):
+        return ("NaN in the output where the answer is a number: a value was read before it was written -- an accumulator "
+                "that is not initialised (float sum = 0.0f;), shared memory read before every thread stored to it, or an "
+                "element read from past the end of an input.")
+    if np.any(np.isinf(bad_got)):
+        return "Inf in the output: an overflow, e.g. accumulating in half precision (float16 tops out at 65504)."
+    where = _where(bad, block, threads, n)
+    if where:
+        return _sentence(f"Wrong values{where}")
+    # Small errors everywhere: precision, not logic.
+    err, tol = cmp["err"][bad], cmp["tol"][bad]
+    s = np.broadcast_to(np.asarray(scale, dtype=np.float64), got.shape)[bad]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel_to_scale = np.nanmax(err / np.maximum(s, 1e-300)) if err.size else 0.0
+    if rel_to_scale < 5e-3 and np.all(err <= 500 * tol):
+        return (f"The errors are small (up to {rel_to_scale:.1e} of the values' size), the size of float16 rounding "
+                "(about 5e-4): is some arithmetic or accumulation done in half precision, or with a fast, less exact intrinsic?")
+    if got.size == 1:
+        ratio = float(got64.ravel()[0] / exp.ravel()[0]) if exp.ravel()[0] else float("nan")
+        if 0 < ratio < 1:
+            return (f"The result is {ratio:.1%} of the right value: some elements were not added (does every element of "
+                    f"x reach a thread -- the loop bound, the grid-stride step, the grid size?).")
+        if ratio > 1:
+            return (f"The result is {ratio:.2f} times the right value: some elements were added more than once (a "
+                    f"stride that is too short, or partial sums added twice).")
+    return ""
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith(("?", ".")) else text + "."
+
+
+def _elements(count: int) -> str:
+    return "1 element was" if count == 1 else f"{count} elements were"
+
+
+def _where(bad: np.ndarray, block: int, threads: int, n: int) -> str:
+    """Where the wrong elements of a 1-D output lie, in terms of blocks and grid-stride passes."""
+    if bad.ndim != 1 or n < 2:
+        return ""
+    idx = np.flatnonzero(bad)
+    if idx.size == 0:
+        return ""
+    if n > block and n % block and idx.min() >= (n // block) * block:
+        return (f", only in the last, partial block (elements {idx.min()}..{idx.max()} of {n}; n is not a multiple of "
+                f"the block size {block}): a missing or wrong bounds check (if (i < n))")
+    k = int(idx.min())
+    if k > 0 and idx.size >= 0.99 * (n - k):  # (nearly) every element from k on is wrong, every one before it right
+        if k == threads:
+            return (f", every element from index {k} on (grid x block = {threads} threads, so each thread handled one "
+                    f"element): the kernel covers one pass of the grid only -- use a grid-stride loop "
+                    f"(i += blockDim.x * gridDim.x) so any grid covers any n")
+        if k == block and threads > block:
+            return (f", every element from index {k} = blockDim.x on, and none before it: those elements were "
+                    f"processed by several blocks -- the grid-stride step must be the whole grid, "
+                    f"i += blockDim.x * gridDim.x, not one block (i += blockDim.x)")
+        return (f", every element from index {k} on, and none before it: does the kernel stop at a fixed size "
+                f"(a constant, a limit) instead of n?")
+    if threads < n and k >= threads:
+        # Skipped or doubled elements after the first pass only: a wrong grid-stride step.
+        return (f", only from the second grid-stride pass on (none among the first {threads} = grid x block "
+                f"elements): the grid-stride step (i += blockDim.x * gridDim.x) or the loop condition is off")
+    if idx.min() >= n - max(block, 1) and n > block:
+        return f", only at the end of the array (elements {idx.min()}..{idx.max()} of {n}): a bounds check at the end"
+    if block > 1:
+        lanes = idx % block
+        if np.all((lanes == 0) | (lanes == block - 1)):
+            return (", only at the first or last thread of blocks (block edges): an off-by-one in the index, "
+                    "or a bounds check at tile/block edges")
+    return ""

@@ -1,0 +1,237 @@
+"""The verdict on a submission, computed by the trusted grader from data.
+
+The grading child runs in the sandbox (:mod:`autograder.sandbox`) next to the
+student's code, so nothing it says is taken on trust.  It hands back, per
+case, the arrays the launch left in the buffers (:mod:`autograder.case_outputs`),
+and its own account of each case (hints, errors the emulator or the GPU
+reported).  Here, after the sandbox is gone, the grader:
+
+* regenerates every case's inputs from the seeds it planned, computes the
+  float64 reference itself, and compares the arrays read back; a case passes
+  only if the child saw it pass *and* the grader's own comparison does (the
+  child can only lose points, never gain them);
+* treats a planned case that has no account or no arrays as failed;
+* scores the cases itself (:mod:`autograder.scoring`), ignoring every score
+  field the child sent;
+* awards speed points only where the grader itself chose the GPU and the
+  output of the last timed call, read back the same way, matches the
+  reference computed here for the inputs of that call, at the same tolerance
+  as every other case.
+
+:func:`judge_case` is also what the child uses for its own account, so both
+sides compare and diagnose a case with one piece of code.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import case_outputs
+from .comparison import compare
+from .diagnosis import diagnose, error_map
+from .exercise import Exercise, LaunchConfig, LaunchError
+from .result import ExerciseResult, ShapeResult
+from .scoring import score_correctness, timing_size_failed
+
+#: Statuses of a child's result that are judged case by case here; any other (a compile error, a crash, a
+#: hang, a refused launch, no code) already carries no points and is kept as the child reported it.
+JUDGED_STATUSES = ("passed", "failed")
+
+
+def case_data(ex: Exercise, shape: dict, seed: int) -> tuple[dict, dict, dict, dict]:
+    """(inputs, pristine copies, float64 expected outputs, error scales) of one case."""
+    inputs = ex.make_inputs(shape, np.random.default_rng(seed))
+    pristine = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}
+    return inputs, pristine, ex.reference(pristine), ex.error_scale(pristine)
+
+
+def judge_case(ex: Exercise, result: ShapeResult, outputs: dict, after: dict, pristine: dict, expected: dict,
+               scales: dict, config: LaunchConfig | None):
+    """Fill ``result`` from what one launch left in the buffers; returns (arg, comparison, got) of the first
+    wrong output, or None.  ``after`` holds the inputs as read back (checked unchanged)."""
+    for arg in ex.args:
+        if arg.role == "in" and arg.name in after:
+            before = np.asarray(pristine[arg.name]).ravel()
+            now = np.asarray(after[arg.name]).ravel()
+            if now.dtype != before.dtype or now.size != before.size or not np.array_equal(now.view(np.uint8), before.view(np.uint8)):
+                changed = int(np.count_nonzero(now != before)) if now.size == before.size else int(before.size)
+                result.error = f"The kernel modified its input '{arg.name}' ({changed} elements changed)."
+                result.hint = "Inputs must be left as they are: write results only to the output arguments."
+                result.n_total = int(before.size)
+                result.n_bad = changed
+                result.passed = False
+                return None
+    total_bad, first = 0, None
+    for arg in ex.outputs:
+        want = np.asarray(expected[arg.name])
+        got = outputs.get(arg.name)
+        if got is None or np.shape(got) != want.shape:
+            have = "nothing" if got is None else f"shape {np.shape(got)}"
+            result.error = f"{arg.name} came back as {have}, but should have shape {want.shape}."
+            result.passed = False
+            return None
+        cmp = compare(got, want, scales[arg.name], ex.rtol, ex.atol)
+        result.n_total += int(got.size)
+        total_bad += cmp["n_bad"]
+        result.max_abs_err = max(result.max_abs_err or 0.0, cmp["max_abs_err"])
+        result.max_rel_err = max(result.max_rel_err or 0.0, cmp["max_rel_err"])
+        if cmp["n_bad"] and first is None:
+            first = (arg, cmp, got)
+    result.n_bad = total_bad
+    result.passed = total_bad == 0
+    if first is not None:
+        arg, cmp, got = first
+        result.output = arg.name
+        result.first_bad_index = cmp["first_bad_index"]
+        result.expected = cmp["expected"]
+        result.got = cmp["got"]
+        result.error_map = error_map(cmp["bad"])
+        if config is not None:
+            before = np.asarray(pristine[arg.name]).reshape(got.shape) if arg.role == "inout" else None
+            prefill = arg.init if arg.role == "out" else None
+            result.hint = diagnose(cmp, got, expected[arg.name], before, prefill, config, scales[arg.name])
+    return first
+
+
+def _read_back(ex: Exercise, scratch: str, tag: str, expected: dict, pristine: dict) -> tuple[dict, dict] | None:
+    outputs, after = {}, {}
+    for arg in ex.outputs:
+        want = np.shape(expected[arg.name])
+        flat = case_outputs.load(scratch, tag, "out", arg.name, int(np.prod(want, dtype=np.int64)))
+        if flat is None:
+            return None
+        outputs[arg.name] = flat.reshape(want)
+    for arg in ex.args if ex.language != "tc" else ():  # a comprehension has no buffers to write its inputs through
+        if arg.role == "in" and isinstance(pristine.get(arg.name), np.ndarray):
+            flat = case_outputs.load(scratch, tag, "in", arg.name, int(pristine[arg.name].size))
+            if flat is None:
+                return None
+            after[arg.name] = flat
+    return outputs, after
+
+
+def _judge_planned_case(ex: Exercise, index: int, case: dict, reported: ShapeResult, scratch: str,
+                        launch: dict) -> ShapeResult:
+    """The grader's own verdict on a case the child reports as passed."""
+    _, pristine, expected, scales = case_data(ex, case["shape"], case["seed"])
+    mine = ShapeResult(label=reported.label, shape=dict(case["shape"]), seed_index=case["seed_index"],
+                       visible=case["visible"], passed=False)
+    back = _read_back(ex, scratch, f"case-{index}", expected, pristine)
+    if back is None:
+        mine.error = "The grader could not read back what this case's launch left in the buffers."
+        return mine
+    try:
+        _, config = ex.resolve_launch(case["shape"], launch) if ex.language != "tc" else (None, None)
+    except LaunchError:
+        config = None
+    judge_case(ex, mine, back[0], back[1], pristine, expected, scales, config)
+    if mine.passed:
+        return reported  # the child's account stands (it may carry timings or notes)
+    return mine
+
+
+def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, speed_allowed: bool,
+          timing_failure: dict | None = None) -> ExerciseResult:
+    """The verdict on the child's report ``reported`` of ``request``, from the arrays in ``scratch``.
+
+    ``timing_failure`` is what the child said went wrong at the timing size ({'error', 'hint'}), if anything.
+    """
+    cases = request["cases"]
+    launch = dict(request.get("launch") or {})
+    verdict = ExerciseResult(
+        exercise=ex.name, status="failed", correctness_max=ex.correctness_points, speed_max=ex.speed_points,
+        mode=request["mode"], launch=dict(request.get("launch") or {}), backend=reported.backend,
+        device=reported.device, log=reported.log, elapsed_s=reported.elapsed_s,
+    )
+    if reported.status not in JUDGED_STATUSES:
+        # Nothing to judge: a compile error, a crash, a hang or a refused launch earns nothing.
+        verdict.status = reported.status
+        verdict.message = reported.message
+        verdict.shapes = [s for s in reported.shapes][: len(cases)]
+        verdict.speed_note = reported.speed_note
+        return verdict
+    shapes: list[ShapeResult] = []
+    for index, case in enumerate(cases):
+        if index >= len(reported.shapes):
+            shapes.append(ShapeResult(label=ex.shape_label(case["shape"]), shape=dict(case["shape"]),
+                                      seed_index=case["seed_index"], visible=case["visible"], passed=False,
+                                      error="The check ended before this case was reported."))
+            continue
+        got = reported.shapes[index]
+        shapes.append(_judge_planned_case(ex, index, case, got, scratch, launch) if got.passed else got)
+    verdict.shapes = shapes
+    score_correctness(ex, verdict, None)
+    if ex.language == "tc":
+        verdict.speed_note = reported.speed_note
+        return verdict
+    _judge_speed(ex, verdict, reported, scratch, speed_allowed, timing_failure or {})
+    return verdict
+
+
+def _finite_positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult, scratch: str, speed_allowed: bool,
+                 timing_failure: dict) -> None:
+    from .timing_policy import speed_points
+
+    timing = reported.timing or None
+    if verdict.status != "passed":
+        verdict.speed_note = "no speed points: speed counts only for a kernel that passes every case"
+        return
+    if timing_failure and verdict.mode == "hidden":
+        # the child saw the kernel go wrong while it was being timed: that costs one more shape and the speed points
+        timing_size_failed(ex, verdict, str(timing_failure.get("error", "")), str(timing_failure.get("hint", "")))
+        return
+    if timing_failure:
+        verdict.speed_note = reported.speed_note
+        return
+    if not speed_allowed or reported.backend != "gpu" or not timing:
+        verdict.speed_measured = False
+        verdict.speed_pending = reported.speed_pending
+        verdict.speed_note = reported.speed_note
+        return
+    problem = _timed_output_problem(ex, timing, scratch)
+    if problem:
+        timing_size_failed(ex, verdict, problem, "A kernel must compute its result on every call, from the inputs "
+                                                  "of that call.")
+        return
+    if not all(_finite_positive(timing.get(k)) for k in ("student_ms", "reference_ms")):
+        verdict.speed_pending = verdict.mode == "hidden"
+        verdict.speed_note = "not measured: the timing came back incomplete; please tell the instructor"
+        return
+    verdict.timing = dict(timing)
+    verdict.speed_measured = True
+    if verdict.mode != "hidden":
+        verdict.speed_note = "measured for information only (check() awards no points)"
+        return
+    floor = timing.get("floor_ms")
+    verdict.timing["below_floor"] = bool(_finite_positive(floor) and timing["student_ms"] < 0.9 * floor)
+    points, note = speed_points(ex, verdict.timing)
+    verdict.speed_score = points
+    verdict.speed_note = note
+    if verdict.timing["below_floor"]:
+        verdict.status = "failed"
+        verdict.message += " " + note
+
+
+def _timed_output_problem(ex: Exercise, timing: dict, scratch: str) -> str:
+    """'' if the last timed call's output, read back, matches the reference for that call's inputs."""
+    seed = timing.get("validated_seed")
+    shape = dict(ex.timing_shape or ex.hidden_shapes[-1])
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        return "the output of the last timed call was not handed back"
+    _, pristine, expected, scales = case_data(ex, shape, seed)
+    for arg in ex.outputs:
+        want = np.asarray(expected[arg.name])
+        flat = case_outputs.load(scratch, "timing", "out", arg.name, int(want.size))
+        if flat is None:
+            return "the output of the last timed call was not handed back"
+        cmp = compare(flat.reshape(want.shape), want, scales[arg.name], ex.rtol, ex.atol)
+        if cmp["n_bad"]:
+            return (f"the output of the last timed call was wrong ({cmp['n_bad']} of {want.size} elements; e.g. "
+                    f"expected {cmp['expected']:.6g}, got {cmp['got']:.6g}) although the correctness cases passed")
+    return ""
