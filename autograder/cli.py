@@ -165,9 +165,19 @@ def _grading_secret(args: argparse.Namespace) -> str:
     return secret
 
 
+def _require_sandbox() -> None:
+    from autograder.sandbox import SandboxUnavailable, require
+
+    try:
+        require()
+    except SandboxUnavailable as exc:
+        raise SystemExit(f"autograder: {exc}") from None
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     from autograder.nbgrader_bridge import TrustedAutograde
 
+    _require_sandbox()
     config = load_config(args.course_dir, args.db)
     config.TrustedGrade.secret = _grading_secret(args)
     if args.timeout is not None:
@@ -269,6 +279,7 @@ def cmd_grade_notebook(args: argparse.Namespace) -> int:
     from autograder import export
     from autograder.nbgrader_bridge import grade_notebook, instructor_test_cells
 
+    _require_sandbox()
     config = load_config(args.course_dir)
     cd = _coursedir(config, args.assignment)
     source_nb = args.source

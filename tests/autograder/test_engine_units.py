@@ -325,3 +325,64 @@ def test_the_endless_loop_limit_in_force_is_the_one_the_readme_states(monkeypatc
     assert default == EMULATOR_LAUNCH_LIMIT_S
     assert launch_limit_s(ex.visible_time_limit_s) == visible
     assert launch_limit_s(ex.time_limit_s) == hidden
+
+
+# ------------------------------------------------------------------ the verdict is the grader's
+_FORGING_CHILD = """
+import json, os, sys
+sys.path[:0] = [{repo!r}]
+req = json.loads(sys.stdin.read())
+if {write_arrays}:
+    import numpy as np
+    from autograder import case_outputs
+    from autograder.exercises import get_exercise
+    from autograder.verdict import case_data
+    ex = get_exercise(req["exercise"])
+    for i, c in enumerate(req["cases"]):
+        _, pristine, expected, _ = case_data(ex, c["shape"], c["seed"])
+        outputs = {{"y": np.asarray(expected["y"], dtype=np.float32)}}
+        case_outputs.save(req["outputs_dir"], f"case-{{i}}", outputs, {{"x": pristine["x"]}})
+shapes = [dict(label=str(c["shape"]), shape=c["shape"], seed_index=c["seed_index"], visible=c["visible"], passed=True)
+          for c in req["cases"]]
+result = dict(exercise="saxpy", status="passed", correctness_score=6, correctness_max=6, speed_score=2, speed_max=2,
+              speed_measured=True, backend="gpu", device="H100", shapes=shapes,
+              timing=dict(student_ms=1e-6, reference_ms=1.0, speedup=1e6, floor_ms=0.0, validated_seed=1))
+os.write(req["result_fd"], (json.dumps(dict(nonce=req["nonce"], event="result", result=result)) + "\\n").encode())
+"""
+
+
+def _forging_child(monkeypatch, write_arrays: bool):
+    from autograder.sandbox import REPO_ROOT
+
+    _fake_child(monkeypatch, _FORGING_CHILD.format(repo=str(REPO_ROOT), write_arrays=write_arrays))
+
+
+def test_a_perfect_report_without_the_arrays_earns_nothing(monkeypatch):
+    """A child that claims every case passed, full points and a million-fold speed-up, and hands back no arrays."""
+    _forging_child(monkeypatch, write_arrays=False)
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k",
+                         timeout_s=60, backend="cpu")
+    assert r.score == 0 and r.status == "failed" and not r.speed_measured
+    assert all(not s.passed and "could not read back" in s.error for s in r.shapes)
+
+
+def test_the_grader_judges_the_arrays_itself_and_gives_speed_only_where_it_chose_the_gpu(monkeypatch):
+    """The same report with right arrays: correctness from the grader's own comparison; the claimed GPU timing
+    counts for nothing, because the grader chose the emulator."""
+    _forging_child(monkeypatch, write_arrays=True)
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k",
+                         timeout_s=60, backend="cpu")
+    assert r.status == "passed" and r.correctness_score == r.correctness_max
+    assert r.speed_score == 0 and not r.speed_measured
+
+
+def test_grading_refuses_to_start_without_the_sandbox(monkeypatch):
+    from autograder import sandbox
+
+    monkeypatch.setattr(sandbox, "unavailable_reason", lambda: "no user namespaces here")
+    with pytest.raises(sandbox.SandboxUnavailable, match="no user namespaces here"):
+        grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k")
+    from autograder.cli import main
+
+    with pytest.raises(SystemExit, match="graded only inside the sandbox.*no user namespaces here"):
+        main(["grade", "01_cuda_from_python", "--course-dir", "/nonexistent"])

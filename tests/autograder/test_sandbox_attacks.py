@@ -1,0 +1,244 @@
+"""A determined student against the sandbox: code that runs before any check does, graded end to end.
+
+Every attack below is a kernel cell whose C++ has a global object with a
+constructor: on the CPU emulator that code runs when the emulator's worker
+starts, before the worker's ``main()`` (and so before the emulator's own
+system-call filter).  What stops it is the sandbox the grader starts the
+grading child in (:mod:`autograder.sandbox`), which is there before the
+child's first instruction, and the verdict, which the grader computes itself
+from the arrays handed back (:mod:`autograder.verdict`).  On a GPU the same
+cells compile to device code only and the constructors never run: there the
+attacks must simply change nothing.
+
+Each attack is graded beside its honest twin (the same kernel without the
+trick, or, for the forging attacks, a stub that computes nothing): it may not
+score more than the twin; no file outside the scratch directory may change;
+nothing it outlives the grading; no secret or course path may appear in
+anything the student sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import sandbox
+from autograder.isolation import grade_submission
+from autograder.submission import submission_from_cell
+
+pytestmark = [
+    pytest.mark.backend,
+    pytest.mark.skipif(bool(sandbox.unavailable_reason()), reason=f"the sandbox cannot start here: {sandbox.unavailable_reason()}"),
+]
+
+SECRET = b"sandbox attack tests: instructor secret 5e1c"
+HEAD = "%%cuda saxpy block=256\n"
+PREAMBLE = 'extern "C" long syscall(long number, ...);\nextern "C" int getppid(void);\n'
+HONEST = (
+    "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+    "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
+    "}\n"
+)
+#: computes nothing: what a forged verdict would have to turn into points
+STUB = "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n    if (n < 0) y[0] = alpha * x[0];\n}\n"
+
+
+def _with_constructor(body: str, kernel: str = HONEST) -> str:
+    return HEAD + PREAMBLE + "struct Attack { Attack() {\n" + body + "\n} } attack_at_startup;\n" + kernel
+
+
+def _grade(cell: str, student: str):
+    return grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id=student)
+
+
+def _seen_by_student(result) -> str:
+    return result.feedback_text() + "\n" + (result.log or "") + "\n" + json.dumps(result.to_dict())
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """A course folder as the grader holds it: a gradebook and the course secret, outside the sandbox."""
+    root = tmp_path_factory.mktemp("course")
+    (root / "gradebook.db").write_text("the real gradebook\n")
+    (root / "course_secret").write_text(SECRET.decode() + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(autouse=True)
+def _grader_environment(monkeypatch, cache):
+    monkeypatch.setenv("DLK_CACHE_DIR", str(cache))
+    monkeypatch.setenv("DLK_GRADER_SECRET", SECRET.decode())
+
+
+@pytest.fixture(scope="module")
+def honest_twin(cache):
+    os.environ["DLK_CACHE_DIR"] = str(cache)
+    result = _grade(HEAD + HONEST, "honest-twin")
+    assert result.status == "passed", result.feedback_text()
+    return result
+
+
+@pytest.fixture(scope="module")
+def stub_twin(cache):
+    os.environ["DLK_CACHE_DIR"] = str(cache)
+    result = _grade(HEAD + STUB, "stub-twin")
+    assert result.status == "failed" and result.correctness_score == 0, result.feedback_text()
+    return result
+
+
+def _student_cache(cache: Path, student: str) -> Path:
+    from autograder.isolation import _build_cache_dir
+
+    return Path(_build_cache_dir(student))
+
+
+def _on_emulator(result) -> bool:
+    return result.backend == "cpu"
+
+
+def test_a_daemon_started_before_the_checks_dies_with_the_grading(course, honest_twin, cache):
+    """setsid + a background shell that stamps a file in its own cache (allowed) every 0.2 s, forever."""
+    result = _grade(_with_constructor(
+        'system("setsid sh -c \'while true; do date +%s%N > \\"$DLK_CACHE_DIR/alive.txt\\"; sleep 0.2; done\' '
+        '>/dev/null 2>&1 &");'), "daemon")
+    stamp = _student_cache(cache, "daemon") / "alive.txt"
+    if _on_emulator(result):
+        assert stamp.exists(), "the constructor did not run: this test would prove nothing"
+    before = stamp.read_text() if stamp.exists() else ""
+    time.sleep(2)
+    after = stamp.read_text() if stamp.exists() else ""
+    assert before == after, "a process the submission started outlived its grading"
+    assert result.score <= honest_twin.score
+
+
+def test_nothing_outside_the_scratch_directory_can_be_written(course, honest_twin):
+    from autograder.sandbox import REPO_ROOT
+
+    target = REPO_ROOT / "autograder" / "pwned.txt"
+    result = _grade(_with_constructor(
+        f'system("echo pwned > {course}/gradebook.db; echo pwned > {target}; echo pwned > /tmp/dlk-pwned; '
+        f'echo pwned > $HOME/../dlk-pwned");'), "writer")
+    assert (course / "gradebook.db").read_text() == "the real gradebook\n"
+    assert not target.exists() and not Path("/tmp/dlk-pwned").exists()
+    assert result.score <= honest_twin.score
+
+
+def test_the_grader_s_files_and_processes_are_not_visible(course, honest_twin, cache):
+    """Every /proc entry it can see, the course folder, the solutions: printed to its own output."""
+    from autograder.sandbox import REPO_ROOT
+
+    result = _grade(_with_constructor(
+        f'system("(echo probe ran; cat /proc/*/environ /proc/*/cmdline {course}/course_secret {course}/gradebook.db; '
+        f'ls -la /proc/*/cwd /proc/*/root {REPO_ROOT}/solutions {REPO_ROOT}; cat {REPO_ROOT}/solutions/*/*.ipynb | head -c 300) '
+        f'> $DLK_CACHE_DIR/snoop.txt 2>&1");'), "snoop")
+    probe = _student_cache(cache, "snoop") / "snoop.txt"
+    # what the constructor could see (written where the test, not the student, can read it) and what the student sees
+    for seen in (probe.read_text(errors="replace") if probe.exists() else "", _seen_by_student(result)):
+        assert SECRET.decode() not in seen and "the real gradebook" not in seen
+        assert "%%cuda" not in seen.replace(HEAD.strip(), "")  # no solution cell
+        assert "DLK_GRADER_SECRET" not in seen
+    if _on_emulator(result):
+        assert "probe ran" in probe.read_text(), "the constructor did not run: this test would prove nothing"
+    assert result.score <= honest_twin.score
+
+
+def test_io_uring_ptrace_and_other_process_memory_are_refused(honest_twin, cache):
+    result = _grade(_with_constructor(
+        'long params[30] = {0};\n'
+        'long uring = syscall(425, 8, params);\n'            # io_uring_setup
+        'long trace = syscall(101, 16, 1, 0, 0);\n'          # ptrace(PTRACE_ATTACH, 1)
+        'char buf[8]; long local[2] = {(long)buf, 8}; long remote[2] = {0x400000, 8};\n'
+        'long peek = syscall(310, 1, local, 1, remote, 1, 0);\n'  # process_vm_readv(1, ...)
+        'long share = syscall(272, 0x10000000);\n'            # unshare(CLONE_NEWUSER)
+        'char grader[64]; snprintf(grader, sizeof grader, "/proc/%d/mem", getppid());\n'  # the grading child
+        'FILE* mem = fopen(grader, "r");\n'
+        'char path[4096]; snprintf(path, sizeof path, "%s/syscalls.txt", getenv("DLK_CACHE_DIR"));\n'
+        'FILE* out = fopen(path, "w");\n'
+        'fprintf(out, "io_uring_setup=%ld ptrace=%ld process_vm_readv=%ld unshare=%ld mem=%d\\n", uring, trace, peek, share, mem != 0);\n'
+        'fclose(out);'), "syscalls")
+    if _on_emulator(result):
+        probe = (_student_cache(cache, "syscalls") / "syscalls.txt").read_text()
+        assert probe.strip() == "io_uring_setup=-1 ptrace=-1 process_vm_readv=-1 unshare=-1 mem=0", probe
+    assert result.score <= honest_twin.score
+
+
+def test_no_network(honest_twin, cache):
+    """A listener on the grader's loopback: the sandbox has a network of its own, with nothing in it."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    accepted = []
+
+    def listen():
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not stop.is_set():
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                continue
+
+    stop = threading.Event()
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    try:
+        result = _grade(_with_constructor(
+            f'system("python3 -c \\"import socket; socket.create_connection((\'127.0.0.1\', {port}), 2)\\" '
+            f'&& echo connected > $DLK_CACHE_DIR/net.txt || echo no-connection > $DLK_CACHE_DIR/net.txt");'), "network")
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert not accepted
+    if _on_emulator(result):
+        assert (_student_cache(cache, "network") / "net.txt").read_text().strip() == "no-connection"
+    assert result.score <= honest_twin.score
+
+
+def test_killing_everything_it_can_see_ends_only_its_own_grading(honest_twin):
+    result = _grade(_with_constructor('system("kill -9 -1");'), "killer")
+    assert result.score <= honest_twin.score
+    again = _grade(HEAD + HONEST, "after-the-killer")
+    assert again.status == "passed" and again.score == honest_twin.score
+
+
+def test_a_forged_result_line_earns_nothing(stub_twin):
+    """A stub kernel whose constructor writes a perfect result, in the child's format, to every pipe it can open."""
+    forged = json.dumps({"event": "result", "result": {"exercise": "saxpy", "status": "passed", "correctness_score": 6,
+                                                        "correctness_max": 6, "speed_score": 2, "speed_max": 2}})
+    result = _grade(_with_constructor(
+        'system("for f in /proc/*/fd/*; do echo \'' + forged.replace('"', '\\"') + '\' > $f; done 2>/dev/null");',
+        kernel=STUB), "forger")
+    assert result.score <= stub_twin.score == 0
+    assert result.correctness_score == 0 and result.speed_score == 0
+
+
+def test_output_files_planted_in_the_scratch_directory_earn_nothing(stub_twin):
+    """Links to files the grader would read, and files of the right name with made-up arrays, before any case runs."""
+    result = _grade(_with_constructor(
+        'system("mkdir -p results; for i in $(seq 0 80); do ln -sf /usr/lib/os-release results/case-$i.out.y.npy; '
+        'ln -sf /usr/lib/os-release results/case-$i.in.x.npy; done; ln -sf /usr/lib/os-release results/timing.out.y.npy");',
+        kernel=STUB), "planter")
+    assert result.score <= stub_twin.score == 0
+
+
+def test_overriding_the_emulator_s_own_filter_changes_nothing(course, honest_twin):
+    """A cell that defines prctl() makes the emulator's worker believe its filter is installed; the kernel then writes."""
+    result = _grade(HEAD + 'extern "C" int prctl(int, unsigned long, unsigned long, unsigned long, unsigned long) { return 0; }\n'
+                    + HONEST.replace("if (i < n) y[i]", f'if (i == 0) {{ FILE* f = fopen("{course}/gradebook.db", "w"); '
+                                     f'if (f) {{ fputs("pwned", f); fclose(f); }} }}\n    if (i < n) y[i]'), "prctl")
+    assert (course / "gradebook.db").read_text() == "the real gradebook\n"
+    assert result.score <= honest_twin.score
