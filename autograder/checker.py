@@ -25,7 +25,7 @@ from .comparison import CaseError
 from .diagnosis import GUARD_FLOAT
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import ExerciseResult, ShapeResult
-from .scoring import score_correctness, timing_size_failed
+from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
 from .timing_policy import measure_speed, speed_points
 from .verdict import case_data, judge_case
 
@@ -398,12 +398,7 @@ def _shape_dict(s: ShapeResult) -> dict:
 
 def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mode: str, send) -> None:
     if backend.name != "gpu":
-        res.speed_measured = False
-        if ex.speed_points:
-            res.speed_pending = mode == "hidden"
-            res.speed_note = (f"not measured: this ran on the CPU emulator, which checks results but says nothing about "
-                              f"speed. The {ex.speed_points:g} speed points are not awarded here; they are awarded when "
-                              f"the instructor grades on a GPU.")
+        speed_not_measured_here(ex, res)
         return
     if ex.reference_kernel is None or not ex.speed_points and mode == "hidden":
         return

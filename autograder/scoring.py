@@ -72,3 +72,14 @@ def timing_size_failed(ex: Exercise, res: ExerciseResult, error: str, hint: str)
                    + " That size counts as one more shape: its share of the correctness points and the speed "
                      "points are lost.")
     res.speed_note = "no speed points: the kernel went wrong while being timed"
+
+
+def speed_not_measured_here(ex: Exercise, res: ExerciseResult) -> None:
+    """No GPU: the speed points stay pending (while grading) and the student is told why."""
+    res.speed_measured = False
+    res.speed_score = 0.0
+    if ex.speed_points:
+        res.speed_pending = res.mode == "hidden"
+        res.speed_note = (f"not measured: this ran on the CPU emulator, which checks results but says nothing about "
+                          f"speed. The {ex.speed_points:g} speed points are not awarded here; they are awarded when "
+                          f"the instructor grades on a GPU.")

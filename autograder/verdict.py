@@ -32,8 +32,8 @@ from . import case_outputs
 from .comparison import compare
 from .diagnosis import diagnose, error_map
 from .exercise import Exercise, LaunchConfig, LaunchError
-from .result import ExerciseResult, ShapeResult
-from .scoring import score_correctness, timing_size_failed
+from .result import STATUSES, ExerciseResult, ShapeResult
+from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
 
 #: Statuses of a child's result that are judged case by case here; any other (a compile error, a crash, a
 #: hang, a refused launch, no code) already carries no points and is kept as the child reported it.
@@ -116,7 +116,7 @@ def _judge_planned_case(ex: Exercise, index: int, case: dict, reported: ShapeRes
                         launch: dict) -> ShapeResult:
     """The grader's own verdict on a case the child reports as passed."""
     _, pristine, expected, scales = case_data(ex, case["shape"], case["seed"])
-    mine = ShapeResult(label=reported.label, shape=dict(case["shape"]), seed_index=case["seed_index"],
+    mine = ShapeResult(label=ex.shape_label(case["shape"]), shape=dict(case["shape"]), seed_index=case["seed_index"],
                        visible=case["visible"], passed=False)
     back = _read_back(ex, scratch, f"case-{index}", expected, pristine)
     if back is None:
@@ -127,8 +127,6 @@ def _judge_planned_case(ex: Exercise, index: int, case: dict, reported: ShapeRes
     except LaunchError:
         config = None
     judge_case(ex, mine, back[0], back[1], pristine, expected, scales, config)
-    if mine.passed:
-        return reported  # the child's account stands (it may carry timings or notes)
     return mine
 
 
@@ -147,7 +145,7 @@ def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, s
     )
     if reported.status not in JUDGED_STATUSES:
         # Nothing to judge: a compile error, a crash, a hang or a refused launch earns nothing.
-        verdict.status = reported.status
+        verdict.status = reported.status if reported.status in STATUSES and reported.status != "missing" else "crashed"
         verdict.message = reported.message
         verdict.shapes = [s for s in reported.shapes][: len(cases)]
         verdict.speed_note = reported.speed_note
@@ -160,6 +158,9 @@ def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, s
                                       error="The check ended before this case was reported."))
             continue
         got = reported.shapes[index]
+        # labels and flags are the grader's own; the child's words (error, hint) stay only on a failed case
+        got.label, got.shape = ex.shape_label(case["shape"]), dict(case["shape"])
+        got.seed_index, got.visible = case["seed_index"], case["visible"]
         shapes.append(_judge_planned_case(ex, index, case, got, scratch, launch) if got.passed else got)
     verdict.shapes = shapes
     score_correctness(ex, verdict, None)
@@ -176,7 +177,7 @@ def _finite_positive(value) -> bool:
 
 def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult, scratch: str, speed_allowed: bool,
                  timing_failure: dict) -> None:
-    from .timing_policy import speed_points
+    from .timing_policy import FLOOR_MARGIN, speed_points
 
     timing = reported.timing or None
     if verdict.status != "passed":
@@ -189,9 +190,12 @@ def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult
     if timing_failure:
         verdict.speed_note = reported.speed_note
         return
-    if not speed_allowed or reported.backend != "gpu" or not timing:
-        verdict.speed_measured = False
-        verdict.speed_pending = reported.speed_pending
+    if not speed_allowed or reported.backend != "gpu":
+        speed_not_measured_here(ex, verdict)
+        return
+    if not timing:
+        # on the GPU, but not timed (check() without a reference kernel, or the timing itself failed): say so
+        verdict.speed_pending = bool(reported.speed_pending) and verdict.mode == "hidden"
         verdict.speed_note = reported.speed_note
         return
     problem = _timed_output_problem(ex, timing, scratch)
@@ -204,13 +208,21 @@ def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult
         verdict.speed_note = "not measured: the timing came back incomplete; please tell the instructor"
         return
     verdict.timing = dict(timing)
+    verdict.timing["speedup"] = timing["reference_ms"] / timing["student_ms"]  # from the times, not as reported
+    verdict.timing["shape"] = dict(ex.timing_shape or ex.hidden_shapes[-1])
     verdict.speed_measured = True
     if verdict.mode != "hidden":
         verdict.speed_note = "measured for information only (check() awards no points)"
         return
     floor = timing.get("floor_ms")
-    verdict.timing["below_floor"] = bool(_finite_positive(floor) and timing["student_ms"] < 0.9 * floor)
-    points, note = speed_points(ex, verdict.timing)
+    verdict.timing["below_floor"] = bool(_finite_positive(floor) and timing["student_ms"] < FLOOR_MARGIN * floor)
+    try:
+        points, note = speed_points(ex, verdict.timing)
+    except (KeyError, TypeError, ValueError):
+        verdict.timing, verdict.speed_measured = None, False
+        verdict.speed_pending = True
+        verdict.speed_note = "not measured: the timing came back incomplete; please tell the instructor"
+        return
     verdict.speed_score = points
     verdict.speed_note = note
     if verdict.timing["below_floor"]:
