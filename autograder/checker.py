@@ -383,7 +383,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
 
     score_correctness(ex, res, failure)
     if res.status == "passed":
-        _speed(ex, res, module, launch, backend, mode, send)
+        _speed(ex, res, module, launch, backend, mode, send, request.get("outputs_dir"))
     else:
         res.speed_note = "no speed points: speed counts only for a kernel that passes every case"
     res.elapsed_s = round(time.monotonic() - started, 3)
@@ -396,7 +396,8 @@ def _shape_dict(s: ShapeResult) -> dict:
     return asdict(s)
 
 
-def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mode: str, send) -> None:
+def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mode: str, send,
+           outputs_dir: str | None = None) -> None:
     if backend.name != "gpu":
         speed_not_measured_here(ex, res)
         return
@@ -407,7 +408,7 @@ def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mod
     send("stage", stage="timing")
     try:
         timing = measure_speed(ex, module, launch, backend, quick=(mode == "visible"),
-                               outputs_dir=request.get("outputs_dir"))
+                               outputs_dir=outputs_dir)
     except (CaseError, E.KernelError) as exc:  # wrong output of a timed call, or a crash or hang at that size
         hint = exc.hint if isinstance(exc, CaseError) else _classify(exc)[1]
         if mode != "hidden":

@@ -139,9 +139,6 @@ def case_lines(result) -> list[str]:
                 lines.append(f"{prefix}      ({passed} other seed{'s' if passed > 1 else ''} of {key[1]} passed)")
     return lines
 
-def __str__(self) -> str:
-    return result.feedback_text()
-
 
 def check_text(result) -> str:
     """What ``check()`` prints."""
