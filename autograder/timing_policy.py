@@ -196,8 +196,9 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
         return _InputSet(ex, shape, student_sig.params, int.from_bytes(os.urandom(8), "little"), gpu)
 
     first = draw()
-    pool = InputPool(draw, set_bytes=sum(h.nbytes for h in first.host_init.values()), minimum=(lo + 1) // 2,
-                     warmup=first)
+    # a set costs its device copies and, on the host, those copies' sources and the float64 expectations
+    set_bytes = sum(h.nbytes for h in first.host_init.values()) + sum(np.asarray(v).nbytes for v in first.expected.values())
+    pool = InputPool(draw, set_bytes=set_bytes, minimum=(lo + 1) // 2, warmup=first)
     work = {name: gpu.allocate(host.nbytes) for name, host in first.host_init.items()}
     nbytes = {name: host.nbytes for name, host in first.host_init.items()}
 
