@@ -1,7 +1,7 @@
 """The course's grading secret: created once, kept in the course directory, reused by every grading.
 
 The hidden seeds and the per-student hidden sizes derive from it (see
-:func:`autograder.isolation.derive_seed`), so regrading a submission draws the
+:func:`autograder.case_plan.derive_seed`), so regrading a submission draws the
 same cases and gives the same correctness score. The file lies in the course
 directory beside ``nbgrader_config.py``, outside ``exercises/`` (released),
 ``submitted/`` and ``autograded/``; ``.gitignore`` keeps it out of git. Losing it

@@ -33,7 +33,6 @@ allocation costs that exercise only: the parent turns any of them into an
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import os
 import resource
@@ -49,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from . import sandbox
+from .case_plan import plan_cases
 from .exercise import Exercise, LaunchError
 from .result import ExerciseResult, ShapeResult
 from .submission import KernelSubmission
@@ -69,38 +69,6 @@ LOG_LIMIT = 4000  # characters of captured stdout/stderr kept
 
 
 # ------------------------------------------------------------------ seeds
-def derive_seed(secret: bytes, student_id: str, exercise: str, case: int, repeat: int) -> int:
-    """A 63-bit seed from the grading secret; unguessable without the secret."""
-    message = f"{student_id}\0{exercise}\0{case}\0{repeat}".encode()
-    return int.from_bytes(hmac.new(secret, message, hashlib.sha256).digest()[:8], "little") >> 1
-
-
-VISIBLE_SEED_BASE = 20240917  # visible cases use fixed, public seeds (check() shows them)
-
-
-def plan_cases(ex: Exercise, launch: dict, mode: str, secret: bytes, student_id: str) -> list[dict]:
-    """The cases to run: one per (shape, seed); hidden ones get seeds from the secret."""
-    cases = []
-    visible = list(ex.visible_shapes)
-    extra = ex.past_one_pass(launch) if ex.past_one_pass is not None else None
-    if extra is not None and extra not in visible:
-        visible.append(extra)
-    for index, shape in enumerate(visible):
-        for rep in range(ex.visible_seeds):
-            cases.append({"shape": dict(shape), "seed": VISIBLE_SEED_BASE + 1000 * index + rep, "visible": True, "seed_index": rep})
-    if mode == "hidden":
-        # Visible shapes again with fresh secret seeds, then the hidden shapes.
-        shapes = visible + list(ex.hidden_shapes)
-        if ex.secret_shapes is not None:
-            rng = np.random.default_rng(derive_seed(secret, student_id, ex.name, -1, 0))
-            shapes += list(ex.secret_shapes(rng, launch))
-        for index, shape in enumerate(shapes):
-            for rep in range(ex.hidden_seeds):
-                cases.append({"shape": dict(shape), "seed": derive_seed(secret, student_id, ex.name, index, rep),
-                              "visible": False, "seed_index": rep})
-    return cases
-
-
 def _resolve_secret(secret: bytes | None) -> bytes:
     if secret is not None:
         return secret if isinstance(secret, bytes) else str(secret).encode()

@@ -7,7 +7,7 @@ import subprocess
 
 from autograder.cli import _grading_secret
 from autograder.exercises import all_exercises
-from autograder.isolation import plan_cases
+from autograder.case_plan import plan_cases
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -17,7 +17,8 @@ from autograder.diagnosis import diagnose, error_map
 from autograder.comparison import compare
 from autograder.exercise import LaunchConfig, LaunchError
 from autograder.exercises import all_exercises, get_exercise
-from autograder.isolation import derive_seed, grade_submission, plan_cases
+from autograder.case_plan import derive_seed, plan_cases
+from autograder.isolation import grade_submission
 from autograder.result import ExerciseResult, ShapeResult
 from autograder.submission import KernelSubmission, parse_magic_line, submission_from_cell, submissions_from_notebook
 

@@ -81,7 +81,7 @@ def test_a_kernel_without_a_grid_stride_loop_fails_check(name):
 
 def test_the_size_past_one_pass_follows_the_launch_line():
     from autograder.exercises import get_exercise
-    from autograder.isolation import plan_cases
+    from autograder.case_plan import plan_cases
 
     ex = get_exercise("reduce_sum")
     sizes = lambda launch: [c["shape"]["n"] for c in plan_cases(ex, launch, "visible", b"", "s")]

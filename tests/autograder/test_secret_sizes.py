@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from autograder.exercises import get_exercise
-from autograder.isolation import derive_seed
+from autograder.case_plan import derive_seed
 from autograder.secret_sizes import size_avoiding
 
 STUDENTS = [f"student{k}" for k in range(12)]
