@@ -8,7 +8,11 @@ compare every element, check the inputs were not modified, and on a GPU check
 guard words past the end of every buffer.  A failing case is run a second time
 with the same inputs: results that change from run to run point to a race.
 
-Feedback names the pattern of the errors (see :func:`diagnose`).
+What each launch left in the buffers is handed back to the grader
+(:mod:`autograder.case_outputs`), which judges every case again itself
+(:mod:`autograder.verdict`); this module's own account (its hints, the race
+rerun, the errors the emulator or the GPU reported) can only take points
+away.  The words for a pattern of errors are :mod:`autograder.diagnosis`'s.
 """
 
 from __future__ import annotations
