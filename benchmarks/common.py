@@ -56,14 +56,14 @@ def row(name: str, group: str, kind: str, timing, nbytes: float, flops: float, p
 
 
 def timed_row(name: str, group: str, kind: str, median_ms: float, nbytes: float | None, flops: float | None,
-              bandwidth_gbs: float, min_ms: float | None = None, samples: int | None = None, **extra) -> dict:
+              bandwidth_gbs: float | None, min_ms: float | None = None, samples: int | None = None, **extra) -> dict:
     """A row of the results file from a median time: the one layout every benchmark writes.
 
     ``name``, ``group`` (which figure or layer it belongs to) and ``kind`` come first, then
     the bytes and flops of one run, the times, and the rates they give; ``extra`` holds what
     only this benchmark records (sizes, errors, configurations).  ``nbytes`` or ``flops`` is
     None where the job has no meaningful count, and the rates it gives are left out.
-    ``bandwidth_gbs`` is the measured copy bandwidth the percentage is of.
+    ``bandwidth_gbs`` is the measured copy bandwidth the percentage is of (None: not measured, no percentage).
     """
     seconds = median_ms / 1e3
     entry = {"name": name, "group": group, "kind": kind}
@@ -80,7 +80,7 @@ def timed_row(name: str, group: str, kind: str, median_ms: float, nbytes: float 
         entry["gbs"] = nbytes / seconds / 1e9
     if flops is not None:
         entry["gflops"] = flops / seconds / 1e9
-    if nbytes is not None:
+    if nbytes is not None and bandwidth_gbs:
         entry["percent_of_peak_bandwidth"] = 100 * entry["gbs"] / bandwidth_gbs
     entry.update(extra)
     return entry

@@ -15,9 +15,8 @@ import pytest
 from benchmarks.common import RESULTS_DIR, timed_row
 from book.speed_figures import SpeedFigures
 
-#: Results that are not one row per kernel: the emulator's own speed (a CPU, not a chapter's
-#: kernels), and the index-notation workloads (generated kernels per schedule, still in their own layout).
-OWN_LAYOUT = {"emulator_speed", "index_notation"}
+#: Results that are not one row per kernel: the emulator's own speed (a CPU, not a chapter's kernels).
+OWN_LAYOUT = {"emulator_speed"}
 FILES = sorted(p for p in RESULTS_DIR.glob("*.json") if p.stem not in OWN_LAYOUT)
 
 
