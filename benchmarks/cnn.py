@@ -11,6 +11,11 @@
 * LeNet-5 trained on scikit-learn's digits (32 x 32) with the book's kernels: loss and accuracy per
   epoch, and the time per training step.
 
+The results file has the layout of every benchmark (``benchmarks/common.py``): one row per timed
+kernel or peer in ``results``, in the groups "forward", "forward_fused" and "backward", each row
+naming its ``layer`` and sizes; ``summary["goal"]`` (the fastest direct kernel of each LeNet layer
+against cuDNN) and ``lenet`` (the training history).
+
 Every kernel is first checked against a float64 result, then timed with CUDA events (warm-up, L2 flush
 before each call, median).  Each speed is given in GB/s and GFLOP/s and as % of the roof that applies
 (the measured copy bandwidth or FP32 peak).  The table printed last is the summary.
@@ -24,7 +29,7 @@ import time
 import numpy as np
 
 
-from benchmarks.common import require_gpu_backend, write_results
+from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
 
 NAME = "cnn"
 #: (label, N, C, H, W, M, K): the layers of the "measure it" section.
@@ -54,15 +59,22 @@ def timed(fn, slow: bool = False):
     return time_kernel(fn, warmup=5, repeat=30, max_repeat=100)
 
 
-def figures(nbytes, flops, timing, peaks) -> dict:
+def result_row(name, group, kind, layer: dict, nbytes, flops, timing, peaks, **extra) -> dict:
+    """One row of the results: the common layout, the layer it ran on, and the roof that applies."""
     from kernels.tools.roofline import achieved
 
     a = achieved(nbytes, flops, timing.median_s, peaks)
-    return {"median_us": timing.median_ms * 1e3, "min_us": timing.min_ms * 1e3, "samples": len(timing.samples_ms),
-            "gbs": a.gbs, "gflops": a.gflops, "bound": a.bound, "percent_of_limit": a.percent_of_limit}
+    return timed_row(name, group, kind, timing.median_ms, nbytes, flops, peaks.bandwidth_gbs, min_ms=timing.min_ms,
+                     samples=len(timing.samples_ms), **layer, **extra, bound=a.bound,
+                     percent_of_limit=a.percent_of_limit)
+
+
+def layer_fields(label, N, C, H, W, M, K) -> dict:
+    return {"layer": label, "N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
 
 
 def bench_forward(peaks, rng) -> list[dict]:
+    """Rows of the groups "forward" and "forward_fused"."""
     import torch
     import torch.nn.functional as F
 
@@ -70,8 +82,9 @@ def bench_forward(peaks, rng) -> list[dict]:
     from kernels.runtime import empty, to_device
     from kernels.runtime.timing import time_torch
 
-    layers = []
+    rows = []
     for label, N, C, H, W, M, K in LAYERS:
+        layer = layer_fields(label, N, C, H, W, M, K)
         X = rng.standard_normal((N, C, H, W), dtype=np.float32)
         Wf = (rng.standard_normal((M, C, K, K)) / np.sqrt(C * K * K)).astype(np.float32)
         b = rng.standard_normal(M, dtype=np.float32) * 0.1
@@ -79,9 +92,8 @@ def bench_forward(peaks, rng) -> list[dict]:
         ref = F.conv2d(tX.double(), tW.double(), tb.double()).cpu().numpy()
         shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
         nbytes, flops = conv2d.KERNELS["conv2d_forward_naive"].bytes(shape), conv2d.KERNELS["conv2d_forward_naive"].flops(shape)
-        rows = []
         cudnn = time_torch(lambda: F.conv2d(tX, tW, tb), repeat=50)
-        rows.append({"name": "cuDNN conv2d", "kind": "peer", **figures(nbytes, flops, cudnn, peaks)})
+        rows.append(result_row("cuDNN conv2d", "forward", "peer", layer, nbytes, flops, cudnn, peaks))
         X_d, W_d, b_d = to_device(X), to_device(Wf), to_device(b)
         N_, M_, H_out, W_out = conv2d.output_shape(X.shape, Wf.shape)
         Y_d = empty((N, M, H_out, W_out))
@@ -90,13 +102,13 @@ def bench_forward(peaks, rng) -> list[dict]:
                 continue
             W_grid = conv2d.grid_width(version, W_out)
             if version == "constant" and Wf.size > conv2d.CONSTANT_CAPACITY:
-                rows.append({"name": version, "kind": "kernel", "skipped":
-                             f"filter bank of {Wf.size} floats > {conv2d.CONSTANT_CAPACITY} (64 KiB of constant memory)"})
+                rows.append(untimed_row(version, "forward", "kernel", **layer, skipped=
+                                        f"filter bank of {Wf.size} floats > {conv2d.CONSTANT_CAPACITY} (64 KiB of constant memory)"))
                 continue
             if version == "whole_sample" and not conv2d.whole_sample_fits(C, H, W, K):
-                rows.append({"name": version, "kind": "kernel", "skipped":
-                             f"sample + filters need {conv2d.whole_sample_shared_bytes(C, H, W, K)} B of shared memory "
-                             f"> {conv2d.SHARED_LIMIT}"})
+                rows.append(untimed_row(version, "forward", "kernel", **layer, skipped=
+                                        f"sample + filters need {conv2d.whole_sample_shared_bytes(C, H, W, K)} B of "
+                                        f"shared memory > {conv2d.SHARED_LIMIT}"))
                 continue
             kernel = conv2d.module().function(kernel_name)
             config = conv2d.KERNELS[kernel_name].launch(shape)
@@ -110,21 +122,18 @@ def bench_forward(peaks, rng) -> list[dict]:
             kernel.launch_prepared(prepared)
             err = rel_error(Y_d.get(), ref)
             t = timed(lambda: kernel.launch_prepared(prepared, sync=False), slow=(version == "naive" and N * C > 4096))
-            rows.append({"name": version, "kind": "kernel", "rel_error": err, "correct": err < TOL,
-                         **figures(nbytes, flops, t, peaks)})
+            rows.append(result_row(version, "forward", "kernel", layer, nbytes, flops, t, peaks,
+                                   rel_error=err, correct=err < TOL))
             print(f"  {label:<26} {version:<16} {t.median_ms * 1e3:9.1f} µs  (cuDNN {cudnn.median_ms * 1e3:.1f} µs)",
                   flush=True)
-        entry = {"layer": label, "N": N, "C": C, "H": H, "W": W, "M": M, "K": K, "bytes": nbytes, "flops": flops,
-                 "rows": rows}
         if (H_out >= 2 and W_out >= 2) and Wf.size <= conv2d.CONSTANT_CAPACITY:
-            entry["fused"] = bench_fused(peaks, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, nbytes, flops, cudnn)
-        layers.append(entry)
-    return layers
+            rows += bench_fused(peaks, layer, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, flops, cudnn)
+    return rows
 
 
-def bench_fused(peaks, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, nbytes, flops, cudnn) -> dict:
-    """conv2d_bias_act_pool_fused, and conv2d_forward_whole_sample with pool = 1 (both with ReLU), against
-    cuDNN's convolution alone and torch's conv + relu + pool."""
+def bench_fused(peaks, layer, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, flops, cudnn) -> list[dict]:
+    """Rows of the group "forward_fused": conv2d_bias_act_pool_fused, and conv2d_forward_whole_sample with
+    pool = 1 (both with ReLU), against cuDNN's convolution alone and torch's conv + relu + pool."""
     import torch.nn.functional as F
 
     from kernels import conv2d
@@ -144,9 +153,10 @@ def bench_fused(peaks, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, nbytes, flops, cudnn
     err = rel_error(P_d.get(), conv2d.fused_reference(X, Wf, b, "relu"))
     t = timed(lambda: kernel.launch_prepared(prepared, sync=False))
     torch_chain = time_torch(lambda: F.max_pool2d(F.relu(F.conv2d(tX, tW, tb)), 2), repeat=50)
-    # Bytes the fused kernel must move: X and the filters in, the pooled output (a quarter of Y) out.
-    fused_bytes = 4.0 * (X.size + Wf.size + M + N * M * (H_out // 2) * (W_out // 2))
-    result = {}
+    nbytes = conv2d.KERNELS["conv2d_bias_act_pool_fused"].bytes(layer)
+    rows = [result_row("fused conv+bias+relu+maxpool", "forward_fused", "kernel", layer, nbytes, flops, t, peaks,
+                       rel_error=err, correct=err < TOL, speedup_vs_cudnn_conv=cudnn.median_ms / t.median_ms,
+                       speedup_vs_torch_chain=torch_chain.median_ms / t.median_ms)]
     if conv2d.whole_sample_fits(C, H, W, K):
         kernel7 = conv2d.module().function("conv2d_forward_whole_sample")
         grid7, block7, shared7 = conv2d.launch_config("whole_sample", N, C, H, W, M, K)
@@ -156,21 +166,16 @@ def bench_fused(peaks, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, nbytes, flops, cudnn
         kernel7.launch_prepared(prepared7)
         err7 = rel_error(P_d.get(), conv2d.fused_reference(X, Wf, b, "relu"))
         t7 = timed(lambda: kernel7.launch_prepared(prepared7, sync=False))
-        result["whole_sample"] = {"name": "whole_sample conv+bias+relu+maxpool", "kind": "kernel", "rel_error": err7,
-                                  "correct": err7 < TOL, **figures(fused_bytes, flops, t7, peaks),
-                                  "speedup_vs_cudnn_conv": cudnn.median_ms / t7.median_ms}
-    return {
-        **result,
-        "kernel": {"name": "fused conv+bias+relu+maxpool", "kind": "kernel", "rel_error": err, "correct": err < TOL,
-                   **figures(fused_bytes, flops, t, peaks)},
-        "torch_conv_relu_pool": {"name": "torch conv2d+relu+max_pool2d", "kind": "peer",
-                                 **figures(fused_bytes, flops, torch_chain, peaks)},
-        "speedup_vs_cudnn_conv": cudnn.median_ms / t.median_ms,
-        "speedup_vs_torch_chain": torch_chain.median_ms / t.median_ms,
-    }
+        rows.append(result_row("whole_sample conv+bias+relu+maxpool", "forward_fused", "kernel", layer, nbytes, flops,
+                               t7, peaks, rel_error=err7, correct=err7 < TOL,
+                               speedup_vs_cudnn_conv=cudnn.median_ms / t7.median_ms))
+    rows.append(result_row("torch conv2d+relu+max_pool2d", "forward_fused", "peer", layer, nbytes, flops, torch_chain,
+                           peaks))
+    return rows
 
 
 def bench_backward(peaks, rng) -> list[dict]:
+    """Rows of the group "backward", each with the time of torch's gradient measured beside it."""
     import torch
     from torch.nn import grad as tgrad
 
@@ -186,8 +191,7 @@ def bench_backward(peaks, rng) -> list[dict]:
         dY = rng.standard_normal((N, M, H_out, W_out), dtype=np.float32)
         tX, tW, tdY = (torch.from_numpy(a).cuda() for a in (X, Wf, dY))
         X_d, W_d, dY_d = to_device(X), to_device(Wf), to_device(dY)
-        rows = []
-        layer = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
+        layer = layer_fields(label, N, C, H, W, M, K)
         jobs = [
             ("backward_input", "conv2d_backward_input", (dY, Wf), (N, C, H, W),
              lambda out: (dY_d, W_d, out, N, C, H, W, M, K, -(-W // cb.TILE_WIDTH)),
@@ -210,11 +214,9 @@ def bench_backward(peaks, rng) -> list[dict]:
             err = rel_error(out_d.get(), ref)
             t = timed(lambda: kernel.launch_prepared(prepared, sync=False))
             tp = time_torch(peer, repeat=50)
-            rows.append({"name": name, "kind": "kernel", "rel_error": err, "correct": err < TOL,
-                         **figures(nbytes, f, t, peaks),
-                         "torch_us": tp.median_ms * 1e3, "speedup_vs_torch": tp.median_ms / t.median_ms})
+            out.append(result_row(name, "backward", "kernel", layer, nbytes, f, t, peaks, rel_error=err,
+                                  correct=err < TOL, torch_ms=tp.median_ms, speedup_vs_torch=tp.median_ms / t.median_ms))
             print(f"  {label:<10} {name:<24} {t.median_ms * 1e3:9.1f} µs  (torch {tp.median_ms * 1e3:.1f} µs)", flush=True)
-        out.append({"layer": label, "N": N, "C": C, "H": H, "W": W, "M": M, "K": K, "rows": rows})
     return out
 
 
@@ -246,25 +248,22 @@ def bench_lenet(epochs: int) -> dict:
 
 
 def print_summary(results: dict) -> None:
+    rows = results["results"]
     print()
     print(f"Convolution forward on {results['device'].get('name', 'GPU')} (µs, median; speed-up = cuDNN time / ours)")
     print(f"{'layer':<26} {'version':<36} {'µs':>9} {'GB/s':>8} {'GFLOP/s':>9} {'% roof':>7} {'vs cuDNN':>9}")
-    for layer in results["forward"]:
-        cudnn = next(r for r in layer["rows"] if r["kind"] == "peer")
-        rows = list(layer["rows"])
-        if "fused" in layer:
-            rows += [layer["fused"]["kernel"]] + ([layer["fused"]["whole_sample"]] if "whole_sample" in layer["fused"]
-                                                  else []) + [layer["fused"]["torch_conv_relu_pool"]]
-        for r in rows:
-            if "median_us" not in r:
-                print(f"{layer['layer']:<26} {r['name']:<36} {'n/a: ' + r.get('skipped', '')[:40]}")
+    for label in dict.fromkeys(r["layer"] for r in rows if r["group"] == "forward"):
+        cudnn = next(r for r in rows if r["group"] == "forward" and r["layer"] == label and r["kind"] == "peer")
+        for r in (r for r in rows if r["group"] in ("forward", "forward_fused") and r["layer"] == label):
+            if "median_ms" not in r:
+                print(f"{label:<26} {r['name']:<36} {'n/a: ' + r.get('skipped', '')[:40]}")
                 continue
             ok = "" if r.get("correct", True) else "  WRONG"
-            print(f"{layer['layer']:<26} {r['name']:<36} {r['median_us']:>9.1f} {r['gbs']:>8.0f} {r['gflops']:>9.0f} "
-                  f"{r['percent_of_limit']:>6.1f}% {cudnn['median_us'] / r['median_us']:>8.2f}x{ok}")
-    for goal in results.get("goal", []):
-        print(f"goal {goal['layer']}: best direct kernel {goal['best_version']} {goal['best_us']:.1f} µs vs cuDNN "
-              f"{goal['cudnn_us']:.1f} µs -> {goal['speedup']:.2f}x ({'met' if goal['met'] else 'NOT met'}); "
+            print(f"{label:<26} {r['name']:<36} {r['median_ms'] * 1e3:>9.1f} {r['gbs']:>8.0f} {r['gflops']:>9.0f} "
+                  f"{r['percent_of_limit']:>6.1f}% {cudnn['median_ms'] / r['median_ms']:>8.2f}x{ok}")
+    for goal in results.get("summary", {}).get("goal", []):
+        print(f"goal {goal['layer']}: best direct kernel {goal['best_version']} {goal['best_ms'] * 1e3:.1f} µs vs "
+              f"cuDNN {goal['cudnn_ms'] * 1e3:.1f} µs -> {goal['speedup']:.2f}x ({'met' if goal['met'] else 'NOT met'}); "
               f"best unfused {goal['best_unfused_version']} {goal['best_unfused_speedup']:.2f}x")
     if "lenet" in results:
         le = results["lenet"]
@@ -272,19 +271,23 @@ def print_summary(results: dict) -> None:
               f"{le['step_ms_wall']:.2f} ms per training step (batch {le['batch_size']})")
 
 
-def goals(forward: list[dict]) -> list[dict]:
+#: The fused rows that count for the goal, and the name the goal gives them.
+FUSED_CANDIDATES = {"fused conv+bias+relu+maxpool": "fused", "whole_sample conv+bias+relu+maxpool": "whole_sample fused"}
+
+
+def goals(rows: list[dict]) -> list[dict]:
+    """For each LeNet layer: the fastest correct direct kernel (fused or not) against cuDNN."""
     out = []
-    for layer in forward[:2]:
-        cudnn = next(r for r in layer["rows"] if r["kind"] == "peer")["median_us"]
-        candidates = [(r["name"], r["median_us"]) for r in layer["rows"]
-                      if r["kind"] == "kernel" and r.get("correct") and "median_us" in r]
+    for label, *_ in LAYERS[:2]:
+        here = [r for r in rows if r.get("layer") == label and "median_ms" in r]
+        cudnn = next(r for r in here if r["group"] == "forward" and r["kind"] == "peer")["median_ms"]
+        candidates = [(r["name"], r["median_ms"]) for r in here
+                      if r["group"] == "forward" and r["kind"] == "kernel" and r.get("correct")]
         unfused = min(candidates, key=lambda c: c[1])
-        if "fused" in layer and layer["fused"]["kernel"].get("correct"):
-            candidates.append(("fused", layer["fused"]["kernel"]["median_us"]))
-        if "fused" in layer and layer["fused"].get("whole_sample", {}).get("correct"):
-            candidates.append(("whole_sample fused", layer["fused"]["whole_sample"]["median_us"]))
+        candidates += [(FUSED_CANDIDATES[r["name"]], r["median_ms"]) for r in here
+                       if r["group"] == "forward_fused" and r["name"] in FUSED_CANDIDATES and r.get("correct")]
         best = min(candidates, key=lambda c: c[1])
-        out.append({"layer": layer["layer"], "cudnn_us": cudnn, "best_version": best[0], "best_us": best[1],
+        out.append({"layer": label, "cudnn_ms": cudnn, "best_version": best[0], "best_ms": best[1],
                     "speedup": cudnn / best[1], "met": best[1] <= cudnn,
                     "best_unfused_version": unfused[0], "best_unfused_speedup": cudnn / unfused[1]})
     return out
@@ -302,12 +305,12 @@ def measure(epochs: int = TRAIN_EPOCHS, backward: bool = True) -> dict:
     peaks = measure_peaks()
     print(f"{peaks.device}: {peaks.bandwidth_gbs:.0f} GB/s copy, {peaks.fp32_gflops:.0f} GFLOP/s FP32", flush=True)
     rng = np.random.default_rng(0)
+    rows = bench_forward(peaks, rng)
     results = {"device": backend.describe(), "peaks": peaks_as_dict(peaks), "tf32": False,
-               "cudnn_version": torch.backends.cudnn.version()}
-    results["forward"] = bench_forward(peaks, rng)
-    results["goal"] = goals(results["forward"])
+               "cudnn_version": torch.backends.cudnn.version(), "summary": {"goal": goals(rows)}}
     if backward:
-        results["backward"] = bench_backward(peaks, rng)
+        rows += bench_backward(peaks, rng)
+    results["results"] = rows
     if epochs > 0:
         results["lenet"] = bench_lenet(epochs)
     return results

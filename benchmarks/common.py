@@ -1,9 +1,12 @@
 """Shared by the benchmark scripts: device facts, one row per timed kernel, the results file.
 
 A results file (``benchmarks/results/<name>.json``) holds the device it was
-measured on, the date, software versions, the measured peaks, and one row per
-kernel or library peer with its median time, bandwidth and % of peak.  The
-book reads these files when it is built without a GPU.
+measured on, the date, software versions, the measured peaks, ``results``: one
+row per kernel or library peer (:func:`timed_row`: name, group, kind, bytes,
+flops, median time, bandwidth, % of peak, and what only that benchmark records),
+and optionally a ``summary`` and sections of their own (a sweep, a training
+history).  The book reads these files, through ``book/speed_figures.py``, when
+it is built without a GPU.
 """
 
 from __future__ import annotations
@@ -46,25 +49,47 @@ def software_versions() -> dict:
     return versions
 
 
-def row(name: str, group: str, kind: str, timing, nbytes: int, flops: int, peaks, **extra) -> dict:
+def row(name: str, group: str, kind: str, timing, nbytes: float, flops: float, peaks, **extra) -> dict:
     """One result: ``kind`` is "kernel" (ours) or "peer" (a library doing the same job)."""
-    seconds = timing.median_ms / 1e3
-    gbs = nbytes / seconds / 1e9
-    entry = {
-        "name": name,
-        "group": group,
-        "kind": kind,
-        "bytes": int(nbytes),
-        "flops": int(flops),
-        "median_ms": timing.median_ms,
-        "min_ms": timing.min_ms,
-        "samples": len(timing.samples_ms),
-        "gbs": gbs,
-        "gflops": flops / seconds / 1e9,
-        "percent_of_peak_bandwidth": 100 * gbs / peaks.bandwidth_gbs,
-    }
+    return timed_row(name, group, kind, timing.median_ms, nbytes, flops, peaks.bandwidth_gbs,
+                     min_ms=timing.min_ms, samples=len(timing.samples_ms), **extra)
+
+
+def timed_row(name: str, group: str, kind: str, median_ms: float, nbytes: float | None, flops: float | None,
+              bandwidth_gbs: float | None, min_ms: float | None = None, samples: int | None = None, **extra) -> dict:
+    """A row of the results file from a median time: the one layout every benchmark writes.
+
+    ``name``, ``group`` (which figure or layer it belongs to) and ``kind`` come first, then
+    the bytes and flops of one run, the times, and the rates they give; ``extra`` holds what
+    only this benchmark records (sizes, errors, configurations).  ``nbytes`` or ``flops`` is
+    None where the job has no meaningful count, and the rates it gives are left out.
+    ``bandwidth_gbs`` is the measured copy bandwidth the percentage is of (None: not measured, no percentage).
+    """
+    seconds = median_ms / 1e3
+    entry = {"name": name, "group": group, "kind": kind}
+    if nbytes is not None:
+        entry["bytes"] = int(nbytes)
+    if flops is not None:
+        entry["flops"] = int(flops)
+    entry["median_ms"] = median_ms
+    if min_ms is not None:
+        entry["min_ms"] = min_ms
+    if samples is not None:
+        entry["samples"] = samples
+    if nbytes is not None:
+        entry["gbs"] = nbytes / seconds / 1e9
+    if flops is not None:
+        entry["gflops"] = flops / seconds / 1e9
+    if nbytes is not None and bandwidth_gbs:
+        entry["percent_of_peak_bandwidth"] = 100 * entry["gbs"] / bandwidth_gbs
     entry.update(extra)
     return entry
+
+
+def untimed_row(name: str, group: str, kind: str, **extra) -> dict:
+    """A row for a version that was not timed, with why (``skipped=...`` or ``error=...``)."""
+    assert "skipped" in extra or "error" in extra, f"{name}: an untimed row says why (skipped or error)"
+    return {"name": name, "group": group, "kind": kind, **extra}
 
 
 def time_version(version, shape: dict, args, group: str, peaks, sizes: dict | None = None, **extra) -> dict:

@@ -12,6 +12,11 @@ and the GEMM convolutions, each against its library peer measured in the same ru
 
 Every kernel is first checked against a float64 result (torch on the GPU), then timed with CUDA events
 (warm-up, L2 flush before each call, median).  The table printed last is the summary.
+
+The results file has the layout of every benchmark (``benchmarks/common.py``): one row per timed
+kernel or peer in ``results``, in the groups "sgemm" (the ladder, its last step the best tile
+configuration), "sgemm_warptile" (every configuration tried), "im2col" and "conv" (each row naming its
+``layer`` and sizes); ``summary["im2col"]`` names the layer unrolled and the fastest unroll kernel.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import traceback
 import numpy as np
 
 
-from benchmarks.common import require_gpu_backend, write_results
+from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
 
 NAME = "conv_as_gemm"
 GEMM_SIZE = 4096
@@ -63,7 +68,7 @@ def timed(fn, slow=False):
     return time_kernel(fn, warmup=3, repeat=20, max_repeat=60)
 
 
-def bench_sgemm(results, rng, size):
+def bench_sgemm(results, rng, size, bandwidth_gbs):
     import torch
 
     from kernels import sgemm
@@ -77,10 +82,12 @@ def bench_sgemm(results, rng, size):
     tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
     ref = tA.double() @ tB.double()
     flops = sgemm.flops(M, N, K)
+    nbytes = sgemm.min_bytes(M, N, K)
+    sizes = {"M": M, "N": N, "K": K}
     cublas = time_torch(lambda: torch.matmul(tA, tB), repeat=30)
     peer_gflops = flops / cublas.median_s / 1e9
-    rows = [{"name": "cublas", "kind": "peer", "median_ms": cublas.median_ms, "gflops": peer_gflops,
-             "percent_of_cublas": 100.0}]
+    rows = [timed_row("cublas", "sgemm", "peer", cublas.median_ms, nbytes, flops, bandwidth_gbs,
+                      min_ms=cublas.min_ms, samples=len(cublas.samples_ms), **sizes, percent_of_cublas=100.0)]
 
     # A shape that is no multiple of any tile, checked for every version (cheap) before timing.
     m, n, k = 1000, 1030, 777
@@ -88,7 +95,7 @@ def bench_sgemm(results, rng, size):
     b = rng.standard_normal((k, n), dtype=np.float32)
     small_ref = torch.from_numpy(a).cuda().double() @ torch.from_numpy(b).cuda().double()
 
-    def one(name, launcher, config=None):
+    def one(name, group, launcher, config=None):
         kw = {"config": config} if config else {}
         small_err = rel_error(launcher(a, b, **kw), small_ref)
         C_d.set(np.full((M, N), np.nan, np.float32))
@@ -96,27 +103,27 @@ def bench_sgemm(results, rng, size):
         err = max(small_err, rel_error(C_d.get(), ref))
         timing = timed(launcher(A_d, B_d, out=C_d, prepare_only=True, **kw), slow=name in ("naive", "coalesced"))
         gflops = flops / timing.median_s / 1e9
-        return {"name": name, "kind": "kernel", "median_ms": timing.median_ms, "gflops": gflops,
-                "percent_of_cublas": 100 * gflops / peer_gflops, "rel_error": err, "correct": err < TOL,
-                **({"config": config} if config else {})}
+        return timed_row(name, group, "kernel", timing.median_ms, nbytes, flops, bandwidth_gbs, min_ms=timing.min_ms,
+                         samples=len(timing.samples_ms), **sizes, percent_of_cublas=100 * gflops / peer_gflops,
+                         rel_error=err, correct=err < TOL, **({"config": config} if config else {}))
 
     for name, _ in sgemm.VERSIONS[:-1]:
-        rows.append(one(name, sgemm.LAUNCHERS[name]))
+        rows.append(one(name, "sgemm", sgemm.LAUNCHERS[name]))
         print(f"  sgemm {name:<14} {rows[-1]['gflops']:9.0f} GFLOP/s  {rows[-1]['percent_of_cublas']:5.1f}% of cuBLAS", flush=True)
     variants = []
     for cfg in WARPTILE_CONFIGS:
         config = dict(zip(WT_KEYS, cfg))
         try:
-            r = one("warptile", sgemm.sgemm_warptile, config)
+            r = one("warptile", "sgemm_warptile", sgemm.sgemm_warptile, config)
         except Exception as exc:  # noqa: BLE001 - a configuration that does not build is recorded, not fatal
-            variants.append({"config": config, "error": repr(exc)[:300]})
+            variants.append(untimed_row("warptile", "sgemm_warptile", "kernel", config=config, error=repr(exc)[:300]))
             continue
         variants.append(r)
         print(f"  sgemm warptile {cfg} {r['gflops']:9.0f} GFLOP/s  {r['percent_of_cublas']:5.1f}%", flush=True)
     good = [v for v in variants if v.get("correct")]
     if good:
-        rows.append(max(good, key=lambda v: v["gflops"]))
-    results["sgemm"] = {"M": M, "N": N, "K": K, "flops": flops, "rows": rows, "warptile_variants": variants}
+        rows.append({**max(good, key=lambda v: v["gflops"]), "group": "sgemm"})
+    results["results"] += rows + variants
 
 
 def bench_im2col(results, rng, bandwidth_gbs):
@@ -133,16 +140,17 @@ def bench_im2col(results, rng, bandwidth_gbs):
     U_d = empty((count, C * K * K, H_out * W_out))
     ref = im2col.reference(X, K, pad, stride)
     nbytes = im2col.bytes_moved(count, C, H, W, K, pad, stride)
+    layer = {"layer": label, "batch": count, "C": C, "H": H, "W": W, "K": K, "pad": pad, "stride": stride}
     versions = []
     for name, launcher in im2col.LAUNCHERS.items():
         U_d.set(np.full(U_d.shape, np.nan, np.float32))
         launcher(X_d, K, pad, stride, out=U_d)
         ok = bool(np.array_equal(U_d.get(), ref))
         timing = timed(launcher(X_d, K, pad, stride, out=U_d, prepare_only=True))
-        gbs = nbytes / timing.median_s / 1e9
-        versions.append({"name": name, "median_ms": timing.median_ms, "gbs": gbs, "correct": ok,
-                         "percent_of_copy_bandwidth": 100 * gbs / bandwidth_gbs})
-        print(f"  im2col {name:<12} {gbs:8.0f} GB/s = {100 * gbs / bandwidth_gbs:5.1f}% of copy bandwidth", flush=True)
+        versions.append(timed_row(name, "im2col", "kernel", timing.median_ms, nbytes, 0, bandwidth_gbs,
+                                  min_ms=timing.min_ms, samples=len(timing.samples_ms), **layer, correct=ok))
+        print(f"  im2col {name:<12} {versions[-1]['gbs']:8.0f} GB/s = "
+              f"{versions[-1]['percent_of_peak_bandwidth']:5.1f}% of copy bandwidth", flush=True)
     best = max((v for v in versions if v["correct"]), key=lambda v: v["gbs"], default=versions[-1])
     # The peer: a device-to-device copy of as many bytes as the unroll writes (torch's copy kernel).
     src = torch.empty(count * C * K * K * H_out * W_out, device="cuda")
@@ -150,13 +158,11 @@ def bench_im2col(results, rng, bandwidth_gbs):
     from kernels.runtime.timing import time_torch
 
     copy = time_torch(lambda: dst.copy_(src))
-    results["im2col"] = {
-        "layer": label, "samples": count, "C": C, "H": H, "W": W, "K": K, "pad": pad, "stride": stride,
-        "expansion_ratio": im2col.expansion_ratio(C, H, W, K, pad, stride), "bytes": nbytes,
-        "versions": versions, "best": best["name"], "median_ms": best["median_ms"], "gbs": best["gbs"],
-        "correct": best["correct"], "copy_bandwidth_gbs": bandwidth_gbs,
-        "percent_of_copy_bandwidth": best["percent_of_copy_bandwidth"], "torch_copy_of_output_ms": copy.median_ms,
-    }
+    results["results"] += versions + [
+        timed_row("torch copy_ of a tensor the size of the unrolled input", "im2col", "peer", copy.median_ms,
+                  2 * src.numel() * 4, 0, bandwidth_gbs, min_ms=copy.min_ms, samples=len(copy.samples_ms), **layer)]
+    results["summary"]["im2col"] = {"layer": label, "expansion_ratio": im2col.expansion_ratio(C, H, W, K, pad, stride),
+                                    "best": best["name"]}
 
 
 def cudnn_kernel_names(fn) -> list[str]:
@@ -180,11 +186,13 @@ def cudnn_kernel_names(fn) -> list[str]:
 
 def _best_config(results, prefix):
     """The configuration of the fastest correct ``prefix`` row on the first (main) layer."""
-    rows = [r for r in results["conv"][0]["rows"] if r["name"].startswith(prefix) and r.get("correct")]
+    main = LAYERS[0][0]
+    rows = [r for r in results["results"] if r["group"] == "conv" and r["layer"] == main
+            and r["name"].startswith(prefix) and r.get("correct")]
     return min(rows, key=lambda r: r["median_ms"])["config"] if rows else None
 
 
-def bench_conv(results, rng, layer, main: bool):
+def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
     import torch
     import torch.nn.functional as F
 
@@ -200,14 +208,17 @@ def bench_conv(results, rng, layer, main: bool):
     tX, tW = torch.from_numpy(X).cuda(), torch.from_numpy(Wt).cuda()
     ref = F.conv2d(tX.double(), tW.double(), padding=pad, stride=stride)
     flops = cg.flops(N, C, H, W, M, K, pad, stride)
+    nbytes = cg.min_bytes(N, C, H, W, M, K, pad, stride)
+    sizes = {"layer": label, "N": N, "C": C, "H": H, "W": W, "M": M, "K": K, "pad": pad, "stride": stride}
     X_d, W_d, Y_d = to_device(X), to_device(Wt), empty((N, M, H_out, W_out))
     rows = []
 
     def add(name, kind, timing, err=None, **extra):
-        gflops = flops / timing.median_s / 1e9
-        rows.append({"name": name, "kind": kind, "median_ms": timing.median_ms, "gflops": gflops,
-                     **({} if err is None else {"rel_error": err, "correct": err < TOL}), **extra})
-        print(f"  conv [{label}] {name:<28} {timing.median_ms * 1e3:9.1f} us {gflops:9.0f} GFLOP/s", flush=True)
+        rows.append(timed_row(name, "conv", kind, timing.median_ms, nbytes, flops, bandwidth_gbs, min_ms=timing.min_ms,
+                              samples=len(timing.samples_ms), **sizes,
+                              **({} if err is None else {"rel_error": err, "correct": err < TOL}), **extra))
+        print(f"  conv [{label}] {name:<28} {timing.median_ms * 1e3:9.1f} us {rows[-1]['gflops']:9.0f} GFLOP/s",
+              flush=True)
 
     torch.backends.cudnn.benchmark = False
     conv = lambda: F.conv2d(tX, tW, padding=pad, stride=stride)  # noqa: E731
@@ -230,7 +241,7 @@ def bench_conv(results, rng, layer, main: bool):
             t = timed(cg.conv2d_implicit_gemm(X_d, W_d, pad, stride, out=Y_d, config=config, prepare_only=True, **kw))
             add(f"implicit_gemm {cfg}", "kernel", t, err, config=config)
         except Exception as exc:  # noqa: BLE001
-            rows.append({"name": f"implicit_gemm {cfg}", "kind": "kernel", "error": repr(exc)[:300]})
+            rows.append(untimed_row(f"implicit_gemm {cfg}", "conv", "kernel", **sizes, error=repr(exc)[:300]))
     P = H_out * W_out
     chunk = cg.chunk_for(N, C, K, P)
     workspace = empty((chunk, C * K * K, P))
@@ -245,7 +256,7 @@ def bench_conv(results, rng, layer, main: bool):
             add(f"unroll_gemm {tiles}", "kernel", t, err, chunk=chunk, workspace_bytes=4 * chunk * C * K * K * P,
                 config=config)
         except Exception as exc:  # noqa: BLE001
-            rows.append({"name": f"unroll_gemm {config}", "kind": "kernel", "error": repr(exc)[:300]})
+            rows.append(untimed_row(f"unroll_gemm {config}", "conv", "kernel", **sizes, error=repr(exc)[:300]))
     del workspace
 
     # The direct convolution of the CNN chapter (no padding, stride 1): run on the input padded in
@@ -268,31 +279,30 @@ def bench_conv(results, rng, layer, main: bool):
                 add(f"direct conv2d {version}", "kernel", t, err)
                 break
         except Exception as exc:  # noqa: BLE001 - the CNN chapter's kernels may change; record why
-            rows.append({"name": "direct conv2d", "kind": "kernel", "error": repr(exc)[:300]})
+            rows.append(untimed_row("direct conv2d", "conv", "kernel", **sizes, error=repr(exc)[:300]))
     best_cudnn = min(r["median_ms"] for r in rows if r["kind"] == "peer")
     for r in rows:
         if "median_ms" in r:
             r["percent_of_cudnn"] = 100 * best_cudnn / r["median_ms"]
-    results.setdefault("conv", []).append({
-        "layer": label, "N": N, "C": C, "H": H, "W": W, "M": M, "K": K, "pad": pad, "stride": stride,
-        "flops": flops, "rows": rows})
+    results["results"] += rows
 
 
 def summary(results):
+    rows = results["results"]
     print()
-    g = results.get("sgemm", {"M": "-", "rows": []})
-    print(f"SGEMM {g['M']}^3, FP32 (TF32 off)")
+    ladder = [r for r in rows if r["group"] == "sgemm"]
+    print(f"SGEMM {ladder[0]['M'] if ladder else '-'}^3, FP32 (TF32 off)")
     print(f"{'version':<16} {'ms':>9} {'GFLOP/s':>9} {'% cuBLAS':>9}  ok")
-    for r in g["rows"]:
+    for r in ladder:
         print(f"{r['name']:<16} {r['median_ms']:9.3f} {r['gflops']:9.0f} {r['percent_of_cublas']:9.1f}  {r.get('correct', '')}")
-    u = results.get("im2col")
-    if u:
-        for v in u["versions"]:
-            print(f"im2col {v['name']:<12} {v['gbs']:.0f} GB/s, {v['percent_of_copy_bandwidth']:.1f}% of copy bandwidth "
-                  f"({u['copy_bandwidth_gbs']:.0f} GB/s); correct {v['correct']}")
-    for layer in results.get("conv", []):
-        print(f"conv {layer['layer']} (N={layer['N']})")
-        for r in layer["rows"]:
+    for v in (r for r in rows if r["group"] == "im2col" and r["kind"] == "kernel"):
+        print(f"im2col {v['name']:<12} {v['gbs']:.0f} GB/s, {v['percent_of_peak_bandwidth']:.1f}% of copy bandwidth "
+              f"({results['peaks']['bandwidth_gbs']:.0f} GB/s); correct {v['correct']}")
+    conv = [r for r in rows if r["group"] == "conv"]
+    for label in dict.fromkeys(r["layer"] for r in conv):
+        here = [r for r in conv if r["layer"] == label]
+        print(f"conv {label} (N={here[0]['N']})")
+        for r in here:
             if "median_ms" in r:
                 print(f"  {r['name']:<30} {r['median_ms'] * 1e3:9.1f} us {r['gflops']:9.0f} GFLOP/s "
                       f"{r['percent_of_cudnn']:6.1f}% of cuDNN  {r.get('correct', '')}")
@@ -313,10 +323,12 @@ def measure(size: int = GEMM_SIZE, skip=()) -> dict:
     bandwidth = roofline.measure_bandwidth_gbs()
     fp32 = roofline.measure_fp32_gflops()
     print(f"copy bandwidth {bandwidth:.0f} GB/s, FP32 FMA peak {fp32:.0f} GFLOP/s", flush=True)
-    results = {"peaks": {"bandwidth_gbs": bandwidth, "fp32_gflops": fp32}, "tf32": False}
-    for part, fn in (("sgemm", lambda: bench_sgemm(results, rng, size)),
+    results = {"peaks": {"bandwidth_gbs": bandwidth, "fp32_gflops": fp32}, "tf32": False, "summary": {},
+               "results": []}
+    for part, fn in (("sgemm", lambda: bench_sgemm(results, rng, size, bandwidth)),
                      ("im2col", lambda: bench_im2col(results, rng, bandwidth)),
-                     ("conv", lambda: [bench_conv(results, rng, layer, i == 0) for i, layer in enumerate(LAYERS)])):
+                     ("conv", lambda: [bench_conv(results, rng, layer, i == 0, bandwidth)
+                                       for i, layer in enumerate(LAYERS)])):
         if part in skip:
             continue
         try:

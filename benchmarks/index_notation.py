@@ -20,6 +20,10 @@ result, then timed with CUDA events (warm-up, L2 flush before each call, median)
 launchers that have no enqueue-only form are timed through their ordinary (synchronising) call; the
 few microseconds that adds matter only for the smallest rows.  ``--quick`` tries fewer candidates
 (what the chapter uses when it measures live on a GPU).
+
+The results file has the layout of every benchmark (``benchmarks/common.py``): a row per kernel or
+peer in ``results``, grouped by workload (``group`` its label, ``comprehension`` the example it runs), ``source``
+saying whether a kernel was generated or written by hand; and ``autotune``, each workload's search.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import require_gpu_backend, write_results
+from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
 
 NAME = "index_notation"
 TOL = 1e-4
@@ -60,22 +64,19 @@ class Workload:
         self.reference, self.flops, self.nbytes = reference, flops, nbytes
         self.rows: list[dict] = []
 
-    def add(self, name, kind, timing=None, err=None, error=None, **extra):
-        row = {"name": name, "kind": kind, **extra}
-        if timing is not None:
-            s = timing.median_ms / 1e3
-            row.update(median_ms=timing.median_ms, min_ms=timing.min_ms, samples=len(timing.samples_ms),
-                       gflops=self.flops / s / 1e9, gbs=self.nbytes / s / 1e9)
-        if err is not None:
-            row.update(rel_error=err, correct=err < TOL)
-        if error:
-            row["error"] = error[-400:]
+    def add(self, name, source, timing=None, err=None, error=None, **extra):
+        """A row of the workload's group; ``source`` is "generated", "handwritten" or "peer" (a library)."""
+        kind = "peer" if source == "peer" else "kernel"
+        fields = {"comprehension": self.name, "source": source, **extra,
+                  **({} if err is None else {"rel_error": err, "correct": err < TOL})}
+        if timing is None:
+            row = untimed_row(name, self.label, kind, **fields, error=(error or "not timed")[-400:])
+        else:
+            row = timed_row(name, self.label, kind, timing.median_ms, self.nbytes, self.flops, None,
+                            min_ms=timing.min_ms, samples=len(timing.samples_ms), **fields)
         self.rows.append(row)
         shown = f"{row['median_ms'] * 1e3:10.1f} us" if "median_ms" in row else f"failed: {str(error)[:80]}"
         print(f"  {self.label:<34} {name:<36} {shown}", flush=True)
-
-    def as_dict(self):
-        return {"name": self.name, "label": self.label, "flops": self.flops, "bytes": self.nbytes, "rows": self.rows}
 
 
 def bench_generated(w: Workload, limit: int, cache: Path) -> dict:
@@ -97,13 +98,13 @@ def bench_generated(w: Workload, limit: int, cache: Path) -> dict:
     return {"name": w.name, "label": w.label, **search.as_dict()}
 
 
-def bench_peer(w: Workload, name: str, kind: str, run, enqueue, slow=False):
+def bench_peer(w: Workload, name: str, source: str, run, enqueue, slow=False):
     """``run()`` returns the output (checked); ``enqueue`` is what is timed."""
     try:
         err = _rel_error(run(), w.reference())
-        w.add(name, kind, _timed(enqueue, slow), err)
+        w.add(name, source, _timed(enqueue, slow), err)
     except Exception:  # noqa: BLE001
-        w.add(name, kind, error=traceback.format_exc())
+        w.add(name, source, error=traceback.format_exc())
 
 
 def _torch_peer(w: Workload, name: str, fn):
@@ -223,7 +224,7 @@ def measure(quick: bool = False, only=()) -> dict:
     rng = np.random.default_rng(2018)
     limit = 12 if quick else 48
     cache = Path(tempfile.mkdtemp()) / "tc_autotune.json"
-    results = {"tf32": False, "autotune_candidates": limit, "workloads": [], "autotune": []}
+    results = {"tf32": False, "autotune_candidates": limit, "results": [], "autotune": []}
     for w in workloads(rng):
         if only and w.name not in only:
             continue
@@ -236,19 +237,21 @@ def measure(quick: bool = False, only=()) -> dict:
         except Exception:  # noqa: BLE001 - keep what was measured
             traceback.print_exc()
             results.setdefault("errors", []).append(f"{w.label}: {traceback.format_exc()[-500:]}")
-        results["workloads"].append(w.as_dict())
+        results["results"] += w.rows
     return results
 
 
 def summary(results):
-    for w in results["workloads"]:
-        hand = [r for r in w["rows"] if r["kind"] == "handwritten" and r.get("median_ms")]
-        peer = [r for r in w["rows"] if r["kind"] == "peer" and r.get("median_ms")]
-        best = next((r for r in w["rows"] if r["name"] == "generated, autotuned" and r.get("median_ms")), None)
+    rows = results["results"]
+    for group in dict.fromkeys(r["group"] for r in rows):
+        timed = [r for r in rows if r["group"] == group and r.get("median_ms")]
+        hand = [r for r in timed if r["source"] == "handwritten"]
+        peer = [r for r in timed if r["kind"] == "peer"]
+        best = next((r for r in timed if r["name"] == "generated, autotuned"), None)
         if not best:
-            print(f"{w['label']:<34} no autotuned kernel")
+            print(f"{group:<34} no autotuned kernel")
             continue
-        line = f"{w['label']:<34} generated {best['median_ms'] * 1e3:9.1f} us"
+        line = f"{group:<34} generated {best['median_ms'] * 1e3:9.1f} us"
         if hand:
             h = min(hand, key=lambda r: r["median_ms"])
             line += f"  {best['median_ms'] / h['median_ms']:5.2f}x the hand-written time"

@@ -153,28 +153,33 @@ def tree_sum_against_library(data: dict, kernel: str = "gradient_sum_tree", labe
 
 # --- chapter 4: convolutional layers ----------------------------------------------------------
 
-def _layer_times(layer: dict) -> dict[str, float]:
-    return {r["name"]: r["median_us"] for r in layer["rows"] if r.get("median_us")}
+def _layer_times(data: dict, group: str, layer: str) -> dict[str, float]:
+    """Median µs of each timed row of one group and layer."""
+    return {r["name"]: r["median_ms"] * 1e3 for r in data.get("results", [])
+            if r["group"] == group and r.get("layer") == layer and r.get("median_ms")}
 
 
 def small_layer_versions(data: dict, layer_name: str = "LeNet C3",
                          versions=("constant", "tiled")) -> str:
     """Each version's speed relative to the naive kernel on one layer, e.g. "0.72× and 0.80×"."""
-    layer = next((l for l in data.get("forward", []) if l["layer"] == layer_name), None)
-    if layer is None:
+    t = _layer_times(data, "forward", layer_name)
+    if not t:
         return ""
-    t = _layer_times(layer)
     parts = [f"`{v}` runs at {t['naive'] / t[v]:.2f}× the naive kernel's speed" for v in versions
              if v in t and "naive" in t]
     return f"on {layer_name} " + " and ".join(parts)
 
 
+def _layers(data: dict, group: str) -> list[str]:
+    return list(dict.fromkeys(r["layer"] for r in data.get("results", []) if r["group"] == group and "layer" in r))
+
+
 def direct_against_register_tiled(gemm_data: dict, cnn_data: dict) -> str:
     """The direct convolution the GEMM benchmark compares with, and the faster one it leaves out."""
-    layer = (gemm_data.get("conv") or [None])[0]
-    if layer is None:
+    layers = _layers(gemm_data, "conv")
+    if not layers:
         return ""
-    rows = {r["name"]: r["median_ms"] * 1e3 for r in layer["rows"] if r.get("median_ms")}
+    rows = _layer_times(gemm_data, "conv", layers[0])
     direct = next((name for name in rows if name.startswith("direct")), None)
     implicit = min((us for name, us in rows.items() if name.startswith("implicit_gemm")), default=None)
     if direct is None or implicit is None:
@@ -182,9 +187,9 @@ def direct_against_register_tiled(gemm_data: dict, cnn_data: dict) -> str:
     text = (f"The direct convolution in this comparison is the previous chapter's `tiled_multimap` "
             f"(shared-memory tiles; each thread keeps one pixel of several output maps in registers), "
             f"{rows[direct] / implicit:.1f}× slower than implicit GEMM")
-    large = next((l for l in cnn_data.get("forward", []) if l["layer"].startswith("large")), None)
+    large = next((label for label in _layers(cnn_data, "forward") if label.startswith("large")), None)
     if large:
-        t = _layer_times(large)
+        t = _layer_times(cnn_data, "forward", large)
         if "register_tiled" in t and "tiled_multimap" in t:
             text += (f"; that chapter's `register_tiled` version, which also gives each thread several pixels, "
                      f"is {t['tiled_multimap'] / t['register_tiled']:.1f}× faster than `tiled_multimap` on the "
@@ -223,19 +228,18 @@ def capsule_backward_against_torch(data: dict) -> str:
 
 def warptile_against_cublas(gemm_data: dict) -> str:
     """The GEMM chapter's fastest kernel next to cuBLAS, at the size and on the device recorded."""
-    sgemm = (gemm_data or {}).get("sgemm", {})
-    rates = {r["name"]: r["gflops"] for r in sgemm.get("rows", []) if r.get("gflops")}
+    ladder = [r for r in (gemm_data or {}).get("results", []) if r["group"] == "sgemm" and r.get("gflops")]
+    rates = {r["name"]: r["gflops"] for r in ladder}
     if "warptile" not in rates or "cublas" not in rates:
         return "(the GEMM chapter's figures have not been recorded yet)"
+    size = ladder[0]
     return (f"the GEMM chapter's kernel runs at {relative_speed(rates['warptile'], rates['cublas'])} cuBLAS "
             f"({rates['warptile'] / 1e3:,.1f} against {rates['cublas'] / 1e3:,.1f} TFLOP/s at "
-            f"{sgemm['M']} × {sgemm['N']} × {sgemm['K']} on the {device_name(gemm_data)})")
+            f"{size['M']} × {size['N']} × {size['K']} on the {device_name(gemm_data)})")
 
 
 def recorded(name: str) -> dict | None:
-    """The results file ``benchmarks/results/<name>.json`` as recorded (never measured now)."""
-    import json
-    from pathlib import Path
+    """The results file ``benchmarks/results/<name>.json`` as recorded (never measured now), or None."""
+    from book.speed_figures import SpeedFigures
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else None
+    return SpeedFigures.recorded(name).data

@@ -37,7 +37,6 @@ class SpeedFigures:
     @classmethod
     def load(cls, name: str, results_dir: Path | str | None = None, **measure_kwargs) -> "SpeedFigures":
         """Measure now (GPU) or read ``<results_dir>/<name>.json`` (emulator)."""
-        path = Path(results_dir or RESULTS_DIR) / f"{name}.json"
         try:
             live = selection.on_gpu()
         except Exception:  # no backend at all, so no GPU either
@@ -46,7 +45,13 @@ class SpeedFigures:
             data = run_benchmark(name, **measure_kwargs)
             data.setdefault("date", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
             data.setdefault("device", selection.current_backend().describe())
-            return cls(name, data, True, path)
+            return cls(name, data, True, results_path(name, results_dir))
+        return cls.recorded(name, results_dir)
+
+    @classmethod
+    def recorded(cls, name: str, results_dir: Path | str | None = None) -> "SpeedFigures":
+        """The figures ``make bench`` recorded in ``<results_dir>/<name>.json``, never measured now."""
+        path = results_path(name, results_dir)
         data = json.loads(path.read_text()) if path.exists() else None
         return cls(name, data, False, path)
 
@@ -102,9 +107,19 @@ class SpeedFigures:
 
     # --- figures -----------------------------------------------------------------------------
 
-    def rows(self, group: str | None = None, kind: str | None = None) -> list[dict]:
+    def rows(self, group: str | None = None, kind: str | None = None, layer: str | None = None) -> list[dict]:
+        """The rows of ``results``, those of one group, kind ("kernel" or "peer") or layer if named."""
         rows = (self.data or {}).get("results", [])
-        return [r for r in rows if (group is None or r["group"] == group) and (kind is None or r["kind"] == kind)]
+        return [r for r in rows if (group is None or r["group"] == group) and (kind is None or r["kind"] == kind)
+                and (layer is None or r.get("layer") == layer)]
+
+    def layers(self, group: str) -> list[str]:
+        """The layers a group's rows were measured on, in the order they were measured."""
+        return list(dict.fromkeys(r["layer"] for r in self.rows(group) if "layer" in r))
+
+    def summary(self) -> dict:
+        """The results file's ``summary`` (what its benchmark concluded), empty if it has none."""
+        return (self.data or {}).get("summary", {})
 
     def row(self, name: str) -> dict | None:
         return next((r for r in self.rows() if r["name"] == name), None)
@@ -125,6 +140,10 @@ class SpeedFigures:
             device=self.device_name, measured=self.date,
             source="measured now" if self.live else f"benchmarks/results/{self.path.name}",
         )
+
+
+def results_path(name: str, results_dir: Path | str | None = None) -> Path:
+    return Path(results_dir or RESULTS_DIR) / f"{name}.json"
 
 
 def run_benchmark(name: str, **kwargs) -> dict:

@@ -21,7 +21,7 @@ import numpy as np
 
 from .runtime import Module, blocks_for
 from .runtime.loader import float32_operand, load_topic, result_array
-from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
+from .runtime.versions import KernelVersion, LaunchConfig, as_launch, kernel_table
 
 TOPIC = "capsule_prediction"
 CAPS_BATCH_TILE = 64  # must equal the #define in capsule_prediction.cu
@@ -248,7 +248,28 @@ def _facts(kernel: str, launcher, launch) -> KernelVersion:
                          reference=forward_reference, defines={"CAPS_IN_DIM": 8})
 
 
+def _naive_launch(shape) -> LaunchConfig:
+    """Version 1: one thread per output element, a grid-stride loop over them."""
+    b, ic, idim, oc, od = dims(shape)
+    return LaunchConfig((_grid_blocks(b * ic * oc * od), 1, 1), (NAIVE_BLOCK, 1, 1), 0)
+
+
+def _shared_input_launch(shape) -> LaunchConfig:
+    """Version 2: a block per (input capsule, batch tile), the tile of u in shared memory."""
+    b, ic, idim, oc, od = dims(shape)
+    return LaunchConfig((ic, blocks_for(b, CAPS_BATCH_TILE), 1), (SHARED_BLOCK, 1, 1), CAPS_BATCH_TILE * idim * 4)
+
+
+def _streaming_launch(shape) -> LaunchConfig:
+    """Version 5 with its default run of capsules and batch tile (:func:`streaming_launch`)."""
+    launch = streaming_launch(*dims(shape))
+    return as_launch(launch["grid"], launch["block"], launch["shared"])
+
+
 KERNELS = kernel_table(
+    _facts("capsule_predict_naive", forward_naive, _naive_launch),
+    _facts("capsule_predict_shared_input", forward_shared_input, _shared_input_launch),
     _facts("capsule_predict_register_blocked", forward_register_blocked, _register_blocked_launch),
     _facts("capsule_predict_vectorized", forward_vectorized, _register_blocked_launch),
+    _facts("capsule_predict_streaming", forward_streaming, _streaming_launch),
 )

@@ -214,7 +214,38 @@ def _flops(shape) -> float:
     return float(flops(*dims(shape)))
 
 
+def _naive_launch(shape, elements) -> LaunchConfig:
+    """Versions 1 and 2: one thread per element of the gradient, a grid-stride loop over them."""
+    return LaunchConfig((max(1, min(blocks_for(elements, NAIVE_BLOCK), 65535)), 1, 1), (NAIVE_BLOCK, 1, 1), 0)
+
+
+def _fused_launch(shape) -> LaunchConfig:
+    b, ic, idim, oc, od = dims(shape)
+    threads, shared = fused_launch(oc, od, idim)
+    return LaunchConfig((ic, 1, 1), (threads, 1, 1), shared)
+
+
+def _fused_bytes(shape) -> float:
+    """G, W and u read once, du and dW written once."""
+    b, ic, idim, oc, od = dims(shape)
+    return 4.0 * (b * ic * oc * od + 2 * ic * oc * od * idim + 2 * b * ic * idim)
+
+
+def _fused_reference(grad_u_hat, W, u):
+    return grad_input_reference(grad_u_hat, W), grad_weight_reference(grad_u_hat, u)
+
+
 KERNELS = kernel_table(
+    KernelVersion(TOPIC, "capsule_grad_input_naive", grad_input_naive,
+                  lambda shape: _naive_launch(shape, shape["batch"] * shape["in_caps"] * shape["in_dim"]),
+                  _grad_bytes, _flops, grad_input_reference, defines={"CAPS_IN_DIM": 8}),
+    KernelVersion(TOPIC, "capsule_grad_weight_naive", grad_weight_naive,
+                  lambda shape: _naive_launch(shape, shape["in_caps"] * shape["out_caps"] * shape["out_dim"]
+                                              * shape["in_dim"]),
+                  _grad_bytes, _flops, grad_weight_reference, defines={"CAPS_IN_DIM": 8}),
+    # Both gradients in one kernel: twice the arithmetic of either.
+    KernelVersion(TOPIC, "capsule_grad_fused", grad_fused, _fused_launch, _fused_bytes,
+                  lambda shape: 2 * _flops(shape), _fused_reference, defines={"CAPS_IN_DIM": 8}),
     KernelVersion(TOPIC, "capsule_grad_input_shared_weights", grad_input_shared_weights, _grad_input_launch,
                   _grad_bytes, _flops, grad_input_reference, defines={"CAPS_IN_DIM": 8}),
     KernelVersion(TOPIC, "capsule_grad_weight_register_blocked", grad_weight_register_blocked, _grad_weight_launch,

@@ -331,4 +331,20 @@ def _forward_facts(version: str, launcher) -> KernelVersion:
     )
 
 
-KERNELS = kernel_table(*(_forward_facts(version, launcher) for version, launcher in FORWARDS.items()))
+def fused_bytes_moved(shape) -> float:
+    """Least traffic of version 6: X and the filters and bias in, the pooled output (a quarter of Y) out."""
+    N, C, H, W, M, K = layer(shape)
+    return 4.0 * (N * C * H * W + M * C * K * K + M + N * M * ((H - K + 1) // 2) * ((W - K + 1) // 2))
+
+
+def _fused_facts() -> KernelVersion:
+    """Version 6 with ReLU, the activation its launcher uses by default (and LeNet's)."""
+    return KernelVersion(
+        TOPIC, KERNEL_NAMES["fused"], forward_fused,
+        launch=lambda shape: as_launch(*launch_config("fused", *layer(shape))),
+        bytes=fused_bytes_moved, flops=lambda shape: flops(*layer(shape)),
+        reference=lambda X, Wf, b: fused_reference(X, Wf, b, "relu"),
+    )
+
+
+KERNELS = kernel_table(*(_forward_facts(version, launcher) for version, launcher in FORWARDS.items()), _fused_facts())

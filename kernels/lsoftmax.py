@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 
 import numpy as np
 
 from . import sgemm as _sgemm
 from . import softmax as _softmax
+from .lsoftmax_layer_facts import layer_records
 from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import grid_stride_blocks, load_topic
 from .runtime.module import empty, to_device
@@ -707,3 +709,6 @@ KERNELS = kernel_table(
                                          + 2 * s["batch"]),
                   flops=lambda s: 10.0 * s["batch"] * s["dim"], reference=_margin_grad_reference),
 )
+
+# The layer versions' kernels, recorded in their own module (it is given this one, and imports nothing of it).
+KERNELS.update((record.kernel, record) for record in layer_records(sys.modules[__name__]))

@@ -1,19 +1,31 @@
 """The chapters' planted-bug corpora, graded through the real grader.
 
-``tests/planted_bugs/<exercise>/`` holds, for each graded exercise, kernels
-with one planted bug each (and, where the chapter has them, other correct
-ways to write the kernel).  The correct kernel itself is not kept here: it is
-the instructor's solution, the ``%%cuda`` cell of ``solutions/*/*.ipynb``, so
-the corpus and the solutions cannot drift apart.
+``tests/planted_bugs/<exercise>/`` holds, for each graded exercise, planted
+bugs and, where the chapter has them, other correct ways to write the kernel.
+The correct kernel itself is not kept here: it is the instructor's solution,
+the ``%%cuda`` (or ``%%tc``) cell of ``solutions/*/*.ipynb``.
 
-A corpus file (``.cu``, or ``.tc`` for an index-notation exercise, whose
-comments start with ``#``) starts with three comment lines: its ``%%cuda``
-(or ``%%tc``) line, what is wrong (or different) about it, and what the grader must conclude,
-``// Expect: accepted`` or ``// Expect: rejected, <reason>`` with a reason of
-:data:`REASONS`.  Graded in hidden mode, an accepted kernel must get every
-correctness point, and a planted bug must fail for its planted reason.  A
-planted bug may add a fourth line, ``// Feedback: <regex>``: what the feedback
-must say about it on the CPU emulator (for example which kind of race).
+A planted bug (``<bug>.edit``) is an edit of that solution, so that when the
+solution changes its bugs follow it.  It starts with comment lines (``//``, or
+``#`` for an index-notation exercise): what is wrong, what the grader must
+conclude, ``// Expect: rejected, <reason>`` with a reason of :data:`REASONS`,
+optionally ``// Feedback: <regex>`` (what the feedback must say about it on the
+CPU emulator, for example which kind of race) and ``// Launch: %%cuda ...``
+(a launch other than the solution's).  Then come one or more replacements::
+
+    <<<<<<< solution
+    text of the solution kernel (it must occur exactly once)
+    =======
+    what the planted bug has there instead
+    >>>>>>> planted bug
+
+applied in order.  An edit whose text no longer occurs exactly once in the
+solution fails loudly, naming the bug (:class:`PlantedBugDoesNotApply`).
+
+Another correct way to write a kernel (``.cu``, ``.tc``) is a whole kernel:
+its ``%%cuda`` line, what is different about it, ``// Expect: accepted``.
+Graded in hidden mode, an accepted kernel must get every correctness point,
+and a planted bug must fail for its planted reason.
 """
 
 from __future__ import annotations
@@ -73,22 +85,74 @@ class CorpusKernel:
     feedback: str = ""  # a regex the emulator's feedback must match ("" when the file names none)
 
 
+class PlantedBugDoesNotApply(AssertionError):
+    """A planted bug's edit no longer fits the solution kernel it edits."""
+
+
+#: One replacement of a planted bug: the solution's text, then the bug's.
+EDIT = re.compile(r"^<<<<<<< solution\n(.*?)^=======\n(.*?)^>>>>>>> planted bug[ \t]*(?:\n|\Z)", re.S | re.M)
+
+
+def apply_edits(name: str, solution: str, edits: str) -> str:
+    """``solution`` with the replacements of ``edits`` made in order; :class:`PlantedBugDoesNotApply` if one
+    does not occur exactly once (``name`` says which bug)."""
+    found = list(EDIT.finditer(edits))
+    rest = EDIT.sub("", edits)
+    if not found or rest.strip():
+        raise PlantedBugDoesNotApply(
+            f"planted bug {name}: expected replacements '<<<<<<< solution' ... '=======' ... '>>>>>>> planted bug'"
+            + (f", found other text: {rest.strip()[:120]!r}" if rest.strip() else ", found none"))
+    source = solution.rstrip("\n") + "\n"
+    for number, edit in enumerate(found, 1):
+        old, new = edit.group(1), edit.group(2)
+        count = source.count(old)
+        if count != 1:
+            raise PlantedBugDoesNotApply(
+                f"planted bug {name}: its edit {number} of {len(found)} no longer applies to the solution kernel "
+                f"(the text it replaces occurs {count} times, not once; update the bug to the solution):\n{old}")
+        source = source.replace(old, new)
+    return source
+
+
+def _read_planted_bug(path: Path) -> CorpusKernel:
+    """A planted bug: its comment lines, and the solution kernel with its edits made."""
+    name = f"{path.parent.name}/{path.stem}"
+    lines = path.read_text().split("\n")
+    header = []
+    while lines and lines[0].startswith(("//", "#")):
+        header.append(lines.pop(0).lstrip("/# ").strip())
+    fields = {line.split(":", 1)[0]: line.split(":", 1)[1].strip() for line in header[1:] if ":" in line}
+    assert header and "Expect" in fields, (
+        f"{path}: a planted bug starts with what is wrong, then '// Expect: rejected, <reason>'")
+    reason = fields["Expect"].removeprefix("rejected, ").strip()
+    assert fields["Expect"].startswith("rejected, ") and reason in REASONS, (
+        f"{path}: unknown verdict {fields['Expect']!r}; a planted bug is 'rejected, <reason>' with a reason of "
+        f"{', '.join(REASONS)}")
+    solution = solution_kernel(path.parent.name)
+    launch = solution.launch
+    if "Launch" in fields:
+        magic = parse_magic_line(fields["Launch"])
+        assert not magic.error and magic.exercise == path.parent.name, f"{path}: {magic.error or fields['Launch']}"
+        launch = magic.launch
+    source = apply_edits(name, solution.source, "\n".join(lines))
+    sub = KernelSubmission(exercise=path.parent.name, source=source, launch=launch, cell_line=solution.cell_line)
+    return CorpusKernel(path, sub, header[0], False, reason, fields.get("Feedback", ""))
+
+
 def read_corpus_file(path: Path) -> CorpusKernel:
+    if path.suffix == ".edit":
+        return _read_planted_bug(path)
     magic_line, what, expect, rest = path.read_text().split("\n", 3)
     magic = parse_magic_line(magic_line.lstrip("/# "))
     assert not magic.error, f"{path}: {magic.error}"
     verdict = expect.lstrip("/# ")
-    assert verdict.startswith("Expect: "), f"{path}: the third line must be '// Expect: accepted' or '// Expect: rejected, <reason>'"
+    assert verdict.startswith("Expect: "), f"{path}: the third line must be '// Expect: accepted'"
     verdict = verdict[len("Expect: "):].strip()
-    accepted = verdict == "accepted"
-    reason = "" if accepted else verdict.removeprefix("rejected, ").strip()
-    assert accepted or reason in REASONS, f"{path}: unknown reason {verdict!r}; known: {', '.join(REASONS)}"
-    feedback, cell_line = "", 4
-    if rest.startswith("// Feedback: "):
-        feedback_line, rest = rest.split("\n", 1)
-        feedback, cell_line = feedback_line[len("// Feedback: "):].strip(), 5
-    sub = KernelSubmission(exercise=magic.exercise, source=rest, launch=magic.launch, cell_line=cell_line)
-    return CorpusKernel(path, sub, what.lstrip("/# "), accepted, reason, feedback)
+    assert verdict == "accepted", (
+        f"{path}: a whole kernel in the corpus is another correct way to write it ('Expect: accepted'); a planted "
+        f"bug is an edit of the solution kernel, a .edit file")
+    sub = KernelSubmission(exercise=magic.exercise, source=rest, launch=magic.launch, cell_line=4)
+    return CorpusKernel(path, sub, what.lstrip("/# "), True, "")
 
 
 def solution_kernel(exercise: str) -> KernelSubmission:
@@ -102,8 +166,9 @@ def solution_kernel(exercise: str) -> KernelSubmission:
 
 
 def corpus_files(exercise: str) -> list[Path]:
-    """The corpus of one exercise: kernels (``.cu``) or comprehensions (``.tc``)."""
-    return sorted([*(CORPUS / exercise).glob("*.cu"), *(CORPUS / exercise).glob("*.tc")])
+    """The corpus of one exercise: planted bugs (``.edit``) and other correct kernels (``.cu``) or comprehensions (``.tc``)."""
+    folder = CORPUS / exercise
+    return sorted([*folder.glob("*.edit"), *folder.glob("*.cu"), *folder.glob("*.tc")])
 
 
 def corpus(exercises) -> list:

@@ -11,25 +11,24 @@ built, that the built pages carry the phrases with the recorded numbers.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from pathlib import Path
 
 import pytest
 
 from book import prose
+from book.speed_figures import SpeedFigures
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
-RESULTS = ROOT / "benchmarks" / "results"
 BUILT = ROOT / "_build" / "html" / "book"
 
 
 def recorded(name: str) -> dict:
-    path = RESULTS / f"{name}.json"
-    if not path.exists():
-        pytest.skip(f"{path.name} has not been recorded (make bench on a GPU machine)")
-    return json.loads(path.read_text())
+    data = SpeedFigures.recorded(name).data
+    if data is None:
+        pytest.skip(f"{name}.json has not been recorded (make bench on a GPU machine)")
+    return data
 
 
 def chapter(name: str) -> str:
@@ -111,27 +110,37 @@ def test_tree_sum_phrase_follows_the_sweep():
 
 def test_small_layer_phrase_gives_each_versions_speed():
     data = recorded("cnn")
-    layer = next(l for l in data["forward"] if l["layer"] == "LeNet C3")
-    t = {r["name"]: r["median_us"] for r in layer["rows"] if r.get("median_us")}
+    t = {r["name"]: r["median_ms"] for r in SpeedFigures.recorded("cnn").rows("forward", layer="LeNet C3")}
     text = prose.small_layer_versions(data)
     assert f"`constant` runs at {t['naive'] / t['constant']:.2f}×" in text
     assert f"`tiled` runs at {t['naive'] / t['tiled']:.2f}×" in text
+    slower = copy.deepcopy(data)
+    for r in slower["results"]:
+        if r.get("layer") == "LeNet C3" and r["name"] == "constant":
+            r["median_ms"] = 2 * t["naive"]
+    assert "`constant` runs at 0.50×" in prose.small_layer_versions(slower)
 
 
 def test_direct_convolution_phrase_names_the_faster_register_tiled_version():
-    text = prose.direct_against_register_tiled(recorded("conv_as_gemm"), recorded("cnn"))
+    gemm, cnn = recorded("conv_as_gemm"), recorded("cnn")
+    text = prose.direct_against_register_tiled(gemm, cnn)
     assert "`tiled_multimap`" in text and "`register_tiled`" in text
+    main = SpeedFigures.recorded("conv_as_gemm").layers("conv")[0]
+    t = {r["name"]: r["median_ms"] for r in SpeedFigures.recorded("conv_as_gemm").rows("conv", layer=main)
+         if "median_ms" in r}
+    implicit = min(ms for name, ms in t.items() if name.startswith("implicit_gemm"))
+    assert f"{t['direct conv2d tiled_multimap'] / implicit:.1f}× slower than implicit GEMM" in text
 
 
 def test_gemm_phrase_of_the_lsoftmax_chapter_follows_the_gemm_figures():
     data = recorded("conv_as_gemm")
-    rates = {r["name"]: r["gflops"] for r in data["sgemm"]["rows"]}
+    rates = {r["name"]: r["gflops"] for r in data["results"] if r["group"] == "sgemm"}
     text = prose.warptile_against_cublas(data)
     assert f"{rates['warptile'] / 1e3:,.1f} against {rates['cublas'] / 1e3:,.1f} TFLOP/s" in text
     assert data["device"]["name"] in text
     same = copy.deepcopy(data)
-    for r in same["sgemm"]["rows"]:
-        if r["name"] == "warptile":
+    for r in same["results"]:
+        if r["group"] == "sgemm" and r["name"] == "warptile":
             r["gflops"] = rates["cublas"]
     assert "about the same speed as cuBLAS" in prose.warptile_against_cublas(same)
     assert "not been recorded" in prose.warptile_against_cublas({})

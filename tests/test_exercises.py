@@ -24,8 +24,9 @@ from autograder.exercises import get_exercise
 from autograder.isolation import grade_submission
 from autograder.submission import submission_from_cell
 from book.chapters import CHAPTERS
-from planted_corpus import (CORPUS, check_corpus_complete, check_corpus_file, check_solution_graded_end_to_end,
-                            check_solution_kernel, corpus)
+from planted_corpus import (CORPUS, PlantedBugDoesNotApply, apply_edits, check_corpus_complete, check_corpus_file,
+                            check_solution_graded_end_to_end, check_solution_kernel, corpus, corpus_files,
+                            read_corpus_file, solution_kernel)
 
 EXERCISES = [name for chapter in CHAPTERS for name in chapter.exercises()]
 WITH_CORPUS = [name for name in EXERCISES if (CORPUS / name).is_dir()]
@@ -46,6 +47,29 @@ def test_the_solution_kernel_gets_every_correctness_point(backend, name):
 def test_every_exercise_has_a_solution_kernel_and_planted_bugs():
     assert set(EXERCISES) - set(WITH_CORPUS) == CORPUS_NOT_HERE
     check_corpus_complete(WITH_CORPUS)
+
+
+@pytest.mark.parametrize("name", WITH_CORPUS)
+def test_planted_bugs_are_edits_of_the_solution_that_change_it(name):
+    """Every planted bug is a .edit of the solution kernel (whole kernels are only other correct ways)."""
+    solution = solution_kernel(name).source.rstrip("\n") + "\n"
+    for path in corpus_files(name):
+        kernel = read_corpus_file(path)
+        assert (path.suffix == ".edit") == (not kernel.accepted), path
+        if not kernel.accepted:
+            assert kernel.submission.source != solution, f"{path.name} leaves the solution as it is"
+
+
+def test_a_planted_bug_whose_edit_no_longer_applies_fails_naming_it():
+    solution = "int i = blockIdx.x;\nout[i] = a[i];\n"
+    edit = "<<<<<<< solution\nout[i] = a[i];\n=======\nout[i] = a[i + 1];\n>>>>>>> planted bug\n"
+    assert apply_edits("demo/off_by_one", solution, edit) == "int i = blockIdx.x;\nout[i] = a[i + 1];\n"
+    with pytest.raises(PlantedBugDoesNotApply, match=r"planted bug demo/off_by_one: its edit 1 of 1 no longer applies.*0 times"):
+        apply_edits("demo/off_by_one", solution.replace("a[i]", "b[i]"), edit)
+    with pytest.raises(PlantedBugDoesNotApply, match=r"demo/off_by_one.*2 times"):
+        apply_edits("demo/off_by_one", solution + "out[i] = a[i];\n", edit)
+    with pytest.raises(PlantedBugDoesNotApply, match=r"demo/off_by_one.*found other text"):
+        apply_edits("demo/off_by_one", solution, "out[i] = a[i + 1];\n")
 
 
 @pytest.mark.parametrize("name", EXERCISES)

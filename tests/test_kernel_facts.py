@@ -48,6 +48,25 @@ def test_every_topic_declares_its_versions_as_records(topic):
             assert callable(fact)
 
 
+#: Kernels still without a record: helpers launched inside a record's launcher, not versions of their own.
+NOT_YET_RECORDED = {
+    "capsule_routing": {"squash_backward", "routing_weighted_sum_backward"},
+    "conv2d_gemm": {"conv2d_implicit_gemm"},
+    "fully_connected": {"fc_forward_matvec", "fc_backward_bias"},
+    "pooling": {"subsample_bias_sigmoid_forward", "avg_pool_backward", "max_pool_backward"},
+}
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_every_kernel_of_a_topic_has_a_record(topic):
+    declared = parse_kernels((KERNEL_DIR / f"{topic}.cu").read_text(), f"{topic}.cu")
+    table = importlib.import_module(f"kernels.{topic}").KERNELS
+    missing = {name for name in declared if name not in table}
+    assert missing == NOT_YET_RECORDED.get(topic, set()), (
+        f"kernels/{topic}.cu: kernels without a record {sorted(missing)}; the list of those not yet recorded "
+        f"says {sorted(NOT_YET_RECORDED.get(topic, set()))}")
+
+
 def test_a_record_must_be_complete():
     with pytest.raises(TypeError, match="flops must be callable"):
         KernelVersion("t", "k", print, print, print, 3.0, print)
@@ -123,6 +142,26 @@ def _cases():
         ("capsule_prediction", "capsule_predict_vectorized",
          {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
          lambda v, r: v.launcher(_f32(r, 3, 2, 8), _f32(r, 2, 3, 4, 8))),
+        ("capsule_prediction", "capsule_predict_naive",
+         {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
+         lambda v, r: v.launcher(_f32(r, 3, 2, 8), _f32(r, 2, 3, 4, 8))),
+        ("capsule_prediction", "capsule_predict_shared_input",
+         {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
+         lambda v, r: v.launcher(_f32(r, 3, 2, 8), _f32(r, 2, 3, 4, 8))),
+        ("capsule_prediction", "capsule_predict_streaming",
+         {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
+         lambda v, r: v.launcher(_f32(r, 3, 2, 8), _f32(r, 2, 3, 4, 8))),
+        ("capsule_prediction_backward", "capsule_grad_input_naive",
+         {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
+         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 2, 3, 4, 8))),
+        ("capsule_prediction_backward", "capsule_grad_weight_naive",
+         {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
+         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 3, 2, 8))),
+        ("capsule_prediction_backward", "capsule_grad_fused",
+         {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
+         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 2, 3, 4, 8), _f32(r, 3, 2, 8))),
+        ("conv2d", "conv2d_bias_act_pool_fused", {"N": 2, "C": 2, "H": 9, "W": 8, "M": 3, "K": 3},
+         lambda v, r: v.launcher(_f32(r, 2, 2, 9, 8), _f32(r, 3, 2, 3, 3), _f32(r, 3))),
         ("capsule_prediction_backward", "capsule_grad_input_shared_weights",
          {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
          lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 2, 3, 4, 8))),
@@ -138,7 +177,48 @@ def _cases():
         ("lsoftmax", "lsoftmax_margin_grad_input", {"batch": 30, "dim": 5, "classes": 7},
          lambda v, r: v.launcher(_f32(r, 30), _f32(r, 30, 5), _f32(r, 7, 5), r.integers(0, 7, 30).astype(np.int32),
                                  2, 0.5)),
-    ]
+    ] + [
+        # the large-margin softmax layer's kernels, each through the layer launcher that runs it
+        ("lsoftmax", kernel, {"batch": 30, "classes": 7, "dim": 5}, _lsoftmax_run(launcher))
+        for kernel, launcher in (("lsoftmax_copy_label_score", "caffe"), ("lsoftmax_blend_label_score", "caffe"),
+                                 ("lsoftmax_backward_input_naive", "caffe_backward"),
+                                 ("lsoftmax_backward_weight_naive", "caffe_backward"),
+                                 ("lsoftmax_rescale_label_column", "factored_backward"),
+                                 ("lsoftmax_add_scaled_rows", "factored_backward"),
+                                 ("lsoftmax_class_sums", "factored_backward"),
+                                 ("lsoftmax_transpose_add_scaled_rows", "factored_backward"),
+                                 ("lsoftmax_transpose", "transpose"),
+                                 ("lsoftmax_fused_forward", "fused"), ("lsoftmax_fused_backward", "fused_backward"),
+                                 ("lsoftmax_label_targets", "epilogue"), ("lsoftmax_gemm_margin_forward", "epilogue"),
+                                 ("lsoftmax_combine_partials", "epilogue"), ("lsoftmax_mean_loss", "mean"))
+    ] + [("lsoftmax", "lsoftmax_psi_values", {"n": 301, "m": 3}, lambda v, r: v.launcher(_f32(r, 301) / 4, 3))]
+
+
+def _lsoftmax_run(which):
+    """Run the layer launcher ``which`` of the large-margin softmax on N = 30, C = 7, D = 5."""
+
+    def run(version, rng):
+        from kernels import lsoftmax as L
+
+        N, C, D, m, lam = 30, 7, 5, 2, 0.5
+        X, W, y = _f32(rng, N, D), _f32(rng, C, D), rng.integers(0, C, N).astype(np.int32)
+        F = X @ W.T
+        if which == "caffe":
+            return L.forward_caffe(F, X, W, y, m, lam)
+        if which in ("caffe_backward", "factored_backward"):
+            _, saved = L.forward_caffe(F, X, W, y, m, lam)
+            step = L.backward_naive if which == "caffe_backward" else L.backward_factored
+            return step(_f32(rng, N, C), X, W, y, saved, m, lam)
+        if which == "transpose":
+            return L.transpose(X).get()
+        if which in ("fused", "fused_backward"):
+            loss, stats = L.fused_forward(F, X, W, y, m, lam)
+            return L.fused_backward(F, y, stats, np.full(N, 1 / N, np.float32), m, lam) if which != "fused" else loss
+        if which == "epilogue":
+            return L.gemm_margin_forward(X, W, y, m, lam)
+        return L.mean_loss(_f32(rng, N)).get()
+
+    return run
 
 
 @pytest.mark.backend

@@ -1,0 +1,59 @@
+"""Every recorded results file has the one layout the book's loader reads (``benchmarks/common.py``).
+
+A file names its benchmark, date and device, and holds ``results``: rows with a name, a group
+and a kind, each either timed (a median time, and rates that follow from it and the row's bytes
+and flops) or saying why it was not (``skipped`` or ``error``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.common import RESULTS_DIR, timed_row
+from book.speed_figures import SpeedFigures
+
+#: Results that are not one row per kernel: the emulator's own speed (a CPU, not a chapter's kernels).
+OWN_LAYOUT = {"emulator_speed"}
+FILES = sorted(p for p in RESULTS_DIR.glob("*.json") if p.stem not in OWN_LAYOUT)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_results_file_has_the_common_layout(path: Path):
+    data = json.loads(path.read_text())
+    assert data["benchmark"] == path.stem
+    assert data["date"][:4].isdigit() and data["device"]["name"]
+    rows = data["results"]
+    assert rows, f"{path.name} has no rows"
+    for r in rows:
+        assert {"name", "group", "kind"} <= set(r), f"{path.name}: a row without name, group or kind: {r}"
+        assert r["kind"] in ("kernel", "peer"), f"{path.name}: {r['name']} is of kind {r['kind']!r}"
+        if "median_ms" not in r:
+            assert r.get("skipped") or r.get("error"), f"{path.name}: {r['name']} is neither timed nor says why not"
+            continue
+        assert r["median_ms"] > 0
+        seconds = r["median_ms"] / 1e3
+        if r.get("gflops") and r.get("flops"):
+            assert r["gflops"] == pytest.approx(r["flops"] / seconds / 1e9, rel=1e-3), f"{path.name}: {r['name']}"
+        if r.get("gbs") and r.get("bytes"):
+            assert r["gbs"] == pytest.approx(r["bytes"] / seconds / 1e9, rel=1e-3), f"{path.name}: {r['name']}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_the_loader_reads_every_row_of_every_group(path: Path):
+    figures = SpeedFigures.recorded(path.stem)
+    assert figures.available and figures.device_name == json.loads(path.read_text())["device"]["name"]
+    groups = dict.fromkeys(r["group"] for r in figures.rows())
+    assert sum(len(figures.rows(group)) for group in groups) == len(figures.rows())
+    for group in groups:
+        for layer in figures.layers(group):
+            assert all(r["layer"] == layer for r in figures.rows(group, layer=layer))
+
+
+def test_a_row_leaves_out_rates_it_has_no_count_for():
+    row = timed_row("k", "g", "kernel", 2.0, None, 4e9, bandwidth_gbs=1000.0, layer="L")
+    assert row["gflops"] == pytest.approx(2000.0) and "gbs" not in row and "percent_of_peak_bandwidth" not in row
+    row = timed_row("k", "g", "peer", 1.0, 2e9, 0, bandwidth_gbs=1000.0)
+    assert row["gbs"] == pytest.approx(2000.0) and row["percent_of_peak_bandwidth"] == pytest.approx(200.0)
