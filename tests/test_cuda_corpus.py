@@ -734,6 +734,113 @@ def template_block_reduce(m):
     return np.array([out.sum()], np.int32), np.array([x.sum()], np.int32)
 
 
+# ---- structs.cu: structs and vector types by value ------------------------------------------------------
+
+
+@case("structs.cu", "struct by value", "tuple")
+def struct_affine(m):
+    x = rng(120).standard_normal(500).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("affine")(x, y, (2.5, -1.0), 500, grid=blocks(500, 128), block=128)
+    return y, 2.5 * x - 1.0
+
+
+@case("structs.cu", "struct by value", "padding and alignment", "NumPy structured scalar")
+def struct_clip_normalize(m):
+    x = rng(121).standard_normal(400).astype(np.float32)
+    y = np.zeros_like(x)
+    params = m.function("clip_normalize").signature.params[2].record
+    p = np.zeros((), params)
+    p["relu"], p["clip"], p["eps"], p["pad"] = 1, (-0.5, 1.5, 0.25, 2.0), 1e-3, (1, 2, -3)
+    m.function("clip_normalize")(x, y, p, 400, grid=blocks(400, 128), block=128)
+    v = np.clip((x - np.float32(0.25)) / np.float32(2.0 + 1e-3), -0.5, 1.5)
+    return y, np.maximum(v, 0)
+
+
+@case("structs.cu", "vector type by value", "float4")
+def struct_add_bias4(m):
+    x = rng(122).standard_normal(4 * 100).astype(np.float32)
+    data = x.copy()
+    m.function("add_bias4")(data, (1.0, 2.0, 3.0, 4.0), 100, grid=1, block=128)
+    return data, x + np.tile(np.float32([1, 2, 3, 4]), 100)
+
+
+@case("structs.cu", "vector type by value", "float2")
+def struct_complex_scale(m):
+    z = rng(123).standard_normal(2 * 300).astype(np.float32)
+    out = np.zeros_like(z)
+    m.function("complex_scale")(z, out, {"x": 0.5, "y": -2.0}, 300, grid=3, block=128)
+    c = (z[0::2] + 1j * z[1::2]) * (0.5 - 2.0j)
+    return out, np.stack([c.real, c.imag], axis=1).reshape(-1).astype(np.float32)
+
+
+@case("structs.cu", "vector type by value", "int2")
+def struct_index_map(m):
+    rows, cols = 7, 19
+    out = np.zeros(rows * cols, np.int32)
+    m.function("index_map")(out, (rows, cols), grid=(2, 1), block=(16, 8))
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    return out, (r * 1000 + c).reshape(-1).astype(np.int32)
+
+
+@case("structs.cu", "vector type by value", "uint3")
+def struct_volume_sum_z(m):
+    v = rng(124).standard_normal((5, 6, 40)).astype(np.float32)
+    out = np.zeros(6 * 40, np.float32)
+    m.function("volume_sum_z")(v, out, np.uint32([40, 6, 5]).view([("x", "<u4"), ("y", "<u4"), ("z", "<u4")])[0],
+                               grid=(1, 6), block=64)
+    return out, v.sum(axis=0).reshape(-1)
+
+
+@case("structs.cu", "struct by const reference", "namespace")
+def struct_nchw_to_nhwc(m):
+    x = rng(125).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    out = np.zeros(x.size, np.float32)
+    m.function("nchw_to_nhwc")(x, out, (2, 3, 4, 5), grid=1, block=128)
+    return out, x.transpose(0, 2, 3, 1).reshape(-1)
+
+
+@case("structs.cu", "struct by value", "__grid_constant__", "array field")
+def struct_conv1d_taps(m):
+    x = rng(126).standard_normal(200).astype(np.float32)
+    y = np.zeros_like(x)
+    w = np.float32([0.1, 0.2, 0.4, 0.2, 0.1])
+    m.function("conv1d_taps")(x, y, (w, 2), 200, grid=2, block=128)
+    return y, np.convolve(x, w[::-1], mode="same").astype(np.float32)
+
+
+@case("structs.cu", "struct template by value", "template kernel")
+def struct_clamp_range(m):
+    x = rng(127).standard_normal(300).astype(np.float32)
+    y = x.copy()
+    m.function("clamp_range<float>")(y, (-0.5, 0.75), 300, grid=3, block=128)
+    return y, np.clip(x, -0.5, 0.75)
+
+
+@case("structs.cu", "struct by value", "array of structs")
+def struct_integrate(m):
+    n = 100
+    particle = m.function("integrate").signature.params[0].dtype
+    ps = np.zeros(n, particle)
+    ps["pos"] = [tuple(p) for p in rng(128).standard_normal((n, 3)).astype(np.float32)]
+    ps["mass"] = 1.0
+    vel = rng(129).standard_normal(3 * n).astype(np.float32)
+    pos0, vel0 = ps["pos"].copy(), vel.copy()
+    m.function("integrate")(ps, vel, (0.01, (0.0, -9.8, 0.0)), n, grid=1, block=128)
+    v_expected = vel0.reshape(n, 3) + np.float32(0.01) * np.float32([0, -9.8, 0])
+    pos = np.stack([pos0["x"], pos0["y"], pos0["z"]], axis=1) + np.float32(0.01) * v_expected
+    got = np.concatenate([np.stack([ps["pos"]["x"], ps["pos"]["y"], ps["pos"]["z"]], axis=1).reshape(-1), vel])
+    return got, np.concatenate([pos.reshape(-1), v_expected.reshape(-1)]).astype(np.float32)
+
+
+@case("structs.cu", "vector type by value", "half2")
+def struct_scale_half2(m):
+    x = rng(130).standard_normal(2 * 64).astype(np.float16)
+    y = x.copy()
+    m.function("scale_half2")(y, (0.5, 2.0), 64, grid=1, block=64)
+    return y.astype(np.float32), (x.reshape(-1, 2) * np.float16([0.5, 2.0])).reshape(-1).astype(np.float32)
+
+
 @pytest.mark.backend
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):

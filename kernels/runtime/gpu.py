@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import struct
 import time
 
 import numpy as np
@@ -207,6 +208,24 @@ def _mangled_names(image: bytes, wanted: list[str]) -> dict[str, str]:
     return found
 
 
+def argument_bytes(param, value) -> bytes:
+    """One kernel argument as the bytes of its parameter slot (pointers and references: the address)."""
+    if param.is_pointer or param.is_reference:
+        return struct.pack("<Q", int(value))
+    return np.asarray(value).tobytes()
+
+
+def argument_block(params, values) -> bytes:
+    """The kernel's parameter block: each argument at the next multiple of its alignment."""
+    block = bytearray()
+    for param, value in zip(params, values):
+        data = argument_bytes(param, value)
+        align = max(1, param.align or len(data))
+        block += b"\0" * (-len(block) % align)
+        block += data
+    return bytes(block)
+
+
 class GPUModule(CompiledModule):
     def __init__(self, backend: "GPUBackend", module, source_name: str, aliases: dict[str, str] | None = None):
         self.backend = backend
@@ -243,6 +262,10 @@ class GPUModule(CompiledModule):
             else:
                 converted.append(a)
         self._references = references  # freed with the next launch (freeing waits for the device)
+        if any(p.record is not None and not p.is_reference for p in signature.params):
+            # a struct or vector type by value: PyCUDA packs a NumPy record unaligned, so the whole
+            # parameter block is laid out here, each argument at its alignment as nvcc places it
+            converted = [np.void(argument_block(signature.params, converted))]
         try:
             function(*converted, grid=grid, block=block, shared=shared_bytes)
         except cuda.Error as exc:

@@ -97,6 +97,7 @@ class Parameter:
     is_reference: bool = False  # a const T& scalar: passed by the address of a copy of the value
     # a struct or vector type taken by value: its layout (field offsets and size as nvcc lays it out)
     record: np.dtype | None = None
+    align: int = 0  # its alignment in bytes (of the value; pointers and references are 8)
 
     def describe(self) -> str:
         const = "const " if self.is_const and (self.is_pointer or self.is_reference) else ""
@@ -190,6 +191,9 @@ def _base_type(t) -> tuple[str, np.dtype, int, np.dtype | None]:
             if t.get_declaration().kind.name != "STRUCT_DECL" and t.get_declaration().kind.name != "CLASS_DECL":
                 raise _Unsupported(_unqualified_name(t.spelling))
             layout = _record_layout(t)
+            if "<" in t.spelling:  # a struct template's instance: Range<float>
+                head, _, arguments = t.spelling.partition("<")
+                name = f"{head.split('::')[-1]}<{arguments}"
             return name or _unqualified_name(t.spelling), layout, 1, layout
         if t.kind.name in _BUILTINS:
             name = _BUILTINS[t.kind.name]
@@ -281,10 +285,9 @@ def _parameter(param_type, name: str, original: str, kernel: str, source_name: s
                      f"parameter '{original}' of kernel {kernel} has type '{exc}', which the runtime cannot pass "
                      f"(use one of float, double, int, unsigned, int64_t, float2, float4, a struct of them, "
                      f"or pointers to them)") from None
-    if is_pointer and record is not None and lanes == 1:
-        pass  # a pointer to structs: arrays of that structured dtype
+    align = 8 if is_pointer or is_reference else max(1, t.get_canonical().get_align())
     return Parameter(name, c_type, dtype, lanes, is_pointer, is_const, is_reference,
-                     record=None if is_pointer else record)
+                     record=None if is_pointer else record, align=align)
 
 
 def _original(param_cursor, fallback_type: str) -> str:
@@ -406,14 +409,20 @@ def template_instance(source: str, request: str, source_name: str = "kernel.cu",
         instance = frontend.parse(source, key, extra)
         last_line = source.count("\n") + 1
         problems = [message for at, _, message in instance.errors if at > last_line]
-        alias = [c for c in instance.unit.cursor.get_children() if c.spelling == "__dlk_instance"]
-        function = alias[0].underlying_typedef_type.get_canonical().get_pointee() if alias else None
+        function = _instance_type(instance)
+        if function is not None and function.kind == TypeKind.FUNCTIONPROTO:
+            # struct templates taken by value (Range<float>) are instantiated only when their size is asked for
+            incomplete = [_value_type(t).spelling for t in function.argument_types() if _value_type(t).get_size() < 0]
+            if incomplete:
+                extra += "".join(f"\nstatic_assert(sizeof({t}) > 0, \"\");" for t in incomplete)
+                instance = frontend.parse(source, key, extra)
+                function = _instance_type(instance)
         if problems or function is None or function.kind != TypeKind.FUNCTIONPROTO:
             raise KernelCompileError(f"{source_name}:{line}: {request} is not an instantiation of {base}: "
                                      f"{problems[0] if problems else 'clang could not instantiate it'}",
                                      source_name=source_name)
         params = []
-        for param, param_type in zip(cursor.get_arguments() or _parm_decls(cursor), function.argument_types()):
+        for param, param_type in zip(_parm_decls(cursor), function.argument_types()):
             error = _unknown_type_error(parsed, param, name, source_name, line)
             if error is not None:
                 raise error
@@ -421,6 +430,21 @@ def template_instance(source: str, request: str, source_name: str = "kernel.cu",
                                      name, source_name, line))
         return KernelSignature(name, tuple(params), line)
     return None
+
+
+def _instance_type(parsed):
+    alias = [c for c in parsed.unit.cursor.get_children() if c.spelling == "__dlk_instance"]
+    return alias[0].underlying_typedef_type.get_canonical().get_pointee() if alias else None
+
+
+def _value_type(t):
+    """The type a parameter's value has (through a reference), canonical."""
+    from clang.cindex import TypeKind
+
+    t = t.get_canonical()
+    if t.kind in (TypeKind.LVALUEREFERENCE, TypeKind.RVALUEREFERENCE):
+        t = t.get_pointee().get_canonical()
+    return t
 
 
 def _parm_decls(cursor):

@@ -249,6 +249,9 @@ class EmulatorModule(CompiledModule):
                     infos.append(BufferInfo([param.name], value.dtype, value.shape))
                     outputs.append(not param.is_const)
                 params.append(struct.pack("<BQ", 0, i))
+            elif param.record is not None:
+                raw = np.asarray(value).tobytes()  # a struct or vector type by value: its bytes as nvcc lays them out
+                params.append(b"\2" + struct.pack("<Q", len(raw)) + raw)
             else:
                 raw = np.asarray(value).tobytes()[:8].ljust(8, b"\0")
                 params.append(b"\1" + raw)

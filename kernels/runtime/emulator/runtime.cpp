@@ -778,6 +778,7 @@ struct Launch {
   std::vector<void*> slots;
   std::vector<unsigned long long> scalars;
   std::vector<void*> pointers;
+  std::vector<std::string> records;  // structs passed by value
   std::vector<std::vector<char>> variables_before;
 };
 Launch g_current_launch;
@@ -867,12 +868,17 @@ void handle_launch() {
   L.slots.assign(nparams, nullptr);
   L.scalars.assign(nparams, 0);
   L.pointers.assign(nparams, nullptr);
+  L.records.assign(nparams, std::string());
   for (uint32_t i = 0; i < nparams; ++i) {
     uint8_t kind = read_value<uint8_t>();
     uint64_t value = read_value<uint64_t>();
     if (kind == 0) {
       L.pointers[i] = value < g_buffers.size() ? g_buffers[value].data : nullptr;
       L.slots[i] = &L.pointers[i];
+    } else if (kind == 2) {  // a struct by value: `value` bytes follow
+      L.records[i].resize(value ? value : 1);
+      read_exact(&L.records[i][0], value);
+      L.slots[i] = &L.records[i][0];
     } else {
       L.scalars[i] = value;
       L.slots[i] = &L.scalars[i];
