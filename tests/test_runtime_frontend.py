@@ -435,3 +435,21 @@ def test_struct_layouts_match_nvcc(tmp_path):
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert count >= 25
+
+
+def test_the_front_end_resolves_types_as_cpp_does():
+    sigs = parse_kernels(
+        "namespace geo { struct Box { float lo[2]; float hi[2]; }; }\n"
+        "using BoxT = geo::Box;\n"
+        "typedef const float* ConstFloatPtr;\n"
+        "#define REAL double\n"
+        "template <typename T> struct Pair { T a, b; };\n"
+        "__global__ void k(ConstFloatPtr x, BoxT b, const REAL& r, Pair<int> p, unsigned long long n) {}\n"
+    )
+    x, b, r, p, n = sigs["k"].params
+    assert (x.is_pointer, x.is_const, x.dtype) == (True, True, np.float32)
+    assert (b.c_type, b.record.itemsize, b.record.fields["hi"][1]) == ("Box", 16, 8)
+    assert (r.is_reference, r.dtype, r.record) == (True, np.float64, None)
+    assert (p.c_type, p.record.names, p.record.itemsize) == ("Pair<int>", ("a", "b"), 8)
+    assert (n.dtype, n.is_pointer) == (np.uint64, False)
+    assert sigs["k"].line == 6

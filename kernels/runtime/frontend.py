@@ -70,7 +70,7 @@ def parse(source: str, defines: tuple[tuple[str, str], ...] = (), extra: str = "
     return _parse_cached(source, tuple(defines), extra)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=16)  # translation units are large; the signatures are cached by the caller
 def _parse_cached(source: str, defines: tuple[tuple[str, str], ...], extra: str) -> Parsed:
     cindex = _cindex()
     text = without_includes(source)
