@@ -453,3 +453,14 @@ def test_the_front_end_resolves_types_as_cpp_does():
     assert (p.c_type, p.record.names, p.record.itemsize) == ("Pair<int>", ("a", "b"), 8)
     assert (n.dtype, n.is_pointer) == (np.uint64, False)
     assert sigs["k"].line == 6
+
+
+def test_the_front_end_reads_no_file_but_the_source(tmp_path):
+    """Reading signatures must not read the files a source names (a grader would echo them back)."""
+    secret = tmp_path / "secret.h"
+    secret.write_text("int leaked_name;\n")
+    plain = f'#include "{secret}"\n__global__ void k(float* x) {{}}\n'
+    assert list(parse_kernels(plain)) == ["k"]  # blanked: never opened
+    split = f'#\\\ninclude "{secret}"\n__global__ void k(float* x) {{}}\n'
+    with pytest.raises(KernelCompileError, match=r"h.cu:2: an #include split over lines"):
+        parse_kernels(split, "h.cu")

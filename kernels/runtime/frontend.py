@@ -48,9 +48,13 @@ def _index():
     return _cindex().Index.create()
 
 
+_INCLUDE_LINE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*(?:include|include_next|import|embed)\b(?:[^\n]*\\\n)*[^\n]*", re.M)
+
+
 def without_includes(source: str) -> str:
-    """``source`` with each ``#include`` line blanked (line numbers kept)."""
-    return re.sub(r"^[ \t]*#[ \t]*include\b[^\n]*", "", source, flags=re.M)
+    """``source`` with each ``#include`` (``#import``, ``#include_next``, ``#embed``) line blanked,
+    continuation lines too, keeping line numbers: the front end reads no file but the source."""
+    return _INCLUDE_LINE.sub(lambda m: "\n" * m.group(0).count("\n"), source)
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class Parsed:
 
     unit: object
     errors: tuple[tuple[int, int, str], ...]  # (line, column, message) in the reader's file
+    # files clang read that are not the prelude: an #include written so that it was not blanked
+    # (split by a line continuation, say); the caller refuses the source without reading its kernels
+    stray_includes: tuple[tuple[int, str], ...] = ()
 
 
 def parse(source: str, defines: tuple[tuple[str, str], ...] = (), extra: str = "") -> Parsed:
@@ -83,7 +90,9 @@ def _parse_cached(source: str, defines: tuple[tuple[str, str], ...], extra: str)
     for d in unit.diagnostics:
         if d.severity >= cindex.Diagnostic.Error and d.location.file is not None and d.location.file.name == _MAIN:
             errors.append((d.location.line, d.location.column, d.spelling))
-    return Parsed(unit, tuple(errors))
+    stray = tuple((inc.location.line, inc.include.name) for inc in unit.get_includes()
+                  if inc.include is not None and inc.include.name != _PRELUDE_NAME)
+    return Parsed(unit, tuple(errors), stray)
 
 
 @atexit.register

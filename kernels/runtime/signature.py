@@ -310,6 +310,13 @@ def _unknown_type_error(parsed, param, kernel: str, source_name: str, line: int)
                   f"or pointers to them)")
 
 
+def _refuse_stray_includes(parsed, source_name: str) -> None:
+    if parsed.stray_includes:
+        line, _name = parsed.stray_includes[0]
+        raise _error(source_name, line, "an #include split over lines (or built by a macro) cannot be read; write each "
+                                        "#include on one line, as #include <name> or #include \"name\"")
+
+
 def _defines_key(defines: dict[str, str] | None) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(v)) for k, v in (defines or {}).items())
 
@@ -332,6 +339,7 @@ def _parse_kernels(source: str, source_name: str, defines: tuple[tuple[str, str]
     from clang.cindex import CursorKind
 
     parsed = frontend.parse(source, defines)
+    _refuse_stray_includes(parsed, source_name)
     kernels: dict[str, KernelSignature] = {}
     for cursor, _path in frontend.kernels(parsed):
         if cursor.kind != CursorKind.FUNCTION_DECL or not cursor.is_definition():
@@ -384,6 +392,7 @@ def template_instance(source: str, request: str, source_name: str = "kernel.cu",
     base, args = m.group(1), _split_top(m.group(2))
     key = _defines_key(defines)
     parsed = frontend.parse(source, key)
+    _refuse_stray_includes(parsed, source_name)
     for cursor, path in frontend.kernels(parsed):
         if cursor.kind != CursorKind.FUNCTION_TEMPLATE or cursor.spelling != base or not cursor.is_definition():
             continue
