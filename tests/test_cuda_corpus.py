@@ -734,6 +734,14 @@ def template_block_reduce(m):
     return np.array([out.sum()], np.int32), np.array([x.sum()], np.int32)
 
 
+@case("templates.cu", "template kernel", "namespace")
+def template_axpy_in_namespace(m):
+    x, y = rng(98).standard_normal(700).astype(np.float32), rng(99).standard_normal(700).astype(np.float32)
+    out = y.copy()
+    m.function("axpy<float>")(np.float32(0.5), x, out, 700, grid=2, block=128)
+    return out, y + np.float32(0.5) * x
+
+
 # ---- structs.cu: structs and vector types by value ------------------------------------------------------
 
 

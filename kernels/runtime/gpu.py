@@ -127,12 +127,14 @@ def _instantiations(signatures) -> list[str]:
     return [name for name in signatures if "<" in name]
 
 
-def _instantiating(names: list[str]) -> str:
-    """An explicit instantiation of each kernel asked for by name, so that nvcc compiles its device code.
+def _instantiating(signatures, names: list[str]) -> str:
+    """An explicit instantiation of each kernel asked for by name, so that nvcc compiles its device code
+    (named with its namespaces, after the reader's last line).
 
     (Taking the address in host code is not enough: a cubin holds device code only.)
     """
-    return "".join(f"\ntemplate __global__ decltype({name}) {name};" for name in names) + "\n"
+    qualified = [getattr(signatures[name], "qualified_name", name) for name in names]
+    return "".join(f"\ntemplate __global__ decltype({q}) {q};" for q in qualified) + "\n"
 
 
 def _elf_function_names(image: bytes) -> list[str]:
@@ -379,7 +381,7 @@ class GPUBackend(Backend):
             if instances or cooperative_line:
                 from pycuda.compiler import compile as compile_to_cubin
 
-                image = compile_to_cubin(wrapped + _instantiating(instances), options=list(options), no_extern_c=True,
+                image = compile_to_cubin(wrapped + _instantiating(signatures, instances), options=list(options), no_extern_c=True,
                                          include_dirs=list(include_dirs))
                 module = CooperativeModule(image) if cooperative_line else cuda.module_from_buffer(image)
                 aliases = _mangled_names(image, instances)

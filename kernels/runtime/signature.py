@@ -112,6 +112,14 @@ class KernelSignature:
     name: str
     params: tuple[Parameter, ...]
     line: int
+    namespace: tuple[str, ...] = ()  # the namespaces it is defined in, outermost first (as clang resolved them)
+
+    @property
+    def qualified_name(self) -> str:
+        """``nn::kernel`` (``nn::kernel<float>`` for an instantiation), as named from the global scope.
+
+        (No leading ``::``: after ``decltype(...)`` it would be read as a member of the decltype.)"""
+        return "::".join(self.namespace + (self.name,))
 
     def describe(self) -> str:
         return f"{self.name}({', '.join(p.describe() for p in self.params)})"
@@ -341,7 +349,7 @@ def _parse_kernels(source: str, source_name: str, defines: tuple[tuple[str, str]
     parsed = frontend.parse(source, defines)
     _refuse_stray_includes(parsed, source_name)
     kernels: dict[str, KernelSignature] = {}
-    for cursor, _path in frontend.kernels(parsed):
+    for cursor, path in frontend.kernels(parsed):
         if cursor.kind != CursorKind.FUNCTION_DECL or not cursor.is_definition():
             continue
         if cursor.get_num_template_arguments() > 0:
@@ -357,7 +365,7 @@ def _parse_kernels(source: str, source_name: str, defines: tuple[tuple[str, str]
                                      name, source_name, line))
         if name in kernels:
             raise _error(source_name, line, f"kernel {name} is defined twice")
-        kernels[name] = KernelSignature(name, tuple(params), line)
+        kernels[name] = KernelSignature(name, tuple(params), line, tuple(path))
     return tuple(kernels.items())
 
 
@@ -437,7 +445,7 @@ def template_instance(source: str, request: str, source_name: str = "kernel.cu",
                 raise error
             params.append(_parameter(param_type, param.spelling, _original(param, param.type.spelling),
                                      name, source_name, line))
-        return KernelSignature(name, tuple(params), line)
+        return KernelSignature(name, tuple(params), line, tuple(path))
     return None
 
 
