@@ -10,7 +10,7 @@ unwritten shared memory (each launch runs twice, in two thread orders and
 with two fill patterns in shared memory: :class:`KernelRaceError`,
 :class:`UninitializedSharedMemoryError`), races on global memory (the first
 run tracks every access to the argument buffers a kernel may write, see
-``global_races.h``: :class:`KernelRaceError` naming both threads), barrier divergence
+``global_races.h``: :class:`KernelRaceError` naming both threads), barrier divergence, grid.sync() in a cooperative launch included
 (:class:`BarrierDivergenceError`), kernels that run too long
 (:class:`KernelTimeoutError`) and crashes (:class:`KernelLaunchError`).
 

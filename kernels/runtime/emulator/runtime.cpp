@@ -7,7 +7,9 @@
 //
 // One block runs at a time.  Its threads are fibers that switch only at
 // barriers and warp intrinsics; a kernel without either runs as a plain loop
-// of calls.  Each launch can be run twice from the same inputs (threads and
+// of calls.  A cooperative launch (a module using this_grid()) keeps every
+// block's fibers and shared memory, parking each block at grid.sync() until
+// all have reached it (run_grid_cooperative).  Each launch can be run twice from the same inputs (threads and
 // blocks in forward, then in reverse order, with different poison patterns in
 // shared memory) so that Python can compare the outputs to find races and
 // reads of shared memory no thread wrote.
