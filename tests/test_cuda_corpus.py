@@ -734,6 +734,161 @@ def template_block_reduce(m):
     return np.array([out.sum()], np.int32), np.array([x.sum()], np.int32)
 
 
+@case("templates.cu", "template kernel", "namespace")
+def template_axpy_in_namespace(m):
+    x, y = rng(98).standard_normal(700).astype(np.float32), rng(99).standard_normal(700).astype(np.float32)
+    out = y.copy()
+    m.function("axpy<float>")(np.float32(0.5), x, out, 700, grid=2, block=128)
+    return out, y + np.float32(0.5) * x
+
+
+# ---- structs.cu: structs and vector types by value ------------------------------------------------------
+
+
+@case("structs.cu", "struct by value", "tuple")
+def struct_affine(m):
+    x = rng(120).standard_normal(500).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("affine")(x, y, (2.5, -1.0), 500, grid=blocks(500, 128), block=128)
+    return y, 2.5 * x - 1.0
+
+
+@case("structs.cu", "struct by value", "padding and alignment", "NumPy structured scalar")
+def struct_clip_normalize(m):
+    x = rng(121).standard_normal(400).astype(np.float32)
+    y = np.zeros_like(x)
+    params = m.function("clip_normalize").signature.params[2].record
+    p = np.zeros((), params)
+    p["relu"], p["clip"], p["eps"], p["pad"] = 1, (-0.5, 1.5, 0.25, 2.0), 1e-3, (1, 2, -3)
+    m.function("clip_normalize")(x, y, p, 400, grid=blocks(400, 128), block=128)
+    v = np.clip((x - np.float32(0.25)) / np.float32(2.0 + 1e-3), -0.5, 1.5)
+    return y, np.maximum(v, 0)
+
+
+@case("structs.cu", "vector type by value", "float4")
+def struct_add_bias4(m):
+    x = rng(122).standard_normal(4 * 100).astype(np.float32)
+    data = x.copy()
+    m.function("add_bias4")(data, (1.0, 2.0, 3.0, 4.0), 100, grid=1, block=128)
+    return data, x + np.tile(np.float32([1, 2, 3, 4]), 100)
+
+
+@case("structs.cu", "vector type by value", "float2")
+def struct_complex_scale(m):
+    z = rng(123).standard_normal(2 * 300).astype(np.float32)
+    out = np.zeros_like(z)
+    m.function("complex_scale")(z, out, {"x": 0.5, "y": -2.0}, 300, grid=3, block=128)
+    c = (z[0::2] + 1j * z[1::2]) * (0.5 - 2.0j)
+    return out, np.stack([c.real, c.imag], axis=1).reshape(-1).astype(np.float32)
+
+
+@case("structs.cu", "vector type by value", "int2")
+def struct_index_map(m):
+    rows, cols = 7, 19
+    out = np.zeros(rows * cols, np.int32)
+    m.function("index_map")(out, (rows, cols), grid=(2, 1), block=(16, 8))
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    return out, (r * 1000 + c).reshape(-1).astype(np.int32)
+
+
+@case("structs.cu", "vector type by value", "uint3")
+def struct_volume_sum_z(m):
+    v = rng(124).standard_normal((5, 6, 40)).astype(np.float32)
+    out = np.zeros(6 * 40, np.float32)
+    m.function("volume_sum_z")(v, out, np.uint32([40, 6, 5]).view([("x", "<u4"), ("y", "<u4"), ("z", "<u4")])[0],
+                               grid=(1, 6), block=64)
+    return out, v.sum(axis=0).reshape(-1)
+
+
+@case("structs.cu", "struct by const reference", "namespace")
+def struct_nchw_to_nhwc(m):
+    x = rng(125).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    out = np.zeros(x.size, np.float32)
+    m.function("nchw_to_nhwc")(x, out, (2, 3, 4, 5), grid=1, block=128)
+    return out, x.transpose(0, 2, 3, 1).reshape(-1)
+
+
+@case("structs.cu", "struct by value", "__grid_constant__", "array field")
+def struct_conv1d_taps(m):
+    x = rng(126).standard_normal(200).astype(np.float32)
+    y = np.zeros_like(x)
+    w = np.float32([0.1, 0.2, 0.4, 0.2, 0.1])
+    m.function("conv1d_taps")(x, y, (w, 2), 200, grid=2, block=128)
+    return y, np.convolve(x, w[::-1], mode="same").astype(np.float32)
+
+
+@case("structs.cu", "struct template by value", "template kernel")
+def struct_clamp_range(m):
+    x = rng(127).standard_normal(300).astype(np.float32)
+    y = x.copy()
+    m.function("clamp_range<float>")(y, (-0.5, 0.75), 300, grid=3, block=128)
+    return y, np.clip(x, -0.5, 0.75)
+
+
+@case("structs.cu", "struct by value", "array of structs")
+def struct_integrate(m):
+    n = 100
+    particle = m.function("integrate").signature.params[0].dtype
+    ps = np.zeros(n, particle)
+    ps["pos"] = [tuple(p) for p in rng(128).standard_normal((n, 3)).astype(np.float32)]
+    ps["mass"] = 1.0
+    vel = rng(129).standard_normal(3 * n).astype(np.float32)
+    pos0, vel0 = ps["pos"].copy(), vel.copy()
+    m.function("integrate")(ps, vel, (0.01, (0.0, -9.8, 0.0)), n, grid=1, block=128)
+    v_expected = vel0.reshape(n, 3) + np.float32(0.01) * np.float32([0, -9.8, 0])
+    pos = np.stack([pos0["x"], pos0["y"], pos0["z"]], axis=1) + np.float32(0.01) * v_expected
+    got = np.concatenate([np.stack([ps["pos"]["x"], ps["pos"]["y"], ps["pos"]["z"]], axis=1).reshape(-1), vel])
+    return got, np.concatenate([pos.reshape(-1), v_expected.reshape(-1)]).astype(np.float32)
+
+
+@case("structs.cu", "vector type by value", "half2")
+def struct_scale_half2(m):
+    x = rng(130).standard_normal(2 * 64).astype(np.float16)
+    y = x.copy()
+    m.function("scale_half2")(y, (0.5, 2.0), 64, grid=1, block=64)
+    return y.astype(np.float32), (x.reshape(-1, 2) * np.float16([0.5, 2.0])).reshape(-1).astype(np.float32)
+
+
+# ---- grid_sync.cu: grid-wide cooperative groups (a cooperative launch) ------------------------------------
+
+
+@case("grid_sync.cu", "grid.sync()", "grid.thread_rank()", "grid.size()")
+def grid_sum(m):
+    x = rng(140).standard_normal(3000).astype(np.float32)
+    partial, out = np.zeros(4, np.float32), np.zeros(1, np.float32)
+    m.function("grid_sum")(x, partial, out, 3000, grid=4, block=256)
+    return out, np.array([x.astype(np.float64).sum()], np.float32)
+
+
+@case("grid_sync.cu", "grid.sync()", "grid.num_blocks()", "auto")
+def grid_normalize_sum(m):
+    x = rng(141).random(2000).astype(np.float32) + 0.5
+    y = x.copy()
+    m.function("normalize_sum")(y, np.zeros(6, np.float32), 2000, grid=6, block=128)
+    return y, (x / x.astype(np.float64).sum()).astype(np.float32)
+
+
+@case("grid_sync.cu", "grid.sync() in a loop", "cg::sync(grid)", "persistent kernel")
+def grid_jacobi_1d(m):
+    a = rng(142).standard_normal(500).astype(np.float32)
+    b = np.zeros_like(a)
+    ref = a.astype(np.float64)
+    for _ in range(6):
+        padded = np.concatenate([ref[:1], ref, ref[-1:]])
+        ref = 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
+    work = a.copy()
+    m.function("jacobi_1d")(work, b, 500, 6, grid=3, block=64)
+    return work, ref.astype(np.float32)  # an even number of sweeps ends in a
+
+
+@case("grid_sync.cu", "grid.sync()", "scan")
+def grid_blocked_prefix_sum(m):
+    x = rng(143).integers(-20, 20, 300).astype(np.int32)
+    y = np.zeros_like(x)
+    m.function("blocked_prefix_sum")(x, y, np.zeros(5, np.int32), 300, grid=5, block=64)
+    return y, np.cumsum(x).astype(np.int32)
+
+
 @pytest.mark.backend
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
@@ -762,7 +917,7 @@ UNSUPPORTED = {
                             "__global__ void parent(int* x) {\n    child<<<1, 32>>>(x);\n}\n", 3, "dynamic parallelism"),
     "textures": ("texture<float, 1, cudaReadModeElementType> tex;\n__global__ void k(float* y) {\n"
                  "    y[threadIdx.x] = tex1Dfetch(tex, threadIdx.x);\n}\n", 1, "textures"),
-    "grid-wide cooperative groups": ("#include <cooperative_groups/memcpy_async.h>\n__global__ void k(float* y) { y[0] = 1; }\n",
+    "cooperative groups' memcpy_async header": ("#include <cooperative_groups/memcpy_async.h>\n__global__ void k(float* y) { y[0] = 1; }\n",
                                      1, "cooperative_groups/memcpy_async.h"),
     "a header that is nowhere": ("#include \"my_helpers.h\"\n__global__ void k(float* y) { y[0] = 1; }\n", 1,
                                  "no header 'my_helpers.h'"),
@@ -812,3 +967,57 @@ def test_vector_load_before_its_bounds_test_is_caught_on_the_emulator():
     with pytest.raises(KernelMemoryError) as info:
         module.function("sum4")(np.ones(100, np.float32), np.zeros(25, np.float32), 100, grid=1, block=32)
     assert "argument 'x'" in str(info.value) and "line 4" in str(info.value)
+
+
+# ---- grid-wide cooperative groups: co-residency (both backends) and divergence (the emulator) -----------
+
+
+@pytest.mark.backend
+def test_a_cooperative_grid_larger_than_the_device_holds_is_refused(backend):
+    from kernels.runtime.errors import LaunchConfigError
+
+    m = module(backend, "grid_sync.cu")
+    x = np.ones(64, np.float32)
+    with pytest.raises(LaunchConfigError, match=r"cannot be resident at once.*grid.sync\(\) \(this_grid\(\), line 9\)"
+                                                 r".*launch at most \d+ blocks"):
+        m.function("grid_sum")(x, np.zeros(100_000, np.float32), np.zeros(1, np.float32), 64, grid=100_000, block=256)
+
+
+GRID_DIVERGENCE = {
+    "early return": ("__global__ void k(float* x, int n) {\n    auto grid = cg::this_grid();\n"
+                     "    int i = grid.thread_rank();\n    if (i >= n) return;\n    x[i] += 1.0f;\n    grid.sync();\n"
+                     "    x[i] *= 2.0f;\n}\n", r"grid.sync\(\) on line 8 is reached by 8 of the block's 32 threads"),
+    "a branch per block": ("__global__ void k(float* x, int n) {\n    if (blockIdx.x == 0) {\n"
+                           "        cg::this_grid().sync();\n    }\n    x[threadIdx.x] = 1.0f;\n}\n",
+                           r"grid.sync\(\) on line 5 is reached by 1 of the grid's 2 blocks \(e.g. block \(0,0,0\)\), but 1 block "
+                           r"\(e.g. block \(1,0,0\)\) exited"),
+    "two different calls": ("__global__ void k(float* x, int n) {\n    auto grid = cg::this_grid();\n"
+                            "    if (threadIdx.x % 2) grid.sync();\n    else grid.sync();\n    x[threadIdx.x] = 1.0f;\n}\n",
+                            r"the threads wait at different grid.sync\(\) calls"),
+}
+
+
+@pytest.mark.parametrize("case_name", sorted(GRID_DIVERGENCE))
+def test_a_divergent_grid_sync_is_reported_like_a_divergent_barrier(case_name):
+    from kernels.runtime.emulator import EmulatorBackend
+    from kernels.runtime.errors import BarrierDivergenceError
+
+    body, message = GRID_DIVERGENCE[case_name]
+    source = "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n" + body
+    m = compile_source(source, "grid.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    with pytest.raises(BarrierDivergenceError, match=message):
+        m.function("k")(np.zeros(64, np.float32), 40, grid=2, block=32)
+
+
+def test_a_race_between_blocks_before_grid_sync_is_still_caught():
+    """grid.sync() orders what comes before it with what comes after; two blocks writing one element
+    between the same two grid.sync() calls still race."""
+    from kernels.runtime.emulator import EmulatorBackend
+    from kernels.runtime.errors import KernelRaceError
+
+    source = ("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+              "__global__ void k(float* x) {\n    auto grid = cg::this_grid();\n    x[threadIdx.x] = blockIdx.x;\n"
+              "    grid.sync();\n    x[threadIdx.x] += 1.0f;\n}\n")
+    m = compile_source(source, "race.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    with pytest.raises(KernelRaceError):
+        m.function("k")(np.zeros(32, np.float32), grid=2, block=32)

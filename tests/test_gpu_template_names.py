@@ -17,7 +17,7 @@ from kernels.runtime import gpu
 from kernels.runtime.signature import template_instance
 
 SOURCE = Path(__file__).parent / "cuda_corpus" / "templates.cu"
-ASKED = ["scale<float>", "scale<double, 64>", "block_reduce<int, 128>"]
+ASKED = ["scale<float>", "scale<double, 64>", "block_reduce<int, 128>", "axpy<float>"]
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +25,10 @@ def cubin(tmp_path_factory):
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc is not installed")
     source = SOURCE.read_text()
-    names = [template_instance(source, name, SOURCE.name, {}).name for name in ASKED]
+    signatures = {s.name: s for s in (template_instance(source, name, SOURCE.name, {}) for name in ASKED)}
+    names = list(signatures)
     path = tmp_path_factory.mktemp("templates") / "k.cu"
-    path.write_text(gpu._wrap_source(source, SOURCE.name) + gpu._instantiating(names))
+    path.write_text(gpu._wrap_source(source, SOURCE.name) + gpu._instantiating(signatures, names))
     subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", str(path.with_suffix(".cubin")), str(path)], check=True,
                    capture_output=True)
     return names, path.with_suffix(".cubin").read_bytes()
@@ -43,6 +44,7 @@ def test_every_instantiation_asked_for_is_found(cubin, demangler, monkeypatch):
     found = gpu._mangled_names(image, names)
     assert set(found) == set(names), found
     assert found["scale<float, 128>"].startswith("_Z5scaleIf") and found["scale<double, 64>"].startswith("_Z5scaleId")
+    assert found["axpy<float>"].startswith("_ZN3ops4axpyIf")  # inside a namespace
     assert len(set(found.values())) == len(names)
 
 

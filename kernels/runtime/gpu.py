@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import struct
 import time
 
 import numpy as np
@@ -19,6 +20,8 @@ import numpy as np
 from .backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
 from .diagnostics import compile_error_message
 from .errors import KernelCompileError, KernelError, KernelLaunchError, KernelTimeoutError, LaunchConfigError
+from .cooperative import check_co_resident, grid_sync_line
+from .gpu_cooperative import CooperativeModule, DriverError
 from .signature import KernelSignature, strip_comments
 
 try:  # PyCUDA is only needed on a machine with a GPU.
@@ -124,12 +127,14 @@ def _instantiations(signatures) -> list[str]:
     return [name for name in signatures if "<" in name]
 
 
-def _instantiating(names: list[str]) -> str:
-    """An explicit instantiation of each kernel asked for by name, so that nvcc compiles its device code.
+def _instantiating(signatures, names: list[str]) -> str:
+    """An explicit instantiation of each kernel asked for by name, so that nvcc compiles its device code
+    (named with its namespaces, after the reader's last line).
 
     (Taking the address in host code is not enough: a cubin holds device code only.)
     """
-    return "".join(f"\ntemplate __global__ decltype({name}) {name};" for name in names) + "\n"
+    qualified = [getattr(signatures[name], "qualified_name", name) for name in names]
+    return "".join(f"\ntemplate __global__ decltype({q}) {q};" for q in qualified) + "\n"
 
 
 def _elf_function_names(image: bytes) -> list[str]:
@@ -207,10 +212,30 @@ def _mangled_names(image: bytes, wanted: list[str]) -> dict[str, str]:
     return found
 
 
+def argument_bytes(param, value) -> bytes:
+    """One kernel argument as the bytes of its parameter slot (pointers and references: the address)."""
+    if param.is_pointer or param.is_reference:
+        return struct.pack("<Q", int(value))
+    return np.asarray(value).tobytes()
+
+
+def argument_block(params, values) -> bytes:
+    """The kernel's parameter block: each argument at the next multiple of its alignment."""
+    block = bytearray()
+    for param, value in zip(params, values):
+        data = argument_bytes(param, value)
+        align = max(1, param.align or len(data))
+        block += b"\0" * (-len(block) % align)
+        block += data
+    return bytes(block)
+
+
 class GPUModule(CompiledModule):
-    def __init__(self, backend: "GPUBackend", module, source_name: str, aliases: dict[str, str] | None = None):
+    def __init__(self, backend: "GPUBackend", module, source_name: str, aliases: dict[str, str] | None = None,
+                 grid_sync_line: int = 0):
         self.backend = backend
-        self.module = module
+        self.module = module  # PyCUDA's, or a CooperativeModule where the source uses this_grid()
+        self.grid_sync_line = grid_sync_line
         self.source_name = source_name
         self.aliases = dict(aliases or {})  # template instantiation -> its mangled name
         self._functions: dict[str, object] = {}
@@ -222,6 +247,9 @@ class GPUModule(CompiledModule):
         return self._functions[name]
 
     def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int) -> None:
+        if self.grid_sync_line:
+            self._launch_cooperative(signature, args, grid, block, shared_bytes)
+            return
         function = self._function(signature.name)
         if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
             function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
@@ -243,6 +271,10 @@ class GPUModule(CompiledModule):
             else:
                 converted.append(a)
         self._references = references  # freed with the next launch (freeing waits for the device)
+        if any(p.record is not None and not p.is_reference for p in signature.params):
+            # a struct or vector type by value: PyCUDA packs a NumPy record unaligned, so the whole
+            # parameter block is laid out here, each argument at its alignment as nvcc places it
+            converted = [np.void(argument_block(signature.params, converted))]
         try:
             function(*converted, grid=grid, block=block, shared=shared_bytes)
         except cuda.Error as exc:
@@ -255,10 +287,46 @@ class GPUModule(CompiledModule):
             raise _launch_error(exc, signature.name) from None
         self.backend.last_kernel = signature.name
 
+    def _launch_cooperative(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int) -> None:
+        """A cooperative launch (the module uses this_grid()): every block resident, checked first."""
+        name = signature.name
+        try:
+            function = self._function(name)
+            if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
+                function.set_max_dynamic_shared(shared_bytes)
+            threads = block[0] * block[1] * block[2]
+            per_multiprocessor = function.max_active_blocks_per_multiprocessor(threads, shared_bytes)
+        except DriverError as exc:
+            raise KernelLaunchError(f"{name} could not be prepared for a cooperative launch: {exc}", cuda_error=exc.name) from None
+        multiprocessors = self.backend.device.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        check_co_resident(name, self.grid_sync_line, grid, block, per_multiprocessor * multiprocessors,
+                          f"the {self.backend.device.name()}")
+        arguments, references = [], []
+        for param, a in zip(signature.params, args):
+            if isinstance(a, GPUBuffer):
+                arguments.append(argument_bytes(param, a.ptr))
+            elif param.is_reference:
+                copy = cuda.mem_alloc(max(1, np.asarray(a).nbytes))
+                cuda.memcpy_htod(copy, np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8))
+                references.append(copy)
+                arguments.append(argument_bytes(param, int(copy)))
+            else:
+                arguments.append(argument_bytes(param, a))
+        self._references = references
+        try:
+            function.launch(grid, block, shared_bytes, arguments)
+        except DriverError as exc:
+            if exc.name in ("CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+                            "CUDA_ERROR_INVALID_VALUE"):
+                raise LaunchConfigError(f"{name} could not be launched cooperatively with grid {grid}, block {block}, "
+                                        f"{shared_bytes} bytes shared: {exc.name}") from None
+            raise KernelLaunchError(f"kernel {name} failed: {exc}", cuda_error=exc.name) from None
+        self.backend.last_kernel = name
+
     def _global(self, name: str):
         try:
             return self.module.get_global(name)
-        except cuda.Error:
+        except (cuda.Error, DriverError):
             raise KernelError(f"{self.source_name} has no __constant__ or __device__ variable '{name}'") from None
 
     def set_global(self, name: str, host: np.ndarray) -> None:
@@ -307,21 +375,22 @@ class GPUBackend(Backend):
     def compile(self, source, source_name, options, include_dirs, signatures) -> GPUModule:
         wrapped = _wrap_source(source, source_name)
         instances = _instantiations(signatures)
+        cooperative_line = grid_sync_line(source)
         aliases = {}
         try:
-            if instances:
+            if instances or cooperative_line:
                 from pycuda.compiler import compile as compile_to_cubin
 
-                image = compile_to_cubin(wrapped + _instantiating(instances), options=list(options), no_extern_c=True,
+                image = compile_to_cubin(wrapped + _instantiating(signatures, instances), options=list(options), no_extern_c=True,
                                          include_dirs=list(include_dirs))
-                module = cuda.module_from_buffer(image)
+                module = CooperativeModule(image) if cooperative_line else cuda.module_from_buffer(image)
                 aliases = _mangled_names(image, instances)
             else:
                 module = SourceModule(wrapped, options=list(options), no_extern_c=True, include_dirs=list(include_dirs))
         except cuda.CompileError as exc:
             log = getattr(exc, "stderr", "") or str(exc)
             raise KernelCompileError(compile_error_message(log, source, source_name, "nvcc"), log=log, source_name=source_name) from None
-        return GPUModule(self, module, source_name, aliases)
+        return GPUModule(self, module, source_name, aliases, cooperative_line)
 
     def empty(self, shape, dtype) -> GPUBuffer:
         try:

@@ -180,6 +180,13 @@ class GpuMeasurement:
         Called as ``f(*args, grid=..., block=..., shared=..., stream=...)`` with
         device pointers and NumPy scalars: no checks, no copies (what timing needs).
         """
+        line = getattr(module.compiled, "grid_sync_line", 0)
+        if line:
+            from .errors import KernelError
+
+            raise KernelError(f"{name}: its module uses grid.sync() (this_grid(), line {line}), which needs a cooperative "
+                              f"launch; the raw timing launcher makes ordinary launches only, so time it through "
+                              f"module.function(...) instead")
         function = module.compiled._function(name)
         if shared > self.backend.limits().max_shared_bytes_per_block:
             function.set_attribute(self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared))

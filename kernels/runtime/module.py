@@ -77,32 +77,83 @@ def validate_launch(backend: Backend, kernel: str, grid: Dim3, block: Dim3, shar
         )
 
 
-def _convert_scalar(param: Parameter, value, kernel: str):
-    if isinstance(value, (np.ndarray, DeviceBuffer)):
-        raise KernelArgumentError(
-            f"{kernel}: parameter '{param.describe()}' is a scalar, but an array was passed"
-        )
-    if param.lanes != 1:
-        raise KernelArgumentError(
-            f"{kernel}: parameter '{param.describe()}' is a vector type; pass it as a pointer instead"
-        )
-    dtype = param.dtype
+def _number(dtype: np.dtype, value, kernel: str, label: str):
+    """``value`` as one scalar of ``dtype``, or an error naming ``label`` (the parameter, or its field)."""
     if dtype.kind in "iub":
         if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-            raise KernelArgumentError(f"{kernel}: parameter '{param.describe()}' is an integer, got {value!r}")
+            raise KernelArgumentError(f"{kernel}: {label} is an integer, got {value!r}")
         if not isinstance(value, (int, np.integer, bool, np.bool_, float, np.floating)):
-            raise KernelArgumentError(f"{kernel}: parameter '{param.describe()}' needs a number, got {type(value).__name__}")
+            raise KernelArgumentError(f"{kernel}: {label} needs a number, got {type(value).__name__}")
         ivalue = int(value)
         if dtype.kind != "b":
             info = np.iinfo(dtype)
             if not info.min <= ivalue <= info.max:
-                raise KernelArgumentError(
-                    f"{kernel}: {ivalue} does not fit parameter '{param.describe()}' ({info.min}..{info.max})"
-                )
+                raise KernelArgumentError(f"{kernel}: {ivalue} does not fit {label} ({info.min}..{info.max})")
         return dtype.type(ivalue)
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
-        raise KernelArgumentError(f"{kernel}: parameter '{param.describe()}' needs a number, got {type(value).__name__}")
+        raise KernelArgumentError(f"{kernel}: {label} needs a number, got {type(value).__name__}")
     return dtype.type(value)
+
+
+def _checked_record(dtype: np.dtype, value, kernel: str, label: str):
+    """``value`` (a tuple, list or dict of the fields, nested for inner structs and arrays) checked
+    field by field against the structured or sub-array ``dtype``; returns what NumPy assigns."""
+    if dtype.names is not None:
+        names = dtype.names
+        if isinstance(value, dict):
+            unknown = [k for k in value if k not in names]
+            missing = [k for k in names if k not in value]
+            if unknown or missing:
+                raise KernelArgumentError(
+                    f"{kernel}: {label} has the fields {', '.join(names)}; "
+                    + (f"'{unknown[0]}' is not one of them" if unknown else f"'{missing[0]}' is missing"))
+            items = [value[k] for k in names]
+        elif isinstance(value, (tuple, list)):
+            if len(value) != len(names):
+                raise KernelArgumentError(
+                    f"{kernel}: {label} has {len(names)} fields ({', '.join(names)}); {len(value)} values given")
+            items = list(value)
+        else:
+            raise KernelArgumentError(
+                f"{kernel}: {label} is a struct: pass a tuple or dict of its fields ({', '.join(names)}) or a NumPy "
+                f"structured scalar, not {type(value).__name__}")
+        return tuple(_checked_record(dtype.fields[name][0], item, kernel, f"field '{name}' of {label}")
+                     for name, item in zip(names, items))
+    if dtype.subdtype is not None:
+        element, shape = dtype.subdtype
+        if not isinstance(value, (tuple, list, np.ndarray)) or len(value) != shape[0]:
+            raise KernelArgumentError(f"{kernel}: {label} is an array of {shape[0]} values; got {value!r}")
+        inner = np.dtype((element, shape[1:])) if len(shape) > 1 else element
+        return [_checked_record(inner, item, kernel, f"{label}[{k}]") for k, item in enumerate(value)]
+    return _number(dtype, value, kernel, label)
+
+
+def _convert_record(param: Parameter, value, kernel: str) -> np.void:
+    """A struct or vector type taken by value, laid out as nvcc lays it out (``param.record``)."""
+    label = f"parameter '{param.describe()}'"
+    if isinstance(value, np.ndarray) and value.dtype.names is not None and value.shape == ():
+        value = value[()]
+    if isinstance(value, np.void):
+        if value.dtype == param.record:
+            return value
+        if value.dtype.names is None:
+            raise KernelArgumentError(f"{kernel}: {label} needs its fields, not raw bytes")
+        value = value.item()  # by position, each field checked below
+    elif isinstance(value, (np.ndarray, DeviceBuffer)):
+        raise KernelArgumentError(
+            f"{kernel}: {label} is a {'vector' if param.lanes > 1 else 'struct'} taken by value; pass a tuple "
+            f"({', '.join(param.record.names)}), not an array")
+    return np.array(_checked_record(param.record, value, kernel, label), dtype=param.record)[()]
+
+
+def _convert_scalar(param: Parameter, value, kernel: str):
+    if param.record is not None:
+        return _convert_record(param, value, kernel)
+    if isinstance(value, (np.ndarray, DeviceBuffer)):
+        raise KernelArgumentError(
+            f"{kernel}: parameter '{param.describe()}' is a scalar, but an array was passed"
+        )
+    return _number(param.dtype, value, kernel, f"parameter '{param.describe()}'")
 
 
 def _check_array(param: Parameter, array, kernel: str) -> None:

@@ -42,3 +42,10 @@ __global__ void block_reduce(const T* x, T* out, int n) {
         out[blockIdx.x] = s;
     }
 }
+
+namespace ops {
+template <typename T>
+__global__ void axpy(T a, const T* __restrict__ x, T* __restrict__ y, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] += a * x[i];
+}
+}  // namespace ops

@@ -10,7 +10,7 @@ unwritten shared memory (each launch runs twice, in two thread orders and
 with two fill patterns in shared memory: :class:`KernelRaceError`,
 :class:`UninitializedSharedMemoryError`), races on global memory (the first
 run tracks every access to the argument buffers a kernel may write, see
-``global_races.h``: :class:`KernelRaceError` naming both threads), barrier divergence
+``global_races.h``: :class:`KernelRaceError` naming both threads), barrier divergence, grid.sync() in a cooperative launch included
 (:class:`BarrierDivergenceError`), kernels that run too long
 (:class:`KernelTimeoutError`) and crashes (:class:`KernelLaunchError`).
 
@@ -46,6 +46,7 @@ import weakref
 import numpy as np
 
 from ..backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
+from ..cooperative import check_co_resident, grid_sync_line
 from ..errors import BarrierDivergenceError, KernelError, KernelLaunchError, KernelTimeoutError
 from ..signature import KernelSignature
 from . import build as _build
@@ -123,6 +124,7 @@ class EmulatorModule(CompiledModule):
         self.signatures = dict(signatures)
         self.kernel_index = {name: i for i, name in enumerate(signatures)}
         self.variables = dict(variables)
+        self.grid_sync_line = grid_sync_line(source)  # uses this_grid(): launched cooperatively
         self._globals: dict[str, bytes] = {}  # set_global values, replayed into a restarted worker
         self._worker: Worker | None = None
         self._lock = threading.Lock()
@@ -249,13 +251,21 @@ class EmulatorModule(CompiledModule):
                     infos.append(BufferInfo([param.name], value.dtype, value.shape))
                     outputs.append(not param.is_const)
                 params.append(struct.pack("<BQ", 0, i))
+            elif param.record is not None:
+                raw = np.asarray(value).tobytes()  # a struct or vector type by value: its bytes as nvcc lays them out
+                params.append(b"\2" + struct.pack("<Q", len(raw)) + raw)
             else:
                 raw = np.asarray(value).tobytes()[:8].ljust(8, b"\0")
                 params.append(b"\1" + raw)
         checks = backend.checks
+        cooperative = bool(self.grid_sync_line)
+        if cooperative:
+            check_co_resident(kernel, self.grid_sync_line, grid, block, backend.co_resident_blocks(block),
+                              "the CPU emulator")
         request = [
             b"L",
-            struct.pack("<I6IQII", self.kernel_index[kernel], *grid, *block, shared_bytes, 2 if checks else 1, len(buffers)),
+            struct.pack("<I6IQII", self.kernel_index[kernel], *grid, *block, shared_bytes,
+                        (2 if checks else 1) | (0x100 if cooperative else 0), len(buffers)),
         ]
         for b, out in zip(buffers, outputs):
             data = b.array.tobytes()
@@ -402,6 +412,15 @@ class EmulatorBackend(Backend):
 
     def synchronize(self) -> None:
         """Launches are synchronous on the emulator: nothing to wait for."""
+
+    #: threads a cooperative launch may hold at once (each a fiber with its own stack)
+    max_cooperative_threads = 16384
+
+    def co_resident_blocks(self, block: Dim3) -> int:
+        """Blocks of this size resident at once in a cooperative launch: as on an H100 (132 SMs of 2048
+        threads, at most 32 blocks each), and at most ``max_cooperative_threads`` threads in all."""
+        threads = block[0] * block[1] * block[2]
+        return max(1, min(132 * min(32, 2048 // threads), self.max_cooperative_threads // threads))
 
     def limits(self) -> DeviceLimits:
         # like an sm_90 device: 48 KiB of static shared memory, up to 227 KiB dynamic when opted in

@@ -180,6 +180,7 @@ void start_block(uint3 block) {
   g_block_epoch = ++g_epoch;
   g_block_first_epoch.push_back(g_block_epoch);
   g_block_index.push_back(block);
+  if (g_acquired.size() < g_block_first_epoch.size()) g_acquired.resize(g_block_first_epoch.size(), 0);  // cooperative: blocks resume
   g_block_fenced = false;
   if (g_any_acquired) std::fill(g_acquired.begin(), g_acquired.end(), 0);
   g_any_acquired = false;
@@ -187,6 +188,14 @@ void start_block(uint3 block) {
 
 void barrier() {
   if (g_span) ++g_epoch;
+}
+
+// grid.sync() in a cooperative launch: everything before it is ordered before everything after,
+// so the accesses recorded so far are forgotten.
+void grid_barrier() {
+  if (!g_span) return;
+  for (auto& r : g_regions) std::fill(r.cells.begin(), r.cells.end(), Cell());
+  ++g_epoch;
 }
 
 size_t block_of(uint32_t epoch) {
@@ -271,11 +280,12 @@ void release_acquire(uintptr_t address, size_t current_block) {
       g_releases.emplace_back(address, std::vector<char>(g_acquired.size(), 0));
       published = &g_releases.back().second;
     }
+    if (published->size() < g_acquired.size()) published->resize(g_acquired.size(), 0);
     for (size_t i = 0; i < g_acquired.size(); ++i) (*published)[i] |= g_acquired[i];
     if (current_block < published->size()) (*published)[current_block] = 1;
   }
   if (published) {
-    for (size_t i = 0; i < g_acquired.size(); ++i) g_acquired[i] |= (*published)[i];
+    for (size_t i = 0; i < g_acquired.size() && i < published->size(); ++i) g_acquired[i] |= (*published)[i];
     g_any_acquired = true;
   }
 }

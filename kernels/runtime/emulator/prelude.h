@@ -95,6 +95,7 @@ constexpr int warpSize = 32;
 // ---- the scheduler's interface ----------------------------------------------
 extern "C" {
 void __dlk_syncthreads(int line);
+void __dlk_grid_sync(int line);
 int __dlk_syncthreads_reduce(int op, int predicate, int line);
 unsigned long long __dlk_warp_op(int op, unsigned mask, unsigned long long value, int param, int width, int line);
 void __dlk_shared_register(void* ptr, size_t bytes, size_t elem_bytes, const char* name, int line);

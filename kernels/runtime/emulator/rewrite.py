@@ -222,7 +222,8 @@ def rewrite(source: str, source_name: str, signatures: dict[str, KernelSignature
             for i, p in enumerate(sig.params)
         )
         base = sig.name.split("<", 1)[0]  # a template instantiation: name<args>
-        callee = qualified.get(base, base) + sig.name[len(base):]
+        # the namespaces as clang resolved them (a signature made by hand has none: found in the text then)
+        callee = sig.qualified_name if sig.namespace else qualified.get(base, base) + sig.name[len(base):]
         tail.append(f"static void __dlk_launch_{index}(void* const* a) {{ (void)a; {callee}({args}); }}")
         entries.append(f'{{"{sig.name}", __dlk_launch_{index}}}')
         unit.kernels.append(sig.name)

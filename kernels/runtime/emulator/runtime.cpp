@@ -7,7 +7,9 @@
 //
 // One block runs at a time.  Its threads are fibers that switch only at
 // barriers and warp intrinsics; a kernel without either runs as a plain loop
-// of calls.  Each launch can be run twice from the same inputs (threads and
+// of calls.  A cooperative launch (a module using this_grid()) keeps every
+// block's fibers and shared memory, parking each block at grid.sync() until
+// all have reached it (run_grid_cooperative).  Each launch can be run twice from the same inputs (threads and
 // blocks in forward, then in reverse order, with different poison patterns in
 // shared memory) so that Python can compare the outputs to find races and
 // reads of shared memory no thread wrote.
@@ -76,7 +78,7 @@ unsigned __dlk_block_generation = 1;
 namespace {
 
 enum ErrorKind { ERR_NONE = 0, ERR_ASSERT = 1, ERR_DIVERGENCE = 2, ERR_TRAP = 3, ERR_OTHER = 4, ERR_GLOBAL_RACE = 5 };
-enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
+enum State { RUNNABLE, AT_BARRIER, AT_WARP, DONE, AT_GRID };
 
 const size_t kStackBytes = 64 * 1024;
 const size_t kGuardBytes = 4096;
@@ -193,6 +195,11 @@ size_t g_nthreads = 0;
 size_t g_done = 0, g_at_barrier = 0, g_at_warp = 0;
 int g_barrier_line = -1;
 bool g_barrier_mixed = false;
+// grid-wide barriers (cooperative_groups::this_grid().sync()), in a cooperative launch only
+bool g_cooperative = false;
+size_t g_at_grid = 0;
+int g_grid_line = -1;
+bool g_grid_mixed = false;
 bool g_reverse = false;
 bool g_track_races = false;  // this run tracks accesses to global memory (race::)
 [[noreturn]] void fail_in_kernel(int kind, const std::string& message);
@@ -520,6 +527,7 @@ std::string describe_states() {
     char wait[160];
     if (g.state == AT_BARRIER) { snprintf(wait, sizeof wait, "wait at __syncthreads() on line %d", g.line); what = wait; }
     if (g.state == AT_WARP) { snprintf(wait, sizeof wait, "wait at %s on line %d", op_name(g.op), g.line); what = wait; }
+    if (g.state == AT_GRID) { snprintf(wait, sizeof wait, "wait at grid.sync() on line %d", g.line); what = wait; }
     if (!what) what = "are running";
     snprintf(part, sizeof part, "\n  %zu thread%s %s (e.g. thread %s)", g.count, g.count == 1 ? "" : "s", what,
              thread_name(g_threads[g.first]).c_str());
@@ -528,18 +536,25 @@ std::string describe_states() {
   return text;
 }
 
-void run_block_fibers(bool reverse) {
-  g_reverse = reverse;
+void start_block_fibers(size_t first_stack) {
   for (size_t i = 0; i < g_nthreads; ++i) {
     Thread& t = g_threads[i];
     t.state = RUNNABLE;
     t.line = 0;
-    t.stack_lo = g_stacks[i];
+    t.stack_lo = g_stacks[first_stack + i];
     prepare_fiber(&t);
   }
-  g_done = g_at_barrier = g_at_warp = 0;
-  g_barrier_line = -1;
-  g_barrier_mixed = false;
+  g_done = g_at_barrier = g_at_warp = g_at_grid = 0;
+  g_barrier_line = g_grid_line = -1;
+  g_barrier_mixed = g_grid_mixed = false;
+}
+
+bool grid_wait_ends_block();
+
+// Runs the block's threads until all have exited (or, in a cooperative launch, all that
+// have not exited wait at grid.sync()), or until an error.
+void schedule_block_fibers(bool reverse) {
+  g_reverse = reverse;
   for (;;) {
     for (size_t k = 0; k < g_nthreads; ++k) {
       Thread* t = &g_threads[order_index(k)];
@@ -554,6 +569,10 @@ void run_block_fibers(bool reverse) {
     if (at_warp) {
       if (release_warps()) continue;
       if (g_error) return;
+    }
+    if (g_at_grid && !at_warp) {
+      grid_wait_ends_block();
+      return;
     }
     if (at_barrier && !at_warp) {
       int line = g_barrier_line;
@@ -607,6 +626,46 @@ void run_block_fibers(bool reverse) {
                                   "the same *_sync call.");
     return;
   }
+}
+
+void run_block_fibers(bool reverse) {
+  start_block_fibers(0);
+  schedule_block_fibers(reverse);
+}
+
+// Every thread of the block that has not exited waits at grid.sync(): the block waits for the
+// grid (returns true).  Threads at different grid.sync() calls, or some at a __syncthreads(), or
+// some exited: a divergent grid barrier, reported as such (returns false).
+bool grid_wait_ends_block() {
+  char head[400];
+  if (g_at_barrier) {
+    snprintf(head, sizeof head,
+             "barrier divergence in block (%u,%u,%u): some threads wait at grid.sync() while others wait at "
+             "__syncthreads():", blockIdx.x, blockIdx.y, blockIdx.z);
+    set_error(ERR_DIVERGENCE, head + describe_states() +
+                                  "\nEvery thread must reach the same barriers in the same order.");
+    return false;
+  }
+  if (g_grid_mixed) {
+    snprintf(head, sizeof head,
+             "barrier divergence in block (%u,%u,%u): the threads wait at different grid.sync() calls:",
+             blockIdx.x, blockIdx.y, blockIdx.z);
+    set_error(ERR_DIVERGENCE, head + describe_states() +
+                                  "\nA grid.sync() inside a branch or loop with a thread-dependent condition is reached by "
+                                  "only some threads; every thread of the grid must reach the same grid.sync().");
+    return false;
+  }
+  if (g_done) {
+    snprintf(head, sizeof head,
+             "barrier divergence in block (%u,%u,%u): grid.sync() on line %d is reached by %zu of the block's %zu "
+             "threads, but the others have exited the kernel without reaching it:",
+             blockIdx.x, blockIdx.y, blockIdx.z, g_grid_line, g_at_grid, g_nthreads);
+    set_error(ERR_DIVERGENCE, head + describe_states() +
+                                  "\nEvery thread of the grid must reach every grid.sync(): do not return early before it "
+                                  "(guard the work with an if instead).");
+    return false;
+  }
+  return true;
 }
 
 void block_prologue() {
@@ -711,6 +770,111 @@ bool run_grid(bool reverse, bool fibers) {
   return true;
 }
 
+// A cooperative launch: every block is resident at once.  Blocks still run one at a time, each
+// until all its threads have exited or wait at grid.sync(); a waiting block is parked (its fibers,
+// shared memory and counters kept) and the next one runs.  When every block waits, all are
+// released and run again, in the same order, to the next grid.sync().
+struct ParkedBlock {
+  std::vector<Thread> threads;
+  std::vector<SharedRegion> shared;
+  std::vector<std::string> contents;  // of each shared region
+  unsigned generation = 0;
+  size_t done = 0;
+  int grid_line = -1;
+  bool finished = false;
+};
+
+bool run_grid_cooperative(bool reverse) {
+  unsigned long long nblocks = (unsigned long long)gridDim.x * gridDim.y * gridDim.z;
+  g_nthreads = (size_t)blockDim.x * blockDim.y * blockDim.z;
+  ensure_stacks(g_nthreads * nblocks);
+#if DLK_ASAN
+  for (size_t i = 0; i < g_nthreads * nblocks; ++i) __asan_unpoison_memory_region(g_stacks[i], kStackBytes);
+#endif
+  std::vector<ParkedBlock> blocks(nblocks);
+  if (g_track_races) race::start_run(nblocks);
+  else race::stop();
+  g_fast_mode = false;
+  for (int phase = 0;; ++phase) {
+    int line = -1;
+    std::vector<unsigned long long> waiting, exited;
+    for (unsigned long long k = 0; k < nblocks; ++k) {
+      unsigned long long b = reverse ? nblocks - 1 - k : k;
+      ParkedBlock& P = blocks[b];
+      if (P.finished) continue;
+      blockIdx = uint3{(unsigned)(b % gridDim.x), (unsigned)(b / gridDim.x % gridDim.y),
+                       (unsigned)(b / ((unsigned long long)gridDim.x * gridDim.y))};
+      if (phase == 0) {
+        block_prologue();
+        P.generation = __dlk_block_generation;
+        g_threads.assign(g_nthreads, Thread());
+        for (size_t i = 0; i < g_nthreads; ++i)
+          g_threads[i].idx = uint3{(unsigned)(i % blockDim.x), (unsigned)(i / blockDim.x % blockDim.y),
+                                   (unsigned)(i / ((size_t)blockDim.x * blockDim.y))};
+        start_block_fibers(b * g_nthreads);
+      } else {
+        __dlk_block_generation = P.generation;
+        g_threads.swap(P.threads);
+        g_shared = P.shared;
+        for (size_t r = 0; r < g_shared.size(); ++r) memcpy(g_shared[r].address, P.contents[r].data(), g_shared[r].bytes);
+        g_done = P.done;
+        g_at_barrier = g_at_warp = g_at_grid = 0;
+        g_barrier_line = g_grid_line = -1;
+        g_barrier_mixed = g_grid_mixed = false;
+        for (auto& t : g_threads)
+          if (t.state == AT_GRID) t.state = RUNNABLE;
+      }
+      race::start_block(blockIdx);
+      schedule_block_fibers(reverse);
+      if (g_error) {
+        if (g_error_message.find("block (") == std::string::npos && g_current)
+          g_error_message += " [" + where(g_current) + "]";
+        return true;
+      }
+      if (g_done == g_nthreads) {
+        block_epilogue();
+        P.finished = true;
+        exited.push_back(b);
+        P.threads.clear();
+        continue;
+      }
+      // parked at grid.sync()
+      if (line < 0) line = g_grid_line;
+      else if (g_grid_line != line) {
+        char text[300];
+        snprintf(text, sizeof text,
+                 "barrier divergence: block (%u,%u,%u) waits at grid.sync() on line %d, but other blocks wait at "
+                 "grid.sync() on line %d; every thread of the grid must reach the same grid.sync()",
+                 blockIdx.x, blockIdx.y, blockIdx.z, g_grid_line, line);
+        set_error(ERR_DIVERGENCE, text);
+        return true;
+      }
+      P.threads.swap(g_threads);
+      P.shared = g_shared;
+      P.contents.resize(g_shared.size());
+      for (size_t r = 0; r < g_shared.size(); ++r)
+        P.contents[r].assign((const char*)g_shared[r].address, g_shared[r].bytes);
+      P.done = g_done;
+      waiting.push_back(b);
+    }
+    if (waiting.empty()) break;
+    if (!exited.empty()) {
+      unsigned long long e = exited[0], w = waiting[0];
+      char text[500];
+      snprintf(text, sizeof text,
+               "barrier divergence: grid.sync() on line %d is reached by %zu of the grid's %llu blocks (e.g. block "
+               "(%llu,%llu,%llu)), but %zu %s (e.g. block (%llu,%llu,%llu)) exited the kernel without reaching it; "
+               "every thread of the grid must reach every grid.sync()",
+               line, waiting.size(), nblocks, w % gridDim.x, w / gridDim.x % gridDim.y, w / ((unsigned long long)gridDim.x * gridDim.y),
+               exited.size(), exited.size() == 1 ? "block" : "blocks", e % gridDim.x, e / gridDim.x % gridDim.y, e / ((unsigned long long)gridDim.x * gridDim.y));
+      set_error(ERR_DIVERGENCE, text);
+      return true;
+    }
+    race::grid_barrier();
+  }
+  return true;
+}
+
 // ---- snapshot of writable __device__ variables ---------------------------------
 std::vector<std::vector<char>> snapshot_variables() {
   std::vector<std::vector<char>> s;
@@ -778,6 +942,7 @@ struct Launch {
   std::vector<void*> slots;
   std::vector<unsigned long long> scalars;
   std::vector<void*> pointers;
+  std::vector<std::string> records;  // structs passed by value
   std::vector<std::vector<char>> variables_before;
 };
 Launch g_current_launch;
@@ -820,7 +985,7 @@ bool run_once(const char* name, bool reverse, unsigned char poison, unsigned ker
     g_run_name = name;
     g_poison = poison;
     bool fibers = g_kernel_needs_fibers[kernel_index];
-    bool finished = run_grid(reverse, fibers);
+    bool finished = g_cooperative ? run_grid_cooperative(reverse) : run_grid(reverse, fibers);
     race::stop();
     std::string race_found = race::take_pending();
     if (finished && !g_error && !race_found.empty()) {
@@ -851,7 +1016,9 @@ void handle_launch() {
   uint32_t dims[6];
   read_exact(dims, sizeof dims);
   uint64_t shared_bytes = read_value<uint64_t>();
-  uint32_t nruns = read_value<uint32_t>();
+  uint32_t runs_and_flags = read_value<uint32_t>();
+  uint32_t nruns = runs_and_flags & 0xff;
+  g_cooperative = (runs_and_flags >> 8) & 1;  // a cooperative launch: all blocks resident, grid.sync() allowed
   uint32_t nbuf = read_value<uint32_t>();
   for (auto& b : g_buffers) free(b.data);
   g_buffers.assign(nbuf, Buffer());
@@ -867,12 +1034,17 @@ void handle_launch() {
   L.slots.assign(nparams, nullptr);
   L.scalars.assign(nparams, 0);
   L.pointers.assign(nparams, nullptr);
+  L.records.assign(nparams, std::string());
   for (uint32_t i = 0; i < nparams; ++i) {
     uint8_t kind = read_value<uint8_t>();
     uint64_t value = read_value<uint64_t>();
     if (kind == 0) {
       L.pointers[i] = value < g_buffers.size() ? g_buffers[value].data : nullptr;
       L.slots[i] = &L.pointers[i];
+    } else if (kind == 2) {  // a struct by value: `value` bytes follow
+      L.records[i].resize(value ? value : 1);
+      read_exact(&L.records[i][0], value);
+      L.slots[i] = &L.records[i][0];
     } else {
       L.scalars[i] = value;
       L.slots[i] = &L.scalars[i];
@@ -1078,6 +1250,27 @@ extern "C" {
 
 void __dlk_syncthreads(int line) { __dlk_syncthreads_reduce(-1, 0, line); }
 
+void __dlk_grid_sync(int line) {
+  if (!g_in_fiber) {
+    if (g_fast_mode) longjmp(g_fast_escape, 1);
+    return;
+  }
+  if (!g_cooperative) {
+    char text[300];
+    snprintf(text, sizeof text, "grid.sync() on line %d needs a cooperative launch, and this launch is not one (%s)", line,
+             where(g_current).c_str());
+    fail_in_kernel(ERR_OTHER, text);
+  }
+  race::end_segment();
+  Thread* t = g_current;
+  t->state = AT_GRID;
+  t->line = line;
+  if (g_at_grid++ == 0) g_grid_line = line;
+  else if (line != g_grid_line) g_grid_mixed = true;
+  switch_away(false);
+  threadIdx = t->idx;
+}
+
 int __dlk_syncthreads_reduce(int op, int predicate, int line) {
   if (!g_in_fiber) {
     if (g_fast_mode) longjmp(g_fast_escape, 1);
@@ -1117,6 +1310,11 @@ unsigned long long __dlk_warp_op(int op, unsigned mask, unsigned long long value
 }
 
 void __dlk_shared_register(void* ptr, size_t bytes, size_t elem_bytes, const char* name, int line) {
+  if (g_cooperative) {
+    // a block resumed after grid.sync() keeps its shared arrays (another block may have registered them since)
+    for (auto& r : g_shared)
+      if (r.address == ptr) return;
+  }
   memset(ptr, g_poison, bytes);
   g_shared.push_back({ptr, bytes, elem_bytes, name, line});
 }

@@ -4,8 +4,9 @@
 // thread_block_tile<N> with sync, shfl*, any/all/ballot, and reduce() with plus/less/
 // greater/bit operations.  Tile operations are the warp intrinsics over the tile's
 // lanes (the mask of the tile), so the emulator's checks of warp intrinsics apply.
-// Grid-wide groups (this_grid().sync()) need a cooperative launch, which the emulator
-// does not have.
+// Grid-wide groups: this_grid() with sync(), thread_rank(), size(), block_rank(), num_blocks().
+// A module that uses this_grid() is launched cooperatively (every block resident): see
+// run_grid_cooperative in runtime.cpp; grid.sync() is checked like a barrier.
 #pragma once
 
 namespace cooperative_groups {
@@ -23,6 +24,28 @@ struct thread_block {
 
 static inline thread_block this_thread_block() { return thread_block(); }
 static inline void sync(const thread_block& g) { g.sync(); }
+
+struct grid_group {
+  // __builtin_LINE() as a default argument is the caller's line: the reader's grid.sync() line
+  __device__ void sync(int line = __builtin_LINE()) const { __dlk_grid_sync(line); }
+  __device__ unsigned long long block_rank() const {
+    return blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+  }
+  __device__ unsigned long long num_blocks() const { return (unsigned long long)gridDim.x * gridDim.y * gridDim.z; }
+  __device__ unsigned long long thread_rank() const {
+    return block_rank() * (blockDim.x * blockDim.y * blockDim.z) +
+           (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+  }
+  __device__ unsigned long long size() const { return num_blocks() * (blockDim.x * blockDim.y * blockDim.z); }
+  __device__ unsigned long long num_threads() const { return size(); }
+  __device__ dim3 group_dim() const { return gridDim; }
+  __device__ dim3 dim_blocks() const { return gridDim; }
+  __device__ dim3 block_index() const { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+  __device__ bool is_valid() const { return true; }
+};
+
+static inline grid_group this_grid() { return grid_group(); }
+static inline void sync(const grid_group& g, int line = __builtin_LINE()) { g.sync(line); }
 
 template <unsigned N>
 struct thread_block_tile {
