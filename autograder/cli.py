@@ -3,8 +3,10 @@
     autograder release  ASSIGNMENT...|all [--exchange DIR]  solutions/ -> exercises/ (+ exchange)
     autograder collect  ASSIGNMENT [--exchange DIR]   exchange -> submitted/
     autograder grade    ASSIGNMENT [--student ID ...] submitted/ -> autograded/ + gradebook
+                        [--cluster [SCHEDULER_ADDRESS]]   as Dask tasks, one per GPU (autograder.cluster)
     autograder feedback ASSIGNMENT [--student ID ...] autograded/ -> feedback/ (HTML)
     autograder export   ASSIGNMENT [--csv F] [--gradescope DIR]
+    autograder leaderboard ASSIGNMENT [--names]       gradebook -> feedback/leaderboard_<assignment>.html
     autograder grade-notebook NOTEBOOK --assignment A [--results-json F]
                                                       one notebook, no gradebook
                                                       (e.g. a Gradescope runner)
@@ -401,7 +403,44 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     cd = _coursedir(config, args.assignment)
     for path in wrap_feedback_pages(cd.format_path(cd.feedback_directory, "*", args.assignment)):
         _say(f"  {os.path.relpath(path, cd.root)}")
+    _write_leaderboard(args, cd)
     return 0
+
+
+def _existing_secret(args: argparse.Namespace) -> str | None:
+    """The course secret if there is one (--secret-file, $DLK_GRADER_SECRET, the course's file); never made here."""
+    from autograder.course_secret import SECRET_ENV, read_secret_file, secret_path
+
+    if getattr(args, "secret_file", None):
+        if not os.path.isfile(args.secret_file):
+            raise SystemExit(f"autograder: --secret-file {args.secret_file}: no such file")
+        return read_secret_file(args.secret_file)
+    if os.environ.get(SECRET_ENV):
+        return os.environ[SECRET_ENV]
+    path = secret_path(args.course_dir)
+    return read_secret_file(path) if os.path.isfile(path) else None
+
+
+def _write_leaderboard(args: argparse.Namespace, cd, path: str | None = None, top: int = 10) -> str | None:
+    from autograder.leaderboard import write_leaderboard
+
+    named = bool(getattr(args, "leaderboard_names", False))
+    secret = None if named else _existing_secret(args)
+    if not named and secret is None:
+        _say("no leaderboard: its aliases derive from the course secret, and this course has none yet "
+             "(grade first, or pass --leaderboard-names)")
+        return None
+    out = write_leaderboard(cd, args.assignment, secret, named=named, top=top, path=path)
+    _say(f"leaderboard ({'names' if named else 'course aliases'}): {os.path.relpath(out, cd.root)}")
+    return out
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise SystemExit(f"autograder: --top {args.top}: show at least 1 kernel per exercise")
+    config = load_config(args.course_dir, args.db)
+    cd = _coursedir(config, args.assignment)
+    return 0 if _write_leaderboard(args, cd, path=args.out, top=args.top) else 1
 
 
 # --------------------------------------------------------------------------
@@ -518,11 +557,25 @@ def build_parser() -> argparse.ArgumentParser:
     common(sp)
     sp.set_defaults(func=cmd_grade)
 
-    sp = sub.add_parser("feedback", help="generate HTML feedback (nbgrader generate_feedback)")
+    sp = sub.add_parser("feedback", help="generate HTML feedback (nbgrader generate_feedback) and the leaderboard")
     sp.add_argument("assignment")
     sp.add_argument("--student", action="append")
+    sp.add_argument("--leaderboard-names", action="store_true",
+                    help="show students' names on the leaderboard (default: their course alias)")
+    sp.add_argument("--secret-file", help="the course secret the leaderboard aliases derive from "
+                    "(default: $DLK_GRADER_SECRET, else <course>/course_secret)")
     common(sp)
     sp.set_defaults(func=cmd_feedback)
+
+    sp = sub.add_parser("leaderboard", help="the class leaderboard: per exercise, the fastest correct kernels (HTML)")
+    sp.add_argument("assignment")
+    sp.add_argument("--leaderboard-names", "--names", action="store_true", dest="leaderboard_names",
+                    help="show students' names (default: their course alias)")
+    sp.add_argument("--top", type=int, default=10, help="kernels shown per exercise (default %(default)s)")
+    sp.add_argument("--out", help="the HTML file (default feedback/leaderboard_<assignment>.html)")
+    sp.add_argument("--secret-file", help="the course secret the aliases derive from")
+    common(sp)
+    sp.set_defaults(func=cmd_leaderboard)
 
     sp = sub.add_parser("export", help="export grades: CSV and/or Gradescope results.json")
     sp.add_argument("assignment")

@@ -32,6 +32,16 @@ from .grading_record import GradingRecord
 #: Extra attempts after the first for a task whose worker died or that timed out.
 DEFAULT_RETRIES = 2
 
+#: Dask settings of a grading cluster (the README gives them for a scheduler started by hand):
+#: a task is given up at the first death of a worker running it (the driver retries, with a
+#: reason); a worker holds only the task it runs (so "running" is running, for the time limit);
+#: workers are not daemon processes (the engine starts a child process per exercise).
+CLUSTER_CONFIG = {
+    "distributed.scheduler.allowed-failures": 0,
+    "distributed.scheduler.worker-saturation": 1.0,
+    "distributed.worker.daemon": False,
+}
+
 
 def visible_gpus() -> list[str]:
     """The GPUs a local cluster gives one worker each: $CUDA_VISIBLE_DEVICES, else what nvidia-smi lists.
@@ -67,8 +77,7 @@ def local_cluster(gpus: list[str], cpu_workers: int):
     import dask
     from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
 
-    dask.config.set({"distributed.scheduler.allowed-failures": 0,
-                     "distributed.worker.daemon": False})  # the grading child is a process of the worker
+    dask.config.set(CLUSTER_CONFIG)
     quiet = {"silence_logs": logging.ERROR}
     if gpus:
         workers = {
