@@ -34,12 +34,10 @@ DEFAULT_RETRIES = 2
 
 #: Dask settings of a grading cluster (the README gives them for a scheduler started by hand):
 #: a task is given up at the first death of a worker running it (the driver retries, with a
-#: reason); a worker holds only the task it runs (so "running" is running, for the time limit);
-#: workers are not daemon processes (the engine starts a child process per exercise).
+#: reason); a worker holds only the task it runs (so "running" is running, for the time limit).
 CLUSTER_CONFIG = {
     "distributed.scheduler.allowed-failures": 0,
     "distributed.scheduler.worker-saturation": 1.0,
-    "distributed.worker.daemon": False,
 }
 
 
