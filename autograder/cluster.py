@@ -147,8 +147,9 @@ def run_tasks(client, tasks: list[Task], *, record_result: Callable[[Task, JobOu
     """Submit ``tasks``, hand each result to ``record_result`` as it arrives; bounded retries, then ``record_failure``.
 
     Tasks ask for one GPU where the cluster has GPU workers. A task running
-    longer than ``task_timeout`` seconds is cancelled and its worker restarted
-    (the only way to stop a grading that does not return), then retried.
+    longer than ``task_timeout`` seconds is cancelled and its worker process
+    ended (the only way to stop a grading that does not return; the nanny
+    starts a fresh one), then retried.
     """
     from distributed import wait
 
@@ -219,13 +220,38 @@ def _stop_overdue(client, pending: dict, task_timeout: float, give_up_or_retry) 
             continue
         if now - task.started <= task_timeout:
             continue
+        try:
+            # The worker's process ends; its nanny starts a fresh one, as after any worker death.
+            client.run(_end_worker_process, workers=[worker], wait=False)
+        except Exception:  # the worker is already gone
+            pass
+        # Until the scheduler has seen it go, the stuck task holds the worker's one slot, so no
+        # other student's grading is sent to a worker about to end.
+        _wait_until_gone(client, worker, timeout_s=60)
         del pending[future]
         client.cancel([future], force=True)
-        try:
-            client.restart_workers([worker], timeout=120, raise_for_error=False)
-        except Exception:  # a worker without a nanny cannot be restarted; the scheduler drops it in time
-            pass
         give_up_or_retry(task, f"it ran past the time limit of {task_timeout:g} s on {worker}, which was restarted")
+
+
+def _wait_until_gone(client, worker: str, timeout_s: float) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            if worker not in client.scheduler_info(n_workers=-1).get("workers", {}):
+                return
+        except Exception:  # no answer this time: ask again
+            pass
+        time.sleep(0.2)
+
+
+async def _end_worker_process() -> None:
+    """Run on a worker (in its event loop, beside the stuck grading): end the process at once.
+
+    A Python thread cannot be stopped, and a graceful restart waits for the
+    task it would interrupt; a worker process that exits is replaced by its
+    nanny, whatever its task was doing. (A coroutine: Dask runs only those without waiting.)
+    """
+    os._exit(70)
 
 
 def default_task_timeout(n_exercises: int, timeout_s: float | None) -> float:
