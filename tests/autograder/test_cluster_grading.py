@@ -113,6 +113,12 @@ def test_cluster_gradebook_equals_the_sequential_one(sequential, tmp_path):
     assert all(e["score"] == sum(g["auto"] for g in grades[s].values()) for s, e in entries.items())
     assert re.search(r"^correct\s+graded\s+14 / 20\s+CPU emulator \(speed not measured\)", proc.stdout, re.M)
 
+    # The leaderboard (course aliases): correct kernels, none ranked without a GPU, no names.
+    board = run_cli(course, "leaderboard", ASSIGNMENT, **ENV).stdout
+    assert "leaderboard (course aliases): feedback/leaderboard_01_cuda_from_python.html" in board
+    page = (course / "feedback" / f"leaderboard_{ASSIGNMENT}.html").read_text()
+    assert "none timed on a GPU yet" in page and "correct_2" not in page
+
     # A second run finds nothing missing or changed; a changed submission is graded again.
     again = run_cli(course, "grade", ASSIGNMENT, "--cluster", "--workers", "1", "--timeout", TIMEOUT_S,
                     "--no-progress", **ENV).stdout
