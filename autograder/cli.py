@@ -3,8 +3,10 @@
     autograder release  ASSIGNMENT...|all [--exchange DIR]  solutions/ -> exercises/ (+ exchange)
     autograder collect  ASSIGNMENT [--exchange DIR]   exchange -> submitted/
     autograder grade    ASSIGNMENT [--student ID ...] submitted/ -> autograded/ + gradebook
+                        [--cluster [SCHEDULER_ADDRESS]]   as Dask tasks, one per GPU (autograder.cluster)
     autograder feedback ASSIGNMENT [--student ID ...] autograded/ -> feedback/ (HTML)
     autograder export   ASSIGNMENT [--csv F] [--gradescope DIR]
+    autograder leaderboard ASSIGNMENT [--names]       gradebook -> feedback/leaderboard_<assignment>.html
     autograder grade-notebook NOTEBOOK --assignment A [--results-json F]
                                                       one notebook, no gradebook
                                                       (e.g. a Gradescope runner)
@@ -174,20 +176,58 @@ def _require_sandbox() -> None:
         raise SystemExit(f"autograder: {exc}") from None
 
 
-def cmd_grade(args: argparse.Namespace) -> int:
-    from autograder.nbgrader_bridge import TrustedAutograde
+def cluster_retries_default() -> int:
+    from autograder.cluster import DEFAULT_RETRIES
 
+    return DEFAULT_RETRIES
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
     _require_sandbox()
     config = load_config(args.course_dir, args.db)
-    config.TrustedGrade.secret = _grading_secret(args)
+    secret = _grading_secret(args)
+    config.TrustedGrade.secret = secret
     if args.timeout is not None:
+        if args.timeout <= 0:
+            raise SystemExit(f"autograder: --timeout {args.timeout:g}: the time limit must be more than 0 seconds")
         config.TrustedGrade.timeout_s = float(args.timeout)
+    _check_cluster_options(args)
     _quiet_nbgrader(args.verbose)
     cd0 = _coursedir(config, args.assignment)
     students = args.student or submitted_students(cd0, args.assignment)
     if not students:
         _say(f"no submissions of {args.assignment} under {os.path.join(cd0.root, cd0.submitted_directory)}")
         return 1
+    if args.cluster is not None:
+        return _grade_on_cluster(args, config, secret, students)
+    return _grade_sequentially(args, config, secret, students)
+
+
+def _check_cluster_options(args: argparse.Namespace) -> None:
+    """Options of the cluster path: valid values, and only with --cluster."""
+    if args.cluster is None:
+        for flag, value in (("--workers", args.workers), ("--task-timeout", args.task_timeout)):
+            if value is not None:
+                raise SystemExit(f"autograder: {flag} is an option of --cluster (grading as Dask tasks)")
+        return
+    if args.workers is not None and args.workers < 1:
+        raise SystemExit(f"autograder: --workers {args.workers}: a local cluster needs at least 1 worker")
+    if args.workers is not None and args.cluster:
+        raise SystemExit("autograder: --workers sizes the local cluster; a cluster at an address has the "
+                         "workers started there (dask worker ADDRESS --resources GPU=1)")
+    if args.retries < 0:
+        raise SystemExit(f"autograder: --retries {args.retries}: the number of retries cannot be negative")
+    if args.task_timeout is not None and args.task_timeout <= 0:
+        raise SystemExit(f"autograder: --task-timeout {args.task_timeout:g}: the time limit must be more than 0 seconds")
+
+
+def _grade_sequentially(args: argparse.Namespace, config: Config, secret: str, students: list[str]) -> int:
+    """Every student in this process, one after another (the grading record is kept as on a cluster)."""
+    from autograder.class_grading import graded_entry, record_gradings, submission_folder
+    from autograder.grading_record import GradingRecord, settings_hash, submission_hash
+
+    record = GradingRecord(args.course_dir, args.assignment)
+    settings = settings_hash(secret, config.TrustedGrade.timeout_s if args.timeout is not None else None)
     _say(f"grading {args.assignment}: {len(students)} submission(s), backend "
          f"{os.environ.get('DLK_BACKEND', 'auto')}")
     failures = []
@@ -195,30 +235,160 @@ def cmd_grade(args: argparse.Namespace) -> int:
     for i, student in enumerate(students, 1):
         _say(f"[{i}/{len(students)}] {student}")
         cd = _coursedir(config, args.assignment, student)
-        conv = TrustedAutograde(coursedir=cd, config=config)
-        conv.force = True
-        conv.create_student = True
-        conv.progress = _say
+        submitted = submission_hash(submission_folder(cd, args.assignment, student))
         t0 = time.perf_counter()
         try:
-            conv.start()
+            record_gradings(config, cd, args.assignment, student, None, progress=_say)
         except Exception as exc:  # one broken submission never stops the others
             failures.append(student)
+            record.failed(student, submitted, settings, f"{type(exc).__name__}: {exc}", worker="this process",
+                          seconds=time.perf_counter() - t0)
             _say(f"  {student}: grading failed: {exc} (run with -v for nbgrader's log)")
             continue
         seconds = time.perf_counter() - t0
-        total, maximum = _gradebook_total(cd, args.assignment, student)
-        _say(f"  {student}: {total:g} / {maximum:g} points; grading took {seconds:.1f} s")
+        entry = graded_entry(cd, args.assignment, student, submission=submitted, settings=settings,
+                             worker="this process", attempts=1, seconds=seconds)
+        record.graded(student, entry)
+        _say(f"  {student}: {entry.score:g} / {entry.max_score:g} points; grading took {seconds:.1f} s")
     _say(f"graded {len(students) - len(failures)} of {len(students)} in {time.perf_counter() - t_all:.1f} s")
+    _warn_mixed_gpus(record, args.assignment, students)
     return 1 if failures else 0
 
 
-def _gradebook_total(cd, assignment: str, student: str) -> tuple[float, float]:
-    from nbgrader.api import Gradebook
+def _grade_on_cluster(args: argparse.Namespace, config: Config, secret: str, students: list[str]) -> int:
+    """Every student missing or changed, as Dask tasks; results written here as they arrive."""
+    import nbformat
+    from tqdm import tqdm
+
+    from autograder import cluster
+    from autograder.class_grading import (
+        graded_entry,
+        prepare_job,
+        record_gradings,
+        submission_folder,
+    )
+    from autograder.grading_record import GradingRecord, settings_hash, submission_hash
+    from autograder.nbgrader_bridge import graded_exercises
+
+    timeout_s = config.TrustedGrade.timeout_s if args.timeout is not None else None
+    record = GradingRecord(args.course_dir, args.assignment)
+    settings = settings_hash(secret, timeout_s)
+    client, local = cluster.connect(args.cluster or None, args.workers)
+    try:
+        n_workers = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        if n_workers == 0:
+            _say("waiting for the cluster's first worker ...")
+            client.wait_for_workers(1, timeout=300)
+        gpu_workers = cluster.cluster_gpus(client)
+        where = "a local cluster" if local is not None else f"the cluster at {args.cluster}"
+        n_workers = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        _say(f"grading {args.assignment} on {where}: {n_workers} worker(s), "
+             + (f"{gpu_workers} with a GPU (one grading per GPU at a time)" if gpu_workers
+                else "none with a GPU: correctness on the CPU emulator, speed not measured"))
+        submitted = {s: submission_hash(submission_folder(_coursedir(config, args.assignment, s), args.assignment, s))
+                     for s in students}
+        in_gradebook = _students_in_gradebook(_coursedir(config, args.assignment), args.assignment)
+        todo, up_to_date = [], []
+        for student in students:
+            why = "--regrade" if args.regrade else record.needs_grading(student, submitted[student], settings,
+                                                                       bool(gpu_workers))
+            if not why and student not in in_gradebook:
+                why = "not in the gradebook"
+            (todo if why else up_to_date).append(student)
+        if up_to_date:
+            _say(f"{len(up_to_date)} submission(s) graded before and unchanged: not graded again "
+                 f"(--regrade grades them all)")
+        tasks = []
+        for student in todo:
+            cd = _coursedir(config, args.assignment, student)
+            try:
+                job = prepare_job(config, cd, args.assignment, student, secret=secret, timeout_s=timeout_s,
+                                  submission=submitted[student])
+            except Exception as exc:  # nbgrader refused the notebook (e.g. cell metadata it cannot check)
+                record.failed(student, submitted[student], settings,
+                              f"the submission could not be read: {type(exc).__name__}: {exc}")
+                _say(f"  {student}: grading failed: the submission could not be read: {exc}")
+                continue
+            tasks.append(cluster.Task(student=student, job=job))
+        n_exercises = max((len(graded_exercises(nbformat.reads(text, as_version=4)))
+                           for t in tasks for text in t.job.notebooks.values()), default=1)
+        task_timeout = args.task_timeout or cluster.default_task_timeout(n_exercises, timeout_s)
+        t_all = time.perf_counter()
+        with cluster.progress_bar(len(tasks), enabled=not args.no_progress) as bar:
+
+            def recorded(task, outcome):
+                cd = _coursedir(config, args.assignment, task.student)
+                record_gradings(config, cd, args.assignment, task.student, outcome.gradings)
+                entry = graded_entry(cd, args.assignment, task.student, submission=task.job.submission,
+                                     settings=settings, worker=outcome.worker, attempts=task.attempts,
+                                     seconds=outcome.seconds)
+                record.graded(task.student, entry)
+                bar.update(1)
+                tqdm.write(f"  {task.student}: {entry.score:g} / {entry.max_score:g} points; grading took "
+                           f"{outcome.seconds:.1f} s on {outcome.worker}", file=sys.stdout)
+
+            def failed(task, reason):
+                record.failed(task.student, task.job.submission, settings, reason, attempts=task.attempts)
+                bar.update(1)
+                tqdm.write(f"  {task.student}: grading failed: {reason}", file=sys.stdout)
+
+            cluster.run_tasks(client, tasks, record_result=recorded, record_failure=failed, retries=args.retries,
+                              task_timeout=task_timeout, on_progress=lambda n: bar.set_postfix(failed=n))
+        seconds = time.perf_counter() - t_all
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+    _final_table(record, students, todo)
+    ran = [s for s in todo if record.students.get(s) is not None]
+    n_failed = sum(1 for s in students if record.students.get(s) is None or record.students[s].status != "graded")
+    rate = f", {60 * len(tasks) / seconds:.1f} gradings per minute" if tasks and seconds > 0 else ""
+    _say(f"graded {len(ran) - sum(1 for s in ran if record.students[s].status != 'graded')} of {len(todo)} "
+         f"in {seconds:.1f} s{rate}; {len(up_to_date)} up to date; {n_failed} without a grade")
+    _warn_mixed_gpus(record, args.assignment, students)
+    return 1 if n_failed else 0
+
+
+def _students_in_gradebook(cd, assignment: str) -> set[str]:
+    from nbgrader.api import Gradebook, MissingEntry
 
     with Gradebook(cd.db_url, cd.course_id) as gb:
-        sub = gb.find_submission(assignment, student)
-        return float(sub.score), float(sub.max_score)
+        try:
+            return {sub.student.id for sub in gb.find_assignment(assignment).submissions}
+        except MissingEntry:
+            return set()
+
+
+def _final_table(record, students: list[str], graded_now: list[str]) -> None:
+    """One line per student: graded now, up to date, or failed with the reason."""
+    rows = []
+    for student in students:
+        entry = record.students.get(student)
+        if entry is None:
+            rows.append((student, "not graded", "", "", "", "the run stopped before it"))
+            continue
+        status = entry.status if student in graded_now else ("up to date" if entry.status == "graded" else entry.status)
+        score = f"{entry.score:g} / {entry.max_score:g}" if entry.status == "graded" else "-"
+        gpus = sorted({d for b, d in zip(entry.backends, entry.devices) if b == "gpu" and d})
+        device = ", ".join(gpus) or ("CPU emulator (speed not measured)" if entry.speed_pending
+                                     else ("CPU emulator" if entry.backends else "-"))
+        rows.append((student, status, score, device, f"{entry.seconds:.1f}" if entry.seconds else "",
+                     entry.reason))
+    header = ("student", "status", "points", "graded on", "s", "reason")
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(5)]
+    _say("")
+    _say("  ".join(h.ljust(w) for h, w in zip(header[:5], widths)) + "  " + header[5])
+    for r in rows:
+        _say("  ".join(str(c).ljust(w) for c, w in zip(r[:5], widths)) + ("  " + r[5] if r[5] else ""))
+    _say("")
+
+
+def _warn_mixed_gpus(record, assignment: str, students: list[str]) -> None:
+    from autograder.grading_record import mixed_gpu_warning
+
+    warning = mixed_gpu_warning(assignment, record.gpu_models())
+    if warning:
+        _say(warning)
 
 
 # --------------------------------------------------------------------------
@@ -243,7 +413,44 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     cd = _coursedir(config, args.assignment)
     for path in wrap_feedback_pages(cd.format_path(cd.feedback_directory, "*", args.assignment)):
         _say(f"  {os.path.relpath(path, cd.root)}")
+    _write_leaderboard(args, cd)
     return 0
+
+
+def _existing_secret(args: argparse.Namespace) -> str | None:
+    """The course secret if there is one (--secret-file, $DLK_GRADER_SECRET, the course's file); never made here."""
+    from autograder.course_secret import SECRET_ENV, read_secret_file, secret_path
+
+    if getattr(args, "secret_file", None):
+        if not os.path.isfile(args.secret_file):
+            raise SystemExit(f"autograder: --secret-file {args.secret_file}: no such file")
+        return read_secret_file(args.secret_file)
+    if os.environ.get(SECRET_ENV):
+        return os.environ[SECRET_ENV]
+    path = secret_path(args.course_dir)
+    return read_secret_file(path) if os.path.isfile(path) else None
+
+
+def _write_leaderboard(args: argparse.Namespace, cd, path: str | None = None, top: int = 10) -> str | None:
+    from autograder.leaderboard import write_leaderboard
+
+    named = bool(getattr(args, "leaderboard_names", False))
+    secret = None if named else _existing_secret(args)
+    if not named and secret is None:
+        _say("no leaderboard: its aliases derive from the course secret, and this course has none yet "
+             "(grade first, or pass --leaderboard-names)")
+        return None
+    out = write_leaderboard(cd, args.assignment, secret, named=named, top=top, path=path)
+    _say(f"leaderboard ({'names' if named else 'course aliases'}): {os.path.relpath(out, cd.root)}")
+    return out
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise SystemExit(f"autograder: --top {args.top}: show at least 1 kernel per exercise")
+    config = load_config(args.course_dir, args.db)
+    cd = _coursedir(config, args.assignment)
+    return 0 if _write_leaderboard(args, cd, path=args.out, top=args.top) else 1
 
 
 # --------------------------------------------------------------------------
@@ -343,14 +550,43 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default: $DLK_GRADER_SECRET, else the course's secret in <course>/course_secret, "
                     "created on first use and reused by every grading)")
     sp.add_argument("--timeout", type=float, default=None, help="time limit per exercise, seconds")
+    sp.add_argument("--cluster", nargs="?", const="", default=None, metavar="SCHEDULER_ADDRESS",
+                    help="grade as Dask tasks: on the cluster whose scheduler is at this address "
+                    "(e.g. tcp://head:8786), or without one on a local cluster of one worker per visible GPU "
+                    "(emulator workers when there is none); grades only what is missing or changed")
+    sp.add_argument("--workers", type=int, default=None,
+                    help="with --cluster and no address: the local cluster's workers (at most one per GPU)")
+    sp.add_argument("--retries", type=int, default=cluster_retries_default(),
+                    help="with --cluster: attempts after the first for a grading whose worker died or timed out "
+                    "(default %(default)s); then it is recorded as failed, with the reason")
+    sp.add_argument("--task-timeout", type=float, default=None,
+                    help="with --cluster: seconds one student's grading may run on a worker "
+                    "(default: twice the exercises' limits, plus a minute)")
+    sp.add_argument("--regrade", action="store_true", help="with --cluster: grade every submission again, "
+                    "even those graded before and unchanged")
+    sp.add_argument("--no-progress", action="store_true", help="with --cluster: no progress bar")
     common(sp)
     sp.set_defaults(func=cmd_grade)
 
-    sp = sub.add_parser("feedback", help="generate HTML feedback (nbgrader generate_feedback)")
+    sp = sub.add_parser("feedback", help="generate HTML feedback (nbgrader generate_feedback) and the leaderboard")
     sp.add_argument("assignment")
     sp.add_argument("--student", action="append")
+    sp.add_argument("--leaderboard-names", action="store_true",
+                    help="show students' names on the leaderboard (default: their course alias)")
+    sp.add_argument("--secret-file", help="the course secret the leaderboard aliases derive from "
+                    "(default: $DLK_GRADER_SECRET, else <course>/course_secret)")
     common(sp)
     sp.set_defaults(func=cmd_feedback)
+
+    sp = sub.add_parser("leaderboard", help="the class leaderboard: per exercise, the fastest correct kernels (HTML)")
+    sp.add_argument("assignment")
+    sp.add_argument("--leaderboard-names", "--names", action="store_true", dest="leaderboard_names",
+                    help="show students' names (default: their course alias)")
+    sp.add_argument("--top", type=int, default=10, help="kernels shown per exercise (default %(default)s)")
+    sp.add_argument("--out", help="the HTML file (default feedback/leaderboard_<assignment>.html)")
+    sp.add_argument("--secret-file", help="the course secret the aliases derive from")
+    common(sp)
+    sp.set_defaults(func=cmd_leaderboard)
 
     sp = sub.add_parser("export", help="export grades: CSV and/or Gradescope results.json")
     sp.add_argument("assignment")

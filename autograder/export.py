@@ -16,6 +16,7 @@ from typing import Any
 import nbformat
 
 from autograder.feedback import part_feedback, speedup_of
+from autograder.leaderboard import gradescope_leaderboard
 from autograder.nbgrader_bridge import RESULTS_SUFFIX, part_points
 
 
@@ -204,6 +205,7 @@ def gradescope_results(row: dict) -> dict:
         "execution_time": round(row.get("grading_seconds", 0.0), 1),
         "output": "\n".join(summary),
         "tests": tests,
+        "leaderboard": gradescope_leaderboard(row),
         "extra_data": {
             "measured_max_score": measured_max,
             "pending_points": pending,

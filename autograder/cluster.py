@@ -1,0 +1,272 @@
+"""Grading a class as Dask tasks: one grading per GPU at a time, on one machine or many.
+
+The instructor's process (the driver) prepares each student's job
+(:func:`autograder.class_grading.prepare_job`), submits it as a Dask task
+asking for ``resources={"GPU": 1}`` when the cluster has GPU workers, and
+writes each result into nbgrader's gradebook as it arrives
+(:func:`autograder.class_grading.record_gradings`). Workers only grade: the
+isolation of every exercise (a fresh child process with limits, the
+student's code never in the worker) is the engine's, unchanged.
+
+A task whose worker dies, whose node disappears or that runs past its time
+limit is submitted again, at most ``retries`` more times; then the student is
+recorded as a grading failure with the reason (never a score). Every result
+is written as soon as it arrives, so a run stopped at any point loses nothing
+already graded, and the next run grades only what is missing or changed
+(:class:`autograder.grading_record.GradingRecord`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .class_grading import GradingJob, JobOutcome, run_job
+from .grading_record import GradingRecord
+
+#: Extra attempts after the first for a task whose worker died or that timed out.
+DEFAULT_RETRIES = 2
+
+#: Dask settings of a grading cluster (the README gives them for a scheduler started by hand):
+#: a task is given up at the first death of a worker running it (the driver retries, with a
+#: reason); a worker holds only the task it runs (so "running" is running, for the time limit).
+CLUSTER_CONFIG = {
+    "distributed.scheduler.allowed-failures": 0,
+    "distributed.scheduler.worker-saturation": 1.0,
+}
+
+
+def visible_gpus() -> list[str]:
+    """The GPUs a local cluster gives one worker each: $CUDA_VISIBLE_DEVICES, else what nvidia-smi lists.
+
+    None under ``DLK_BACKEND=cpu`` (the emulator grades, whatever the machine has).
+    """
+    if os.environ.get("DLK_BACKEND", "auto").lower() == "cpu":
+        return []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    try:
+        out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip().isdigit()] if out.returncode == 0 else []
+
+
+def local_cluster(gpus: list[str], cpu_workers: int):
+    """One worker process per GPU (that GPU alone visible, resource GPU=1), else ``cpu_workers`` emulator workers.
+
+    Each worker runs one grading at a time (one thread); a worker that dies is
+    started again by its nanny. The scheduler gives up on a task at the first
+    worker death while running it, so that the driver's bounded retries (and
+    the reason) are the only ones.
+    """
+    import logging
+
+    import dask
+    from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
+
+    dask.config.set(CLUSTER_CONFIG)
+    quiet = {"silence_logs": logging.ERROR}
+    if gpus:
+        workers = {
+            f"gpu-{gpu}": {"cls": Nanny, "options": {
+                "nthreads": 1, "resources": {"GPU": 1}, "memory_limit": 0,
+                "env": {"CUDA_VISIBLE_DEVICES": gpu}, **quiet}}
+            for gpu in gpus
+        }
+        scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
+        return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
+    return LocalCluster(n_workers=cpu_workers, threads_per_worker=1, processes=True, memory_limit=0,
+                        dashboard_address=":0", **quiet)
+
+
+def connect(address: str | None, workers: int | None) -> tuple:
+    """A Dask client: to the scheduler at ``address``, else to a local cluster made here (client, cluster or None)."""
+    from distributed import Client
+
+    if address:
+        try:
+            client = Client(address, timeout="30s")
+        except (OSError, TimeoutError) as exc:
+            raise SystemExit(f"autograder: --cluster {address}: could not reach a Dask scheduler there ({exc})") from None
+        return client, None
+    gpus = visible_gpus()
+    if workers is not None:
+        gpus = gpus[:workers]
+    cpu_workers = workers or max(1, min(os.cpu_count() or 1, 4))
+    cluster = local_cluster(gpus, cpu_workers)
+    return Client(cluster), cluster
+
+
+def cluster_gpus(client) -> int:
+    """How many workers offer a GPU resource."""
+    info = client.scheduler_info(n_workers=-1)
+    return sum(1 for w in info.get("workers", {}).values() if (w.get("resources") or {}).get("GPU", 0) >= 1)
+
+
+@dataclass
+class Task:
+    student: str
+    job: GradingJob
+    attempts: int = 0
+    seconds: float = 0.0
+    key: str = ""
+    started: float | None = None  # when the scheduler first reported it running (driver clock)
+
+
+@dataclass
+class RunOutcome:
+    graded: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # student -> reason
+    seconds: float = 0.0
+
+
+def failure_reason(exc: BaseException) -> str:
+    """Why a task ended without a result, in a sentence."""
+    name = type(exc).__name__
+    if name == "KilledWorker":
+        return "the worker grading it died (process killed, out of memory or its node lost)"
+    if name == "CancelledError":
+        return "the task was cancelled (its worker or the scheduler went away)"
+    return f"the grading raised {name}: {exc}"
+
+
+def run_tasks(client, tasks: list[Task], *, record_result: Callable[[Task, JobOutcome], None],
+              record_failure: Callable[[Task, str], None], retries: int, task_timeout: float,
+              on_progress: Callable[[int], None] = lambda failed: None, poll_s: float = 1.0) -> None:
+    """Submit ``tasks``, hand each result to ``record_result`` as it arrives; bounded retries, then ``record_failure``.
+
+    Tasks ask for one GPU where the cluster has GPU workers. A task running
+    longer than ``task_timeout`` seconds is cancelled and its worker process
+    ended (the only way to stop a grading that does not return; the nanny
+    starts a fresh one), then retried.
+    """
+    from distributed import wait
+
+    resources = {"GPU": 1} if cluster_gpus(client) else None
+    pending: dict = {}  # future -> Task
+    failures = 0
+
+    def submit(task: Task) -> None:
+        task.attempts += 1
+        task.started = None
+        task.key = f"grade-{task.job.assignment}-{task.student}-{task.attempts}-{time.monotonic_ns()}"
+        future = client.submit(run_job, task.job, key=task.key, resources=resources, pure=False, retries=0)
+        pending[future] = task
+
+    def give_up_or_retry(task: Task, reason: str) -> None:
+        nonlocal failures
+        if task.attempts <= retries:
+            submit(task)
+            return
+        failures += 1
+        record_failure(task, f"{reason} (after {task.attempts} attempt{'s' if task.attempts != 1 else ''})")
+        on_progress(failures)
+
+    for task in tasks:
+        submit(task)
+    while pending:
+        try:
+            done, _ = wait(list(pending), timeout=poll_s, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            done = set()
+        for future in done:
+            task = pending.pop(future)
+            if future.status == "finished":
+                outcome = future.result()
+                task.seconds = outcome.seconds
+                try:
+                    record_result(task, outcome)
+                except Exception as exc:  # the recording itself failed: a failure with its reason, never a score
+                    failures += 1
+                    record_failure(task, f"its grading could not be recorded: {type(exc).__name__}: {exc}")
+                on_progress(failures)
+            else:
+                try:
+                    exc = future.exception()
+                except BaseException as error:  # a cancelled future raises instead of returning its exception
+                    exc = error
+                give_up_or_retry(task, failure_reason(exc))
+        if pending:
+            _stop_overdue(client, pending, task_timeout, give_up_or_retry)
+
+
+def _stop_overdue(client, pending: dict, task_timeout: float, give_up_or_retry) -> None:
+    """Cancel tasks running past ``task_timeout``, restart their workers, and retry or record them."""
+    now = time.monotonic()
+    running = {}
+    try:
+        for worker, keys in client.processing().items():
+            for key in keys:
+                running[str(key)] = worker
+    except Exception:  # the scheduler did not answer this time: look again at the next poll
+        return
+    for future, task in list(pending.items()):
+        worker = running.get(task.key)
+        if worker is None:
+            continue
+        if task.started is None:
+            task.started = now
+            continue
+        if now - task.started <= task_timeout:
+            continue
+        try:
+            # The worker's process ends; its nanny starts a fresh one, as after any worker death.
+            client.run(_end_worker_process, workers=[worker], wait=False)
+        except Exception:  # the worker is already gone
+            pass
+        # Until the scheduler has seen it go, the stuck task holds the worker's one slot, so no
+        # other student's grading is sent to a worker about to end.
+        _wait_until_gone(client, worker, timeout_s=60)
+        del pending[future]
+        client.cancel([future], force=True)
+        give_up_or_retry(task, f"it ran past the time limit of {task_timeout:g} s on {worker}, which was restarted")
+
+
+def _wait_until_gone(client, worker: str, timeout_s: float) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            if worker not in client.scheduler_info(n_workers=-1).get("workers", {}):
+                return
+        except Exception:  # no answer this time: ask again
+            pass
+        time.sleep(0.2)
+
+
+async def _end_worker_process() -> None:
+    """Run on a worker (in its event loop, beside the stuck grading): end the process at once.
+
+    A Python thread cannot be stopped, and a graceful restart waits for the
+    task it would interrupt; a worker process that exits is replaced by its
+    nanny, whatever its task was doing. (A coroutine: Dask runs only those without waiting.)
+    """
+    os._exit(70)
+
+
+def default_task_timeout(n_exercises: int, timeout_s: float | None) -> float:
+    """A whole submission's time limit: each exercise's own limit, twice, and a minute for the rest."""
+    per_exercise = timeout_s if timeout_s is not None else 120.0
+    return 2.0 * max(1, n_exercises) * per_exercise + 60.0
+
+
+def progress_bar(total: int, enabled: bool):
+    """A bar on stderr: done/total, rate, ETA and, as a postfix, failures (tqdm)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="grading", file=sys.stderr, disable=not enabled, dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
+
+
+def record_path_note(record: GradingRecord) -> str:
+    return os.path.relpath(record.path)

@@ -1,0 +1,196 @@
+"""Gradings per minute for a whole class: ``autograder grade`` one after another vs on Dask, one worker per GPU.
+
+A class of ``--class-size`` students (default 40) submits the first
+assignment's sample notebooks in turn (correct, slow, wrong, the released
+stub), each in a fresh course made from ``solutions/``. Measured in one run:
+
+* the sequential path (``autograder grade``), the peer;
+* the cluster path (``autograder grade --cluster ADDRESS``) on a cluster of
+  one GPU worker, then of two when two GPUs are visible; the cluster is
+  started once before its class (its start-up is reported apart);
+* one more correct submission graded on the warm one-GPU worker: the
+  worker's grading time and the whole command's.
+
+Each figure is the wall time of the whole ``autograder grade`` command
+(process start, nbgrader, the gradebook); gradings per minute is the class
+size over it. Results go to ``benchmarks/results/cluster_grading.json`` on a
+GPU; on the CPU emulator (a smoke run, e.g. ``DLK_BACKEND=cpu python3 -m
+benchmarks.cluster_grading --class-size 4``) the workers are emulator workers
+and the figures are printed, not written, unless ``--out`` names a file.
+
+Usage: python3 -m benchmarks.cluster_grading [--class-size N] [--gpus K] [--timeout S] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "autograder" / "submissions"
+ASSIGNMENT = "01_cuda_from_python"
+NOTEBOOK = "cuda_from_python"
+#: The notebooks the class submits, in turn.
+SAMPLES = ["correct", "slow", "wrong", "blank"]
+SECRET = "cluster-grading-benchmark"
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["DLK_GRADER_SECRET"] = SECRET
+    return env
+
+
+def _cli(course: Path, *args: str, timeout: float = 3600) -> tuple[float, str]:
+    """Run ``autograder ARGS`` on ``course``; (wall seconds, stdout)."""
+    cmd = [sys.executable, "-m", "autograder.cli", *args, "--course-dir", str(course)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=course, env=_env(), capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return seconds, proc.stdout
+
+
+def _submit(course: Path, student: str, sample: str) -> None:
+    folder = course / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(CORPUS / f"{sample}.ipynb", folder / f"{NOTEBOOK}.ipynb")
+    (folder / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC\n")
+
+
+def make_class(root: Path, size: int) -> Path:
+    course = root / "course"
+    course.mkdir(parents=True)
+    shutil.copytree(REPO / "solutions", course / "solutions")
+    shutil.copy(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
+    _cli(course, "release", ASSIGNMENT)
+    for i in range(size):
+        sample = SAMPLES[i % len(SAMPLES)]
+        _submit(course, f"s{i:03d}_{sample}", sample)
+    return course
+
+
+def _totals(course: Path) -> dict[str, float]:
+    with open(course / "grading_record" / f"{ASSIGNMENT}.json") as f:
+        return {s: e["score"] for s, e in json.load(f)["students"].items()}
+
+
+def measure_sequential(root: Path, size: int, timeout: str) -> dict:
+    course = make_class(root / "sequential", size)
+    seconds, _ = _cli(course, "grade", ASSIGNMENT, "--timeout", timeout)
+    return {"path": "sequential", "workers": 1, "class_size": size, "seconds": seconds,
+            "gradings_per_minute": 60 * size / seconds, "scores": _totals(course)}
+
+
+def measure_cluster(root: Path, size: int, gpus: list[str], n: int, timeout: str, warm: bool) -> dict:
+    """A cluster of ``n`` workers: one per GPU of ``gpus``, or without GPUs ``n`` emulator workers (a smoke run)."""
+    import dask
+    from distributed import Client
+
+    from autograder import cluster as grading_cluster
+
+    course = make_class(root / f"cluster{n}", size)
+    t0 = time.perf_counter()
+    with dask.config.set(grading_cluster.CLUSTER_CONFIG):
+        local = grading_cluster.local_cluster(gpus[:n], cpu_workers=n)
+    with local, Client(local) as client:
+        client.wait_for_workers(n, timeout=300)
+        started = time.perf_counter() - t0
+        seconds, out = _cli(course, "grade", ASSIGNMENT, "--cluster", local.scheduler_address, "--timeout", timeout,
+                            "--no-progress")
+        in_run = re.search(r"([\d.]+) gradings per minute", out)
+        result = {"path": "cluster", "workers": n, "class_size": size, "seconds": seconds,
+                  "gradings_per_minute": 60 * size / seconds, "cluster_start_seconds": started,
+                  "gradings_per_minute_inside_the_run": float(in_run.group(1)) if in_run else None,
+                  "scores": _totals(course)}
+        if warm:
+            _submit(course, "warm_correct", "correct")
+            command_s, _ = _cli(course, "grade", ASSIGNMENT, "--cluster", local.scheduler_address,
+                                "--timeout", timeout, "--no-progress", "--student", "warm_correct")
+            with open(course / "grading_record" / f"{ASSIGNMENT}.json") as f:
+                entry = json.load(f)["students"]["warm_correct"]
+            result["warm_correct"] = {"worker_seconds": entry["seconds"], "command_seconds": command_s,
+                                      "score": entry["score"], "devices": entry["devices"]}
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--class-size", type=int, default=40, help="submissions in the class (default 40)")
+    parser.add_argument("--gpus", type=int, default=None, help="largest cluster measured (default: every visible GPU, "
+                        "at most 2; on the emulator: 2 emulator workers)")
+    parser.add_argument("--timeout", default="120", help="time limit per exercise, seconds (default 120)")
+    parser.add_argument("--out", help="results file (default benchmarks/results/cluster_grading.json on a GPU)")
+    args = parser.parse_args()
+    if args.class_size < 1:
+        raise SystemExit(f"--class-size {args.class_size}: the class needs at least one submission")
+
+    from autograder.cluster import visible_gpus
+    from benchmarks.common import software_versions
+
+    gpus = visible_gpus()
+    on_gpu = bool(gpus)
+    workers = gpus if on_gpu else ["0", "1"]  # emulator workers stand in for GPUs in a smoke run
+    limit = args.gpus if args.gpus is not None else 2
+    if limit < 1:
+        raise SystemExit(f"--gpus {args.gpus}: measure at least one worker")
+    sizes = [n for n in (1, 2) if n <= min(limit, len(workers))]
+    root = Path(tempfile.mkdtemp(prefix="dlk-cluster-bench-"))
+    try:
+        runs = [measure_sequential(root, args.class_size, args.timeout)]
+        print(f"sequential: {runs[-1]['seconds']:.1f} s, {runs[-1]['gradings_per_minute']:.1f} gradings/min", flush=True)
+        for n in sizes:
+            runs.append(measure_cluster(root, args.class_size, gpus, n, args.timeout, warm=(n == 1)))
+            r = runs[-1]
+            print(f"cluster of {n}: {r['seconds']:.1f} s, {r['gradings_per_minute']:.1f} gradings/min "
+                  f"(cluster start {r['cluster_start_seconds']:.1f} s)", flush=True)
+            if "warm_correct" in r:
+                w = r["warm_correct"]
+                print(f"  one correct submission on the warm worker: {w['worker_seconds']:.1f} s on the worker, "
+                      f"{w['command_seconds']:.1f} s the whole command", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    base = runs[0]["scores"]
+    for r in runs[1:]:
+        r["same_scores_as_sequential"] = r["scores"] == base
+    for r in runs:
+        del r["scores"]
+    seq = runs[0]["gradings_per_minute"]
+    one = next((r for r in runs if r["path"] == "cluster" and r["workers"] == 1), None)
+    two = next((r for r in runs if r["path"] == "cluster" and r["workers"] == 2), None)
+    summary = {
+        "cluster_1_over_sequential": one["gradings_per_minute"] / seq if one else None,
+        "cluster_2_over_cluster_1": two["gradings_per_minute"] / one["gradings_per_minute"] if one and two else None,
+    }
+    print(json.dumps(summary))
+    if not (on_gpu or args.out):
+        print("(emulator workers: figures printed, not written; a GPU run writes benchmarks/results/cluster_grading.json)")
+        return
+    payload = {"class_size": args.class_size, "samples": SAMPLES, "timeout_s": float(args.timeout),
+               "runs": runs, "summary": summary}
+    if args.out:
+        import datetime as dt
+
+        data = {"benchmark": "cluster_grading", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "device": "GPUs " + ", ".join(gpus) if on_gpu else "CPU emulator workers",
+                "software": software_versions(), **payload}
+        Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
+        print(f"wrote {args.out}")
+    else:
+        from benchmarks.common import write_results
+
+        print(f"wrote {write_results('cluster_grading', payload)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The cluster driver's bounded retries, on a one-worker Dask cluster with stand-in gradings (no kernels run).
+
+A grading that kills its worker once is retried and recorded; one that never
+returns is stopped at the task's time limit (its worker restarted), retried,
+and then recorded as a failure with the reason, never as a result.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from autograder.class_grading import GradingJob
+from autograder.cluster import CLUSTER_CONFIG, Task, run_tasks
+from autograder.result import ExerciseResult
+from nbgrader_course import ASSIGNMENT, NOTEBOOK, REPO
+
+pytestmark = pytest.mark.timeout(300)
+
+SOLUTION = (REPO / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb").read_text()
+
+
+def passing(sub, **kwargs) -> ExerciseResult:
+    return ExerciseResult(exercise=sub.exercise, status="passed", correctness_score=1.0, correctness_max=1.0,
+                          backend="cpu", device="stand-in")
+
+
+class DiesOnce:
+    """Kills the worker process the first time it is called (a marker file remembers), then passes."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __call__(self, sub, **kwargs) -> ExerciseResult:
+        if not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os._exit(1)
+        return passing(sub)
+
+
+def never_returns(sub, **kwargs) -> ExerciseResult:
+    import time
+
+    time.sleep(3600)
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="module")
+def client():
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set(CLUSTER_CONFIG), LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                                      memory_limit=0, dashboard_address=":0") as cluster, \
+            Client(cluster) as c:
+        yield c
+
+
+def _run(client, grade_fn, retries: int, task_timeout: float = 600):
+    job = GradingJob(assignment=ASSIGNMENT, student="ada", notebooks={NOTEBOOK: SOLUTION}, secret="s",
+                     grade_fn=grade_fn)
+    task = Task(student="ada", job=job)
+    results, failures = [], []
+    run_tasks(client, [task], record_result=lambda t, outcome: results.append(outcome),
+              record_failure=lambda t, reason: failures.append(reason), retries=retries,
+              task_timeout=task_timeout, poll_s=0.5)
+    return task, results, failures
+
+
+def test_a_worker_that_dies_is_retried_and_the_result_recorded(client, tmp_path):
+    task, results, failures = _run(client, DiesOnce(str(tmp_path / "died")), retries=1)
+    assert failures == [] and task.attempts == 2
+    (outcome,) = results
+    grading = outcome.gradings[NOTEBOOK]
+    assert {r.status for r in grading.results.values()} == {"passed"}
+    assert set(grading.results) == {"saxpy", "reduce_sum"}
+
+
+def test_without_retries_a_death_is_a_failure_with_its_reason(client, tmp_path):
+    client.wait_for_workers(1, timeout=120)
+    task, results, failures = _run(client, DiesOnce(str(tmp_path / "died")), retries=0)
+    assert results == [] and task.attempts == 1
+    assert failures == ["the worker grading it died (process killed, out of memory or its node lost) (after 1 attempt)"]
+
+
+def test_a_grading_past_its_time_limit_is_stopped_retried_then_failed(client):
+    client.wait_for_workers(1, timeout=120)
+    task, results, failures = _run(client, never_returns, retries=1, task_timeout=2)
+    assert results == [] and task.attempts == 2
+    (reason,) = failures
+    assert reason.startswith("it ran past the time limit of 2 s on tcp://") and reason.endswith("(after 2 attempts)")
+    client.wait_for_workers(1, timeout=120)  # the worker was restarted and grades again
+    assert client.submit(sum, [1, 2], pure=False).result(timeout=60) == 3
