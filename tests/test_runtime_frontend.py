@@ -464,3 +464,39 @@ def test_the_front_end_reads_no_file_but_the_source(tmp_path):
     split = f'#\\\ninclude "{secret}"\n__global__ void k(float* x) {{}}\n'
     with pytest.raises(KernelCompileError, match=r"h.cu:2: an #include split over lines"):
         parse_kernels(split, "h.cu")
+
+
+def test_a_cooperative_launch_hands_the_driver_each_argument_by_address(monkeypatch):
+    """The GPU's cooperative launch (ctypes into libcuda): kernelParams[i] points at argument i's bytes."""
+    import ctypes
+
+    from kernels.runtime import gpu_cooperative
+
+    seen = {}
+
+    class FakeDriver:
+        def cuLaunchCooperativeKernel(self, handle, gx, gy, gz, bx, by, bz, shared, stream, params):
+            seen["dims"] = (gx, gy, gz, bx, by, bz, shared)
+            seen["args"] = [ctypes.string_at(params[i], n) for i, n in enumerate((8, 16, 4))]
+            return 0
+
+    monkeypatch.setattr(gpu_cooperative, "_driver", lambda: FakeDriver())
+    from kernels.runtime.gpu import argument_bytes
+
+    sig = parse_kernels(STRUCTS.read_text())["add_bias4"]  # (float4* data, float4 bias, int n4)
+    bias = np.array((1, 2, 3, 4), sig.params[1].record)[()]
+    arguments = [argument_bytes(p, v) for p, v in zip(sig.params, [0xABC0, bias, np.int32(9)])]
+    gpu_cooperative.CooperativeFunction(ctypes.c_void_p(1), "add_bias4").launch((4, 1, 1), (64, 1, 1), 0, arguments)
+    assert seen["dims"] == (4, 1, 1, 64, 1, 1, 0)
+    assert seen["args"] == [(0xABC0).to_bytes(8, "little"), np.float32([1, 2, 3, 4]).tobytes(), b"\x09\0\0\0"]
+
+
+def test_a_cooperative_grid_that_cannot_be_resident_is_refused_in_one_sentence():
+    from kernels.runtime.cooperative import check_co_resident, grid_sync_line
+
+    assert grid_sync_line("// this_grid() in a comment\n__global__ void k() {\n  auto g = cg::this_grid();\n}\n") == 3
+    check_co_resident("k", 3, (264, 1, 1), (256, 1, 1), 264, "the H100")
+    with pytest.raises(LaunchConfigError, match=r"^k: the grid of 265 blocks of 256 threads cannot be resident at once on "
+                                                r"the H100, which grid.sync\(\) \(this_grid\(\), line 3\) needs: launch at "
+                                                r"most 264 blocks"):
+        check_co_resident("k", 3, (265, 1, 1), (256, 1, 1), 264, "the H100")
