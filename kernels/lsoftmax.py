@@ -42,7 +42,7 @@ TOPIC = "lsoftmax"
 EPS = 1e-12  # LSM_EPS in lsoftmax.cu: the smallest norm divided by
 THREADS = 256  # LSM_THREADS in lsoftmax.cu: threads per block of the fused kernels
 BLOCK = 256  # threads per block of the grid-stride kernels
-TILE, TILE_ROWS = 32, 8  # LSM_TILE x LSM_TILE_ROWS threads per block of the transposes
+TILE, TILE_ROWS = 32, 8  # LSM_TILE x LSM_TILE_ROWS threads per block of lsoftmax_transpose_add_scaled_rows
 FLT_MIN = float(np.finfo(np.float32).tiny)
 
 #: The versions of the layer in teaching order: (name, what changed at that step).
@@ -302,19 +302,14 @@ def _row_grid(rows: int, cols: int) -> tuple[int, int]:
 
 
 def transpose(A, out=None):
-    """``A^T`` (rows x cols -> cols x rows) on the device: ``lsoftmax_transpose``."""
-    rows, cols = (int(s) for s in A.shape)
-    A = _device(A)
-    out = empty((cols, rows)) if out is None else out
-    module().function("lsoftmax_transpose")(A, out, rows, cols, grid=(blocks_for(cols, TILE), blocks_for(rows, TILE)),
-                                           block=(TILE, TILE_ROWS), sync=False)
-    return out
+    """``A^T`` on the device: the GEMM chapter's transpose (:func:`kernels.sgemm.transpose`)."""
+    return _sgemm.transpose(_device(A), out)
 
 
 def fc_forward(X, W, Wt=None, out=None):
-    """F = X W^T on the device: W transposed (our GEMM takes row-major operands), then the GEMM chapter's kernel."""
-    Wt = transpose(W, Wt)
-    return _sgemm.sgemm(_device(X), Wt, out=out, sync=False)
+    """F = X W^T on the device: the GEMM chapter's fully connected product (:func:`kernels.sgemm.fc_forward`:
+    W transposed, then the fastest GEMM for the shape), no bias."""
+    return _sgemm.fc_forward(_device(X), _device(W), Wt=Wt, out=out)
 
 
 def _host(buffer, like):
@@ -436,8 +431,8 @@ def _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, Xt=None, dWt=None, gamm
     Xt = transpose(Xd, Xt)                                                # D x N
     dWt = _sgemm.sgemm(Xt, Gt, out=dWt, sync=False)                       # D x N times N x C
     gamma = empty((C,)) if gamma is None else gamma
-    kernels.function("lsoftmax_class_sums")(yd, delta, gamma, N, C, grid=grid_stride_blocks(32 * C, BLOCK),
-                                            block=BLOCK, sync=False)
+    kernels.function("lsoftmax_class_sums")(yd, delta, gamma, N, C, grid=grid_stride_blocks(C * BLOCK, BLOCK),
+                                            block=BLOCK, sync=False)  # one block per class
     dW = empty((C, D)) if dW is None else dW
     kernels.function("lsoftmax_transpose_add_scaled_rows")(dWt, Wd, gamma, dW, C, D,
                                                            grid=(blocks_for(C, TILE), blocks_for(D, TILE)),
@@ -469,7 +464,10 @@ def fused_threads(C: int) -> int:
 
 
 def _fused_grid(N: int, threads: int) -> int:
-    return grid_stride_blocks(N, threads, blocks_per_sm=max(1, 2048 // threads))
+    """Blocks of the fused kernels: one row per block, as many as fit on the GPU at once (a block loops over
+    rows only when N exceeds that).  Counted in rows, not threads: ``grid_stride_blocks(N, threads)`` would
+    give N / threads blocks, 64 at N = 4096, each walking 64 rows one after another."""
+    return grid_stride_blocks(N * threads, threads, blocks_per_sm=min(32, max(1, 2048 // threads)))
 
 
 def fused_forward(F, X, W, labels, m, lam, loss=None, stats=None):

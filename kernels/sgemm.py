@@ -179,6 +179,23 @@ def sgemm_plan(M: int, N: int, K: int, sms: int | None = None) -> dict:
     return {"config": name, "tiles": tiles, "splits": math.ceil(k_tiles / per), "tiles_per_split": per}
 
 
+_workspaces: dict = {}
+
+
+def _workspace(shape) -> DeviceBuffer:
+    """A device buffer for the split products, kept per backend and shape: the launches of one stream run in
+    order, so consecutive products can share it, and a training step allocates nothing."""
+    from kernels.runtime import selection
+    from kernels.runtime.module import empty
+
+    backend = selection.current_backend()
+    key = (id(backend), tuple(shape))
+    hit = _workspaces.get(key)
+    if hit is None or hit[0] is not backend:
+        hit = _workspaces[key] = (backend, empty(shape))
+    return hit[1]
+
+
 def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial=None, sync=True,
                  prepare_only=False):
     """Version 8: C = A B (+ ``bias`` on every row) with the tile and the K-split of :func:`sgemm_plan`.
@@ -207,7 +224,7 @@ def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial
             raise ValueError(f"bias must hold one value per column of C ({N}), got shape {tuple(bias.shape)}")
     if splits > 1:
         if partial is None:
-            partial = output_like(A, (splits, M, N))
+            partial = _workspace((splits, M, N)) if isinstance(A, DeviceBuffer) else output_like(A, (splits, M, N))
         elif int(partial.size) < splits * M * N:
             raise ValueError(f"partial holds {int(partial.size)} floats, the {splits} slices need {splits * M * N}")
     else:
