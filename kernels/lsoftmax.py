@@ -34,7 +34,7 @@ import numpy as np
 from . import sgemm as _sgemm
 from . import softmax as _softmax
 from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import grid_stride_blocks, load_topic
+from .runtime.loader import grid_stride_blocks, launch, load_topic
 from .runtime.module import empty, to_device
 from .runtime.versions import KernelVersion, LaunchConfig, kernel_table, launch_1d
 
@@ -470,22 +470,27 @@ def _fused_grid(N: int, threads: int) -> int:
     return grid_stride_blocks(N * threads, threads, blocks_per_sm=min(32, max(1, 2048 // threads)))
 
 
-def fused_forward(F, X, W, labels, m, lam, loss=None, stats=None):
-    """``(loss, stats)``: per-sample loss of the blended logits, and (logsumexp, |x|, |W_y|, cos theta) per row."""
+def fused_forward(F, X, W, labels, m, lam, loss=None, stats=None, prepare_only: bool = False):
+    """``(loss, stats)``: per-sample loss of the blended logits, and (logsumexp, |x|, |W_y|, cos theta) per row.
+
+    ``prepare_only``: return a function that only enqueues the launch (checked once), for timing the kernel
+    rather than the Python around it."""
     N, C, D, labels, m, lam = check_layer_inputs(X, W, labels, m, lam)
     check_logits(F, N, C)
     loss = empty((N,)) if loss is None else loss
     stats = empty((N, 4)) if stats is None else stats
-    module().function("lsoftmax_fused_forward")(_device(F), _device(labels, np.int32), _device(X), _device(W), loss,
-                                                stats, N, C, D, m, lam, grid=_fused_grid(N, fused_threads(C)),
-                                                block=fused_threads(C), sync=False)
-    return _host(loss, F), _host(stats, F)
+    enqueue = launch(module().function("lsoftmax_fused_forward"),
+                     (_device(F), _device(labels, np.int32), _device(X), _device(W), loss, stats, N, C, D, m, lam),
+                     grid=_fused_grid(N, fused_threads(C)), block=fused_threads(C), sync=False, prepare_only=prepare_only)
+    return enqueue if prepare_only else (_host(loss, F), _host(stats, F))
 
 
-def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delta=None, patched: bool = False):
+def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delta=None, patched: bool = False,
+                   prepare_only: bool = False):
     """``(G~, beta, delta)`` from the logits and the forward's stats, for upstream gradients ``grad_loss`` (N,).
 
-    ``patched``: ``F`` already holds the blended label logits (version 4's GEMM wrote them)."""
+    ``patched``: ``F`` already holds the blended label logits (version 4's GEMM wrote them).  ``prepare_only``:
+    as :func:`fused_forward`'s."""
     N, C = (int(s) for s in F.shape)
     labels = check_labels(labels, N, C)
     m, lam = check_margin(m), check_lambda(lam)
@@ -496,11 +501,11 @@ def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delt
     Gt = empty((N, C)) if Gt is None else Gt
     beta = empty((N,)) if beta is None else beta
     delta = empty((N,)) if delta is None else delta
-    module().function("lsoftmax_fused_backward")(_device(F), _device(labels, np.int32), _device(stats),
-                                                 _device(grad_loss), Gt, beta, delta, N, C, m, lam, int(patched),
-                                                 grid=_fused_grid(N, fused_threads(C)), block=fused_threads(C),
-                                                 sync=False)
-    return _host(Gt, F), _host(beta, F), _host(delta, F)
+    enqueue = launch(module().function("lsoftmax_fused_backward"),
+                     (_device(F), _device(labels, np.int32), _device(stats), _device(grad_loss), Gt, beta, delta, N, C,
+                      m, lam, int(patched)),
+                     grid=_fused_grid(N, fused_threads(C)), block=fused_threads(C), sync=False, prepare_only=prepare_only)
+    return enqueue if prepare_only else (_host(Gt, F), _host(beta, F), _host(delta, F))
 
 
 # --------------------------------------------------------------------------- version 4: the GEMM's epilogue

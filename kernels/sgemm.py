@@ -196,6 +196,12 @@ def _workspace(shape) -> DeviceBuffer:
     return hit[1]
 
 
+def _placeholder(like):
+    """A one-float argument the kernel never touches (a pointer must still be passed): kept on the device, so
+    that a launch allocates nothing."""
+    return _workspace((1,)) if isinstance(like, DeviceBuffer) else np.zeros(1, np.float32)
+
+
 def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial=None, sync=True,
                  prepare_only=False):
     """Version 8: C = A B (+ ``bias`` on every row) with the tile and the K-split of :func:`sgemm_plan`.
@@ -228,8 +234,8 @@ def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial
         elif int(partial.size) < splits * M * N:
             raise ValueError(f"partial holds {int(partial.size)} floats, the {splits} slices need {splits * M * N}")
     else:
-        partial = output_like(A, (1,))  # not touched: one slice writes C
-    bias_arg = bias if bias is not None else output_like(A, (1,))  # not read when has_bias is 0
+        partial = _placeholder(A)  # not touched: one slice writes C
+    bias_arg = bias if bias is not None else _placeholder(A)  # not read when has_bias is 0
     module = load_topic(TOPIC, c)
     grid = (blocks_for(N, c["WT_BN"]), blocks_for(M, c["WT_BM"]), splits)
     first = launch(module.function("sgemm_splitk"), (M, N, K, A, B, C, partial, per, bias_arg, int(bias is not None)),
@@ -325,9 +331,9 @@ def sgemm(A, B, out=None, *, sync=True, prepare_only=False):
 TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # sgemm.cu: TRANSPOSE_TILE x TRANSPOSE_ROWS threads per block
 
 
-def transpose(A, out=None, *, sync=False):
+def transpose(A, out=None, *, sync=False, prepare_only=False):
     """``A^T`` (rows x cols -> cols x rows) by ``matrix_transpose``: a device buffer for a device buffer
-    (``out`` if given), a NumPy array for a NumPy array."""
+    (``out`` if given), a NumPy array for a NumPy array; with ``prepare_only``, a function that enqueues it."""
     if len(A.shape) != 2:
         raise ValueError(f"A must be a matrix, got shape {tuple(A.shape)}")
     rows, cols = (int(s) for s in A.shape)
@@ -335,10 +341,11 @@ def transpose(A, out=None, *, sync=False):
     out = output_like(A, (cols, rows)) if out is None else out
     if tuple(out.shape) != (cols, rows):
         raise ValueError(f"out has shape {tuple(out.shape)}, A^T is {cols}x{rows}")
-    launch(load_topic(TOPIC, WARPTILE_DEFAULT).function("matrix_transpose"), (A, out, rows, cols),
-           grid=(blocks_for(cols, TRANSPOSE_TILE), blocks_for(rows, TRANSPOSE_TILE)),
-           block=(TRANSPOSE_TILE, TRANSPOSE_ROWS), sync=sync or isinstance(A, np.ndarray))
-    return out
+    enqueue = launch(load_topic(TOPIC, WARPTILE_DEFAULT).function("matrix_transpose"), (A, out, rows, cols),
+                     grid=(blocks_for(cols, TRANSPOSE_TILE), blocks_for(rows, TRANSPOSE_TILE)),
+                     block=(TRANSPOSE_TILE, TRANSPOSE_ROWS), sync=sync or isinstance(A, np.ndarray),
+                     prepare_only=prepare_only)
+    return enqueue if prepare_only else out
 
 
 def _device(a):
