@@ -148,9 +148,9 @@ SPLITK_CONFIGS = {
     "64x64": {"WT_BM": 64, "WT_BN": 64, "WT_BK": 16, "WT_MIN_BLOCKS": 6, "WT_GROUP": 0, "WT_NQ": 2},
     "128x16": {"WT_BM": 128, "WT_BN": 16, "WT_BK": 16, "WT_MIN_BLOCKS": 8, "WT_GROUP": 0, "WT_NQ": 1},
 }
-MIN_KTILES_PER_SPLIT = 2  # a K-slice of fewer k-tiles costs more in partial sums than it gains
+MIN_KTILES_PER_SPLIT = 4  # a K-slice of fewer k-tiles costs more in partial sums than it gains (the H100 search)
 MAX_SPLITS = 128
-LONG_K = 1024  # from here on a product with few 128 x 128 tiles splits K rather than shrinking the tile
+LONG_K = 2048  # from here on a product with few 128 x 128 tiles splits K rather than shrinking the tile
 
 
 def sgemm_plan(M: int, N: int, K: int, sms: int | None = None) -> dict:

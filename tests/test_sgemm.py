@@ -115,7 +115,7 @@ def test_plans_at_the_books_shapes():
     """On 132 multiprocessors (an H100): the L-Softmax layer's skinny products split K, the MLP's
     forward keeps version 7's tiles, its weight gradient (long K, few tiles) is split."""
     logits = sgemm.sgemm_plan(4096, 10, 512, sms=132)
-    assert logits["config"] == "128x16" and logits["tiles"] == 32 and logits["splits"] == 16
+    assert logits["config"] == "128x16" and logits["tiles"] == 32 and logits["splits"] == 8
     weight_grad = sgemm.sgemm_plan(512, 10, 4096, sms=132)
     assert weight_grad["config"] == "128x16" and weight_grad["splits"] * weight_grad["tiles"] >= 132
     input_grad = sgemm.sgemm_plan(4096, 512, 10, sms=132)
@@ -123,6 +123,7 @@ def test_plans_at_the_books_shapes():
     assert sgemm.sgemm_plan(4096, 1024, 1024, sms=132)["splits"] == 1
     mlp_dw = sgemm.sgemm_plan(1024, 1024, 4096, sms=132)
     assert mlp_dw["config"] == "128x128" and mlp_dw["splits"] == 4
+    assert sgemm.sgemm_plan(1024, 1024, 1024, sms=132)["config"] == "64x64"  # K short: smaller tiles, no slices
 
 
 def test_splitk_bad_input():
