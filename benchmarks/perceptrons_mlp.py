@@ -124,12 +124,12 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
         from kernels.runtime import empty
         from kernels.runtime.timing import time_kernel
 
-        Wt, dYt = empty((k_in, m)), empty((m, n))
+        Wt = empty((k_in, m))
         for name, step in (("fc forward on the GEMM (W^T, GEMM + bias)",
                             lambda: fc.forward_gemm(Xd, Wd, bd, out=Y, Wt=Wt)),
                            ("fc input gradient on the GEMM (dY W)", lambda: fc.backward_input_gemm(dYd, Wd, out=dX)),
-                           ("fc weight gradient on the GEMM (dY^T, GEMM)",
-                            lambda: fc.backward_weight_gemm(dYd, Xd, out=dW, dYt=dYt))):
+                           ("fc weight gradient on the GEMM (dY^T X, dY read transposed)",
+                            lambda: fc.backward_weight_gemm(dYd, Xd, out=dW))):
             rows.append(row(name, group, "kernel", time_kernel(step), fwd_bytes, flops, peaks, **shape))
         if torch is not None:
             tX, tW, tb, tdY = (torch.from_numpy(a).cuda() for a in (X, W, b, dY))

@@ -9,7 +9,8 @@ For each shape (the L-Softmax layer's three products at 10 classes, the MLP chap
 * version 8 with the schedule ``sgemm_plan`` picks for the shape;
 * version 8 with every tile of ``SPLITK_CONFIGS`` and K split 1, 2, 4, ... ways (the search that the
   plan's rule is checked against);
-* cuBLAS (``torch.matmul`` on the same row-major operands, TF32 off).
+* cuBLAS (``torch.matmul`` on the same row-major operands, TF32 off);
+* version 8 and cuBLAS with A stored transposed (K x M), as a weight gradient's dY is.
 
 Every kernel is first checked against a float64 product (torch on the GPU).  Times are CUDA-event
 medians with L2 flushed before each call (kernels/runtime/timing.py).
@@ -81,6 +82,17 @@ def measure(shapes=SHAPES, repeat: int = 20) -> dict:
         v7 = run(sgemm.sgemm_warptile)
         plan = sgemm.sgemm_plan(M, N, K)
         v8 = run(sgemm.sgemm_splitk, plan=plan)
+        # The same product with A stored as A^T (K x M), read as it is (WT_A_KM): a weight gradient's layout.
+        At = to_device(np.ascontiguousarray(A.T))
+        Cd.set(np.full((M, N), np.nan, np.float32))
+        sgemm.sgemm_splitk(At, Bd, out=Cd, plan=plan, a_transposed=True)
+        err_t = err_of(Cd.get())
+        v8_t = {"rel_error": err_t, "correct": err_t < TOL}
+        if err_t < TOL:
+            v8_t.update(timed(sgemm.sgemm_splitk(At, Bd, out=Cd, plan=plan, a_transposed=True, prepare_only=True)))
+            v8_t["percent_of_cublas"] = 100 * peer["median_us"] / v8_t["median_us"]
+        tAt = torch.from_numpy(np.ascontiguousarray(A.T)).cuda()
+        cublas_t = time_torch(lambda: torch.matmul(tAt.T, tB), repeat=repeat)
         search = []
         for config, c in sgemm.SPLITK_CONFIGS.items():
             k_tiles = -(-K // c["WT_BK"])
@@ -92,12 +104,15 @@ def measure(shapes=SHAPES, repeat: int = 20) -> dict:
         good = [s for s in search if s.get("correct")]
         best = min(good, key=lambda s: s["median_us"]) if good else None
         entry = {"label": label, "M": M, "N": N, "K": K, "flops": flops, "cublas": peer, "warptile": v7,
-                 "splitk": {**v8, "plan": plan}, "search": search, "best_of_search": best}
+                 "splitk": {**v8, "plan": plan}, "search": search, "best_of_search": best,
+                 "splitk_a_transposed": v8_t, "cublas_a_transposed": {"median_us": cublas_t.median_ms * 1e3}}
         out["shapes"].append(entry)
         print(f"{label:<52} cuBLAS {peer['median_us']:8.1f} us | v7 {v7.get('median_us', float('nan')):8.1f} us"
               f" | v8 {plan['config']} x{plan['splits']:<3} {v8.get('median_us', float('nan')):8.1f} us"
               f" ({v8.get('percent_of_cublas', 0):5.1f}% of cuBLAS)"
-              + (f" | best {best['config']} x{best['splits']} {best['median_us']:.1f} us" if best else ""), flush=True)
+              + (f" | best {best['config']} x{best['splits']} {best['median_us']:.1f} us" if best else "")
+              + f" | A^T given: v8 {v8_t.get('median_us', float('nan')):.1f} us, cuBLAS {cublas_t.median_ms * 1e3:.1f} us",
+              flush=True)
     return out
 
 

@@ -264,7 +264,7 @@ def dense_layer_on_gemm(data: dict, group: str = "fc_large") -> str:
     rows = {r["name"]: r for r in (data or {}).get("results", []) if r.get("group") == group}
     pairs = (("fc forward on the GEMM (W^T, GEMM + bias)", "torch linear (forward)", "the forward product"),
              ("fc input gradient on the GEMM (dY W)", "torch dY @ W (input gradient)", "the input gradient"),
-             ("fc weight gradient on the GEMM (dY^T, GEMM)", "torch dY.T @ X (weight gradient)", "the weight gradient"))
+             ("fc weight gradient on the GEMM (dY^T X, dY read transposed)", "torch dY.T @ X (weight gradient)", "the weight gradient"))
     parts = []
     for ours, peer, what in pairs:
         if ours in rows and peer in rows:

@@ -188,17 +188,16 @@ def backward_input_gemm(dY, W, out=None):
     return _returned(dX, out, dY, W)
 
 
-def backward_weight_gemm(dY, X, out=None, *, dYt=None):
-    """Version 9: dW = dY^T X by the GEMM chapter's kernels: dY transposed (into ``dYt``, (out, n), allocated when
-    not given), then the GEMM, which splits the long K = n among blocks when the tiles alone are too few."""
+def backward_weight_gemm(dY, X, out=None):
+    """Version 9: dW = dY^T X by the GEMM chapter's kernels: version 8 reads dY as it is (as the transposed
+    operand), and splits the long K = n among blocks when the tiles alone are too few."""
     from . import sgemm
 
     n, in_features = (int(s) for s in X.shape)
     out_features = int(dY.shape[1])
     if int(dY.shape[0]) != n:
         raise ValueError(f"dY has {dY.shape[0]} rows but X has {n} samples")
-    dW = sgemm.fc_backward_weight(_on_device(dY), _on_device(X), dYt=dYt,
-                                  out=_device_out(out, (out_features, in_features)))
+    dW = sgemm.fc_backward_weight(_on_device(dY), _on_device(X), out=_device_out(out, (out_features, in_features)))
     return _returned(dW, out, dY, X)
 
 

@@ -25,8 +25,8 @@
 //   2. The backward pass factored: dX = G~ W + diag(beta) X and dW = G~^T X + diag(gamma) W, where G~ is
 //      dE/dF' with the label column rescaled.  Two ordinary GEMMs (kernels/sgemm.cu) plus the rank-1
 //      corrections: lsoftmax_class_sums (gamma per class, deterministic), lsoftmax_add_scaled_rows
-//      (dX += beta X), the GEMM chapter's matrix_transpose (our GEMM takes row-major operands only: X^T
-//      for the weight gradient) and lsoftmax_transpose_add_scaled_rows (dW = (dW^T)^T + gamma W in one pass).
+//      (dX += beta X) and lsoftmax_transpose_add_scaled_rows (dW = (dW^T)^T + gamma W in one pass); the
+//      weight gradient's GEMM X^T G~ reads X as its transposed operand (GEMM chapter, version 8).
 //   3. Fused: lsoftmax_fused_forward does the margin, the softmax and the cross-entropy of one row in one
 //      block and one read of the row (an online max and sum); lsoftmax_fused_backward reads the row once
 //      more and writes G~ together with beta and the per-sample part of gamma.  lsoftmax_mean_loss adds
@@ -387,8 +387,8 @@ __global__ void lsoftmax_add_scaled_rows(float* out, const float* __restrict__ r
     }
 }
 
-// The transposes themselves are the GEMM chapter's (matrix_transpose in kernels/sgemm.cu); this one
-// also adds the rank-1 correction, in the same tiles.
+// A plain transpose is the GEMM chapter's (matrix_transpose in kernels/sgemm.cu); this one also adds the
+// rank-1 correction, in the same tiles.
 #define LSM_TILE 32
 #define LSM_TILE_ROWS 8   // the block is 32 x 8 threads; each thread moves 4 elements of the tile
 

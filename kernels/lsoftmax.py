@@ -423,13 +423,13 @@ def backward_naive(G, X, W, labels, saved, m, lam, alloc=_new):
 # --------------------------------------------------------------------------- version 2: the factored backward
 
 
-def _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, Xt=None, dWt=None, gamma=None, dX=None, dW=None):
+def _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, dWt=None, gamma=None, dX=None, dW=None):
     """dX = G~ W + diag(beta) X and dW = (X^T G~)^T + diag(gamma) W, gamma[j] = sum of delta over class j."""
     kernels = module()
     dX = _sgemm.sgemm(Gt, Wd, out=dX, sync=False)                         # N x C times C x D
     kernels.function("lsoftmax_add_scaled_rows")(dX, Xd, beta, N, D, grid=_row_grid(N, D), block=BLOCK, sync=False)
-    Xt = transpose(Xd, Xt)                                                # D x N
-    dWt = _sgemm.sgemm(Xt, Gt, out=dWt, sync=False)                       # D x N times N x C
+    # X^T G~ (D x N times N x C) with X read as the transposed operand: no transpose of X.
+    dWt = _sgemm.sgemm_splitk(Xd, Gt, out=dWt, a_transposed=True, sync=False)
     gamma = empty((C,)) if gamma is None else gamma
     kernels.function("lsoftmax_class_sums")(yd, delta, gamma, N, C, grid=grid_stride_blocks(C * BLOCK, BLOCK),
                                             block=BLOCK, sync=False)  # one block per class
@@ -449,7 +449,7 @@ def backward_factored(G, X, W, labels, saved, m, lam, alloc=_new):
     module().function("lsoftmax_rescale_label_column")(
         Gd, yd, saved["x_norm"], saved["w_norm"], saved["cos_theta"], Gt, beta, delta, N, C, m, lam,
         grid=_row_grid(N, C), block=BLOCK, sync=False)
-    dX, dW = _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, Xt=alloc("Xt", (D, N)), dWt=alloc("dWt", (D, C)),
+    dX, dW = _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, dWt=alloc("dWt", (D, C)),
                             gamma=alloc("gamma", (C,)), dX=alloc("dX", (N, D)), dW=alloc("dW", (C, D)))
     return _host(dX, G), _host(dW, G)
 
@@ -612,7 +612,7 @@ class LargeMarginSoftmax:
                                              Gt=self._buffer("Gt", (N, C)), beta=self._buffer("beta", (N,)),
                                              delta=self._buffer("delta", (N,)), patched=self.version == "epilogue")
             dX, dW = _gemm_backward(Gt, beta, delta, s["X"], s["W"], s["labels"], N, C, D,
-                                    Xt=self._buffer("Xt", (D, N)), dWt=self._buffer("dWt", (D, C)),
+                                    dWt=self._buffer("dWt", (D, C)),
                                     gamma=self._buffer("gamma", (C,)), dX=self._buffer("dX", (N, D)),
                                     dW=self._buffer("dW", (C, D)))
         else:

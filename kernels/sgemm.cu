@@ -333,6 +333,9 @@ sgemm_vectorized(int M, int N, int K, const float* A, const float* B, float* C)
 #ifndef WT_NQ
 #define WT_NQ 4                                      // 4-column groups per thread: 8x(4*WT_NQ) results
 #endif
+#ifndef WT_A_KM
+#define WT_A_KM 0                                    // 1: A is passed as A^T, K x M row-major (version 8's dY^T X)
+#endif
 #define WT_TN (4 * WT_NQ)                            // columns of C per thread
 #define WT_WARP_COLS (16 * WT_NQ)                    // columns of C per warp (4 lanes x 4 x WT_NQ)
 #define WT_THREADS ((WT_BM / 64) * (WT_BN / WT_WARP_COLS) * 32)
@@ -355,8 +358,13 @@ __device__ __forceinline__ void warptile_fetch(const float* A, const float* B, i
     #pragma unroll
     for (int l = 0; l < WT_A_LOADS; ++l) {
         int e = t + l * WT_THREADS;                              // which float4 of the A tile
+#if WT_A_KM
+        int r = e / (WT_BM / 4), c = (e % (WT_BM / 4)) * 4;      // A given as A^T (K x M): k row r, columns m
+        a_next[l] = load_row4(A, K, M, k0 + r, tile_i + c, a_aligned);
+#else
         int r = e / (WT_BK / 4), c = (e % (WT_BK / 4)) * 4;
         a_next[l] = load_row4(A, M, K, tile_i + r, k0 + c, a_aligned);
+#endif
     }
     #pragma unroll
     for (int l = 0; l < WT_B_LOADS; ++l) {
@@ -369,15 +377,20 @@ __device__ __forceinline__ void warptile_fetch(const float* A, const float* B, i
 // The same where the whole k-tile lies inside A and B and rows are 16-byte aligned (every k-tile of
 // an interior block but a last partial one): plain float4 loads with no bounds checks, which leaves
 // more of the instruction issue slots to the FMAs.
-__device__ __forceinline__ void warptile_fetch_interior(const float* A, const float* B, int N, int K,
+__device__ __forceinline__ void warptile_fetch_interior(const float* A, const float* B, int M, int N, int K,
                                                         int tile_i, int tile_j, int k0, int t,
                                                         float4 (&a_next)[WT_A_LOADS], float4 (&b_next)[WT_B_LOADS])
 {
     #pragma unroll
     for (int l = 0; l < WT_A_LOADS; ++l) {
         int e = t + l * WT_THREADS;
+#if WT_A_KM
+        int r = e / (WT_BM / 4), c = (e % (WT_BM / 4)) * 4;
+        a_next[l] = *reinterpret_cast<const float4*>(A + (size_t)(k0 + r) * M + tile_i + c);
+#else
         int r = e / (WT_BK / 4), c = (e % (WT_BK / 4)) * 4;
         a_next[l] = *reinterpret_cast<const float4*>(A + (size_t)(tile_i + r) * K + k0 + c);
+#endif
     }
     #pragma unroll
     for (int l = 0; l < WT_B_LOADS; ++l) {
@@ -393,11 +406,16 @@ __device__ __forceinline__ void warptile_stash(float (*AsT)[WT_BM + WT_A_PAD], f
     #pragma unroll
     for (int l = 0; l < WT_A_LOADS; ++l) {
         int e = t + l * WT_THREADS;
+#if WT_A_KM
+        int r = e / (WT_BM / 4), c = (e % (WT_BM / 4)) * 4;
+        *reinterpret_cast<float4*>(&AsT[r][c]) = a_next[l];       // already k-major: stored as it came
+#else
         int r = e / (WT_BK / 4), c = (e % (WT_BK / 4)) * 4;
         AsT[c + 0][r] = a_next[l].x;                              // transposed: AsT[k][m]
         AsT[c + 1][r] = a_next[l].y;
         AsT[c + 2][r] = a_next[l].z;
         AsT[c + 3][r] = a_next[l].w;
+#endif
     }
     #pragma unroll
     for (int l = 0; l < WT_B_LOADS; ++l) {
@@ -422,7 +440,7 @@ __device__ __forceinline__ void sgemm_warptile_tile_range(int M, int N, int K, c
     int warp_col = (warp % (WT_BN / WT_WARP_COLS)) * WT_WARP_COLS;
     int lr = warp_row + (lane / 4) * 4;              // rows lr..lr+3 and lr+32..lr+35
     int lc = warp_col + (lane % 4) * 4;              // columns lc..lc+3, lc+16..lc+19, ... (WT_NQ groups)
-    bool a_aligned = (K % 4) == 0, b_aligned = (N % 4) == 0;
+    bool a_aligned = (WT_A_KM ? M : K) % 4 == 0, b_aligned = (N % 4) == 0;
 
     float acc[8][WT_TN];
     #pragma unroll
@@ -438,7 +456,7 @@ __device__ __forceinline__ void sgemm_warptile_tile_range(int M, int N, int K, c
     bool interior = tile_i + WT_BM <= M && tile_j + WT_BN <= N && a_aligned && b_aligned;
     int full_tiles = interior ? K / WT_BK : 0;
     if (kt_begin < full_tiles)
-        warptile_fetch_interior(A, B, N, K, tile_i, tile_j, kt_begin * WT_BK, t, a_next, b_next);
+        warptile_fetch_interior(A, B, M, N, K, tile_i, tile_j, kt_begin * WT_BK, t, a_next, b_next);
     else
         warptile_fetch(A, B, M, N, K, tile_i, tile_j, kt_begin * WT_BK, t, a_aligned, b_aligned, a_next, b_next);
     warptile_stash(AsT[0], Bs[0], t, a_next, b_next);
@@ -447,7 +465,7 @@ __device__ __forceinline__ void sgemm_warptile_tile_range(int M, int N, int K, c
         int cur = (kt - kt_begin) & 1;
         // Start the next k-tile's global loads now; their values are used only after the FMAs.
         if (kt + 1 < full_tiles)
-            warptile_fetch_interior(A, B, N, K, tile_i, tile_j, (kt + 1) * WT_BK, t, a_next, b_next);
+            warptile_fetch_interior(A, B, M, N, K, tile_i, tile_j, (kt + 1) * WT_BK, t, a_next, b_next);
         else if (kt + 1 < tiles)
             warptile_fetch(A, B, M, N, K, tile_i, tile_j, (kt + 1) * WT_BK, t, a_aligned, b_aligned, a_next, b_next);
         #pragma unroll
@@ -524,7 +542,9 @@ sgemm_warptile(int M, int N, int K, const float* A, const float* B, float* C)
 //      - split-K: grid.z slices of K, tiles_per_split k-tiles each.  Block (x, y, z) multiplies its
 //        slice and writes its partial tile to partial[z] (M x N, as C); sgemm_splitk_sum then adds
 //        the slices in the order z = 0, 1, ... (the same bits every run, unlike atomicAdd into C).
-//    With one slice the block writes C directly and the sum is not launched.
+//    With one slice the block writes C directly and the sum is not launched.  Compiled with WT_A_KM = 1,
+//    A arrives as A^T (K x M row-major), as dY does in a weight gradient dW = dY^T X: its k-tiles are
+//    then read along M and stored into AsT as they come, with no transpose kernel before the product.
 __global__ void __launch_bounds__(WT_THREADS, WT_MIN_BLOCKS)
 sgemm_splitk(int M, int N, int K, const float* A, const float* B, float* C, float* partial, int tiles_per_split,
              const float* bias, int has_bias)

@@ -196,25 +196,48 @@ def _workspace(shape) -> DeviceBuffer:
     return hit[1]
 
 
+class _Shape:
+    """Something with a ``shape``, for checking the shapes of a product whose A is given transposed."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
 def _placeholder(like):
     """A one-float argument the kernel never touches (a pointer must still be passed): kept on the device, so
     that a launch allocates nothing."""
     return _workspace((1,)) if isinstance(like, DeviceBuffer) else np.zeros(1, np.float32)
 
 
-def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial=None, sync=True,
-                 prepare_only=False):
+def _defines(config: str, a_transposed: bool) -> dict:
+    """The WT_* defines of a version-8 tile; with A given transposed, WT_A_KM = 1 and a register budget of at
+    most 6 blocks per multiprocessor (at 8, the 128 x 16 tile's transposed loads spill)."""
+    c = SPLITK_CONFIGS[config]
+    if not a_transposed:
+        return c
+    return {**c, "WT_A_KM": 1, "WT_MIN_BLOCKS": min(c["WT_MIN_BLOCKS"], 6)}
+
+
+def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial=None, a_transposed: bool = False,
+                 sync=True, prepare_only=False):
     """Version 8: C = A B (+ ``bias`` on every row) with the tile and the K-split of :func:`sgemm_plan`.
 
     ``plan`` overrides the schedule (keys as sgemm_plan returns; ``splits`` and ``config`` suffice);
     ``partial`` is the workspace of the split products (``(splits, M, N)``; allocated when not given).
+    ``a_transposed``: ``A`` is given as A^T, of shape (K, M) (dY of a weight gradient dY^T X): read as it
+    is, with no transpose kernel.
     """
     A, B = _f32(A), _f32(B)
-    M, N, K = _shapes(A, B)
+    if a_transposed:
+        if len(A.shape) != 2:
+            raise ValueError(f"A^T must be a matrix, got shape {tuple(A.shape)}")
+        M, N, K = _shapes(_Shape((int(A.shape[1]), int(A.shape[0]))), B)
+    else:
+        M, N, K = _shapes(A, B)
     p = dict(plan) if plan is not None else sgemm_plan(M, N, K)
     if p.get("config") not in SPLITK_CONFIGS:
         raise ValueError(f"plan['config'] must be one of {', '.join(SPLITK_CONFIGS)}, got {p.get('config')!r}")
-    c = SPLITK_CONFIGS[p["config"]]
+    c = _defines(p["config"], a_transposed)
     k_tiles = blocks_for(K, c["WT_BK"])
     splits = int(p.get("splits", 1))
     if not 1 <= splits <= k_tiles:
@@ -373,11 +396,13 @@ def fc_backward_input(dY, W, *, out=None, sync=False):
     return sgemm(_device(dY), _device(W), out=out, sync=sync)
 
 
-def fc_backward_weight(dY, X, *, dYt=None, out=None, sync=False):
-    """``dW = dY^T X``: dY transposed into ``dYt`` (n columns), then :func:`sgemm` (split-K when the n samples
-    are the long side, which is how a weight gradient usually is)."""
-    dYt = transpose(_device(dY), dYt)
-    return sgemm(dYt, _device(X), out=out, sync=sync)
+def fc_backward_weight(dY, X, *, out=None, sync=False):
+    """``dW = dY^T X`` by version 8 with A given transposed (dY read as it is, no transpose kernel), split-K
+    when the n samples are the long side, which is how a weight gradient usually is."""
+    dY, X = _device(dY), _device(X)
+    if len(dY.shape) != 2 or len(X.shape) != 2 or int(dY.shape[0]) != int(X.shape[0]):
+        raise ValueError(f"dY must be (n, out) and X (n, in) with the same n, got {tuple(dY.shape)} and {tuple(X.shape)}")
+    return sgemm_splitk(dY, X, out, a_transposed=True, sync=sync)
 
 
 def version_source(number: int | str) -> str:

@@ -126,6 +126,16 @@ def test_plans_at_the_books_shapes():
     assert sgemm.sgemm_plan(1024, 1024, 1024, sms=132)["config"] == "64x64"  # K short: smaller tiles, no slices
 
 
+@pytest.mark.parametrize("config", list(sgemm.SPLITK_CONFIGS))
+def test_splitk_with_a_given_transposed(backend, config):
+    """WT_A_KM: A passed as A^T (K x M), every tile, K in slices, M not a multiple of 4 (checked loads) and
+    a multiple (interior float4 loads)."""
+    for M, N, K in ((131, 10 if config == "128x16" else 70, 83), (128, 16 if config == "128x16" else 128, 64)):
+        A, B = operands(M, N, K, seed=M)
+        C = sgemm.sgemm_splitk(np.ascontiguousarray(A.T), B, a_transposed=True, plan={"config": config, "splits": 2})
+        assert_product(C, A, B)
+
+
 def test_splitk_bad_input():
     A, B = operands(8, 8, 8, seed=0)
     with pytest.raises(ValueError, match="plan\\['config'\\]"):
@@ -134,6 +144,8 @@ def test_splitk_bad_input():
         sgemm.sgemm_splitk(A, B, plan={"config": "64x64", "splits": 2})  # K = 8 is one k-tile
     with pytest.raises(ValueError, match="bias"):
         sgemm.sgemm_splitk(A, B, bias=np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="inner dimensions"):
+        sgemm.sgemm_splitk(np.zeros((5, 8), np.float32), B, a_transposed=True)  # A^T is 5 x 8: K = 5, not 8
 
 
 def test_transpose_and_fully_connected_products(backend):

@@ -174,9 +174,7 @@ class KernelMLP:
         for layer in reversed(range(L)):
             layer_input = X if layer == 0 else buf["h"][layer - 1]
             if self.on_gemm:
-                dz = buf["dz"][layer]
-                fully_connected.backward_weight_gemm(dz, layer_input, out=self.weight_grads[layer],
-                                                     dYt=self._transposed("dYt", layer, dz.shape[::-1]))
+                fully_connected.backward_weight_gemm(buf["dz"][layer], layer_input, out=self.weight_grads[layer])
             else:
                 fully_connected.backward_weight(buf["dz"][layer], layer_input, out=self.weight_grads[layer])
             fully_connected.backward_bias(buf["dz"][layer], out=self.bias_grads[layer])
