@@ -116,21 +116,31 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
         for kernel, args in (("fc_forward_naive", (Xd, Wd, bd, Y)), ("fc_forward_tiled", (Xd, Wd, bd, Y)),
                              ("fc_backward_input", (dYd, Wd, dX)), ("fc_backward_weight", (dYd, Xd, dW))):
             rows.append(time_version(fc.KERNELS[kernel], shape, (*args, n, k_in, m), group, peaks))
-        # The same three products on the GEMM chapter's kernels (fully_connected versions 7-9): the transposes
-        # they need and the bias are inside the timed call, as a training step runs them.
+        # The same three products on the GEMM chapter's kernels (fully_connected versions 7-9), each launch
+        # prepared once as time_version does (the kernels' time, not the Python's): what forward_gemm,
+        # backward_input_gemm and backward_weight_gemm launch, the transpose of W and the bias included.
         np.testing.assert_allclose(fc.forward_gemm(X, W, b), fc.forward_reference(X, W, b), rtol=1e-3, atol=1e-3)
         np.testing.assert_allclose(fc.backward_input_gemm(dY, W), fc.backward_input_reference(dY, W), rtol=1e-3, atol=1e-3)
         np.testing.assert_allclose(fc.backward_weight_gemm(dY, X), fc.backward_weight_reference(dY, X), rtol=1e-3, atol=1e-2)
         from kernels.runtime import empty
         from kernels.runtime.timing import time_kernel
 
+        from kernels import sgemm
+
         Wt = empty((k_in, m))
-        for name, step in (("fc forward on the GEMM (W^T, GEMM + bias)",
-                            lambda: fc.forward_gemm(Xd, Wd, bd, out=Y, Wt=Wt)),
-                           ("fc input gradient on the GEMM (dY W)", lambda: fc.backward_input_gemm(dYd, Wd, out=dX)),
-                           ("fc weight gradient on the GEMM (dY^T X, dY read transposed)",
-                            lambda: fc.backward_weight_gemm(dYd, Xd, out=dW))):
-            rows.append(row(name, group, "kernel", time_kernel(step), fwd_bytes, flops, peaks, **shape))
+        prepared = {
+            "fc forward on the GEMM (W^T, GEMM + bias)": (
+                sgemm.transpose(Wd, Wt, prepare_only=True),
+                sgemm.sgemm_splitk(Xd, Wt, out=Y, bias=bd, plan=sgemm.sgemm_plan(n, m, k_in), prepare_only=True)),
+            "fc input gradient on the GEMM (dY W)": (sgemm.sgemm(dYd, Wd, out=dX, prepare_only=True),),
+            "fc weight gradient on the GEMM (dY^T X, dY read transposed)": (
+                sgemm.sgemm_splitk(dYd, Xd, out=dW, a_transposed=True, prepare_only=True),),
+        }
+        fc.forward_gemm(Xd, Wd, bd, out=Y, Wt=Wt)  # the launchers and the prepared launches agree
+        np.testing.assert_allclose(Y.get(), fc.forward_reference(X, W, b), rtol=1e-3, atol=1e-3)
+        for name, steps in prepared.items():
+            rows.append(row(name, group, "kernel", time_kernel(lambda steps=steps: [s() for s in steps]),
+                            fwd_bytes, flops, peaks, **shape))
         if torch is not None:
             tX, tW, tb, tdY = (torch.from_numpy(a).cuda() for a in (X, W, b, dY))
             rows.append(row("torch linear (forward)", group, "peer", time_torch(lambda: torch.nn.functional.linear(tX, tW, tb)),
