@@ -323,13 +323,17 @@ KERNELS = kernel_table(
 def _splitk_launch(shape):
     M, N, K = _mnk(shape)
     p = sgemm_plan(M, N, K)
+    if p["config"] != "128x16":
+        raise ValueError(f"the sgemm_splitk record describes products of at most 16 columns (its 128x16 tile); "
+                         f"{M}x{N}x{K} is planned with the {p['config']} tile: ask sgemm_plan")
     c = SPLITK_CONFIGS[p["config"]]
     return as_launch((blocks_for(N, c["WT_BN"]), blocks_for(M, c["WT_BM"]), p["splits"]), warptile_threads(c))
 
 
 def _splitk_version() -> KernelVersion:
-    """Version 8's record: its launch and defines are those of the plan for the shape (here: the first slice's
-    kernel; the partial sum follows when K is split)."""
+    """Version 8's record, for the skinny products it exists for (N <= 16: the 128 x 16 tile, whose defines it
+    carries): the launch of the first kernel, the slices' products; the partial sum follows when K is split.
+    Wider products take other tiles (other defines and block sizes), which :func:`sgemm_plan` names."""
     return KernelVersion(TOPIC, "sgemm_splitk", sgemm_splitk, _splitk_launch,
                          bytes=lambda shape: min_bytes(*_mnk(shape)), flops=lambda shape: flops(*_mnk(shape)),
                          reference=reference, defines=SPLITK_CONFIGS["128x16"])
