@@ -243,10 +243,11 @@ def recorded(name: str) -> dict | None:
 
 # --- the GEMM chapter: skinny products -----------------------------------------------------------
 
-def splitk_against_cublas(shapes_data: dict, label_prefix: str = "L-Softmax") -> str:
-    """Version 8 (plan) next to version 7 and cuBLAS at the recorded shapes whose label starts with ``label_prefix``."""
+def splitk_against_cublas(gemm_data: dict, label_prefix: str = "L-Softmax") -> str:
+    """Version 8 (plan) next to version 7 and cuBLAS at the recorded shapes (the GEMM chapter's results,
+    section ``sgemm_shapes``) whose label starts with ``label_prefix``."""
     parts = []
-    for s in (shapes_data or {}).get("shapes", []):
+    for s in (gemm_data or {}).get("sgemm_shapes", {}).get("shapes", []):
         if not s["label"].startswith(label_prefix):
             continue
         v7, v8, peer = s["warptile"], s["splitk"], s["cublas"]
@@ -256,7 +257,7 @@ def splitk_against_cublas(shapes_data: dict, label_prefix: str = "L-Softmax") ->
                      f"against cuBLAS's {peer['median_us']:,.1f} µs ({relative_speed(1 / v8['median_us'], 1 / peer['median_us'])} cuBLAS)")
     if not parts:
         return "(no GPU figures have been recorded yet)"
-    return f"on the {device_name(shapes_data)}, version 7 → version 8: " + "; ".join(parts)
+    return f"on the {device_name(gemm_data)}, version 7 → version 8: " + "; ".join(parts)
 
 
 def dense_layer_on_gemm(data: dict, group: str = "fc_large") -> str:
