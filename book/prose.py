@@ -257,7 +257,9 @@ def splitk_against_cublas(gemm_data: dict, label_prefix: str = "L-Softmax") -> s
                      f"against cuBLAS's {peer['median_us']:,.1f} µs ({relative_speed(1 / v8['median_us'], 1 / peer['median_us'])} cuBLAS)")
     if not parts:
         return "(no GPU figures have been recorded yet)"
-    return f"on the {device_name(gemm_data)}, version 7 → version 8: " + "; ".join(parts)
+    section = (gemm_data or {}).get("sgemm_shapes", {})
+    where = device_name(section if "device" in section else gemm_data)
+    return f"on the {where}, version 7 → version 8: " + "; ".join(parts)
 
 
 def dense_layer_on_gemm(data: dict, group: str = "fc_large") -> str:
