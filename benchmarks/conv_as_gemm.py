@@ -4,7 +4,10 @@ and the GEMM convolutions, each against its library peer measured in the same ru
     PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.conv_as_gemm      # -> benchmarks/results/conv_as_gemm.json
 
 * SGEMM: every version of kernels/sgemm.cu at 4096^3 (FP32, TF32 off) against cuBLAS (torch.matmul),
-  and a few tile configurations of the last version (the best is the ladder's last step);
+  and a few tile configurations of version 7 (the best is the ladder's step 7);
+* SGEMM at the shapes of the book's layers (the L-Softmax layer's products at 10 classes, the MLP's dense
+  layer, 1024^3): version 7, version 8 as sgemm_plan schedules it, version 8's search over tiles and
+  K-splits, and cuBLAS, also with A stored transposed;
 * unroll: kernels/im2col.cu against the measured device-to-device copy bandwidth;
 * convolution: unroll + GEMM, implicit GEMM, the direct convolution of kernels/conv2d.cu (if present)
   and cuDNN (torch.nn.functional.conv2d, TF32 off) on the same layers, with the name of the kernel
@@ -107,7 +110,7 @@ def bench_sgemm(results, rng, size, bandwidth_gbs):
                          samples=len(timing.samples_ms), **sizes, percent_of_cublas=100 * gflops / peer_gflops,
                          rel_error=err, correct=err < TOL, **({"config": config} if config else {}))
 
-    for name, _ in sgemm.VERSIONS[:-1]:
+    for name, _ in [v for v in sgemm.VERSIONS if v[0] not in ("warptile", "splitk")]:  # 7: its tile search below; 8: bench_sgemm_shapes
         rows.append(one(name, "sgemm", sgemm.LAUNCHERS[name]))
         print(f"  sgemm {name:<14} {rows[-1]['gflops']:9.0f} GFLOP/s  {rows[-1]['percent_of_cublas']:5.1f}% of cuBLAS", flush=True)
     variants = []
@@ -124,6 +127,98 @@ def bench_sgemm(results, rng, size, bandwidth_gbs):
     if good:
         rows.append({**max(good, key=lambda v: v["gflops"]), "group": "sgemm"})
     results["results"] += rows + variants
+
+
+#: Shapes of the layers' products for version 8 (label, M, N, K).
+SKINNY_SHAPES = (
+    ("L-Softmax logits X W^T, 10 classes", 4096, 10, 512),
+    ("L-Softmax weight gradient X^T G, 10 classes", 512, 10, 4096),
+    ("L-Softmax input gradient G W, 10 classes", 4096, 512, 10),
+    ("MLP forward / input gradient, 4096 x 1024 -> 1024", 4096, 1024, 1024),
+    ("MLP weight gradient dY^T X, 4096 x 1024 -> 1024", 1024, 1024, 4096),
+    ("square 1024", 1024, 1024, 1024),
+)
+SKINNY_SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def bench_sgemm_shapes(results, shapes=SKINNY_SHAPES, repeat: int = 20):
+    """SGEMM at the shapes the book's layers use: version 7, version 8 (as planned, and its search) and cuBLAS,
+    also with A stored transposed (a weight gradient's dY).  Checked against float64 first."""
+    import torch
+
+    from kernels import sgemm
+    from kernels.runtime import empty, to_device
+    from kernels.runtime.loader import multiprocessors
+    from kernels.runtime.timing import time_kernel, time_torch
+
+    rng = np.random.default_rng(7)
+    out = {"multiprocessors": multiprocessors(), "shapes": []}
+    for label, M, N, K in shapes:
+        A = rng.standard_normal((M, K), dtype=np.float32)
+        B = rng.standard_normal((K, N), dtype=np.float32)
+        Ad, Bd, Cd = to_device(A), to_device(B), empty((M, N))
+        tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+        ref = (tA.double() @ tB.double()).cpu().numpy()
+        flops = sgemm.flops(M, N, K)
+
+        def err_of(C):
+            return float(np.linalg.norm(C.astype(np.float64) - ref) / np.linalg.norm(ref))
+
+        def timed(launch_fn):
+            launch_fn()
+            t = time_kernel(launch_fn, repeat=repeat, max_repeat=3 * repeat)
+            return {"median_us": t.median_ms * 1e3, "gflops": flops / t.median_s / 1e9}
+
+        cublas = time_torch(lambda: torch.matmul(tA, tB), repeat=repeat)
+        peer = {"median_us": cublas.median_ms * 1e3, "gflops": flops / cublas.median_s / 1e9}
+
+        def run(launcher, **kw):
+            Cd.set(np.full((M, N), np.nan, np.float32))
+            launcher(Ad, Bd, out=Cd, **kw)
+            err = err_of(Cd.get())
+            if not err < SKINNY_TOL:
+                return {"rel_error": err, "correct": False}
+            r = timed(launcher(Ad, Bd, out=Cd, prepare_only=True, **kw))
+            return {**r, "rel_error": err, "correct": True, "percent_of_cublas": 100 * peer["median_us"] / r["median_us"]}
+
+        v7 = run(sgemm.sgemm_warptile)
+        plan = sgemm.sgemm_plan(M, N, K)
+        v8 = run(sgemm.sgemm_splitk, plan=plan)
+        # The same product with A stored as A^T (K x M), read as it is (WT_A_KM): a weight gradient's layout.
+        At = to_device(np.ascontiguousarray(A.T))
+        Cd.set(np.full((M, N), np.nan, np.float32))
+        sgemm.sgemm_splitk(At, Bd, out=Cd, plan=plan, a_transposed=True)
+        err_t = err_of(Cd.get())
+        v8_t = {"rel_error": err_t, "correct": err_t < SKINNY_TOL}
+        if err_t < SKINNY_TOL:
+            v8_t.update(timed(sgemm.sgemm_splitk(At, Bd, out=Cd, plan=plan, a_transposed=True, prepare_only=True)))
+            v8_t["percent_of_cublas"] = 100 * peer["median_us"] / v8_t["median_us"]
+        tAt = torch.from_numpy(np.ascontiguousarray(A.T)).cuda()
+        cublas_t = time_torch(lambda: torch.matmul(tAt.T, tB), repeat=repeat)
+        search = []
+        for config, c in sgemm.SPLITK_CONFIGS.items():
+            k_tiles = -(-K // c["WT_BK"])
+            for splits in SKINNY_SPLITS:
+                if splits > k_tiles or (splits > 1 and k_tiles // splits < sgemm.MIN_KTILES_PER_SPLIT):
+                    continue
+                r = run(sgemm.sgemm_splitk, plan={"config": config, "splits": splits})
+                search.append({"config": config, "splits": splits, **r})
+        good = [s for s in search if s.get("correct")]
+        best = min(good, key=lambda s: s["median_us"]) if good else None
+        entry = {"label": label, "M": M, "N": N, "K": K, "flops": flops, "cublas": peer, "warptile": v7,
+                 "splitk": {**v8, "plan": plan}, "search": search, "best_of_search": best,
+                 "splitk_a_transposed": v8_t, "cublas_a_transposed": {"median_us": cublas_t.median_ms * 1e3}}
+        out["shapes"].append(entry)
+        print(f"{label:<52} cuBLAS {peer['median_us']:8.1f} us | v7 {v7.get('median_us', float('nan')):8.1f} us"
+              f" | v8 {plan['config']} x{plan['splits']:<3} {v8.get('median_us', float('nan')):8.1f} us"
+              f" ({v8.get('percent_of_cublas', 0):5.1f}% of cuBLAS)"
+              + (f" | best {best['config']} x{best['splits']} {best['median_us']:.1f} us" if best else "")
+              + f" | A^T given: v8 {v8_t.get('median_us', float('nan')):.1f} us, cuBLAS {cublas_t.median_ms * 1e3:.1f} us",
+              flush=True)
+    results["sgemm_shapes"] = out
+
+
+SKINNY_TOL = 1e-5  # relative Frobenius error against float64 (K up to 4096)
 
 
 def bench_im2col(results, rng, bandwidth_gbs):
@@ -326,6 +421,7 @@ def measure(size: int = GEMM_SIZE, skip=()) -> dict:
     results = {"peaks": {"bandwidth_gbs": bandwidth, "fp32_gflops": fp32}, "tf32": False, "summary": {},
                "results": []}
     for part, fn in (("sgemm", lambda: bench_sgemm(results, rng, size, bandwidth)),
+                     ("sgemm_shapes", lambda: bench_sgemm_shapes(results)),
                      ("im2col", lambda: bench_im2col(results, rng, bandwidth)),
                      ("conv", lambda: [bench_conv(results, rng, layer, i == 0, bandwidth)
                                        for i, layer in enumerate(LAYERS)])):
@@ -342,7 +438,7 @@ def measure(size: int = GEMM_SIZE, skip=()) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=GEMM_SIZE, help="M = N = K of the SGEMM ladder")
-    parser.add_argument("--skip", nargs="*", default=(), choices=("sgemm", "im2col", "conv"))
+    parser.add_argument("--skip", nargs="*", default=(), choices=("sgemm", "sgemm_shapes", "im2col", "conv"))
     args = parser.parse_args(argv)
     results = measure(args.size, args.skip)
     path = write_results(NAME, results)

@@ -14,8 +14,9 @@ Groups of rows (``kind`` is "kernel" for ours, "peer" for PyTorch):
   k = 3 (a 2-D perceptron's two weights and bias);
 * ``perceptron``: per-sample gradients and inference at n = 2^24;
 * ``fc_digits`` and ``fc_large``: the fully connected kernels at the digits
-  network's size (128 x 64 -> 64) and at 4096 x 1024 -> 1024, against cuBLAS
-  through torch (TF32 off, so float32 against float32);
+  network's size (128 x 64 -> 64) and at 4096 x 1024 -> 1024, and the same
+  three products on the GEMM chapter's kernels (transposes and bias included),
+  against cuBLAS through torch (TF32 off, so float32 against float32);
 * ``softmax``: softmax + cross-entropy and ReLU at 65536 x 10.
 """
 
@@ -115,6 +116,31 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
         for kernel, args in (("fc_forward_naive", (Xd, Wd, bd, Y)), ("fc_forward_tiled", (Xd, Wd, bd, Y)),
                              ("fc_backward_input", (dYd, Wd, dX)), ("fc_backward_weight", (dYd, Xd, dW))):
             rows.append(time_version(fc.KERNELS[kernel], shape, (*args, n, k_in, m), group, peaks))
+        # The same three products on the GEMM chapter's kernels (fully_connected versions 7-9), each launch
+        # prepared once as time_version does (the kernels' time, not the Python's): what forward_gemm,
+        # backward_input_gemm and backward_weight_gemm launch, the transpose of W and the bias included.
+        np.testing.assert_allclose(fc.forward_gemm(X, W, b), fc.forward_reference(X, W, b), rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(fc.backward_input_gemm(dY, W), fc.backward_input_reference(dY, W), rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(fc.backward_weight_gemm(dY, X), fc.backward_weight_reference(dY, X), rtol=1e-3, atol=1e-2)
+        from kernels.runtime import empty
+        from kernels.runtime.timing import time_kernel
+
+        from kernels import sgemm
+
+        Wt = empty((k_in, m))
+        prepared = {
+            "fc forward on the GEMM (W^T, GEMM + bias)": (
+                sgemm.transpose(Wd, Wt, prepare_only=True),
+                sgemm.sgemm_splitk(Xd, Wt, out=Y, bias=bd, plan=sgemm.sgemm_plan(n, m, k_in), prepare_only=True)),
+            "fc input gradient on the GEMM (dY W)": (sgemm.sgemm(dYd, Wd, out=dX, prepare_only=True),),
+            "fc weight gradient on the GEMM (dY^T X, dY read transposed)": (
+                sgemm.sgemm_splitk(dYd, Xd, out=dW, a_transposed=True, prepare_only=True),),
+        }
+        fc.forward_gemm(Xd, Wd, bd, out=Y, Wt=Wt)  # the launchers and the prepared launches agree
+        np.testing.assert_allclose(Y.get(), fc.forward_reference(X, W, b), rtol=1e-3, atol=1e-3)
+        for name, steps in prepared.items():
+            rows.append(row(name, group, "kernel", time_kernel(lambda steps=steps: [s() for s in steps]),
+                            fwd_bytes, flops, peaks, **shape))
         if torch is not None:
             tX, tW, tb, tdY = (torch.from_numpy(a).cuda() for a in (X, W, b, dY))
             rows.append(row("torch linear (forward)", group, "peer", time_torch(lambda: torch.nn.functional.linear(tX, tW, tb)),

@@ -243,3 +243,41 @@ def recorded(name: str) -> dict | None:
     from book.speed_figures import SpeedFigures
 
     return SpeedFigures.recorded(name).data
+
+
+# --- the GEMM chapter: skinny products -----------------------------------------------------------
+
+def splitk_against_cublas(gemm_data: dict, label_prefix: str = "L-Softmax") -> str:
+    """Version 8 (plan) next to version 7 and cuBLAS at the recorded shapes (the GEMM chapter's results,
+    section ``sgemm_shapes``) whose label starts with ``label_prefix``."""
+    parts = []
+    for s in (gemm_data or {}).get("sgemm_shapes", {}).get("shapes", []):
+        if not s["label"].startswith(label_prefix):
+            continue
+        v7, v8, peer = s["warptile"], s["splitk"], s["cublas"]
+        if "median_us" not in v8 or "median_us" not in v7:
+            continue
+        parts.append(f"{s['M']} × {s['N']} × {s['K']}: {v7['median_us']:,.0f} µs → {v8['median_us']:,.1f} µs "
+                     f"against cuBLAS's {peer['median_us']:,.1f} µs ({relative_speed(1 / v8['median_us'], 1 / peer['median_us'])} cuBLAS)")
+    if not parts:
+        return "(no GPU figures have been recorded yet)"
+    section = (gemm_data or {}).get("sgemm_shapes", {})
+    where = device_name(section if "device" in section else gemm_data)
+    return f"on the {where}, version 7 → version 8: " + "; ".join(parts)
+
+
+def dense_layer_on_gemm(data: dict, group: str = "fc_large") -> str:
+    """The MLP chapter's dense-layer products on the GEMM chapter's kernels against cuBLAS, in one sentence."""
+    rows = {r["name"]: r for r in (data or {}).get("results", []) if r.get("group") == group}
+    pairs = (("fc forward on the GEMM (W^T, GEMM + bias)", "torch linear (forward)", "the forward product"),
+             ("fc input gradient on the GEMM (dY W)", "torch dY @ W (input gradient)", "the input gradient"),
+             ("fc weight gradient on the GEMM (dY^T X, dY read transposed)", "torch dY.T @ X (weight gradient)", "the weight gradient"))
+    parts = []
+    for ours, peer, what in pairs:
+        if ours in rows and peer in rows:
+            a, b = rows[ours]["median_ms"] * 1e3, rows[peer]["median_ms"] * 1e3
+            parts.append(f"{what} {a:,.0f} µs against cuBLAS's {b:,.0f} µs ({b / a:.0%} of its speed)")
+    if not parts:
+        return "(no GPU figures for the dense layer on the GEMM have been recorded yet)"
+    r = next(iter(rows.values()))
+    return f"at {r['n']} × {r['in']} → {r['out']} on the {device_name(data)}: " + "; ".join(parts)

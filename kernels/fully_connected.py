@@ -132,7 +132,76 @@ def backward_bias(dY, out=None):
     return db
 
 
-FORWARDS = {"naive": forward_naive, "tiled": forward_tiled}
+# --------------------------------------------------------------------------- on the GEMM chapter's kernels
+
+
+def _on_device(a):
+    from .runtime import DeviceBuffer
+    from .runtime.module import to_device
+
+    return a if isinstance(a, DeviceBuffer) else to_device(np.ascontiguousarray(a, dtype=np.float32))
+
+
+def _returned(result, out, *inputs):
+    """A NumPy array when every input was one and no ``out`` was given, else the device buffer."""
+    from .runtime import DeviceBuffer
+
+    if out is None and not any(isinstance(a, DeviceBuffer) for a in inputs):
+        return result.get()
+    if out is not None and not isinstance(out, DeviceBuffer):
+        out[...] = result.get()
+        return out
+    return result
+
+
+def _device_out(out, shape):
+    from .runtime import DeviceBuffer
+
+    if out is not None and tuple(out.shape) != tuple(shape):
+        raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
+    return out if isinstance(out, DeviceBuffer) else None
+
+
+def forward_gemm(X, W, b, out=None, *, Wt=None):
+    """Version 7: Y = X W^T + b by the GEMM chapter's kernels (:func:`kernels.sgemm.fc_forward`: W transposed,
+    the fastest SGEMM for the shape, the bias added in the GEMM's store).  ``Wt``: an (in, out) device buffer
+    to transpose W into (allocated when not given)."""
+    from . import sgemm
+
+    n, in_features, out_features = _shapes(X, W)
+    if tuple(b.shape) != (out_features,):
+        raise ValueError(f"b must hold one bias per output feature ({out_features}), got shape {tuple(b.shape)}")
+    Y = sgemm.fc_forward(_on_device(X), _on_device(W), _on_device(b), Wt=Wt,
+                         out=_device_out(out, (n, out_features)))
+    return _returned(Y, out, X, W, b)
+
+
+def backward_input_gemm(dY, W, out=None):
+    """Version 8: dX = dY W by the GEMM chapter's kernels (both operands row-major as they are)."""
+    from . import sgemm
+
+    out_features, in_features = (int(s) for s in W.shape)
+    n = int(dY.shape[0])
+    if tuple(dY.shape) != (n, out_features):
+        raise ValueError(f"dY has shape {tuple(dY.shape)}, expected (n, {out_features})")
+    dX = sgemm.fc_backward_input(_on_device(dY), _on_device(W), out=_device_out(out, (n, in_features)))
+    return _returned(dX, out, dY, W)
+
+
+def backward_weight_gemm(dY, X, out=None):
+    """Version 9: dW = dY^T X by the GEMM chapter's kernels: version 8 reads dY as it is (as the transposed
+    operand), and splits the long K = n among blocks when the tiles alone are too few."""
+    from . import sgemm
+
+    n, in_features = (int(s) for s in X.shape)
+    out_features = int(dY.shape[1])
+    if int(dY.shape[0]) != n:
+        raise ValueError(f"dY has {dY.shape[0]} rows but X has {n} samples")
+    dW = sgemm.fc_backward_weight(_on_device(dY), _on_device(X), out=_device_out(out, (out_features, in_features)))
+    return _returned(dW, out, dY, X)
+
+
+FORWARDS = {"naive": forward_naive, "tiled": forward_tiled, "gemm": forward_gemm}
 
 
 # --------------------------------------------------------------------------- the versions' facts

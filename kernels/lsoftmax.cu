@@ -25,8 +25,8 @@
 //   2. The backward pass factored: dX = G~ W + diag(beta) X and dW = G~^T X + diag(gamma) W, where G~ is
 //      dE/dF' with the label column rescaled.  Two ordinary GEMMs (kernels/sgemm.cu) plus the rank-1
 //      corrections: lsoftmax_class_sums (gamma per class, deterministic), lsoftmax_add_scaled_rows
-//      (dX += beta X), lsoftmax_transpose and lsoftmax_transpose_add_scaled_rows (our GEMM takes row-major
-//      operands only: X^T for the weight gradient, and dW = (dW^T)^T + gamma W in one pass).
+//      (dX += beta X) and lsoftmax_transpose_add_scaled_rows (dW = (dW^T)^T + gamma W in one pass); the
+//      weight gradient's GEMM X^T G~ reads X as its transposed operand (GEMM chapter, version 8).
 //   3. Fused: lsoftmax_fused_forward does the margin, the softmax and the cross-entropy of one row in one
 //      block and one read of the row (an online max and sum); lsoftmax_fused_backward reads the row once
 //      more and writes G~ together with beta and the per-sample part of gamma.  lsoftmax_mean_loss adds
@@ -359,19 +359,19 @@ __global__ void lsoftmax_rescale_label_column(const float* __restrict__ G, const
     }
 }
 
-// gamma[j] = sum over the samples i of class j of delta[i]: one warp per class, each lane a fixed
-// stride of the batch, then a shuffle tree.  The same order every time (no atomics), so dW is
-// reproducible to the bit.
+// gamma[j] = sum over the samples i of class j of delta[i]: one block per class, each thread a fixed
+// stride of the batch, then the block's fixed tree.  The same order every time (no atomics), so dW is
+// reproducible to the bit.  (One warp per class left 10 classes to 10 warps on the whole GPU, each
+// walking 128 strides of a 4096-sample batch: tens of microseconds of latency for 32 KB of data.)
 __global__ void lsoftmax_class_sums(const int* __restrict__ labels, const float* __restrict__ delta,
                                     float* gamma, int N, int C)
 {
-    int lane = threadIdx.x % 32;
-    int warps = (blockDim.x / 32) * gridDim.x;
-    for (int j = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; j < C; j += warps) {
+    __shared__ float scratch[66];
+    for (int j = blockIdx.x; j < C; j += gridDim.x) {
         float s = 0.0f;
-        for (int i = lane; i < N; i += 32) s += labels[i] == j ? delta[i] : 0.0f;
-        for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-        if (lane == 0) gamma[j] = s;
+        for (int i = threadIdx.x; i < N; i += blockDim.x) s += labels[i] == j ? delta[i] : 0.0f;
+        s = lsoftmax_block_sum(s, scratch);
+        if (threadIdx.x == 0) gamma[j] = s;
     }
 }
 
@@ -387,24 +387,10 @@ __global__ void lsoftmax_add_scaled_rows(float* out, const float* __restrict__ r
     }
 }
 
-// out = in^T for in of rows x cols: 32 x 32 tiles through shared memory (rows padded by one float so
-// that reading a column hits 32 different banks); both the loads and the stores are coalesced.
+// A plain transpose is the GEMM chapter's (matrix_transpose in kernels/sgemm.cu); this one also adds the
+// rank-1 correction, in the same tiles.
 #define LSM_TILE 32
 #define LSM_TILE_ROWS 8   // the block is 32 x 8 threads; each thread moves 4 elements of the tile
-__global__ void lsoftmax_transpose(const float* __restrict__ in, float* out, int rows, int cols)
-{
-    __shared__ float tile[LSM_TILE][LSM_TILE + 1];
-    int c0 = blockIdx.x * LSM_TILE, r0 = blockIdx.y * LSM_TILE;
-    for (int dy = threadIdx.y; dy < LSM_TILE; dy += LSM_TILE_ROWS) {
-        int r = r0 + dy, c = c0 + threadIdx.x;
-        tile[dy][threadIdx.x] = (r < rows && c < cols) ? in[(size_t)r * cols + c] : 0.0f;
-    }
-    __syncthreads();
-    for (int dy = threadIdx.y; dy < LSM_TILE; dy += LSM_TILE_ROWS) {
-        int c = c0 + dy, r = r0 + threadIdx.x;     // out row c, column r
-        if (c < cols && r < rows) out[(size_t)c * rows + r] = tile[threadIdx.x][dy];
-    }
-}
 
 // dW[j][d] = dWt[d][j] + gamma[j] W[j][d]: the transpose of the GEMM's D x C result and the rank-1
 // correction diag(gamma) W in the same pass.

@@ -36,7 +36,7 @@ from . import sgemm as _sgemm
 from . import softmax as _softmax
 from .lsoftmax_layer_facts import layer_records
 from .runtime import DeviceBuffer, Module, blocks_for
-from .runtime.loader import grid_stride_blocks, load_topic
+from .runtime.loader import grid_stride_blocks, launch, load_topic
 from .runtime.module import empty, to_device
 from .runtime.versions import KernelVersion, LaunchConfig, kernel_table, launch_1d
 
@@ -44,7 +44,7 @@ TOPIC = "lsoftmax"
 EPS = 1e-12  # LSM_EPS in lsoftmax.cu: the smallest norm divided by
 THREADS = 256  # LSM_THREADS in lsoftmax.cu: threads per block of the fused kernels
 BLOCK = 256  # threads per block of the grid-stride kernels
-TILE, TILE_ROWS = 32, 8  # LSM_TILE x LSM_TILE_ROWS threads per block of the transposes
+TILE, TILE_ROWS = 32, 8  # LSM_TILE x LSM_TILE_ROWS threads per block of lsoftmax_transpose_add_scaled_rows
 FLT_MIN = float(np.finfo(np.float32).tiny)
 
 #: The versions of the layer in teaching order: (name, what changed at that step).
@@ -304,19 +304,14 @@ def _row_grid(rows: int, cols: int) -> tuple[int, int]:
 
 
 def transpose(A, out=None):
-    """``A^T`` (rows x cols -> cols x rows) on the device: ``lsoftmax_transpose``."""
-    rows, cols = (int(s) for s in A.shape)
-    A = _device(A)
-    out = empty((cols, rows)) if out is None else out
-    module().function("lsoftmax_transpose")(A, out, rows, cols, grid=(blocks_for(cols, TILE), blocks_for(rows, TILE)),
-                                           block=(TILE, TILE_ROWS), sync=False)
-    return out
+    """``A^T`` on the device: the GEMM chapter's transpose (:func:`kernels.sgemm.transpose`)."""
+    return _sgemm.transpose(_device(A), out)
 
 
 def fc_forward(X, W, Wt=None, out=None):
-    """F = X W^T on the device: W transposed (our GEMM takes row-major operands), then the GEMM chapter's kernel."""
-    Wt = transpose(W, Wt)
-    return _sgemm.sgemm(_device(X), Wt, out=out, sync=False)
+    """F = X W^T on the device: the GEMM chapter's fully connected product (:func:`kernels.sgemm.fc_forward`:
+    W transposed, then the fastest GEMM for the shape), no bias."""
+    return _sgemm.fc_forward(_device(X), _device(W), Wt=Wt, out=out)
 
 
 def _host(buffer, like):
@@ -430,16 +425,16 @@ def backward_naive(G, X, W, labels, saved, m, lam, alloc=_new):
 # --------------------------------------------------------------------------- version 2: the factored backward
 
 
-def _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, Xt=None, dWt=None, gamma=None, dX=None, dW=None):
+def _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, dWt=None, gamma=None, dX=None, dW=None):
     """dX = G~ W + diag(beta) X and dW = (X^T G~)^T + diag(gamma) W, gamma[j] = sum of delta over class j."""
     kernels = module()
     dX = _sgemm.sgemm(Gt, Wd, out=dX, sync=False)                         # N x C times C x D
     kernels.function("lsoftmax_add_scaled_rows")(dX, Xd, beta, N, D, grid=_row_grid(N, D), block=BLOCK, sync=False)
-    Xt = transpose(Xd, Xt)                                                # D x N
-    dWt = _sgemm.sgemm(Xt, Gt, out=dWt, sync=False)                       # D x N times N x C
+    # X^T G~ (D x N times N x C) with X read as the transposed operand: no transpose of X.
+    dWt = _sgemm.sgemm_splitk(Xd, Gt, out=dWt, a_transposed=True, sync=False)
     gamma = empty((C,)) if gamma is None else gamma
-    kernels.function("lsoftmax_class_sums")(yd, delta, gamma, N, C, grid=grid_stride_blocks(32 * C, BLOCK),
-                                            block=BLOCK, sync=False)
+    kernels.function("lsoftmax_class_sums")(yd, delta, gamma, N, C, grid=grid_stride_blocks(C * BLOCK, BLOCK),
+                                            block=BLOCK, sync=False)  # one block per class
     dW = empty((C, D)) if dW is None else dW
     kernels.function("lsoftmax_transpose_add_scaled_rows")(dWt, Wd, gamma, dW, C, D,
                                                            grid=(blocks_for(C, TILE), blocks_for(D, TILE)),
@@ -456,7 +451,7 @@ def backward_factored(G, X, W, labels, saved, m, lam, alloc=_new):
     module().function("lsoftmax_rescale_label_column")(
         Gd, yd, saved["x_norm"], saved["w_norm"], saved["cos_theta"], Gt, beta, delta, N, C, m, lam,
         grid=_row_grid(N, C), block=BLOCK, sync=False)
-    dX, dW = _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, Xt=alloc("Xt", (D, N)), dWt=alloc("dWt", (D, C)),
+    dX, dW = _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, dWt=alloc("dWt", (D, C)),
                             gamma=alloc("gamma", (C,)), dX=alloc("dX", (N, D)), dW=alloc("dW", (C, D)))
     return _host(dX, G), _host(dW, G)
 
@@ -471,25 +466,33 @@ def fused_threads(C: int) -> int:
 
 
 def _fused_grid(N: int, threads: int) -> int:
-    return grid_stride_blocks(N, threads, blocks_per_sm=max(1, 2048 // threads))
+    """Blocks of the fused kernels: one row per block, as many as fit on the GPU at once (a block loops over
+    rows only when N exceeds that).  Counted in rows, not threads: ``grid_stride_blocks(N, threads)`` would
+    give N / threads blocks, 64 at N = 4096, each walking 64 rows one after another."""
+    return grid_stride_blocks(N * threads, threads, blocks_per_sm=min(32, max(1, 2048 // threads)))
 
 
-def fused_forward(F, X, W, labels, m, lam, loss=None, stats=None):
-    """``(loss, stats)``: per-sample loss of the blended logits, and (logsumexp, |x|, |W_y|, cos theta) per row."""
+def fused_forward(F, X, W, labels, m, lam, loss=None, stats=None, prepare_only: bool = False):
+    """``(loss, stats)``: per-sample loss of the blended logits, and (logsumexp, |x|, |W_y|, cos theta) per row.
+
+    ``prepare_only``: return a function that only enqueues the launch (checked once), for timing the kernel
+    rather than the Python around it."""
     N, C, D, labels, m, lam = check_layer_inputs(X, W, labels, m, lam)
     check_logits(F, N, C)
     loss = empty((N,)) if loss is None else loss
     stats = empty((N, 4)) if stats is None else stats
-    module().function("lsoftmax_fused_forward")(_device(F), _device(labels, np.int32), _device(X), _device(W), loss,
-                                                stats, N, C, D, m, lam, grid=_fused_grid(N, fused_threads(C)),
-                                                block=fused_threads(C), sync=False)
-    return _host(loss, F), _host(stats, F)
+    enqueue = launch(module().function("lsoftmax_fused_forward"),
+                     (_device(F), _device(labels, np.int32), _device(X), _device(W), loss, stats, N, C, D, m, lam),
+                     grid=_fused_grid(N, fused_threads(C)), block=fused_threads(C), sync=False, prepare_only=prepare_only)
+    return enqueue if prepare_only else (_host(loss, F), _host(stats, F))
 
 
-def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delta=None, patched: bool = False):
+def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delta=None, patched: bool = False,
+                   prepare_only: bool = False):
     """``(G~, beta, delta)`` from the logits and the forward's stats, for upstream gradients ``grad_loss`` (N,).
 
-    ``patched``: ``F`` already holds the blended label logits (version 4's GEMM wrote them)."""
+    ``patched``: ``F`` already holds the blended label logits (version 4's GEMM wrote them).  ``prepare_only``:
+    as :func:`fused_forward`'s."""
     N, C = (int(s) for s in F.shape)
     labels = check_labels(labels, N, C)
     m, lam = check_margin(m), check_lambda(lam)
@@ -500,11 +503,11 @@ def fused_backward(F, labels, stats, grad_loss, m, lam, Gt=None, beta=None, delt
     Gt = empty((N, C)) if Gt is None else Gt
     beta = empty((N,)) if beta is None else beta
     delta = empty((N,)) if delta is None else delta
-    module().function("lsoftmax_fused_backward")(_device(F), _device(labels, np.int32), _device(stats),
-                                                 _device(grad_loss), Gt, beta, delta, N, C, m, lam, int(patched),
-                                                 grid=_fused_grid(N, fused_threads(C)), block=fused_threads(C),
-                                                 sync=False)
-    return _host(Gt, F), _host(beta, F), _host(delta, F)
+    enqueue = launch(module().function("lsoftmax_fused_backward"),
+                     (_device(F), _device(labels, np.int32), _device(stats), _device(grad_loss), Gt, beta, delta, N, C,
+                      m, lam, int(patched)),
+                     grid=_fused_grid(N, fused_threads(C)), block=fused_threads(C), sync=False, prepare_only=prepare_only)
+    return enqueue if prepare_only else (_host(Gt, F), _host(beta, F), _host(delta, F))
 
 
 # --------------------------------------------------------------------------- version 4: the GEMM's epilogue
@@ -611,7 +614,7 @@ class LargeMarginSoftmax:
                                              Gt=self._buffer("Gt", (N, C)), beta=self._buffer("beta", (N,)),
                                              delta=self._buffer("delta", (N,)), patched=self.version == "epilogue")
             dX, dW = _gemm_backward(Gt, beta, delta, s["X"], s["W"], s["labels"], N, C, D,
-                                    Xt=self._buffer("Xt", (D, N)), dWt=self._buffer("dWt", (D, C)),
+                                    dWt=self._buffer("dWt", (D, C)),
                                     gamma=self._buffer("gamma", (C,)), dX=self._buffer("dX", (N, D)),
                                     dW=self._buffer("dW", (C, D)))
         else:

@@ -333,6 +333,9 @@ sgemm_vectorized(int M, int N, int K, const float* A, const float* B, float* C)
 #ifndef WT_NQ
 #define WT_NQ 4                                      // 4-column groups per thread: 8x(4*WT_NQ) results
 #endif
+#ifndef WT_A_KM
+#define WT_A_KM 0                                    // 1: A is passed as A^T, K x M row-major (version 8's dY^T X)
+#endif
 #define WT_TN (4 * WT_NQ)                            // columns of C per thread
 #define WT_WARP_COLS (16 * WT_NQ)                    // columns of C per warp (4 lanes x 4 x WT_NQ)
 #define WT_THREADS ((WT_BM / 64) * (WT_BN / WT_WARP_COLS) * 32)
@@ -355,8 +358,13 @@ __device__ __forceinline__ void warptile_fetch(const float* A, const float* B, i
     #pragma unroll
     for (int l = 0; l < WT_A_LOADS; ++l) {
         int e = t + l * WT_THREADS;                              // which float4 of the A tile
+#if WT_A_KM
+        int r = e / (WT_BM / 4), c = (e % (WT_BM / 4)) * 4;      // A given as A^T (K x M): k row r, columns m
+        a_next[l] = load_row4(A, K, M, k0 + r, tile_i + c, a_aligned);
+#else
         int r = e / (WT_BK / 4), c = (e % (WT_BK / 4)) * 4;
         a_next[l] = load_row4(A, M, K, tile_i + r, k0 + c, a_aligned);
+#endif
     }
     #pragma unroll
     for (int l = 0; l < WT_B_LOADS; ++l) {
@@ -369,15 +377,20 @@ __device__ __forceinline__ void warptile_fetch(const float* A, const float* B, i
 // The same where the whole k-tile lies inside A and B and rows are 16-byte aligned (every k-tile of
 // an interior block but a last partial one): plain float4 loads with no bounds checks, which leaves
 // more of the instruction issue slots to the FMAs.
-__device__ __forceinline__ void warptile_fetch_interior(const float* A, const float* B, int N, int K,
+__device__ __forceinline__ void warptile_fetch_interior(const float* A, const float* B, int M, int N, int K,
                                                         int tile_i, int tile_j, int k0, int t,
                                                         float4 (&a_next)[WT_A_LOADS], float4 (&b_next)[WT_B_LOADS])
 {
     #pragma unroll
     for (int l = 0; l < WT_A_LOADS; ++l) {
         int e = t + l * WT_THREADS;
+#if WT_A_KM
+        int r = e / (WT_BM / 4), c = (e % (WT_BM / 4)) * 4;
+        a_next[l] = *reinterpret_cast<const float4*>(A + (size_t)(k0 + r) * M + tile_i + c);
+#else
         int r = e / (WT_BK / 4), c = (e % (WT_BK / 4)) * 4;
         a_next[l] = *reinterpret_cast<const float4*>(A + (size_t)(tile_i + r) * K + k0 + c);
+#endif
     }
     #pragma unroll
     for (int l = 0; l < WT_B_LOADS; ++l) {
@@ -393,11 +406,16 @@ __device__ __forceinline__ void warptile_stash(float (*AsT)[WT_BM + WT_A_PAD], f
     #pragma unroll
     for (int l = 0; l < WT_A_LOADS; ++l) {
         int e = t + l * WT_THREADS;
+#if WT_A_KM
+        int r = e / (WT_BM / 4), c = (e % (WT_BM / 4)) * 4;
+        *reinterpret_cast<float4*>(&AsT[r][c]) = a_next[l];       // already k-major: stored as it came
+#else
         int r = e / (WT_BK / 4), c = (e % (WT_BK / 4)) * 4;
         AsT[c + 0][r] = a_next[l].x;                              // transposed: AsT[k][m]
         AsT[c + 1][r] = a_next[l].y;
         AsT[c + 2][r] = a_next[l].z;
         AsT[c + 3][r] = a_next[l].w;
+#endif
     }
     #pragma unroll
     for (int l = 0; l < WT_B_LOADS; ++l) {
@@ -407,9 +425,12 @@ __device__ __forceinline__ void warptile_stash(float (*AsT)[WT_BM + WT_A_PAD], f
     }
 }
 
-// One WT_BM x WT_BN tile of C = A B (A: M x K, B: K x N, C: M x N, all dense row-major).
-__device__ __forceinline__ void sgemm_warptile_tile(int M, int N, int K, const float* A, const float* B, float* C,
-                                                    int tile_i, int tile_j)
+// One WT_BM x WT_BN tile of C = A B (A: M x K, B: K x N, C: M x N, all dense row-major), summed over the
+// k-tiles kt_begin <= kt < kt_end only (all of them for this version; a K-slice for version 8), plus
+// bias[j] on every row when bias is not null (the fully connected layer's bias, added in the store).
+__device__ __forceinline__ void sgemm_warptile_tile_range(int M, int N, int K, const float* A, const float* B,
+                                                          float* C, int tile_i, int tile_j, int kt_begin, int kt_end,
+                                                          const float* bias)
 {
     __shared__ __align__(16) float AsT[2][WT_BK][WT_BM + WT_A_PAD];
     __shared__ __align__(16) float Bs[2][WT_BK][WT_BN];
@@ -419,7 +440,7 @@ __device__ __forceinline__ void sgemm_warptile_tile(int M, int N, int K, const f
     int warp_col = (warp % (WT_BN / WT_WARP_COLS)) * WT_WARP_COLS;
     int lr = warp_row + (lane / 4) * 4;              // rows lr..lr+3 and lr+32..lr+35
     int lc = warp_col + (lane % 4) * 4;              // columns lc..lc+3, lc+16..lc+19, ... (WT_NQ groups)
-    bool a_aligned = (K % 4) == 0, b_aligned = (N % 4) == 0;
+    bool a_aligned = (WT_A_KM ? M : K) % 4 == 0, b_aligned = (N % 4) == 0;
 
     float acc[8][WT_TN];
     #pragma unroll
@@ -429,22 +450,22 @@ __device__ __forceinline__ void sgemm_warptile_tile(int M, int N, int K, const f
     float4 a_next[WT_A_LOADS], b_next[WT_B_LOADS];
     float a_reg[8], b_reg[WT_TN];
 
-    int tiles = (K + WT_BK - 1) / WT_BK;
+    int tiles = kt_end;
     // Interior blocks take the unchecked loads for every full k-tile (a branch the whole block takes
     // the same way); edge blocks and a last partial k-tile take the checked ones.
     bool interior = tile_i + WT_BM <= M && tile_j + WT_BN <= N && a_aligned && b_aligned;
     int full_tiles = interior ? K / WT_BK : 0;
-    if (full_tiles > 0)
-        warptile_fetch_interior(A, B, N, K, tile_i, tile_j, 0, t, a_next, b_next);
+    if (kt_begin < full_tiles)
+        warptile_fetch_interior(A, B, M, N, K, tile_i, tile_j, kt_begin * WT_BK, t, a_next, b_next);
     else
-        warptile_fetch(A, B, M, N, K, tile_i, tile_j, 0, t, a_aligned, b_aligned, a_next, b_next);
+        warptile_fetch(A, B, M, N, K, tile_i, tile_j, kt_begin * WT_BK, t, a_aligned, b_aligned, a_next, b_next);
     warptile_stash(AsT[0], Bs[0], t, a_next, b_next);
     __syncthreads();
-    for (int kt = 0; kt < tiles; ++kt) {
-        int cur = kt & 1;
+    for (int kt = kt_begin; kt < tiles; ++kt) {
+        int cur = (kt - kt_begin) & 1;
         // Start the next k-tile's global loads now; their values are used only after the FMAs.
         if (kt + 1 < full_tiles)
-            warptile_fetch_interior(A, B, N, K, tile_i, tile_j, (kt + 1) * WT_BK, t, a_next, b_next);
+            warptile_fetch_interior(A, B, M, N, K, tile_i, tile_j, (kt + 1) * WT_BK, t, a_next, b_next);
         else if (kt + 1 < tiles)
             warptile_fetch(A, B, M, N, K, tile_i, tile_j, (kt + 1) * WT_BK, t, a_aligned, b_aligned, a_next, b_next);
         #pragma unroll
@@ -466,14 +487,26 @@ __device__ __forceinline__ void sgemm_warptile_tile(int M, int N, int K, const f
             __syncthreads();
         }
     }
+    float4 add[WT_NQ];
+    #pragma unroll
+    for (int g = 0; g < WT_NQ; ++g)
+        add[g] = bias ? load_row4(bias, 1, N, 0, tile_j + lc + 16 * g, b_aligned) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     #pragma unroll
     for (int r = 0; r < 8; ++r) {
         int i = tile_i + lr + (r < 4 ? r : 32 + r - 4);
         #pragma unroll
         for (int g = 0; g < WT_NQ; ++g)
             store_row4(C, M, N, i, tile_j + lc + 16 * g,
-                       make_float4(acc[r][4 * g], acc[r][4 * g + 1], acc[r][4 * g + 2], acc[r][4 * g + 3]), b_aligned);
+                       make_float4(acc[r][4 * g] + add[g].x, acc[r][4 * g + 1] + add[g].y,
+                                   acc[r][4 * g + 2] + add[g].z, acc[r][4 * g + 3] + add[g].w), b_aligned);
     }
+}
+
+// The whole of K, no bias: the tile as versions 7 and the convolution and L-Softmax kernels use it.
+__device__ __forceinline__ void sgemm_warptile_tile(int M, int N, int K, const float* A, const float* B, float* C,
+                                                    int tile_i, int tile_j)
+{
+    sgemm_warptile_tile_range(M, N, K, A, B, C, tile_i, tile_j, 0, (K + WT_BK - 1) / WT_BK, nullptr);
 }
 
 #ifndef WT_GROUP
@@ -496,4 +529,64 @@ sgemm_warptile(int M, int N, int K, const float* A, const float* B, float* C)
     tile_col = (id % per_group) / rows;
 #endif
     sgemm_warptile_tile(M, N, K, A, B, C, tile_row * WT_BM, tile_col * WT_BN);
+}
+
+
+// ------------------------------------------------------------------------------------------------
+// 8. Skinny shapes: tiles sized for the shape, and split-K.  Version 7 gives each block one tile of C
+//    and the whole of K.  When C has few tiles -- C = X W^T with 10 classes is 4096 x 10, 32 tiles
+//    of 128 x 128 on 132 multiprocessors -- most of the GPU idles and each busy block walks K alone.
+//    Two remedies, chosen per shape by kernels/sgemm.py (sgemm_plan):
+//      - a tile that fits the shape (the WT_* defines: 128 x 16 for at most 16 columns, 64 x 64 for
+//        C of few large tiles), so that fewer of the multiply-adds fall outside C;
+//      - split-K: grid.z slices of K, tiles_per_split k-tiles each.  Block (x, y, z) multiplies its
+//        slice and writes its partial tile to partial[z] (M x N, as C); sgemm_splitk_sum then adds
+//        the slices in the order z = 0, 1, ... (the same bits every run, unlike atomicAdd into C).
+//    With one slice the block writes C directly and the sum is not launched.  Compiled with WT_A_KM = 1,
+//    A arrives as A^T (K x M row-major), as dY does in a weight gradient dW = dY^T X: its k-tiles are
+//    then read along M and stored into AsT as they come, with no transpose kernel before the product.
+__global__ void __launch_bounds__(WT_THREADS, WT_MIN_BLOCKS)
+sgemm_splitk(int M, int N, int K, const float* A, const float* B, float* C, float* partial, int tiles_per_split,
+             const float* bias, int has_bias)
+{
+    int kt_total = (K + WT_BK - 1) / WT_BK;
+    int kt_begin = blockIdx.z * tiles_per_split;
+    int kt_end = min(kt_total, kt_begin + tiles_per_split);
+    float* out = gridDim.z == 1 ? C : partial + (size_t)blockIdx.z * M * N;
+    const float* add = (gridDim.z == 1 && has_bias) ? bias : nullptr;   // with slices, the sum adds it
+    sgemm_warptile_tile_range(M, N, K, A, B, out, blockIdx.y * WT_BM, blockIdx.x * WT_BN, kt_begin, kt_end, add);
+}
+
+// C[i][j] = sum over z of partial[z][i][j] (+ bias[j]): grid-stride over the M N elements.
+__global__ void sgemm_splitk_sum(const float* __restrict__ partial, int splits, int M, int N,
+                                 const float* __restrict__ bias, int has_bias, float* C)
+{
+    size_t total = (size_t)M * N;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < total; e += (size_t)blockDim.x * gridDim.x) {
+        float s = has_bias ? bias[e % N] : 0.0f;
+        for (int z = 0; z < splits; ++z) s += partial[z * total + e];
+        C[e] = s;
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Transpose: out = in^T for in of rows x cols.  Our GEMMs take row-major operands only, so a product
+// with a transposed operand (X W^T of a fully connected layer, dY^T X for its weight gradient) first
+// transposes it.  32 x 32 tiles through shared memory (rows padded by one float so that reading a
+// column hits 32 different banks): both the loads and the stores are coalesced.
+#define TRANSPOSE_TILE 32
+#define TRANSPOSE_ROWS 8   // the block is 32 x 8 threads; each thread moves 4 elements of the tile
+__global__ void matrix_transpose(const float* __restrict__ in, float* out, int rows, int cols)
+{
+    __shared__ float tile[TRANSPOSE_TILE][TRANSPOSE_TILE + 1];
+    int c0 = blockIdx.x * TRANSPOSE_TILE, r0 = blockIdx.y * TRANSPOSE_TILE;
+    for (int dy = threadIdx.y; dy < TRANSPOSE_TILE; dy += TRANSPOSE_ROWS) {
+        int r = r0 + dy, c = c0 + threadIdx.x;
+        tile[dy][threadIdx.x] = (r < rows && c < cols) ? in[(size_t)r * cols + c] : 0.0f;
+    }
+    __syncthreads();
+    for (int dy = threadIdx.y; dy < TRANSPOSE_TILE; dy += TRANSPOSE_ROWS) {
+        int c = c0 + dy, r = r0 + threadIdx.x;     // out row c, column r
+        if (c < cols && r < rows) out[(size_t)c * rows + r] = tile[threadIdx.x][dy];
+    }
 }

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.runtime import blocks_for
-from kernels.runtime.loader import launch, load_topic, output_like
+import math
+
+from kernels.runtime import DeviceBuffer, blocks_for
+from kernels.runtime.loader import grid_stride_blocks, launch, load_topic, multiprocessors, output_like
 from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
 
 TOPIC = "sgemm"
@@ -32,6 +34,7 @@ VERSIONS = (
     ("blocktile_2d", "128x128 tile per block, 8x8 results per thread (2-D register blocking)"),
     ("vectorized", "float4 loads from global and shared memory, A transposed in shared memory"),
     ("warptile", "warp tiling, conflict-free fragments, double-buffered k-tiles"),
+    ("splitk", "tiles sized for the shape and K split across blocks, for skinny and small products"),
 )
 
 TILE = 32  # sgemm.cu: TILE (versions 1-3 use TILE x TILE threads)
@@ -137,6 +140,147 @@ def sgemm_warptile(A, B, out=None, *, config: dict | None = None, sync=True, pre
                 warptile_threads(c), sync, prepare_only, defines=c)
 
 
+#: Version 8's tile configurations (WT_* defines of version 7's tile), the largest first.  "128x16" is for
+#: products with at most 16 columns (a 4096 x 10 logit matrix fills 10 of its 16 columns, not 10 of 128);
+#: "64x64" for products whose 128 x 128 tiles are fewer than the GPU has multiprocessors.
+SPLITK_CONFIGS = {
+    "128x128": WARPTILE_DEFAULT,
+    "64x64": {"WT_BM": 64, "WT_BN": 64, "WT_BK": 16, "WT_MIN_BLOCKS": 6, "WT_GROUP": 0, "WT_NQ": 2},
+    "128x16": {"WT_BM": 128, "WT_BN": 16, "WT_BK": 16, "WT_MIN_BLOCKS": 8, "WT_GROUP": 0, "WT_NQ": 1},
+}
+MIN_KTILES_PER_SPLIT = 4  # a K-slice of fewer k-tiles costs more in partial sums than it gains (the H100 search)
+MAX_SPLITS = 128
+LONG_K = 2048  # from here on a product with few 128 x 128 tiles splits K rather than shrinking the tile
+
+
+def sgemm_plan(M: int, N: int, K: int, sms: int | None = None) -> dict:
+    """Version 8's schedule for an M x N x K product: ``{"config", "tiles", "splits", "tiles_per_split"}``.
+
+    The tile: 128 x 16 when N <= 16, else 128 x 128 when that gives at least one tile per
+    multiprocessor or K is long (LONG_K), else 64 x 64.  Then, if the tiles cannot keep every resident block slot
+    busy, K is split into as many slices as fill the slots (never fewer than
+    MIN_KTILES_PER_SPLIT k-tiles a slice, never more than MAX_SPLITS slices).
+    """
+    sms = multiprocessors() if sms is None else int(sms)
+    if N <= 16:
+        name = "128x16"
+    elif blocks_for(M, 128) * blocks_for(N, 128) >= sms or K >= LONG_K:
+        name = "128x128"  # enough tiles, or a K long enough to split among the few there are
+    else:
+        name = "64x64"
+    c = SPLITK_CONFIGS[name]
+    tiles = blocks_for(M, c["WT_BM"]) * blocks_for(N, c["WT_BN"])
+    k_tiles = blocks_for(K, c["WT_BK"])
+    slots = sms * c["WT_MIN_BLOCKS"]  # blocks resident at once (the register budget allows this many)
+    splits = 1
+    if tiles < sms:
+        splits = max(1, min(slots // tiles, k_tiles // MIN_KTILES_PER_SPLIT, MAX_SPLITS))
+    per = math.ceil(k_tiles / splits)
+    return {"config": name, "tiles": tiles, "splits": math.ceil(k_tiles / per), "tiles_per_split": per}
+
+
+_workspaces: dict = {}
+
+
+def _workspace(shape) -> DeviceBuffer:
+    """A device buffer for the split products, kept per backend and shape: the launches of one stream run in
+    order, so consecutive products can share it, and a training step allocates nothing."""
+    from kernels.runtime import selection
+    from kernels.runtime.module import empty
+
+    backend = selection.current_backend()
+    key = (id(backend), tuple(shape))
+    hit = _workspaces.get(key)
+    if hit is None or hit[0] is not backend:
+        hit = _workspaces[key] = (backend, empty(shape))
+    return hit[1]
+
+
+class _Shape:
+    """Something with a ``shape``, for checking the shapes of a product whose A is given transposed."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+
+def _placeholder(like):
+    """A one-float argument the kernel never touches (a pointer must still be passed): kept on the device, so
+    that a launch allocates nothing."""
+    return _workspace((1,)) if isinstance(like, DeviceBuffer) else np.zeros(1, np.float32)
+
+
+def _defines(config: str, a_transposed: bool) -> dict:
+    """The WT_* defines of a version-8 tile; with A given transposed, WT_A_KM = 1 and a register budget of at
+    most 6 blocks per multiprocessor (at 8, the 128 x 16 tile's transposed loads spill)."""
+    c = SPLITK_CONFIGS[config]
+    if not a_transposed:
+        return c
+    return {**c, "WT_A_KM": 1, "WT_MIN_BLOCKS": min(c["WT_MIN_BLOCKS"], 6)}
+
+
+def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial=None, a_transposed: bool = False,
+                 sync=True, prepare_only=False):
+    """Version 8: C = A B (+ ``bias`` on every row) with the tile and the K-split of :func:`sgemm_plan`.
+
+    ``plan`` overrides the schedule (keys as sgemm_plan returns; ``splits`` and ``config`` suffice);
+    ``partial`` is the workspace of the split products (``(splits, M, N)``; allocated when not given).
+    ``a_transposed``: ``A`` is given as A^T, of shape (K, M) (dY of a weight gradient dY^T X): read as it
+    is, with no transpose kernel.
+    """
+    A, B = _f32(A), _f32(B)
+    if a_transposed:
+        if len(A.shape) != 2:
+            raise ValueError(f"A^T must be a matrix, got shape {tuple(A.shape)}")
+        M, N, K = _shapes(_Shape((int(A.shape[1]), int(A.shape[0]))), B)
+    else:
+        M, N, K = _shapes(A, B)
+    p = dict(plan) if plan is not None else sgemm_plan(M, N, K)
+    if p.get("config") not in SPLITK_CONFIGS:
+        raise ValueError(f"plan['config'] must be one of {', '.join(SPLITK_CONFIGS)}, got {p.get('config')!r}")
+    c = _defines(p["config"], a_transposed)
+    k_tiles = blocks_for(K, c["WT_BK"])
+    splits = int(p.get("splits", 1))
+    if not 1 <= splits <= k_tiles:
+        raise ValueError(f"plan['splits'] must be between 1 and {k_tiles} (the k-tiles of K = {K}), got {splits}")
+    per = math.ceil(k_tiles / splits)
+    splits = math.ceil(k_tiles / per)  # no empty slice
+    C = output_like(A, (M, N)) if out is None else out
+    if tuple(C.shape) != (M, N):
+        raise ValueError(f"out has shape {tuple(C.shape)}, C is {M}x{N}")
+    if bias is not None:
+        bias = _f32(bias)
+        if tuple(bias.shape) != (N,):
+            raise ValueError(f"bias must hold one value per column of C ({N}), got shape {tuple(bias.shape)}")
+    if splits > 1:
+        if partial is None:
+            partial = _workspace((splits, M, N)) if isinstance(A, DeviceBuffer) else output_like(A, (splits, M, N))
+        elif int(partial.size) < splits * M * N:
+            raise ValueError(f"partial holds {int(partial.size)} floats, the {splits} slices need {splits * M * N}")
+    else:
+        partial = _placeholder(A)  # not touched: one slice writes C
+    bias_arg = bias if bias is not None else _placeholder(A)  # not read when has_bias is 0
+    module = load_topic(TOPIC, c)
+    grid = (blocks_for(N, c["WT_BN"]), blocks_for(M, c["WT_BM"]), splits)
+    first = launch(module.function("sgemm_splitk"), (M, N, K, A, B, C, partial, per, bias_arg, int(bias is not None)),
+                   grid=grid, block=warptile_threads(c), sync=sync and splits == 1, prepare_only=prepare_only)
+    second = None
+    if splits > 1:
+        threads = 256
+        second = launch(module.function("sgemm_splitk_sum"), (partial, splits, M, N, bias_arg, int(bias is not None), C),
+                        grid=grid_stride_blocks(M * N, threads), block=threads, sync=sync, prepare_only=prepare_only)
+    if prepare_only:
+        return first if second is None else (lambda: (first(), second()))
+    return C
+
+
+def fastest_plan(M: int, N: int, K: int) -> tuple[str, dict | None]:
+    """Which launcher :func:`sgemm` uses: version 7 where its 128 x 128 tiles fill the GPU, version 8 elsewhere."""
+    p = sgemm_plan(M, N, K)
+    if p["config"] == "128x128" and p["splits"] == 1:
+        return "warptile", None
+    return "splitk", p
+
+
 LAUNCHERS = {
     "naive": sgemm_naive,
     "coalesced": sgemm_coalesced,
@@ -145,6 +289,7 @@ LAUNCHERS = {
     "blocktile_2d": sgemm_blocktile_2d,
     "vectorized": sgemm_vectorized,
     "warptile": sgemm_warptile,
+    "splitk": sgemm_splitk,
 }
 
 
@@ -175,16 +320,100 @@ KERNELS = kernel_table(
 )
 
 
-def sgemm(A, B, out=None, **kwargs):
-    """The fastest version (what the convolution chapter calls)."""
-    return sgemm_warptile(A, B, out, **kwargs)
+def _splitk_launch(shape):
+    M, N, K = _mnk(shape)
+    p = sgemm_plan(M, N, K)
+    if p["config"] != "128x16":
+        raise ValueError(f"the sgemm_splitk record describes products of at most 16 columns (its 128x16 tile); "
+                         f"{M}x{N}x{K} is planned with the {p['config']} tile: ask sgemm_plan")
+    c = SPLITK_CONFIGS[p["config"]]
+    return as_launch((blocks_for(N, c["WT_BN"]), blocks_for(M, c["WT_BM"]), p["splits"]), warptile_threads(c))
+
+
+def _splitk_version() -> KernelVersion:
+    """Version 8's record, for the skinny products it exists for (N <= 16: the 128 x 16 tile, whose defines it
+    carries): the launch of the first kernel, the slices' products; the partial sum follows when K is split.
+    Wider products take other tiles (other defines and block sizes), which :func:`sgemm_plan` names."""
+    return KernelVersion(TOPIC, "sgemm_splitk", sgemm_splitk, _splitk_launch,
+                         bytes=lambda shape: min_bytes(*_mnk(shape)), flops=lambda shape: flops(*_mnk(shape)),
+                         reference=reference, defines=SPLITK_CONFIGS["128x16"])
+
+
+KERNELS[_splitk_version().kernel] = _splitk_version()
+
+
+def sgemm(A, B, out=None, *, sync=True, prepare_only=False):
+    """The fastest version for the shape (what the convolution, MLP and L-Softmax chapters call):
+    version 7 where its 128 x 128 tiles fill the GPU, version 8 (small tiles, split-K) elsewhere."""
+    A, B = _f32(A), _f32(B)
+    M, N, K = _shapes(A, B)
+    name, p = fastest_plan(M, N, K)
+    if name == "warptile":
+        return sgemm_warptile(A, B, out, sync=sync, prepare_only=prepare_only)
+    return sgemm_splitk(A, B, out, plan=p, sync=sync, prepare_only=prepare_only)
+
+
+# --------------------------------------------------------------------------- products with transposed operands
+
+TRANSPOSE_TILE, TRANSPOSE_ROWS = 32, 8  # sgemm.cu: TRANSPOSE_TILE x TRANSPOSE_ROWS threads per block
+
+
+def transpose(A, out=None, *, sync=False, prepare_only=False):
+    """``A^T`` (rows x cols -> cols x rows) by ``matrix_transpose``: a device buffer for a device buffer
+    (``out`` if given), a NumPy array for a NumPy array; with ``prepare_only``, a function that enqueues it."""
+    if len(A.shape) != 2:
+        raise ValueError(f"A must be a matrix, got shape {tuple(A.shape)}")
+    rows, cols = (int(s) for s in A.shape)
+    A = _f32(A)
+    out = output_like(A, (cols, rows)) if out is None else out
+    if tuple(out.shape) != (cols, rows):
+        raise ValueError(f"out has shape {tuple(out.shape)}, A^T is {cols}x{rows}")
+    enqueue = launch(load_topic(TOPIC, WARPTILE_DEFAULT).function("matrix_transpose"), (A, out, rows, cols),
+                     grid=(blocks_for(cols, TRANSPOSE_TILE), blocks_for(rows, TRANSPOSE_TILE)),
+                     block=(TRANSPOSE_TILE, TRANSPOSE_ROWS), sync=sync or isinstance(A, np.ndarray),
+                     prepare_only=prepare_only)
+    return enqueue if prepare_only else out
+
+
+def _device(a):
+    from kernels.runtime.module import to_device
+
+    return a if isinstance(a, DeviceBuffer) else to_device(np.ascontiguousarray(a, dtype=np.float32))
+
+
+def fc_forward(X, W, b=None, *, Wt=None, out=None, sync=False):
+    """``Y = X W^T (+ b)``, W of shape (out features, in features) as ``torch.nn.Linear``: W transposed
+    (our GEMMs take row-major operands), then :func:`sgemm` (the bias added in its store).  Device buffers
+    in, a device buffer out; ``Wt`` is a (in, out) buffer to transpose into (allocated when not given)."""
+    X, W = _device(X), _device(W)
+    if len(X.shape) != 2 or len(W.shape) != 2 or int(X.shape[1]) != int(W.shape[1]):
+        raise ValueError(f"X must be (n, in) and W (out, in) with the same in, got {tuple(X.shape)} and {tuple(W.shape)}")
+    Wt = transpose(W, Wt)
+    if b is None:
+        return sgemm(X, Wt, out=out, sync=sync)
+    M, N, K = int(X.shape[0]), int(W.shape[0]), int(X.shape[1])
+    return sgemm_splitk(X, Wt, out, bias=_device(b), plan=sgemm_plan(M, N, K), sync=sync)
+
+
+def fc_backward_input(dY, W, *, out=None, sync=False):
+    """``dX = dY W``: both operands row-major as they are."""
+    return sgemm(_device(dY), _device(W), out=out, sync=sync)
+
+
+def fc_backward_weight(dY, X, *, out=None, sync=False):
+    """``dW = dY^T X`` by version 8 with A given transposed (dY read as it is, no transpose kernel), split-K
+    when the n samples are the long side, which is how a weight gradient usually is."""
+    dY, X = _device(dY), _device(X)
+    if len(dY.shape) != 2 or len(X.shape) != 2 or int(dY.shape[0]) != int(X.shape[0]):
+        raise ValueError(f"dY must be (n, out) and X (n, in) with the same n, got {tuple(dY.shape)} and {tuple(X.shape)}")
+    return sgemm_splitk(dY, X, out, a_transposed=True, sync=sync)
 
 
 def version_source(number: int | str) -> str:
     """The section of ``kernels/sgemm.cu`` that holds version ``number`` (its comment, defines and kernel).
 
     The file separates its sections with ``// ----`` lines; version ``n``'s section starts with ``// n.``.
-    ``"helpers"`` gives the float4 helpers that versions 6 and 7 share.
+    ``"helpers"`` gives the float4 helpers that versions 6 and 7 share, ``"transpose"`` the transpose.
     """
     from kernels import read_source
 
@@ -197,7 +426,7 @@ def version_source(number: int | str) -> str:
         else:
             current.append(line)
     sections.append("\n".join(current).strip("\n"))
-    prefix = "// Helpers" if number == "helpers" else f"// {number}."
+    prefix = {"helpers": "// Helpers", "transpose": "// Transpose"}.get(number, f"// {number}.")
     for section in sections:
         if section.startswith(prefix):
             return section

@@ -139,6 +139,8 @@ def _cases():
          lambda v, r: v.launcher(_f32(r, 2, 3, 9, 8), 3, 1, 2)),
         ("sgemm", "sgemm_shared_tiled", {"M": 40, "N": 70, "K": 9},
          lambda v, r: v.launcher(_f32(r, 40, 9), _f32(r, 9, 70))),
+        ("sgemm", "sgemm_splitk", {"M": 40, "N": 10, "K": 300},
+         lambda v, r: v.launcher(_f32(r, 40, 300), _f32(r, 300, 10))),
         ("capsule_prediction", "capsule_predict_vectorized",
          {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
          lambda v, r: v.launcher(_f32(r, 3, 2, 8), _f32(r, 2, 3, 4, 8))),

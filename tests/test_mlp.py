@@ -33,7 +33,7 @@ def assert_close_products(got, expected, a, b, rtol=1e-5):
 
 
 @pytest.mark.parametrize("n, k, m", FC_SHAPES)
-@pytest.mark.parametrize("version", ["naive", "tiled"])
+@pytest.mark.parametrize("version", ["naive", "tiled", "gemm"])
 def test_fc_forward(backend, version, n, k, m):
     X, W, b, _ = fc_data(n, k, m)
     got = fc.FORWARDS[version](X, W, b)
@@ -137,6 +137,16 @@ def test_cross_entropy_gradient_by_central_differences(backend):
     assert report.ok, str(report)
 
 
+@pytest.mark.parametrize("n, k, m", [(1, 1, 1), (17, 33, 10), (37, 64, 32)])
+def test_fc_backward_on_the_gemm(backend, n, k, m):
+    """The dense layer's two backward products on the GEMM chapter's kernels (NumPy in, NumPy out)."""
+    X, W, _, dY = fc_data(n, k, m, seed=2)
+    assert_close_products(fc.backward_input_gemm(dY, W), fc.backward_input_reference(dY, W), dY, W)
+    assert_close_products(fc.backward_weight_gemm(dY, X), fc.backward_weight_reference(dY, X), dY.T, X)
+    with pytest.raises(ValueError, match="b must hold"):
+        fc.forward_gemm(X, W, np.zeros(m + 1, np.float32))
+
+
 @pytest.mark.parametrize("count", [1, 255, 256, 257, 2080])
 def test_sgd_update(backend, count):
     rng = np.random.default_rng(count)
@@ -145,11 +155,11 @@ def test_sgd_update(backend, count):
     np.testing.assert_allclose(sgd.sgd_update(param.copy(), grad, 0.25), expected, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("activation", ["relu", "tanh"])
-def test_mlp_steps_agree_with_numpy(backend, activation):
+@pytest.mark.parametrize("activation, forward", [("relu", "naive"), ("tanh", "naive"), ("relu", "gemm")])
+def test_mlp_steps_agree_with_numpy(backend, activation, forward):
     X_train, X_test, y_train, y_test = mlp.load_digits_split()
     start = mlp.init_params([64, 16, 10], seed=3)
-    kernel_net = mlp.KernelMLP(start, activation=activation)
+    kernel_net = mlp.KernelMLP(start, activation=activation, forward=forward)
     numpy_net = mlp.NumpyMLP(start, activation=activation)
     runs = [mlp.train(net, X_train, y_train, X_test[:50], y_test[:50], epochs=1, batch_size=100,
                       learning_rate=0.5, seed=9, steps_per_epoch=4) for net in (kernel_net, numpy_net)]

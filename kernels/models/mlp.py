@@ -107,14 +107,27 @@ class KernelMLP:
     """
 
     def __init__(self, params, activation: str = "relu", forward: str = "naive"):
+        if forward not in fully_connected.FORWARDS:
+            raise ValueError(f"forward must be one of {', '.join(fully_connected.FORWARDS)}, got {forward!r}")
         self.activation = activation
         self.forward_kernel = fully_connected.FORWARDS[forward]
+        # "gemm": all three products of every dense layer on the GEMM chapter's kernels, with the transposes
+        # they need kept in buffers of this network.
+        self.on_gemm = forward == "gemm"
         self.weights = [to_device(W) for W, _ in params]
         self.biases = [to_device(b) for _, b in params]
         self.weight_grads = [empty(W.shape) for W, _ in params]
         self.bias_grads = [empty(b.shape) for _, b in params]
         self.sizes = [params[0][0].shape[1]] + [W.shape[0] for W, _ in params]
         self._buffers: dict[int, dict] = {}
+        self._transposes: dict[tuple, object] = {}
+
+    def _transposed(self, name: str, layer: int, shape) -> object:
+        """The device buffer a GEMM-based layer transposes into, allocated once per layer and shape."""
+        key = (name, layer, tuple(shape))
+        if key not in self._transposes:
+            self._transposes[key] = empty(tuple(shape))
+        return self._transposes[key]
 
     def _batch_buffers(self, n: int) -> dict:
         """Activation buffers for a batch of n samples, allocated once per batch size."""
@@ -135,7 +148,11 @@ class KernelMLP:
         buf = self._batch_buffers(n)
         h = X
         for layer in range(buf["L"]):
-            self.forward_kernel(h, self.weights[layer], self.biases[layer], out=buf["z"][layer])
+            if self.on_gemm:
+                fully_connected.forward_gemm(h, self.weights[layer], self.biases[layer], out=buf["z"][layer],
+                                             Wt=self._transposed("Wt", layer, self.weights[layer].shape[::-1]))
+            else:
+                self.forward_kernel(h, self.weights[layer], self.biases[layer], out=buf["z"][layer])
             if layer < buf["L"] - 1:
                 h = activations.forward(self.activation, buf["z"][layer], out=buf["h"][layer])
         return buf
@@ -156,10 +173,14 @@ class KernelMLP:
         softmax.cross_entropy_backward(buf["probs"], labels, out=buf["dz"][-1])
         for layer in reversed(range(L)):
             layer_input = X if layer == 0 else buf["h"][layer - 1]
-            fully_connected.backward_weight(buf["dz"][layer], layer_input, out=self.weight_grads[layer])
+            if self.on_gemm:
+                fully_connected.backward_weight_gemm(buf["dz"][layer], layer_input, out=self.weight_grads[layer])
+            else:
+                fully_connected.backward_weight(buf["dz"][layer], layer_input, out=self.weight_grads[layer])
             fully_connected.backward_bias(buf["dz"][layer], out=self.bias_grads[layer])
             if layer > 0:
-                fully_connected.backward_input(buf["dz"][layer], self.weights[layer], out=buf["dh"][layer - 1])
+                backward_input = fully_connected.backward_input_gemm if self.on_gemm else fully_connected.backward_input
+                backward_input(buf["dz"][layer], self.weights[layer], out=buf["dh"][layer - 1])
                 saved = buf["z"][layer - 1] if activations.SAVES[self.activation] == "input" else buf["h"][layer - 1]
                 activations.backward(self.activation, saved, buf["dh"][layer - 1], out=buf["dz"][layer - 1])
         # Update only after every gradient is computed: backward_input above needed the old weights.

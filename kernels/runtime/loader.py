@@ -35,14 +35,25 @@ def load_topic(topic: str, defines: dict[str, object] | None = None, backend: Ba
     return module
 
 
+# id(backend) -> (backend, SM count): asked once per backend.  describe() queries the driver for a dozen
+# facts (about a millisecond on a GPU); launchers ask for the SM count on every launch, and a millisecond
+# of Python per launch is far longer than the kernels of a small layer.
+_multiprocessors: dict[int, tuple[Backend, int]] = {}
+
+
 def multiprocessors(backend: Backend | None = None) -> int:
     """Number of streaming multiprocessors (SMs) of the device; 4 on the CPU emulator."""
     backend = backend or selection.current_backend()
+    hit = _multiprocessors.get(id(backend))
+    if hit is not None and hit[0] is backend:
+        return hit[1]
     try:
         count = backend.describe().get("multiprocessors")
     except Exception:
         count = None
-    return int(count) if count else 4
+    count = int(count) if count else 4
+    _multiprocessors[id(backend)] = (backend, count)
+    return count
 
 
 def grid_stride_blocks(n: int, threads_per_block: int, blocks_per_sm: int | None = None, backend: Backend | None = None) -> int:
