@@ -91,11 +91,8 @@ def layer_records(L) -> list[KernelVersion]:
                lambda s: 4.0 * (3 * s["batch"] * s["dim"] + s["batch"]),
                lambda s: 2.0 * s["batch"] * s["dim"], margin_backward),
         record("lsoftmax_class_sums", L.backward_factored,
-               lambda s: launch_1d(grid_stride_blocks(32 * s["classes"], L.BLOCK), L.BLOCK),
+               lambda s: launch_1d(grid_stride_blocks(s["classes"] * L.BLOCK, L.BLOCK), L.BLOCK),  # a block per class
                lambda s: 4.0 * (2 * s["batch"] + s["classes"]), lambda s: 1.0 * s["batch"], margin_backward),
-        record("lsoftmax_transpose", L.transpose, lambda s: transpose_of(s["batch"], s["dim"]),
-               lambda s: 8.0 * s["batch"] * s["dim"], lambda s: 0.0,
-               lambda A: A.T.copy()),
         record("lsoftmax_transpose_add_scaled_rows", L.backward_factored,
                lambda s: as_launch((blocks_for(s["classes"], L.TILE), blocks_for(s["dim"], L.TILE)),
                                    (L.TILE, L.TILE_ROWS)),

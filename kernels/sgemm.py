@@ -218,6 +218,9 @@ def _defines(config: str, a_transposed: bool) -> dict:
     return {**c, "WT_A_KM": 1, "WT_MIN_BLOCKS": min(c["WT_MIN_BLOCKS"], 6)}
 
 
+SPLITK_SUM_THREADS = 256  # threads per block of sgemm_splitk_sum
+
+
 def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial=None, a_transposed: bool = False,
                  sync=True, prepare_only=False):
     """Version 8: C = A B (+ ``bias`` on every row) with the tile and the K-split of :func:`sgemm_plan`.
@@ -265,9 +268,9 @@ def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial
                    grid=grid, block=warptile_threads(c), sync=sync and splits == 1, prepare_only=prepare_only)
     second = None
     if splits > 1:
-        threads = 256
         second = launch(module.function("sgemm_splitk_sum"), (partial, splits, M, N, bias_arg, int(bias is not None), C),
-                        grid=grid_stride_blocks(M * N, threads), block=threads, sync=sync, prepare_only=prepare_only)
+                        grid=grid_stride_blocks(M * N, SPLITK_SUM_THREADS), block=SPLITK_SUM_THREADS, sync=sync,
+                        prepare_only=prepare_only)
     if prepare_only:
         return first if second is None else (lambda: (first(), second()))
     return C
@@ -342,6 +345,26 @@ def _splitk_version() -> KernelVersion:
 KERNELS[_splitk_version().kernel] = _splitk_version()
 
 
+def _splitk_sum_launch(shape):
+    """The second kernel of version 8: the K slices' partial tiles added up, one thread per element of C."""
+    M, N, K = _mnk(shape)
+    _splitk_launch(shape)  # the same products the record of the first kernel describes
+    if sgemm_plan(M, N, K)["splits"] == 1:
+        raise ValueError(f"{M}x{N}x{K} is planned without splitting K: sgemm_splitk_sum is not launched")
+    return as_launch(grid_stride_blocks(M * N, SPLITK_SUM_THREADS), SPLITK_SUM_THREADS)
+
+
+def _splits(shape) -> int:
+    return int(sgemm_plan(*_mnk(shape))["splits"])
+
+
+KERNELS["sgemm_splitk_sum"] = KernelVersion(
+    TOPIC, "sgemm_splitk_sum", sgemm_splitk, _splitk_sum_launch,
+    bytes=lambda shape: 4.0 * (_splits(shape) + 1) * shape["M"] * shape["N"],
+    flops=lambda shape: 1.0 * _splits(shape) * shape["M"] * shape["N"],
+    reference=reference, defines=SPLITK_CONFIGS["128x16"])
+
+
 def sgemm(A, B, out=None, *, sync=True, prepare_only=False):
     """The fastest version for the shape (what the convolution, MLP and L-Softmax chapters call):
     version 7 where its 128 x 128 tiles fill the GPU, version 8 (small tiles, split-K) elsewhere."""
@@ -373,6 +396,14 @@ def transpose(A, out=None, *, sync=False, prepare_only=False):
                      block=(TRANSPOSE_TILE, TRANSPOSE_ROWS), sync=sync or isinstance(A, np.ndarray),
                      prepare_only=prepare_only)
     return enqueue if prepare_only else out
+
+
+KERNELS["matrix_transpose"] = KernelVersion(
+    TOPIC, "matrix_transpose", transpose,
+    lambda shape: as_launch((blocks_for(int(shape["cols"]), TRANSPOSE_TILE), blocks_for(int(shape["rows"]), TRANSPOSE_TILE)),
+                            (TRANSPOSE_TILE, TRANSPOSE_ROWS)),
+    bytes=lambda shape: 8.0 * shape["rows"] * shape["cols"], flops=lambda shape: 0.0,
+    reference=lambda A: np.asarray(A).T.copy(), defines=WARPTILE_DEFAULT)
 
 
 def _device(a):

@@ -141,6 +141,9 @@ def _cases():
          lambda v, r: v.launcher(_f32(r, 40, 9), _f32(r, 9, 70))),
         ("sgemm", "sgemm_splitk", {"M": 40, "N": 10, "K": 300},
          lambda v, r: v.launcher(_f32(r, 40, 300), _f32(r, 300, 10))),
+        ("sgemm", "sgemm_splitk_sum", {"M": 40, "N": 10, "K": 300},
+         lambda v, r: v.launcher(_f32(r, 40, 300), _f32(r, 300, 10))),
+        ("sgemm", "matrix_transpose", {"rows": 30, "cols": 5}, lambda v, r: v.launcher(_f32(r, 30, 5))),
         ("capsule_prediction", "capsule_predict_vectorized",
          {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4},
          lambda v, r: v.launcher(_f32(r, 3, 2, 8), _f32(r, 2, 3, 4, 8))),
@@ -189,7 +192,6 @@ def _cases():
                                  ("lsoftmax_add_scaled_rows", "factored_backward"),
                                  ("lsoftmax_class_sums", "factored_backward"),
                                  ("lsoftmax_transpose_add_scaled_rows", "factored_backward"),
-                                 ("lsoftmax_transpose", "transpose"),
                                  ("lsoftmax_fused_forward", "fused"), ("lsoftmax_fused_backward", "fused_backward"),
                                  ("lsoftmax_label_targets", "epilogue"), ("lsoftmax_gemm_margin_forward", "epilogue"),
                                  ("lsoftmax_combine_partials", "epilogue"), ("lsoftmax_mean_loss", "mean"))
@@ -211,8 +213,6 @@ def _lsoftmax_run(which):
             _, saved = L.forward_caffe(F, X, W, y, m, lam)
             step = L.backward_naive if which == "caffe_backward" else L.backward_factored
             return step(_f32(rng, N, C), X, W, y, saved, m, lam)
-        if which == "transpose":
-            return L.transpose(X).get()
         if which in ("fused", "fused_backward"):
             loss, stats = L.fused_forward(F, X, W, y, m, lam)
             return L.fused_backward(F, y, stats, np.full(N, 1 / N, np.float32), m, lam) if which != "fused" else loss
