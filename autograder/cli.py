@@ -298,23 +298,28 @@ def _grade_on_cluster(args: argparse.Namespace, config: Config, secret: str, stu
         if up_to_date:
             _say(f"{len(up_to_date)} submission(s) graded before and unchanged: not graded again "
                  f"(--regrade grades them all)")
-        tasks = []
-        for student in todo:
-            cd = _coursedir(config, args.assignment, student)
-            try:
-                job = prepare_job(config, cd, args.assignment, student, secret=secret, timeout_s=timeout_s,
-                                  submission=submitted[student])
-            except Exception as exc:  # nbgrader refused the notebook (e.g. cell metadata it cannot check)
-                record.failed(student, submitted[student], settings,
-                              f"the submission could not be read: {type(exc).__name__}: {exc}")
-                _say(f"  {student}: grading failed: the submission could not be read: {exc}")
-                continue
-            tasks.append(cluster.Task(student=student, job=job))
-        n_exercises = max((len(graded_exercises(nbformat.reads(text, as_version=4)))
-                           for t in tasks for text in t.job.notebooks.values()), default=1)
-        task_timeout = args.task_timeout or cluster.default_task_timeout(n_exercises, timeout_s)
+        prepared: list[str] = []
         t_all = time.perf_counter()
-        with cluster.progress_bar(len(tasks), enabled=not args.no_progress) as bar:
+        with cluster.progress_bar(len(todo), enabled=not args.no_progress) as bar:
+
+            def tasks():
+                """Each student's job, made as the cluster grades the ones before (a generator)."""
+                for student in todo:
+                    cd = _coursedir(config, args.assignment, student)
+                    try:
+                        job = prepare_job(config, cd, args.assignment, student, secret=secret, timeout_s=timeout_s,
+                                          submission=submitted[student])
+                    except Exception as exc:  # nbgrader refused the notebook (e.g. cell metadata it cannot check)
+                        reason = f"the submission could not be read: {type(exc).__name__}: {exc}"
+                        record.failed(student, submitted[student], settings, reason)
+                        bar.update(1)
+                        tqdm.write(f"  {student}: grading failed: {reason}", file=sys.stdout)
+                        continue
+                    n_exercises = sum(len(graded_exercises(nbformat.reads(text, as_version=4)))
+                                      for text in job.notebooks.values())
+                    prepared.append(student)
+                    yield cluster.Task(student=student, job=job, time_limit=args.task_timeout or
+                                       cluster.default_task_timeout(n_exercises, timeout_s))
 
             def recorded(task, outcome):
                 cd = _coursedir(config, args.assignment, task.student)
@@ -332,8 +337,8 @@ def _grade_on_cluster(args: argparse.Namespace, config: Config, secret: str, stu
                 bar.update(1)
                 tqdm.write(f"  {task.student}: grading failed: {reason}", file=sys.stdout)
 
-            cluster.run_tasks(client, tasks, record_result=recorded, record_failure=failed, retries=args.retries,
-                              task_timeout=task_timeout, on_progress=lambda n: bar.set_postfix(failed=n))
+            cluster.run_tasks(client, tasks(), record_result=recorded, record_failure=failed, retries=args.retries,
+                              on_progress=lambda n: bar.set_postfix(failed=n))
         seconds = time.perf_counter() - t_all
     finally:
         client.close()
@@ -342,7 +347,7 @@ def _grade_on_cluster(args: argparse.Namespace, config: Config, secret: str, stu
     _final_table(record, students, todo)
     ran = [s for s in todo if record.students.get(s) is not None]
     n_failed = sum(1 for s in students if record.students.get(s) is None or record.students[s].status != "graded")
-    rate = f", {60 * len(tasks) / seconds:.1f} gradings per minute" if tasks and seconds > 0 else ""
+    rate = f", {60 * len(prepared) / seconds:.1f} gradings per minute" if prepared and seconds > 0 else ""
     _say(f"graded {len(ran) - sum(1 for s in ran if record.students[s].status != 'graded')} of {len(todo)} "
          f"in {seconds:.1f} s{rate}; {len(up_to_date)} up to date; {n_failed} without a grade")
     _warn_mixed_gpus(record, args.assignment, students)
@@ -432,6 +437,7 @@ def _existing_secret(args: argparse.Namespace) -> str | None:
 
 
 def _write_leaderboard(args: argparse.Namespace, cd, path: str | None = None, top: int = 10) -> str | None:
+    from autograder.export import collect
     from autograder.leaderboard import write_leaderboard
 
     named = bool(getattr(args, "leaderboard_names", False))
@@ -440,7 +446,8 @@ def _write_leaderboard(args: argparse.Namespace, cd, path: str | None = None, to
         _say("no leaderboard: its aliases derive from the course secret, and this course has none yet "
              "(grade first, or pass --leaderboard-names)")
         return None
-    out = write_leaderboard(cd, args.assignment, secret, named=named, top=top, path=path)
+    out = write_leaderboard(cd, args.assignment, collect(cd, args.assignment), secret, named=named, top=top,
+                            path=path)
     _say(f"leaderboard ({'names' if named else 'course aliases'}): {os.path.relpath(out, cd.root)}")
     return out
 

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from .class_grading import GradingJob, JobOutcome, run_job
 from .grading_record import GradingRecord
@@ -120,6 +120,7 @@ class Task:
     job: GradingJob
     attempts: int = 0
     seconds: float = 0.0
+    time_limit: float | None = None  # seconds it may run on a worker (None: run_tasks' task_timeout)
     key: str = ""
     started: float | None = None  # when the scheduler first reported it running (driver clock)
 
@@ -141,13 +142,14 @@ def failure_reason(exc: BaseException) -> str:
     return f"the grading raised {name}: {exc}"
 
 
-def run_tasks(client, tasks: list[Task], *, record_result: Callable[[Task, JobOutcome], None],
-              record_failure: Callable[[Task, str], None], retries: int, task_timeout: float,
+def run_tasks(client, tasks: Iterable[Task], *, record_result: Callable[[Task, JobOutcome], None],
+              record_failure: Callable[[Task, str], None], retries: int, task_timeout: float | None = None,
               on_progress: Callable[[int], None] = lambda failed: None, poll_s: float = 1.0) -> None:
     """Submit ``tasks``, hand each result to ``record_result`` as it arrives; bounded retries, then ``record_failure``.
 
+    ``tasks`` may be a generator: each is submitted as soon as it is made.
     Tasks ask for one GPU where the cluster has GPU workers. A task running
-    longer than ``task_timeout`` seconds is cancelled and its worker process
+    longer than its ``time_limit`` (else ``task_timeout``) seconds is cancelled and its worker process
     ended (the only way to stop a grading that does not return; the nanny
     starts a fresh one), then retried.
     """
@@ -201,7 +203,7 @@ def run_tasks(client, tasks: list[Task], *, record_result: Callable[[Task, JobOu
             _stop_overdue(client, pending, task_timeout, give_up_or_retry)
 
 
-def _stop_overdue(client, pending: dict, task_timeout: float, give_up_or_retry) -> None:
+def _stop_overdue(client, pending: dict, task_timeout: float | None, give_up_or_retry) -> None:
     """Cancel tasks running past ``task_timeout``, restart their workers, and retry or record them."""
     now = time.monotonic()
     running = {}
@@ -218,7 +220,8 @@ def _stop_overdue(client, pending: dict, task_timeout: float, give_up_or_retry) 
         if task.started is None:
             task.started = now
             continue
-        if now - task.started <= task_timeout:
+        limit = task.time_limit or task_timeout
+        if limit is None or now - task.started <= limit:
             continue
         try:
             # The worker's process ends; its nanny starts a fresh one, as after any worker death.
@@ -230,7 +233,7 @@ def _stop_overdue(client, pending: dict, task_timeout: float, give_up_or_retry) 
         _wait_until_gone(client, worker, timeout_s=60)
         del pending[future]
         client.cancel([future], force=True)
-        give_up_or_retry(task, f"it ran past the time limit of {task_timeout:g} s on {worker}, which was restarted")
+        give_up_or_retry(task, f"it ran past the time limit of {limit:g} s on {worker}, which was restarted")
 
 
 def _wait_until_gone(client, worker: str, timeout_s: float) -> None:

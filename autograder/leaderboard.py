@@ -133,14 +133,12 @@ def leaderboard_path(cd, assignment: str) -> str:
     return os.path.join(cd.root, cd.feedback_directory, f"leaderboard_{assignment}.html")
 
 
-def write_leaderboard(cd, assignment: str, secret: str | None, named: bool = False, top: int = 10,
-                      path: str | None = None) -> str:
-    """Write the assignment's leaderboard page; anonymised unless ``named`` (then ``secret`` may be None)."""
-    from .export import collect
-
+def write_leaderboard(cd, assignment: str, rows: list[dict], secret: str | None, named: bool = False,
+                      top: int = 10, path: str | None = None) -> str:
+    """Write the page of ``rows`` (:func:`autograder.export.collect`); anonymised unless ``named``
+    (then ``secret`` may be None)."""
     if not named and not secret:
         raise ValueError("an anonymised leaderboard needs the course secret (its aliases derive from it)")
-    rows = collect(cd, assignment)
     boards = leaderboard(rows, (lambda s: s) if named else (lambda s: course_alias(secret, s)), top=top)
     path = path or leaderboard_path(cd, assignment)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
