@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import platform
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -99,25 +98,6 @@ def prepare_job(config, cd, assignment: str, student: str, *, secret: str, timeo
                       timeout_s=timeout_s, submission=submission, grade_fn=grade_fn)
 
 
-def _gpu_tempdir() -> None:
-    """A worker given one GPU takes the engine's one-timed-grading-per-machine lock per GPU.
-
-    The engine serialises timed GPU gradings with a lock file in the temporary
-    directory; two workers on two GPUs of one host would otherwise time their
-    kernels one after the other. The lock lives under a folder named after the
-    visible GPU, so two workers on one GPU still share it.
-    """
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
-    if not visible or "," in visible:
-        return
-    base = os.environ.get("DLK_GRADER_TMPDIR") or tempfile.gettempdir()
-    if os.path.basename(base).startswith("dlk-gpu-"):
-        return
-    folder = os.path.join(base, f"dlk-gpu-{visible}")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    tempfile.tempdir = folder
-
-
 def worker_name() -> str:
     """Where this process grades: host, Dask worker address and the GPU it sees."""
     where = platform.node()
@@ -139,7 +119,6 @@ def run_job(job: GradingJob) -> JobOutcome:
 
     from .nbgrader_bridge import grade_notebook, graded_exercises
 
-    _gpu_tempdir()
     started = time.perf_counter()
     lines: list[str] = []
     gradings = {}

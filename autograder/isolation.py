@@ -252,7 +252,10 @@ class _gpu_lock:
     def __init__(self, mode: str, backend: str | None):
         choice = (backend or os.environ.get("DLK_BACKEND", "auto")).lower()
         self.wants_gpu = choice == "gpu" or (choice == "auto" and _pycuda_importable())
-        self.path = Path(tempfile.gettempdir()) / f"dlk-gpu-grading-{os.getuid()}.lock" if mode == "hidden" and self.wants_gpu else None
+        # one lock per GPU: two workers given two cards of one host time their kernels at the same time
+        card = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
+        lock_name = f"dlk-gpu-grading-{os.getuid()}-{card[:64] or 'none'}.lock"
+        self.path = Path(tempfile.gettempdir()) / lock_name if mode == "hidden" and self.wants_gpu else None
         self.fd: int | None = None
 
     def __enter__(self):
