@@ -16,6 +16,9 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): one per core of a CI machine; a test file stays in one process.
+TEST_JOBS ?= 2
+GPU_TEST_JOBS ?= 8
 
 .PHONY: help book lab kernelspec student-copy test test-gpu bench clean distclean
 
@@ -60,7 +63,7 @@ student-copy:
 	@echo "student copy: dist/deep-learning-kernels-student.tar.gz (no solutions/)"
 
 test: $(STAMP)
-	$(VPY) -m pytest $(PYTEST_ARGS)
+	$(VPY) -m pytest -n $(TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # The GPU machine's own python3 (numpy, torch, pytest; PyCUDA from wheels on
 # PYTHONPATH); the repository is imported from this checkout, nothing installed.
@@ -69,7 +72,7 @@ GPU_ENV = DLK_BACKEND=gpu PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"
 test-gpu:
 	@$(GPU_ENV) python3 -c "import sys; from kernels.runtime.selection import _gpu_usable; \
 		sys.exit(0 if _gpu_usable() else 'make test-gpu: no usable GPU (is PyCUDA importable? is there a CUDA device?)')"
-	$(GPU_ENV) python3 -m pytest -p no:cacheprovider -m "gpu or backend" $(PYTEST_ARGS)
+	$(GPU_ENV) python3 -m pytest -p no:cacheprovider -m "gpu or backend" -n $(GPU_TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
 
 # Every GPU benchmark, each in its own process; a failing one does not stop the
 # others, but fails the target.  (emulator_*.py measure the CPU emulator: run those
