@@ -293,10 +293,26 @@ def run_case(runner: CaseRunner, ex: Exercise, case: dict) -> ShapeResult:
 
 
 # ------------------------------------------------------------------ the whole request
+def backend_for(res: ExerciseResult):
+    """The backend this child runs kernels on, named in ``res``; None (``res`` says why) when there is none."""
+    from kernels.runtime import selection
+
+    try:
+        backend = selection.current_backend()
+    except Exception as exc:
+        res.status, res.message = "crashed", f"No backend to run kernels on: {exc}"
+        return None
+    res.backend = backend.name
+    try:
+        res.device = str(backend.describe().get("name") or backend.name)
+    except Exception:
+        res.device = backend.name
+    return backend
+
+
 def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None) -> ExerciseResult:
     """Check one submission as described by ``request`` (see :mod:`autograder.isolation`)."""
     from kernels.runtime import errors as E
-    from kernels.runtime import selection
     from kernels.runtime.module import compile_source
 
     from .exercises import get_exercise
@@ -312,18 +328,9 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     except LaunchError as exc:
         res.status, res.message = "invalid_launch", f"Launch configuration refused: {exc}."
         return res
-    try:
-        backend = selection.current_backend()
-    except Exception as exc:
-        res.status, res.message = "crashed", f"No backend to run kernels on: {exc}"
+    backend = backend_for(res)
+    if backend is None:
         return res
-    res.backend = backend.name
-    try:
-        info = backend.describe()
-        res.device = str(info.get("name") or backend.name)
-    except Exception:
-        info = {}
-        res.device = backend.name
 
     send("stage", stage="compile")
     source = "\n" * max(0, int(request.get("cell_line", 1)) - 1) + request["source"]

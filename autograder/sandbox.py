@@ -96,13 +96,9 @@ def bwrap_binary() -> str:
         ) from None
 
 
+@functools.lru_cache(maxsize=1)
 def seccomp_program() -> bytes:
     """The BPF program of the sandbox's seccomp filter (allow everything but :data:`DENIED_SYSCALLS`)."""
-    return _seccomp_program()
-
-
-@functools.lru_cache(maxsize=1)
-def _seccomp_program() -> bytes:
     try:
         import pyseccomp as seccomp
     except Exception as exc:  # noqa: BLE001 - libseccomp missing is reported as such

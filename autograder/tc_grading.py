@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from . import case_outputs
-from .checker import _shape_dict
+from .checker import _shape_dict, backend_for
 from .comparison import CaseError
 from .exercise import Exercise
 from .result import ExerciseResult, ShapeResult
@@ -71,22 +71,13 @@ def run_tc_request(request: dict, ex: Exercise, send) -> ExerciseResult:
     """Check one ``%%tc`` submission as described by ``request`` (correctness only)."""
     from kernels.comprehensions import NAIVE, TcError, compile_tc
     from kernels.runtime import errors as E
-    from kernels.runtime import selection
 
     mode = request["mode"]
     res = ExerciseResult(exercise=ex.name, status="failed", correctness_max=ex.correctness_points,
                          speed_max=ex.speed_points, mode=mode, launch={})
     started = time.monotonic()
-    try:
-        backend = selection.current_backend()
-    except Exception as exc:
-        res.status, res.message = "crashed", f"No backend to run kernels on: {exc}"
+    if backend_for(res) is None:
         return res
-    res.backend = backend.name
-    try:
-        res.device = str(backend.describe().get("name") or backend.name)
-    except Exception:
-        res.device = backend.name
 
     send("stage", stage="compile")
     text = "\n" * max(0, int(request.get("cell_line", 1)) - 1) + request["source"]

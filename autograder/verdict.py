@@ -112,8 +112,7 @@ def _read_back(ex: Exercise, scratch: str, tag: str, expected: dict, pristine: d
     return outputs, after
 
 
-def _judge_planned_case(ex: Exercise, index: int, case: dict, reported: ShapeResult, scratch: str,
-                        launch: dict) -> ShapeResult:
+def _judge_planned_case(ex: Exercise, index: int, case: dict, scratch: str, launch: dict) -> ShapeResult:
     """The grader's own verdict on a case the child reports as passed."""
     _, pristine, expected, scales = case_data(ex, case["shape"], case["seed"])
     mine = ShapeResult(label=ex.shape_label(case["shape"]), shape=dict(case["shape"]), seed_index=case["seed_index"],
@@ -147,7 +146,7 @@ def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, s
         # Nothing to judge: a compile error, a crash, a hang or a refused launch earns nothing.
         verdict.status = reported.status if reported.status in STATUSES and reported.status != "missing" else "crashed"
         verdict.message = reported.message
-        verdict.shapes = [s for s in reported.shapes][: len(cases)]
+        verdict.shapes = list(reported.shapes[: len(cases)])
         verdict.speed_note = reported.speed_note
         return verdict
     shapes: list[ShapeResult] = []
@@ -161,7 +160,7 @@ def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, s
         # labels and flags are the grader's own; the child's words (error, hint) stay only on a failed case
         got.label, got.shape = ex.shape_label(case["shape"]), dict(case["shape"])
         got.seed_index, got.visible = case["seed_index"], case["visible"]
-        shapes.append(_judge_planned_case(ex, index, case, got, scratch, launch) if got.passed else got)
+        shapes.append(_judge_planned_case(ex, index, case, scratch, launch) if got.passed else got)
     verdict.shapes = shapes
     score_correctness(ex, verdict, None)
     if ex.language == "tc":
