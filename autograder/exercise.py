@@ -22,6 +22,7 @@ to change when a chapter adds one:
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -232,12 +233,41 @@ class Exercise:
         return shapes
 
 
+#: Arrays larger than this are drawn in chunks of this many elements, side by side on threads.
+VARIED_CHUNK = 1 << 22
+
+
+def _varied_values(rng: np.random.Generator, size: int, mean: float, decades: float, spread: float) -> np.ndarray:
+    scale = 10.0 ** rng.uniform(-decades / 2, decades / 2, size)
+    return ((mean + spread * rng.standard_normal(size)) * scale).astype(np.float32)
+
+
 def varied(rng: np.random.Generator, shape, mean: float, decades: float = 1.0, spread: float = 0.5) -> np.ndarray:
     """Float32 values around ``mean`` (normal, standard deviation ``spread``), each times a scale spread
     evenly over ``decades`` decades around 1: inputs with a non-zero mean and varied magnitude, so that
-    a kernel writing zeros, the mean, or one element's value everywhere cannot pass."""
-    scale = 10.0 ** rng.uniform(-decades / 2, decades / 2, shape)
-    return ((mean + spread * rng.standard_normal(shape)) * scale).astype(np.float32)
+    a kernel writing zeros, the mean, or one element's value everywhere cannot pass.
+
+    The values depend only on ``rng``'s state: a large array is drawn in chunks of
+    :data:`VARIED_CHUNK` from generators spawned from ``rng``, on several threads (NumPy's
+    generators and ufuncs release the GIL), because the grader draws sets of tens of millions of
+    elements while a student waits."""
+    size = int(np.prod(shape))
+    if size <= VARIED_CHUNK:
+        return _varied_values(rng, size, mean, decades, spread).reshape(shape)
+    from concurrent.futures import ThreadPoolExecutor
+
+    starts = range(0, size, VARIED_CHUNK)
+    children = rng.spawn(len(starts))
+    out = np.empty(size, np.float32)
+
+    def fill(k: int) -> None:
+        start = starts[k]
+        stop = min(size, start + VARIED_CHUNK)
+        out[start:stop] = _varied_values(children[k], stop - start, mean, decades, spread)
+
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        list(pool.map(fill, range(len(starts))))
+    return out.reshape(shape)
 
 
 def ceil_div(a: int, b: int) -> int:

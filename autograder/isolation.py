@@ -64,7 +64,7 @@ PASS_ENV = (
 PASS_ENV_PREFIXES = ("DLK_EMULATOR_",)
 #: Resident memory a grading child (with its compiler and emulator worker) may use.
 MEMORY_LIMIT_CPU = 4 * 2**30
-MEMORY_LIMIT_GPU = 16 * 2**30  # timing holds several large input sets and their float64 references
+MEMORY_LIMIT_GPU = 16 * 2**30  # timing holds two large input sets, their float64 references and scales
 LOG_LIMIT = 4000  # characters of captured stdout/stderr kept
 
 

@@ -34,6 +34,7 @@ from .diagnosis import diagnose, error_map
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import STATUSES, ExerciseResult, ShapeResult
 from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
+from .timing_policy import FLOOR_MARGIN, blended_inputs, draw_pair, speed_points
 
 #: Statuses of a child's result that are judged case by case here; any other (a compile error, a crash, a
 #: hang, a refused launch, no code) already carries no points and is kept as the child reported it.
@@ -176,7 +177,6 @@ def _finite_positive(value) -> bool:
 
 def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult, scratch: str, speed_allowed: bool,
                  timing_failure: dict) -> None:
-    from .timing_policy import FLOOR_MARGIN, speed_points
 
     timing = reported.timing or None
     if verdict.status != "passed":
@@ -229,13 +229,27 @@ def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult
         verdict.message += " " + note
 
 
+def timing_case_data(ex: Exercise, shape: dict, seeds) -> tuple[dict, dict] | None:
+    """(float64 expected outputs, error scales) of the inputs of a timed call, rebuilt from its three seeds
+    (``seed_a``, ``seed_b``, ``call_seed``: see :mod:`autograder.timing_policy`); None if the seeds are malformed."""
+    if not isinstance(seeds, dict):
+        return None
+    values = [seeds.get(k) for k in ("seed_a", "seed_b", "call_seed")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64 for v in values):
+        return None
+    seed_a, seed_b, call_seed = values
+    set_a, set_b = draw_pair(ex, shape, seed_a, seed_b)
+    inputs = blended_inputs(ex, set_a, set_b, call_seed)
+    return ex.reference(inputs), ex.error_scale(inputs)
+
+
 def _timed_output_problem(ex: Exercise, timing: dict, scratch: str) -> str:
-    """'' if the last timed call's output, read back, matches the reference for that call's inputs."""
-    seed = timing.get("validated_seed")
+    """'' if the output handed back after the timed calls matches the reference for that call's inputs."""
     shape = dict(ex.timing_shape or ex.hidden_shapes[-1])
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+    rebuilt = timing_case_data(ex, shape, timing.get("timed_inputs"))
+    if rebuilt is None:
         return "the output of the last timed call was not handed back"
-    _, pristine, expected, scales = case_data(ex, shape, seed)
+    expected, scales = rebuilt
     for arg in ex.outputs:
         want = np.asarray(expected[arg.name])
         flat = case_outputs.load(scratch, "timing", "out", arg.name, int(want.size))

@@ -17,6 +17,9 @@ caller names (``None``: the default stream), so that the book's timing
   memory, so a kernel that reads shared memory it never wrote reads NaN;
 * :meth:`~GpuMeasurement.peak_bandwidth` and :meth:`~GpuMeasurement.peak_fp32`:
   the device's limits a time is compared with;
+* :meth:`~GpuMeasurement.blend` and :meth:`~GpuMeasurement.count_mismatches`:
+  a fresh input set for every timed call, and its output checked against the
+  reference kernel's on the device (see :mod:`kernels.runtime.input_blend`);
 * device buffers, copies and raw kernel handles for callers (the grader) that
   manage their own buffers.
 
@@ -68,6 +71,7 @@ class GpuMeasurement:
         self._flush_buffer = None
         self._spin = None
         self._poison = None
+        self._blend = None
 
     # ------------------------------------------------------------------ timing one call
     def stream(self):
@@ -173,6 +177,44 @@ class GpuMeasurement:
 
     def copy_to_host(self, host: np.ndarray, src) -> None:
         self.cuda.memcpy_dtoh(host, src)
+
+    # ------------------------------------------------------------------ fresh inputs (see input_blend)
+    def _blend_functions(self):
+        if self._blend is None:
+            from .input_blend import CUDA_SOURCE
+            from .module import compile_source
+
+            module = compile_source(CUDA_SOURCE, "input_blend.cu", backend=self.backend)
+            self._blend = (module.compiled._function("dlk_blend"), module.compiled._function("dlk_count_mismatches"),
+                           self.cuda.mem_alloc(8))
+        return self._blend
+
+    def _grid_for(self, n: int) -> tuple[int, int, int]:
+        return (max(1, min((int(n) + 255) // 256, 8 * int(self.info.get("multiprocessors") or 1))), 1, 1)
+
+    def blend(self, dst, a, b, n: int, itemsize: int, seed: int, stream=None) -> None:
+        """Enqueue ``dst = blend(a, b)`` of ``n`` elements of ``itemsize`` bytes (see :mod:`.input_blend`)."""
+        if n == 0:
+            return
+        blend, _, _ = self._blend_functions()
+        blend(dst, a, b, np.uint32(n), np.int32(itemsize), np.uint32(seed & 0xFFFFFFFF),
+              grid=self._grid_for(n), block=(256, 1, 1), stream=stream)
+
+    def count_mismatches(self, got, want, n: int, rtol: float, atol: float, mean_scale: float,
+                         stream=None) -> tuple[int, int]:
+        """(count, first index) of float32 elements where ``got`` and ``want`` disagree beyond the bound
+        ``atol + rtol * (|want| + mean_scale)`` (NaN agrees only with NaN); waits for the answer."""
+        if n == 0:
+            return 0, -1
+        _, compare, counts = self._blend_functions()
+        self.cuda.memcpy_htod(counts, np.array([0, 0xFFFFFFFF], np.uint32))
+        compare(got, want, np.uint32(n), np.float32(rtol), np.float32(atol), np.float32(mean_scale), counts,
+                grid=self._grid_for(n), block=(256, 1, 1), stream=stream)
+        host = np.empty(2, np.uint32)
+        if stream is not None:
+            stream.synchronize()
+        self.cuda.memcpy_dtoh(host, counts)
+        return int(host[0]), (int(host[1]) if host[0] else -1)
 
     def raw_kernel(self, module, name: str, shared: int = 0):
         """The PyCUDA function of ``module``'s kernel ``name``, allowed ``shared`` bytes of dynamic shared memory.

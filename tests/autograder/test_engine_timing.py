@@ -18,6 +18,7 @@ import pytest
 from autograder import timing_policy
 from autograder.exercises import get_exercise
 from autograder.timing_policy import enough_samples, physical_floor_ms, speed_points, stderr_fraction
+from kernels.runtime.input_blend import blend_host, mismatches_host
 from kernels.runtime.measurement import GpuMeasurement
 
 
@@ -79,7 +80,7 @@ class FakeEvent:
 def fake_driver(launch_log):
     cuda = types.ModuleType("pycuda.driver")
     cuda.Error = RuntimeError
-    cuda.Stream = lambda: object()
+    cuda.Stream = lambda: types.SimpleNamespace(synchronize=lambda: None)
     cuda.Event = FakeEvent
     cuda.mem_alloc = FakeAllocation
     cuda.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
@@ -96,6 +97,9 @@ def fake_driver(launch_log):
         launch_log.append("flush")
         dst.data[: 4 * count] = 0
 
+    def memcpy_htod(dst, host):
+        dst.data[: host.nbytes] = np.frombuffer(np.ascontiguousarray(host).tobytes(), np.uint8)
+
     def memcpy_dtoh(host, src):
         host.reshape(-1).view(np.uint8)[:] = src.data[: host.nbytes]
 
@@ -103,6 +107,7 @@ def fake_driver(launch_log):
     cuda.memcpy_dtod_async = memcpy_dtod_async
     cuda.memset_d32_async = memset_d32_async
     cuda.memcpy_dtoh = memcpy_dtoh
+    cuda.memcpy_htod = memcpy_htod
     cuda.Context = types.SimpleNamespace(synchronize=lambda: None)
     return cuda
 
@@ -123,6 +128,20 @@ def saxpy_function(name, ms, launch_log, cache=None):
         FakeEvent.clock[0] += ms
 
     return run
+
+
+def fake_blend(dst, a, b, n, itemsize, seed, grid, block, stream):
+    """The device blend of :mod:`kernels.runtime.input_blend`, on fake allocations (its NumPy twin)."""
+    dtype = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[int(itemsize)]
+    k = int(n) * int(itemsize)
+    dst.data[:k] = blend_host(a.data[:k].view(dtype), b.data[:k].view(dtype), int(seed)).view(np.uint8)
+
+
+def fake_compare(got, want, n, rtol, atol, mean_scale, counts, grid, block, stream):
+    k = 4 * int(n)
+    bad, first = mismatches_host(got.data[:k].view(np.float32), want.data[:k].view(np.float32), float(rtol), float(atol),
+                                 float(mean_scale))
+    counts.data[:8] = np.array([bad, first if bad else 0xFFFFFFFF], np.uint32).view(np.uint8)
 
 
 class FakeModule:
@@ -158,6 +177,7 @@ def timed_saxpy(monkeypatch):
     monkeypatch.setitem(sys.modules, "pycuda.driver", cuda)
     monkeypatch.setattr(GpuMeasurement, "clocks", lambda self: "sm 1000 MHz")
     ex = dataclasses.replace(get_exercise("saxpy"), timing_shape={"n": 100003})
+    monkeypatch.setattr(GpuMeasurement, "_blend_functions", lambda self: (fake_blend, fake_compare, FakeAllocation(8)))
 
     def run(student_ms, cache=None, reference_ms=1.0):
         ref = FakeModule("saxpy_grid_stride", saxpy_function("reference", reference_ms, launch_log))
@@ -175,7 +195,7 @@ def test_reference_and_student_alternate_with_a_flush_before_each_call(timed_sax
     run, log, ex = timed_saxpy
     timing = run(student_ms=0.5)
     calls = [c for c in log if c != "flush"]
-    assert calls[:6] == ["reference", "student"] * 3
+    assert calls[:6] == ["student", "reference"] * 3
     assert all(a != b for a, b in zip(calls, calls[1:]))
     # every launch is preceded by a flush
     for i, c in enumerate(log):

@@ -1,10 +1,13 @@
-"""Timed calls get inputs no earlier call saw, and every one is re-validated.
+"""Timed calls get inputs no earlier call saw, and every one is checked.
 
 The timing loop (:func:`autograder.timing_policy.measure_speed`) runs here
 against a stand-in for the GPU measuring layer: buffers are NumPy arrays, a
-"kernel" is a Python function that says how long it took.  That is enough to
-test the policy -- which inputs each timed call gets, what is validated, and
-that a kernel that keeps its answer per input gains nothing -- without a GPU
+"kernel" is a Python function that says how long it took, and the device's
+blend and comparison are their NumPy twins from
+:mod:`kernels.runtime.input_blend` (the twins are checked against the CUDA
+source itself, run on the emulator).  That is enough to test the policy --
+which inputs each timed call gets, what is checked, and that a kernel that
+keeps its answer per input gains nothing -- without a GPU
 (``test_engine_timing.py`` and the gpu-marked test below time real kernels).
 """
 
@@ -20,9 +23,12 @@ import pytest
 from autograder import timing_policy
 from autograder.comparison import CaseError
 from autograder.exercises import get_exercise
-from autograder.timing_policy import InputPool, measure_speed
+from autograder.timing_policy import blended_inputs, draw_pair, measure_speed
+from autograder.verdict import _timed_output_problem, timing_case_data
+from kernels.runtime.input_blend import CUDA_SOURCE, argument_seed, blend_host, mismatches_host, takes_b
 
 SLOW_MS, FAST_MS = 10.0, 1.0
+ITEM_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 class FakeGpu:
@@ -33,6 +39,7 @@ class FakeGpu:
 
     def __init__(self):
         self.student_inputs: list[str] = []
+        self.last_student_x: np.ndarray | None = None
 
     def stream(self):
         return None
@@ -48,6 +55,13 @@ class FakeGpu:
 
     def copy_to_host(self, host, dev):
         host.view(np.uint8).ravel()[:] = dev.view(np.uint8)[: host.nbytes]
+
+    def blend(self, dst, a, b, n, itemsize, seed, stream):
+        t = ITEM_TYPES[itemsize]
+        dst.view(t)[:n] = blend_host(a.view(t).ravel()[:n], b.view(t).ravel()[:n], seed)
+
+    def count_mismatches(self, got, want, n, rtol, atol, mean_scale, stream):
+        return mismatches_host(got.view(np.float32)[:n], want.view(np.float32)[:n], rtol, atol, mean_scale)
 
     def flush_l2(self, stream):
         pass
@@ -84,18 +98,23 @@ def _module(kernel_name, fn):
     return SimpleNamespace(signatures={kernel_name: SimpleNamespace(params=params)}, kernels={kernel_name: fn})
 
 
-def _student(gpu: FakeGpu, caching: bool, replay_wrong: bool = False):
+def _student(gpu: FakeGpu, caching: bool = False, replay_wrong: bool = False, lazy_after_first: bool = False):
     cache: dict[str, np.ndarray] = {}
     previous: list[np.ndarray] = []
 
     def saxpy(n, alpha, x, y, grid, block, shared, stream):
         key = hashlib.sha256(x.tobytes()).hexdigest()
         gpu.student_inputs.append(key)
+        gpu.last_student_x = x.view(np.float32)[:n].copy()
         if replay_wrong and previous:  # the answer of the previous call, whatever the inputs
             y.view(np.float32)[:n] = previous[-1]
             return FAST_MS
         if caching and key in cache:
             y.view(np.float32)[:n] = cache[key]
+            return FAST_MS
+        if lazy_after_first and previous:  # half the work on every call after the first
+            half = n // 2
+            _saxpy_body(half, alpha, x, y)
             return FAST_MS
         _saxpy_body(n, alpha, x, y)
         cache[key] = y.view(np.float32)[:n].copy()
@@ -106,66 +125,107 @@ def _student(gpu: FakeGpu, caching: bool, replay_wrong: bool = False):
 
 
 def _reference_module(name: str):
-    def ref(*args, grid, block, shared, stream):
+    def ref(n, alpha, x, y, grid, block, shared, stream):
+        _saxpy_body(n, alpha, x, y)
         return SLOW_MS
 
     return _module(name, ref)
 
 
 @pytest.fixture
-def timing(monkeypatch):
+def timing(monkeypatch, tmp_path):
     gpu = FakeGpu()
     ex = dataclasses.replace(get_exercise("saxpy"), timing_shape={"n": 4099})
     monkeypatch.setattr("kernels.runtime.measurement.measurement", lambda backend: gpu)
     monkeypatch.setattr("kernels.runtime.loader.load_topic", lambda *a, **k: _reference_module(ex.reference_kernel.kernel))
 
-    def run(student):
-        return measure_speed(ex, student, {"block": 256}, backend=None)
+    def run(student, outputs_dir=None):
+        return measure_speed(ex, student, {"block": 256}, backend=None, outputs_dir=outputs_dir)
 
-    return gpu, run
+    return gpu, run, ex
 
 
 def test_every_timed_call_gets_inputs_no_earlier_call_saw(timing):
-    gpu, run = timing
-    result = run(_student(gpu, caching=False))
+    gpu, run, _ = timing
+    result = run(_student(gpu))
     seen = gpu.student_inputs
-    warmup, timed = seen[:timing_policy.WARMUP_PAIRS], seen[timing_policy.WARMUP_PAIRS:]
+    timed = seen[timing_policy.WARMUP_PAIRS:-1]  # the last call is the one handed back, not timed
     assert len(timed) == result["pairs"] >= timing_policy.MIN_PAIRS
-    fresh = result["input_sets"]
-    assert fresh >= (len(timed) + 1) // 2  # most timed calls (the median's among them) saw new inputs
-    assert len(set(timed[:fresh])) == fresh and not set(timed) & set(warmup)
+    assert len(set(seen)) == len(seen) == result["input_sets"]  # warm-ups, timed calls, the last: all different
 
 
 def test_a_kernel_that_keeps_answers_per_input_gains_nothing(timing):
-    gpu, run = timing
-    twin = run(_student(gpu, caching=False))
+    gpu, run, _ = timing
+    twin = run(_student(gpu))
     attack = run(_student(gpu, caching=True))
     assert attack["student_ms"] >= twin["student_ms"] == SLOW_MS
     assert attack["speedup"] <= twin["speedup"]
 
 
 def test_an_answer_replayed_from_another_call_is_caught(timing):
-    gpu, run = timing
-    with pytest.raises(CaseError, match="timed call"):
-        run(_student(gpu, caching=False, replay_wrong=True))
+    gpu, run, _ = timing
+    with pytest.raises(CaseError, match="timed call #1 was wrong .* differ from the reference kernel"):
+        run(_student(gpu, replay_wrong=True))
 
 
-def test_the_pool_draws_until_its_budgets_end_then_caps_the_calls():
-    drawn = []
+def test_a_kernel_that_does_half_the_work_after_the_first_call_is_caught(timing):
+    gpu, run, _ = timing
+    with pytest.raises(CaseError, match="timed call #1 was wrong"):
+        run(_student(gpu, lazy_after_first=True))
 
-    def draw():
-        drawn.append(len(drawn))
-        return drawn[-1]
 
-    pool = InputPool(draw, set_bytes=100, minimum=3, max_bytes=500, max_seconds=60, seed=1)
-    assert pool.warmup == 0
-    calls = [pool.for_call(i) for i in range(12)]
-    assert calls[:5] == [1, 2, 3, 4, 5]  # five sets fit in 500 bytes
-    assert set(calls[5:]) <= {1, 2, 3, 4, 5} and 0 not in calls
-    assert pool.max_calls() == 9
-    tight = InputPool(draw, set_bytes=10**12, minimum=3, max_bytes=1, seed=1)
-    [tight.for_call(i) for i in range(6)]
-    assert len(tight.sets) == 3 and tight.max_calls() == 5  # the minimum is drawn whatever the budget
+def test_the_grader_rebuilds_the_handed_back_calls_inputs_from_its_seeds(timing, tmp_path):
+    """The three seeds in the timing record give exactly the inputs the last call ran on, and the grader's
+    expectation for them is what an honest kernel returned."""
+    from autograder import case_outputs
+
+    gpu, run, ex = timing
+    result = run(_student(gpu), outputs_dir=str(tmp_path))
+    seeds = result["timed_inputs"]
+    set_a, set_b = draw_pair(ex, ex.timing_shape, seeds["seed_a"], seeds["seed_b"])
+    rebuilt = blended_inputs(ex, set_a, set_b, seeds["call_seed"])
+    assert np.array_equal(rebuilt["x"], gpu.last_student_x)
+    assert _timed_output_problem(ex, result, str(tmp_path)) == ""
+    handed_back = case_outputs.load(str(tmp_path), "timing", "out", "y", ex.timing_shape["n"])
+    case_outputs.save(str(tmp_path), "timing", {"y": handed_back[::-1].copy()})  # another call's answer, say
+    assert "was wrong" in _timed_output_problem(ex, result, str(tmp_path))
+    assert timing_case_data(ex, ex.timing_shape, {**seeds, "call_seed": -1}) is None
+    assert timing_case_data(ex, ex.timing_shape, 7) is None
+
+
+def test_a_blend_takes_about_half_of_each_set_and_changes_with_the_seed():
+    mask = takes_b(100_000, 12345)
+    assert 0.48 < mask.mean() < 0.52
+    assert 0.48 < (mask != takes_b(100_000, 12346)).mean() < 0.52
+    a, b = np.zeros(1000, np.float32), np.ones(1000, np.float32)
+    assert np.array_equal(blend_host(a, b, 7), takes_b(1000, 7).astype(np.float32))
+    assert argument_seed(5, 0) != argument_seed(5, 1)
+    with pytest.raises(ValueError, match="differ"):
+        blend_host(a, np.ones(999, np.float32), 7)
+
+
+def test_the_cuda_blend_and_comparison_match_their_numpy_twins_on_the_emulator():
+    """:data:`CUDA_SOURCE` is what the GPU runs; here it runs on the emulator beside the NumPy twins."""
+    from kernels.runtime.emulator import EmulatorBackend
+    from kernels.runtime.module import compile_source
+
+    module = compile_source(CUDA_SOURCE, "input_blend.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    rng = np.random.default_rng(3)
+    n = 1000
+    for itemsize, dtype in ((4, np.float32), (8, np.float64), (2, np.float16), (1, np.uint8)):
+        a = rng.integers(0, 100, n).astype(dtype)
+        b = rng.integers(100, 200, n).astype(dtype)
+        dst = np.zeros(n * itemsize, np.uint8)
+        module.function("dlk_blend")(dst, a.view(np.uint8), b.view(np.uint8), n, itemsize, 0xDEADBEEF, grid=2, block=128)
+        assert np.array_equal(dst.view(dtype), blend_host(a, b, 0xDEADBEEF)), dtype
+    want = rng.standard_normal(n).astype(np.float32)
+    got = want.copy()
+    got[[3, 500, 999]] += np.float32(0.5)
+    got[10] = np.nan
+    want[20] = got[20] = np.nan
+    counts = np.array([0, 0xFFFFFFFF], np.uint32)
+    module.function("dlk_count_mismatches")(got, want, n, 1e-4, 1e-30, 1.0, counts, grid=2, block=128)
+    assert (int(counts[0]), int(counts[1])) == mismatches_host(got, want, 1e-4, 1e-30, 1.0) == (4, 3)
 
 
 @pytest.mark.gpu
