@@ -124,6 +124,19 @@ def measure_cluster(root: Path, size: int, gpus: list[str], n: int, timeout: str
     return result
 
 
+def _gpu_names(gpus: list[str]) -> str:
+    """'GPUs 0, 1: NVIDIA H200, NVIDIA H200' (the models as nvidia-smi names them)."""
+    names = []
+    for gpu in gpus:
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", gpu],
+                                 capture_output=True, text=True, timeout=30)
+            names.append(out.stdout.strip() or "unknown model")
+        except (OSError, subprocess.SubprocessError):
+            names.append("unknown model")
+    return f"GPUs {', '.join(gpus)}: {', '.join(names)}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--class-size", type=int, default=40, help="submissions in the class (default 40)")
@@ -182,7 +195,7 @@ def main() -> None:
         import datetime as dt
 
         data = {"benchmark": "cluster_grading", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "device": "GPUs " + ", ".join(gpus) if on_gpu else "CPU emulator workers",
+                "device": _gpu_names(gpus) if on_gpu else "CPU emulator workers",
                 "software": software_versions(), **payload}
         Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
         print(f"wrote {args.out}")
