@@ -101,7 +101,7 @@ def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default
     return max(2.0, min(float(os.environ.get(variable, default)), LAUNCH_SHARE_OF_LIMIT * limit))
 
 
-def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None) -> dict:
+def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None, images: str | None = None) -> dict:
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -116,6 +116,8 @@ def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | Non
     })
     if backend:
         env["DLK_BACKEND"] = backend
+    if images:
+        env["DLK_KERNEL_IMAGES"] = images
     return env
 
 
@@ -240,8 +242,10 @@ def grade_submission(
     lock = _gpu_lock(mode, backend)
     if memory_limit is None:
         memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
+    # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
+    images = kernel_images.folder_for(ex) if lock.wants_gpu else None
     with lock:
-        result = _run_child(ex, sub, request, limit, backend, memory_limit, gpu=lock.wants_gpu)
+        result = _run_child(ex, sub, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images)
     result.elapsed_s = round(time.monotonic() - started, 3)
     return result
 
@@ -302,7 +306,7 @@ def _child_command() -> list[str]:
 
 
 def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float, backend: str | None, memory_limit: int,
-               gpu: bool = False) -> ExerciseResult:
+               gpu: bool = False, images: str | None = None) -> ExerciseResult:
     nonce = request["nonce"]
     cache_dir = request.pop("cache_dir", None)  # the child's environment says it; the request need not
     with tempfile.TemporaryDirectory(prefix="dlk-grade-") as tmp:
@@ -315,7 +319,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         if sandboxed:
             # Everything the child and the student's code will ever run starts inside this sandbox.
             child, seccomp_fd = sandbox.command(child, tmp, writable=[cache_dir or _build_cache_dir()], gpu=gpu,
-                                                import_path=_import_path())
+                                                import_path=_import_path(), readonly=[images] if images else [])
             pass_fds.append(seccomp_fd)
         try:
             proc = subprocess.Popen(
@@ -324,7 +328,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=tmp,
-                env=_child_env(tmp, backend, limit, cache_dir),
+                env=_child_env(tmp, backend, limit, cache_dir, images),
                 pass_fds=tuple(pass_fds),
                 start_new_session=True,
             )

@@ -140,12 +140,13 @@ def _python_paths(import_path: list[str]) -> list[str]:
 
 
 def command(child: list[str], scratch: str, writable: list[str] = (), gpu: bool = False,
-            import_path: list[str] = ()) -> tuple[list[str], int]:
+            import_path: list[str] = (), readonly: list[str] = ()) -> tuple[list[str], int]:
     """The bwrap command line that runs ``child`` in the sandbox, and the descriptor of the seccomp
     program it reads (the caller passes it to the child process and closes it after the start).
 
     ``scratch`` is the child's private working directory; ``writable`` are further folders it may
-    write (this student's build cache); ``gpu`` adds the NVIDIA device nodes.
+    write (this student's build cache); ``readonly`` are further folders it may read (the grader's
+    compiled kernels); ``gpu`` adds the NVIDIA device nodes.
     """
     cmd = [
         bwrap_binary(),
@@ -168,6 +169,8 @@ def command(child: list[str], scratch: str, writable: list[str] = (), gpu: bool 
             cmd += ["--dev-bind", node, node]
         for path in _existing(("/sys", "/proc/driver/nvidia")):
             cmd += ["--ro-bind", path, path]
+    for path in readonly:
+        cmd += ["--ro-bind", path, path]
     for path in (scratch, *writable):
         os.makedirs(path, exist_ok=True)
         cmd += ["--bind", path, path]

@@ -1,7 +1,8 @@
 """The GPU backend: PyCUDA on a real CUDA device.
 
-Source is compiled by nvcc through PyCUDA's ``SourceModule`` (which caches by
-source and options).  Each ``__global__`` function of the reader's source is
+Source is compiled by nvcc through PyCUDA's ``compile`` (which caches images by
+source and options), or its image is taken from the grader's folder of
+images (``$DLK_KERNEL_IMAGES``, see :func:`stored_image`).  Each ``__global__`` function of the reader's source is
 declared ``extern "C"`` so that kernels are found by their plain names (the
 rest stays C++: templates, overloads, headers), with a ``#line`` directive so
 that compiler messages give the reader's own line numbers.
@@ -26,7 +27,6 @@ from .signature import KernelSignature, strip_comments
 
 try:  # PyCUDA is only needed on a machine with a GPU.
     import pycuda.driver as cuda
-    from pycuda.compiler import SourceModule
 except ImportError:  # pragma: no cover - exercised on machines without PyCUDA
     cuda = None
 
@@ -95,6 +95,75 @@ def _wrap_source(source: str, source_name: str) -> str:
         text = text[: m.start()] + 'extern "C" ' + text[m.start() :]
     escaped = source_name.replace("\\", "\\\\").replace('"', '\\"')
     return f'#line 1 "{escaped}"\n' + text + ("" if text.endswith("\n") else "\n")
+
+
+#: A folder of compiled kernel images, read-only for whoever compiles: the grader fills it with its own
+#: kernels (references, the timing's blends) before a grading starts, so that the grading's
+#: sandboxed process loads them instead of running nvcc for each (see ``autograder.kernel_images``).
+IMAGES_VARIABLE = "DLK_KERNEL_IMAGES"
+_HEADER_SUFFIXES = (".cuh", ".h", ".hpp")
+
+
+def _image_source(source: str, source_name: str, signatures) -> tuple[str, list, int]:
+    """(the text nvcc compiles, the template instances asked for, the line of a grid sync or 0)."""
+    wrapped = _wrap_source(source, source_name)
+    instances = _instantiations(signatures)
+    cooperative_line = grid_sync_line(source)
+    if instances or cooperative_line:
+        wrapped += _instantiating(signatures, instances)
+    return wrapped, instances, cooperative_line
+
+
+def image_key(text: str, options, include_dirs, arch: str) -> str:
+    """A name for the image of ``text``: a hash of the text, the options, the architecture, and every
+    header in the include folders (a header's change changes the name)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for part in (text, "\0".join(options), arch):
+        digest.update(part.encode() + b"\1")
+    for folder in sorted(str(d) for d in include_dirs):
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(_HEADER_SUFFIXES))
+        except OSError:
+            continue
+        for name in names:
+            digest.update(name.encode() + b"\2")
+            with open(os.path.join(folder, name), "rb") as f:
+                digest.update(f.read() + b"\3")
+    return digest.hexdigest()
+
+
+def stored_image(text: str, options, include_dirs, arch: str) -> bytes | None:
+    """The image the grader stored for this text, if its folder (``$DLK_KERNEL_IMAGES``) has one."""
+    folder = os.environ.get(IMAGES_VARIABLE)
+    if not folder:
+        return None
+    try:
+        with open(os.path.join(folder, image_key(text, options, include_dirs, arch) + ".cubin"), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _compile_image(text: str, options, include_dirs, arch: str) -> bytes:
+    from pycuda.compiler import compile as compile_to_cubin
+
+    return compile_to_cubin(text, options=list(options), no_extern_c=True, include_dirs=list(include_dirs), arch=arch)
+
+
+def store_image(folder: str, source: str, source_name: str, options, include_dirs, signatures, arch: str) -> str:
+    """Compile ``source`` as :meth:`GPUBackend.compile` would on a device of ``arch`` and keep its image in
+    ``folder`` (no GPU context needed: nvcc only); returns the image's path."""
+    text, _, _ = _image_source(source, source_name, signatures)
+    path = os.path.join(folder, image_key(text, options, include_dirs, arch) + ".cubin")
+    if not os.path.exists(path):
+        image = _compile_image(text, options, include_dirs, arch)
+        partial = f"{path}.{os.getpid()}.partial"
+        with open(partial, "wb") as f:
+            f.write(image)
+        os.replace(partial, path)
+    return path
 
 
 class GPUBuffer(DeviceBuffer):
@@ -372,24 +441,22 @@ class GPUBackend(Backend):
         except Exception:
             pass
 
-    def compile(self, source, source_name, options, include_dirs, signatures) -> GPUModule:
-        wrapped = _wrap_source(source, source_name)
-        instances = _instantiations(signatures)
-        cooperative_line = grid_sync_line(source)
-        aliases = {}
-        try:
-            if instances or cooperative_line:
-                from pycuda.compiler import compile as compile_to_cubin
+    @property
+    def arch(self) -> str:
+        major, minor = self.device.compute_capability()
+        return f"sm_{major}{minor}"
 
-                image = compile_to_cubin(wrapped + _instantiating(signatures, instances), options=list(options), no_extern_c=True,
-                                         include_dirs=list(include_dirs))
-                module = CooperativeModule(image) if cooperative_line else cuda.module_from_buffer(image)
-                aliases = _mangled_names(image, instances)
-            else:
-                module = SourceModule(wrapped, options=list(options), no_extern_c=True, include_dirs=list(include_dirs))
+    def compile(self, source, source_name, options, include_dirs, signatures) -> GPUModule:
+        text, instances, cooperative_line = _image_source(source, source_name, signatures)
+        try:
+            image = stored_image(text, options, include_dirs, self.arch)
+            if image is None:
+                image = _compile_image(text, options, include_dirs, self.arch)
         except cuda.CompileError as exc:
             log = getattr(exc, "stderr", "") or str(exc)
             raise KernelCompileError(compile_error_message(log, source, source_name, "nvcc"), log=log, source_name=source_name) from None
+        module = CooperativeModule(image) if cooperative_line else cuda.module_from_buffer(image)
+        aliases = _mangled_names(image, instances) if instances else {}
         return GPUModule(self, module, source_name, aliases, cooperative_line)
 
     def empty(self, shape, dtype) -> GPUBuffer:

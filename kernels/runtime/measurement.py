@@ -43,14 +43,14 @@ FLOPS_PER_SM_CLOCK = 512
 # event while the GPU is idle would time that host overhead, not the kernel:
 # so the GPU is first kept busy for longer than it takes Python to enqueue
 # the start event and the launch, and the start event runs after this wait.
-_SPIN_SOURCE = r"""
+SPIN_SOURCE = r"""
 __global__ void gpu_busy_wait(long long cycles) {
     long long start = clock64();
     while (clock64() - start < cycles) { }
 }
 """
 
-_POISON_SOURCE = r"""
+POISON_SOURCE = r"""
 extern "C" __global__ void dlk_poison_shared(int words) {
     extern __shared__ float s[];
     volatile float* v = s;
@@ -93,7 +93,7 @@ class GpuMeasurement:
             from .module import compile_source
 
             clock_mhz = self.info.get("clock_mhz") or 2000.0
-            self._spin = (compile_source(_SPIN_SOURCE, "gpu_busy_wait.cu", backend=self.backend).function("gpu_busy_wait"),
+            self._spin = (compile_source(SPIN_SOURCE, "gpu_busy_wait.cu", backend=self.backend).function("gpu_busy_wait"),
                           clock_mhz)
         kernel, clock_mhz = self._spin
         kernel(int(microseconds * clock_mhz), grid=1, block=1, sync=False)
@@ -116,10 +116,10 @@ class GpuMeasurement:
         """Write NaN into as much shared memory of every SM as a block can hold (best effort)."""
         cuda = self.cuda
         if self._poison is None:
-            from pycuda.compiler import SourceModule
+            from .module import compile_source
 
-            module = SourceModule(_POISON_SOURCE, no_extern_c=True)
-            function = module.get_function("dlk_poison_shared")
+            module = compile_source(POISON_SOURCE, "poison_shared.cu", backend=self.backend)
+            function = module.compiled._function("dlk_poison_shared")
             shared = int(self.backend.limits().max_shared_bytes_optin)
             function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             sms = int(self.info.get("multiprocessors") or 1)

@@ -1,0 +1,90 @@
+"""The grader's own kernels are compiled once per grading process and loaded, read-only, by each child.
+
+An image is found by a hash of exactly what nvcc would compile (the text, the
+options, the architecture and the headers), so a changed header or define is
+a different image; the folder is read-only inside the sandbox; on a GPU a
+child takes the reference kernel from the folder instead of running nvcc.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from autograder import sandbox
+from kernels.runtime import gpu as gpu_backend
+
+
+def test_an_image_is_named_by_everything_nvcc_would_see(tmp_path):
+    headers = tmp_path / "include"
+    headers.mkdir()
+    (headers / "helpers.cuh").write_text("#define TILE 16\n")
+    key = gpu_backend.image_key("__global__ void k() {}", ["-DN=4"], [str(headers)], "sm_90")
+    assert key == gpu_backend.image_key("__global__ void k() {}", ["-DN=4"], [str(headers)], "sm_90")
+    assert key != gpu_backend.image_key("__global__ void k() { }", ["-DN=4"], [str(headers)], "sm_90")
+    assert key != gpu_backend.image_key("__global__ void k() {}", ["-DN=8"], [str(headers)], "sm_90")
+    assert key != gpu_backend.image_key("__global__ void k() {}", ["-DN=4"], [str(headers)], "sm_100")
+    (headers / "helpers.cuh").write_text("#define TILE 32\n")
+    assert key != gpu_backend.image_key("__global__ void k() {}", ["-DN=4"], [str(headers)], "sm_90")
+
+
+def test_a_stored_image_is_found_only_in_the_folder_named_by_the_environment(tmp_path, monkeypatch):
+    compiled = []
+
+    def fake_compile(text, options, include_dirs, arch):
+        compiled.append(text)
+        return b"image of " + text.encode()
+
+    monkeypatch.setattr(gpu_backend, "_compile_image", fake_compile)
+    from kernels.runtime.signature import parse_kernels
+
+    source = "__global__ void k(float* x) { x[0] = 1; }\n"
+    signatures = parse_kernels(source, "k.cu", {})
+    path = gpu_backend.store_image(str(tmp_path), source, "k.cu", ["-DN=4"], [], signatures, "sm_90")
+    gpu_backend.store_image(str(tmp_path), source, "k.cu", ["-DN=4"], [], signatures, "sm_90")
+    assert len(compiled) == 1 and os.path.exists(path)  # compiled once, then found
+    text, _, _ = gpu_backend._image_source(source, "k.cu", signatures)
+    monkeypatch.delenv(gpu_backend.IMAGES_VARIABLE, raising=False)
+    assert gpu_backend.stored_image(text, ["-DN=4"], [], "sm_90") is None
+    monkeypatch.setenv(gpu_backend.IMAGES_VARIABLE, str(tmp_path))
+    assert gpu_backend.stored_image(text, ["-DN=4"], [], "sm_90") == b"image of " + text.encode()
+    assert gpu_backend.stored_image(text, ["-DN=5"], [], "sm_90") is None
+
+
+@pytest.mark.skipif(bool(sandbox.unavailable_reason()), reason="the sandbox cannot start here")
+def test_the_images_folder_is_read_only_inside_the_sandbox(tmp_path):
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "a.cubin").write_bytes(b"image")
+    scratch = tmp_path / "scratch"
+    probe = f"cat {images}/a.cubin && if echo x > {images}/b.cubin; then exit 3; fi && if rm {images}/a.cubin; then exit 4; fi"
+    cmd, fd = sandbox.command(["/bin/sh", "-c", probe], str(scratch), readonly=[str(images)])
+    try:
+        proc = subprocess.run(cmd, pass_fds=(fd,), capture_output=True, text=True, timeout=60)
+    finally:
+        os.close(fd)
+    assert proc.returncode == 0 and proc.stdout == "image", (proc.returncode, proc.stdout, proc.stderr)
+    assert sorted(os.listdir(images)) == ["a.cubin"]
+
+
+@pytest.mark.gpu
+def test_a_child_on_the_gpu_loads_the_reference_kernel_instead_of_compiling_it(tmp_path, monkeypatch):
+    from autograder import kernel_images
+    from autograder.exercises import get_exercise
+    from kernels.runtime.loader import load_topic
+    from kernels.runtime.selection import make_backend
+
+    ex = get_exercise("saxpy")
+    folder = kernel_images.folder_for(ex)
+    assert folder and len(os.listdir(folder)) >= 3  # the blend, the poisoning, the reference
+    monkeypatch.setenv(gpu_backend.IMAGES_VARIABLE, folder)
+
+    def no_nvcc(*args, **kwargs):
+        raise AssertionError("nvcc ran for a kernel whose image the grader stored")
+
+    monkeypatch.setattr(gpu_backend, "_compile_image", no_nvcc)
+    rk = ex.reference_kernel
+    module = load_topic(rk.topic, rk.defines or None, backend=make_backend("gpu"))
+    assert module.compiled._function(rk.kernel) is not None
