@@ -1,8 +1,14 @@
-"""The book's pictures: 1-D launches (which thread handles which element) and the roofline.
+"""The book's pictures: which thread, warp and block handles which data, and the roofline.
 
 ``draw_thread_map`` draws what the kernels of ``kernels/indexing.cu`` report;
 ``plot_roofline`` places measured kernels under the roofline of a device's
-peaks (:mod:`kernels.tools.roofline` computes them).
+peaks (:mod:`kernels.tools.roofline` computes them).  The mapping pictures
+draw what :mod:`book.tile_geometry` computes with the kernels' own index
+formulas and tile sizes: ``draw_conv_tiles`` (a block of the tiled direct
+convolution, its output tile and halo), ``draw_sgemm_ladder`` (block, warp and
+thread tiles of every SGEMM step), ``draw_unrolled_product`` (im2col's
+unrolled input beside the filter matrix) and ``draw_capsule_access_patterns``
+(the bytes a warp stores and loads in capsule versions 3 and 4).
 """
 
 from __future__ import annotations
@@ -153,11 +159,11 @@ def draw_conv_tile(ax, tile, H: int, W: int, K: int, title: str = ""):
         _rect(ax, h0, lc + lcols, lrows, ext - lcols, fill=False, hatch="xx", edgecolor="gray", linewidth=0)
     orow, ocol, T, _ = t.output
     _, _, wrows, wcols = t.written
-    if wrows < T or wcols < T:  # outputs of the tile beyond the output map: computed, not stored
-        for r in range(T):
-            for c in range(T):
-                if r >= wrows or c >= wcols:
-                    _rect(ax, orow + r, ocol + c, 1, 1, fill=False, hatch="////", edgecolor="white", linewidth=0)
+    # outputs of the tile beyond the output map: computed, not stored
+    if wrows < T:
+        _rect(ax, orow + wrows, ocol, T - wrows, T, fill=False, hatch="////", edgecolor="white", linewidth=0)
+    if wcols < T:
+        _rect(ax, orow, ocol + wcols, wrows, T - wcols, fill=False, hatch="////", edgecolor="white", linewidth=0)
     _rect(ax, orow + T - 1, ocol + T - 1, K, K, fill=False, edgecolor="red", linewidth=2.0)
     ax.annotate(f"output tile {T}×{T}", (ocol + T / 2, orow + T / 2), ha="center", va="center",
                 fontsize=_FONT + 0.5, color="black")
