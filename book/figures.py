@@ -144,11 +144,11 @@ def draw_conv_tile(ax, tile, H: int, W: int, K: int, title: str = ""):
     t = conv_tiled_block(tile, H, W, K)
     h0, w0, ext, _ = t.input
     _rect(ax, 0, 0, H, W, facecolor="#f4f4f4", edgecolor="black", linewidth=1.0)
-    for k in range(1, max(H, W)):  # a faint pixel grid
+    for k in range(1, max(H, W)):  # a faint pixel grid over the map
         if k < H:
-            ax.plot([0, W], [k, k], color="white", linewidth=0.6, zorder=0.5)
+            ax.plot([0, W], [k, k], color="white", linewidth=0.5, alpha=0.8, zorder=2)
         if k < W:
-            ax.plot([k, k], [0, H], color="white", linewidth=0.6, zorder=0.5)
+            ax.plot([k, k], [0, H], color="white", linewidth=0.5, alpha=0.8, zorder=2)
     _rect(ax, *t.input, facecolor=_HALO, edgecolor="tab:orange", linewidth=1.5)
     _rect(ax, *t.output, facecolor=_TILE, edgecolor="tab:blue", linewidth=1.5)
     _rect(ax, 0, 0, H - K + 1, W - K + 1, fill=False, edgecolor="black", linewidth=1.2, linestyle="--", zorder=3)
@@ -164,7 +164,7 @@ def draw_conv_tile(ax, tile, H: int, W: int, K: int, title: str = ""):
         _rect(ax, orow + wrows, ocol, T - wrows, T, fill=False, hatch="////", edgecolor="white", linewidth=0)
     if wcols < T:
         _rect(ax, orow, ocol + wcols, wrows, T - wcols, fill=False, hatch="////", edgecolor="white", linewidth=0)
-    _rect(ax, orow + T - 1, ocol + T - 1, K, K, fill=False, edgecolor="red", linewidth=2.0)
+    _rect(ax, orow + T - 1, ocol + T - 1, K, K, fill=False, edgecolor="red", linewidth=2.0, zorder=3)
     ax.annotate(f"output tile {T}×{T}", (ocol + T / 2, orow + T / 2), ha="center", va="center",
                 fontsize=_FONT + 0.5, color="black")
     ax.annotate(f"input tile {ext}×{ext} = {T} + {K} − 1", (ocol + ext / 2, orow + ext + 0.4), ha="center",
