@@ -122,7 +122,7 @@ def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=No
 # --------------------------------------------------------------------------- mapping pictures
 # Who touches what: drawn from book.tile_geometry, which applies the kernels' own index formulas.
 
-_FONT = 8.5  # the smallest label: the figures below are sized for the page column at this size
+_FONT = 9.5  # the smallest label: the figures below are sized for the page column at this size
 _TILE, _HALO = "#9cc3e6", "#f8c997"  # a block's output tile and the halo of its input tile
 _SLICE, _THREAD1 = "#cfe0f3", (0.85, 0.1, 0.1, 1.0)  # a slice of A or B; thread 1's elements
 
@@ -198,7 +198,7 @@ def draw_conv_tiles(H: int, W: int, K: int, tiles=None):
                Patch(fill=False, edgecolor="black", linestyle="--", label="output map (pixel at its window's corner)")]
     fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=_FONT, frameon=False)
     fig.suptitle(f"{H}×{W} input map, {K}×{K} filters: which pixels one block loads into shared memory", fontsize=_FONT + 1.5)
-    fig.tight_layout(rect=(0, 0.16, 1, 1))
+    fig.tight_layout(rect=(0, 0.16, 1, 0.97))
     return fig, drawn
 
 
@@ -377,7 +377,7 @@ def draw_capsule_access_patterns(in_dim: int, out_caps: int, out_dim: int):
              [("v4 ", a) for a in capsule_warp_stores(4, out_caps, out_dim)]
     v3_loads, v4_loads = capsule_warp_weight_loads(3, in_dim, out_caps, out_dim), capsule_warp_weight_loads(4, in_dim, out_caps, out_dim)
     loads = [("v3 ", a) for a in v3_loads[:2]] + [("v4 ", a) for a in v4_loads[:2]]
-    fig, axes = plt.subplots(2, 1, figsize=(8.6, 4.6), gridspec_kw={"height_ratios": [len(stores), len(loads)]})
+    fig, axes = plt.subplots(2, 1, figsize=(8.4, 5.0), gridspec_kw={"height_ratios": [len(stores), len(loads)]})
 
     def labelled(pairs):
         return [WarpAccess(prefix + a.label, a.start, a.width) for prefix, a in pairs]
