@@ -283,6 +283,9 @@ def draw_unrolled_product(x, filters, pixel: int = 0):
 
     x = np.asarray(x)
     filters = np.asarray(filters)
+    if x.ndim != 3 or filters.ndim != 4 or filters.shape[1] != x.shape[0] or filters.shape[2] != filters.shape[3]:
+        raise ValueError(f"x must be (C, H, W) and filters (M, C, K, K) with the same C, "
+                         f"got shapes {x.shape} and {filters.shape}")
     C, H, Wd = x.shape
     M, _, K, _ = filters.shape
     U = im2col.unroll_sequential(x, K=K)

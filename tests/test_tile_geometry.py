@@ -184,6 +184,11 @@ def test_unrolled_product_is_the_convolution_and_shows_u():
     assert {f"{v:g}" for v in U.ravel()} <= shown and {f"{v:g}" for v in Y.ravel()} <= shown
 
 
+def test_unrolled_product_rejects_filters_of_another_depth():
+    with pytest.raises(ValueError, match="filters"):
+        figures.draw_unrolled_product(np.zeros((3, 3, 3)), np.zeros((2, 4, 2, 2)))
+
+
 # --------------------------------------------------------------------------- capsule prediction, versions 3 and 4
 
 DIGITCAPS_OUT = (10, 16)
