@@ -167,8 +167,9 @@ def draw_conv_tile(ax, tile, H: int, W: int, K: int, title: str = ""):
     _rect(ax, orow + T - 1, ocol + T - 1, K, K, fill=False, edgecolor="red", linewidth=2.0, zorder=3)
     ax.annotate(f"output tile {T}×{T}", (ocol + T / 2, orow + T / 2), ha="center", va="center",
                 fontsize=_FONT + 0.5, color="black")
-    ax.annotate(f"input tile {ext}×{ext} = {T} + {K} − 1", (ocol + ext / 2, orow + ext + 0.4), ha="center",
-                va="top", fontsize=_FONT, color="tab:orange", annotation_clip=False)
+    ax.annotate(f"input tile {ext}×{ext} = {T} + {K} − 1", (ocol + ext, orow + ext + 0.4), ha="right",
+                va="top", fontsize=_FONT, color="tab:orange", annotation_clip=False,
+                bbox=dict(facecolor="white", edgecolor="none", pad=1.0), zorder=4)
     size = max(H, W, h0 + ext, w0 + ext)
     ax.set_xlim(-0.5, size + 0.5)
     ax.set_ylim(size + 3.2, -0.5)
