@@ -1,8 +1,14 @@
-"""The book's pictures: 1-D launches (which thread handles which element) and the roofline.
+"""The book's pictures: which thread, warp and block handles which data, and the roofline.
 
 ``draw_thread_map`` draws what the kernels of ``kernels/indexing.cu`` report;
 ``plot_roofline`` places measured kernels under the roofline of a device's
-peaks (:mod:`kernels.tools.roofline` computes them).
+peaks (:mod:`kernels.tools.roofline` computes them).  The mapping pictures
+draw what :mod:`book.tile_geometry` computes with the kernels' own index
+formulas and tile sizes: ``draw_conv_tiles`` (a block of the tiled direct
+convolution, its output tile and halo), ``draw_sgemm_ladder`` (block, warp and
+thread tiles of every SGEMM step), ``draw_unrolled_product`` (im2col's
+unrolled input beside the filter matrix) and ``draw_capsule_access_patterns``
+(the bytes a warp stores and loads in capsule versions 3 and 4).
 """
 
 from __future__ import annotations
@@ -111,3 +117,280 @@ def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=No
         ax.legend(fontsize=8, loc="lower right")
     ax.set_title(title or f"Roofline of {peaks.device} (measured {peaks.measured or 'now'})", fontsize=10)
     return ax
+
+
+# --------------------------------------------------------------------------- mapping pictures
+# Who touches what: drawn from book.tile_geometry, which applies the kernels' own index formulas.
+
+_FONT = 9.5  # the smallest label: the figures below are sized for the page column at this size
+_TILE, _HALO = "#9cc3e6", "#f8c997"  # a block's output tile and the halo of its input tile
+_SLICE, _THREAD1 = "#cfe0f3", (0.85, 0.1, 0.1, 1.0)  # a slice of A or B; thread 1's elements
+
+
+def _rect(ax, row0, col0, rows, cols, **style):
+    """A rectangle in (row, column) units, rows growing downwards."""
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((col0, row0), cols, rows, **style))
+
+
+def draw_conv_tile(ax, tile, H: int, W: int, K: int, title: str = ""):
+    """One block of the tiled direct convolution on an H x W input map: its output tile (blue), the halo
+    of K - 1 rows and columns that completes its input tile in shared memory (orange), the part of
+    that tile beyond the map (loaded as zeros, hatched), the outputs beyond the output map (not
+    written, hatched) and the K x K window of the block's last thread (red)."""
+    from book.tile_geometry import conv_tiled_block
+
+    t = conv_tiled_block(tile, H, W, K)
+    h0, w0, ext, _ = t.input
+    _rect(ax, 0, 0, H, W, facecolor="#f4f4f4", edgecolor="black", linewidth=1.0)
+    for k in range(1, max(H, W)):  # a faint pixel grid over the map
+        if k < H:
+            ax.plot([0, W], [k, k], color="white", linewidth=0.5, alpha=0.8, zorder=2)
+        if k < W:
+            ax.plot([k, k], [0, H], color="white", linewidth=0.5, alpha=0.8, zorder=2)
+    _rect(ax, *t.input, facecolor=_HALO, edgecolor="tab:orange", linewidth=1.5)
+    _rect(ax, *t.output, facecolor=_TILE, edgecolor="tab:blue", linewidth=1.5)
+    _rect(ax, 0, 0, H - K + 1, W - K + 1, fill=False, edgecolor="black", linewidth=1.2, linestyle="--", zorder=3)
+    lr, lc, lrows, lcols = t.loaded
+    if lrows < ext:  # rows of the input tile below the map
+        _rect(ax, lr + lrows, w0, ext - lrows, ext, fill=False, hatch="xx", edgecolor="gray", linewidth=0)
+    if lcols < ext:
+        _rect(ax, h0, lc + lcols, lrows, ext - lcols, fill=False, hatch="xx", edgecolor="gray", linewidth=0)
+    orow, ocol, T, _ = t.output
+    _, _, wrows, wcols = t.written
+    # outputs of the tile beyond the output map: computed, not stored
+    if wrows < T:
+        _rect(ax, orow + wrows, ocol, T - wrows, T, fill=False, hatch="////", edgecolor="white", linewidth=0)
+    if wcols < T:
+        _rect(ax, orow, ocol + wcols, wrows, T - wcols, fill=False, hatch="////", edgecolor="white", linewidth=0)
+    _rect(ax, orow + T - 1, ocol + T - 1, K, K, fill=False, edgecolor="red", linewidth=2.0, zorder=3)
+    ax.annotate(f"output tile {T}×{T}", (ocol + T / 2, orow + T / 2), ha="center", va="center",
+                fontsize=_FONT + 0.5, color="black")
+    ax.annotate(f"input tile {ext}×{ext} = {T} + {K} − 1", (ocol + ext, orow + ext + 0.4), ha="right",
+                va="top", fontsize=_FONT, color="tab:orange", annotation_clip=False,
+                bbox=dict(facecolor="white", edgecolor="none", pad=1.0), zorder=4)
+    size = max(H, W, h0 + ext, w0 + ext)
+    ax.set_xlim(-0.5, size + 0.5)
+    ax.set_ylim(size + 3.2, -0.5)
+    ax.set_aspect("equal")
+    ax.set_xticks(sorted({0, w0, W})); ax.set_yticks(sorted({0, h0, H}))
+    ax.tick_params(labelsize=_FONT)
+    ax.set_title(title or f"block {tile}: tile at row {h0}, column {w0}", fontsize=_FONT + 1)
+    return t
+
+
+def draw_conv_tiles(H: int, W: int, K: int, tiles=None):
+    """:func:`draw_conv_tile` for the first and the last tile of an H x W map (or ``tiles``), side by side."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from kernels import conv2d
+
+    H_grid, W_grid = conv2d.tile_grid(H - K + 1, W - K + 1)
+    tiles = (0, H_grid * W_grid - 1) if tiles is None else tuple(tiles)
+    fig, axes = plt.subplots(1, len(tiles), figsize=(4.3 * len(tiles), 5.0), squeeze=False)
+    drawn = [draw_conv_tile(ax, tile, H, W, K) for ax, tile in zip(axes[0], tiles)]
+    handles = [Patch(facecolor=_TILE, edgecolor="tab:blue", label="outputs the block computes"),
+               Patch(facecolor=_HALO, edgecolor="tab:orange", label=f"halo: the other inputs it loads (K − 1 = {K - 1})"),
+               Patch(facecolor=_HALO, hatch="xx", edgecolor="gray", label="beyond the map: loaded as 0"),
+               Patch(facecolor=_TILE, hatch="////", edgecolor="white", label="beyond the output map: not stored"),
+               Patch(fill=False, edgecolor="red", linewidth=2, label=f"{K}×{K} window of the block's last thread"),
+               Patch(fill=False, edgecolor="black", linestyle="--", label="output map (pixel at its window's corner)")]
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=_FONT, frameon=False)
+    fig.suptitle(f"{H}×{W} input map, {K}×{K} filters: which pixels one block loads into shared memory", fontsize=_FONT + 1.5)
+    fig.tight_layout(rect=(0, 0.16, 1, 0.97))
+    return fig, drawn
+
+
+def draw_sgemm_tiling(ax, tiling, title: str = ""):
+    """One step of the SGEMM ladder: the block's tile of C coloured by warp, the elements of threads 0
+    (black) and 1 (red), and the slices of A (left) and B (above) staged per k-step, with the rows of A
+    and columns of B that thread 0 reads from them in black.  Drawn to the tile's own scale: the labels
+    give the sizes."""
+    import matplotlib.pyplot as plt
+
+    bm, bn, bk = tiling.block_m, tiling.block_n, tiling.k_step
+    scale = max(bm, bn)
+    gap = scale / 16
+    warps = tiling.owner // 32
+    palette = plt.get_cmap("Pastel1")
+    image = np.array([palette(w % 8) for w in warps.ravel()]).reshape(bm, bn, 4)
+    for thread, color in ((0, (0, 0, 0, 1)), (1, _THREAD1)):
+        image[tiling.owner == thread] = color
+    ax.imshow(image, extent=(0, bn, bm, 0), interpolation="nearest")
+    _rect(ax, 0, 0, bm, bn, fill=False, edgecolor="black", linewidth=1.0)
+    rows, cols = tiling.elements_of(0)
+    style = dict(facecolor=_SLICE, edgecolor="tab:blue", linewidth=0.8)
+    _rect(ax, 0, -gap - bk, bm, bk, **style)  # A: the tile's rows, k_step columns
+    _rect(ax, -gap - bk, 0, bk, bn, **style)  # B: k_step rows, the tile's columns
+    for r in set(rows.tolist()):
+        _rect(ax, r, -gap - bk, 1, bk, facecolor="black", linewidth=0)
+    for c in set(cols.tolist()):
+        _rect(ax, -gap - bk, c, bk, 1, facecolor="black", linewidth=0)
+    where = "in shared memory" if tiling.shared else "from global memory"
+    ax.text(-gap - bk - scale / 40, bm / 2, f"A {bm}×{bk}", rotation=90, ha="right", va="center", fontsize=_FONT)
+    ax.text(bn / 2, -gap - bk - scale / 40, f"B {bk}×{bn}", ha="center", va="bottom", fontsize=_FONT)
+    tm, tn = tiling.thread_tile
+    ax.text(-gap - bk, bm + gap / 2, f"C {bm}×{bn}: {tiling.threads} threads × {tm}×{tn}\n"
+            f"k-step of {bk} {where}" + ("\nK split among blocks (blockIdx.z)" if tiling.k_split else ""),
+            ha="left", va="top", fontsize=_FONT)
+    ax.set_xlim(-gap - bk - scale / 7, max(bn, scale * 0.75) + scale / 40)
+    ax.set_ylim(bm + scale * 0.42, -gap - bk - scale / 6)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    ax.set_title(title or f"{tiling.step}. {tiling.name}", fontsize=_FONT + 1.5, loc="left", fontweight="bold")
+
+
+def draw_sgemm_ladder(names=None, columns: int = 3):
+    """:func:`draw_sgemm_tiling` for every step of the ladder (``sgemm.VERSIONS``), a panel each, plus a key."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from book.tile_geometry import sgemm_tiling
+    from kernels import sgemm
+
+    names = [n for n, _ in sgemm.VERSIONS] if names is None else list(names)
+    tilings = [sgemm_tiling(n) for n in names]
+    panels = len(tilings) + 1
+    rows = -(-panels // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.0 * columns, 3.3 * rows), squeeze=False)
+    flat = axes.ravel()
+    for ax, tiling in zip(flat, tilings):
+        draw_sgemm_tiling(ax, tiling)
+    palette = plt.get_cmap("Pastel1")
+    key = flat[len(tilings)]
+    key.set_axis_off()
+    handles = [Patch(facecolor=palette(0), label="warp 0"), Patch(facecolor=palette(1), label="warp 1"),
+               Patch(facecolor=palette(2), label="warp 2, …"), Patch(facecolor="black", label="thread 0's results,\nand what it reads of A, B"),
+               Patch(facecolor=_THREAD1, label="thread 1's results"),
+               Patch(facecolor=_SLICE, edgecolor="tab:blue", label="slice of A and of B\nread per k-step")]
+    key.legend(handles=handles, loc="center", fontsize=_FONT + 0.5, frameon=False,
+               title="each tile to its own scale", title_fontsize=_FONT + 0.5)
+    for ax in flat[len(tilings) + 1:]:
+        ax.set_axis_off()
+    fig.tight_layout()
+    return fig, tilings
+
+
+def draw_unrolled_product(x, filters, pixel: int = 0):
+    """The unrolled input U beside the filter matrix W, as the product Y = W U is laid out: U above Y, W to
+    the left of Y, so that row m of W and column p of U meet at Y[m, p].  The input maps sit beside the
+    bands of U they are copied into; ``pixel``'s receptive field, its column of U, row 0 of W and their
+    product Y[0, pixel] are outlined in red.  ``x``: (C, H, W) maps; ``filters``: (M, C, K, K)."""
+    import matplotlib.pyplot as plt
+
+    from kernels import im2col
+
+    x = np.asarray(x)
+    filters = np.asarray(filters)
+    if x.ndim != 3 or filters.ndim != 4 or filters.shape[1] != x.shape[0] or filters.shape[2] != filters.shape[3]:
+        raise ValueError(f"x must be (C, H, W) and filters (M, C, K, K) with the same C, "
+                         f"got shapes {x.shape} and {filters.shape}")
+    C, H, Wd = x.shape
+    M, _, K, _ = filters.shape
+    U = im2col.unroll_sequential(x, K=K)
+    Wmat = filters.reshape(M, C * K * K)
+    Y = Wmat @ U
+    rows, P = U.shape
+    H_out, W_out = im2col.output_size(H, Wd, K)
+    colors = plt.get_cmap("Pastel1")(np.arange(C) % 9)
+    band = K * K
+    fig, ax = plt.subplots(figsize=(0.34 * (rows + P + 6), 0.34 * (rows + M + 6)))
+    gx, gy = rows + 1, rows + 1  # where Y's top-left corner is
+    red = dict(fill=False, edgecolor="red", linewidth=2.2)
+
+    def cell(row, col, value, face, size=_FONT):
+        _rect(ax, row, col, 1, 1, facecolor=face, edgecolor="black", linewidth=0.6)
+        ax.text(col + 0.5, row + 0.5, f"{value:g}", ha="center", va="center", fontsize=size)
+
+    for r in range(rows):  # U, above Y
+        for p in range(P):
+            cell(r, gx + p, U[r, p], colors[r // band])
+    _rect(ax, 0, gx + pixel, rows, 1, **red)
+    for m in range(M):  # W, left of Y
+        for r in range(rows):
+            cell(gy + m, r, Wmat[m, r], colors[r // band])
+        for p in range(P):
+            cell(gy + m, gx + p, Y[m, p], "white")
+    _rect(ax, gy, 0, 1, rows, **red)
+    _rect(ax, gy, gx + pixel, 1, 1, **red)
+    ph, pw = divmod(pixel, W_out)
+    for c in range(C):  # the input maps beside their bands of U
+        top = c * band + (band - H) / 2
+        left = gx - 2 - Wd
+        for h in range(H):
+            for w in range(Wd):
+                cell(top + h, left + w, x[c, h, w], colors[c])
+        _rect(ax, top + ph, left + pw, K, K, **red)
+        ax.text(left - 0.4, top + H / 2, f"input map {c}", ha="right", va="center", fontsize=_FONT)
+        ax.annotate("", (gx - 0.1, c * band + band / 2), (left + Wd + 0.1, top + H / 2),
+                    arrowprops=dict(arrowstyle="->", color="gray"))
+    ax.text(gx + P / 2, -0.3, f"unrolled input U\n{rows} × {P} (column = output pixel)", ha="center", va="bottom",
+            fontsize=_FONT + 0.5)
+    ax.text(rows / 2, gy + M + 0.3, f"filter matrix Wmat: {M} × {rows} (row = output map)", ha="center", va="top",
+            fontsize=_FONT + 0.5)
+    ax.text(gx + P / 2, gy + M + 0.3, f"Y = Wmat U\n{M} × {P}", ha="center", va="top", fontsize=_FONT + 0.5)
+    ax.text(rows / 2, gy + M + 1.3, f"red: row 0 of Wmat · column {pixel} of U = Y[0, {pixel}] = {Y[0, pixel]:g}",
+            ha="center", va="top", fontsize=_FONT + 0.5, color="red")
+    ax.set_xlim(-4.2, gx + P + 0.3)
+    ax.set_ylim(gy + M + 2.3, -2.6)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    return fig, (Wmat, U, Y)
+
+
+def draw_warp_accesses(ax, accesses, span: int, title: str, sector: int = 32):
+    """Memory instructions of one warp as rows of a byte strip ``span`` bytes long: each lane's bytes in its
+    colour (lane 0 darkest), 32-byte sectors ruled, and beside each row the sectors it touches."""
+    import matplotlib.pyplot as plt
+
+    cmap = plt.get_cmap("viridis")
+    lanes = len(accesses[0].start)
+    for row, access in enumerate(accesses):
+        _rect(ax, row, 0, 0.8, span, facecolor="#f4f4f4", edgecolor="none")
+        for lane, start in enumerate(access.start):
+            if start < span:
+                _rect(ax, row, start, 0.8, min(access.width, span - start), facecolor=cmap(lane / max(1, lanes - 1)),
+                      edgecolor="none")
+        used = access.width * len(access.start)
+        ax.text(-4, row + 0.4, access.label, ha="right", va="center", fontsize=_FONT, family="monospace")
+        ax.text(span + 6, row + 0.4, f"{len(access.sectors(sector))} sectors for {used} B", ha="left", va="center",
+                fontsize=_FONT)
+    for b in range(0, span + 1, sector):
+        ax.plot([b, b], [-0.1, len(accesses) - 0.1], color="white" if b % 128 else "gray", linewidth=0.5)
+    ax.set_xlim(-4, span)
+    ax.set_ylim(len(accesses), -0.2)
+    ax.set_yticks([])
+    ax.set_xticks(range(0, span + 1, 128))
+    ax.set_xlabel(f"byte offset (white rules: {sector}-byte sectors)", fontsize=_FONT)
+    ax.tick_params(labelsize=_FONT)
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title, fontsize=_FONT + 1, loc="left")
+
+
+def draw_capsule_access_patterns(in_dim: int, out_caps: int, out_dim: int):
+    """Versions 3 and 4 of the capsule prediction: the bytes of u_hat the first warp of a block stores for
+    one sample (every lane of the warp), and the bytes of W[i] it loads first (the first 4 lanes)."""
+    import matplotlib.pyplot as plt
+
+    from book.tile_geometry import WarpAccess, capsule_warp_stores, capsule_warp_weight_loads
+
+    stores = [("v3 ", a) for a in capsule_warp_stores(3, out_caps, out_dim)] + \
+             [("v4 ", a) for a in capsule_warp_stores(4, out_caps, out_dim)]
+    v3_loads, v4_loads = capsule_warp_weight_loads(3, in_dim, out_caps, out_dim), capsule_warp_weight_loads(4, in_dim, out_caps, out_dim)
+    loads = [("v3 ", a) for a in v3_loads[:2]] + [("v4 ", a) for a in v4_loads[:2]]
+    fig, axes = plt.subplots(2, 1, figsize=(8.4, 5.0), gridspec_kw={"height_ratios": [len(stores), len(loads)]})
+
+    def labelled(pairs):
+        return [WarpAccess(prefix + a.label, a.start, a.width) for prefix, a in pairs]
+
+    span = int(max(a.start.max() + a.width for _, a in stores))
+    draw_warp_accesses(axes[0], labelled(stores), span,
+                       f"stores of u_hat, one sample: lanes 0–{len(stores[0][1].start) - 1} of warp 0 (byte offset in the row)")
+    draw_warp_accesses(axes[1], labelled(loads), span,
+                       f"first loads of W[i]: lanes 0–{span // (16 * in_dim) - 1} shown, "
+                       f"the rest continue {16 * in_dim} B apart")
+    fig.tight_layout()
+    return fig, (stores, loads)

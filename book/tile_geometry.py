@@ -1,0 +1,236 @@
+"""Which data each block, warp and thread of a kernel touches: the numbers behind the book's mapping pictures.
+
+Each function applies a kernel's own index formula (the line of the ``.cu`` file is quoted beside it)
+with the tile sizes its Python module states (``kernels/conv2d.py``, ``kernels/sgemm.py``,
+``kernels/capsule_prediction.py``) or, where only the ``.cu`` file states them, the ``#define`` s read
+from that file.  :mod:`book.figures` draws what these return; ``tests/test_tile_geometry.py`` checks
+that the geometry adds up (tiles cover their outputs exactly once, halos have the kernel's extent).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels import capsule_prediction, conv2d, sgemm
+
+# --------------------------------------------------------------------------- tiled direct convolution
+
+
+@dataclass(frozen=True)
+class ConvTile:
+    """One block of ``conv2d_forward_tiled``: rectangles as (row0, col0, rows, cols) in pixels of one map."""
+
+    output: tuple[int, int, int, int]  # the TILE_WIDTH x TILE_WIDTH outputs its threads compute
+    written: tuple[int, int, int, int]  # the part of ``output`` inside the output map (the threads that store)
+    input: tuple[int, int, int, int]  # the (TILE_WIDTH + K - 1)^2 input tile it loads into shared memory
+    loaded: tuple[int, int, int, int]  # the part of ``input`` inside the input map (the rest is set to zero)
+    K: int
+    loads_per_thread: tuple[int, int]  # fewest and most input pixels a thread loads per input map
+
+
+def conv_tiled_block(tile: int, H: int, W: int, K: int) -> ConvTile:
+    """The regions of block ``tile`` (``blockIdx.y``) of ``conv2d_forward_tiled`` on an H x W input map."""
+    if not 1 <= K <= min(H, W):
+        raise ValueError(f"K must be between 1 and the map size {min(H, W)}, got {K}")
+    T = conv2d.TILE_WIDTH
+    H_out, W_out = H - K + 1, W - K + 1
+    H_grid, W_grid = conv2d.tile_grid(H_out, W_out)
+    if not 0 <= tile < H_grid * W_grid:
+        raise ValueError(f"tile must be between 0 and {H_grid * W_grid - 1} (the {H_grid} x {W_grid} tiles), got {tile}")
+    h0, w0 = (tile // W_grid) * T, (tile % W_grid) * T  # int h0 = (blockIdx.y / W_grid) * TILE_WIDTH; ...
+    extent = T + K - 1  # int X_tile_width = TILE_WIDTH + K - 1;
+    # for (int i = ty; i < X_tile_width; i += TILE_WIDTH): how many i (and j) a thread takes
+    per_axis = [len(range(t, extent, T)) for t in range(T)]
+    return ConvTile(
+        output=(h0, w0, T, T),
+        written=(h0, w0, max(0, min(T, H_out - h0)), max(0, min(T, W_out - w0))),
+        input=(h0, w0, extent, extent),
+        loaded=(h0, w0, max(0, min(extent, H - h0)), max(0, min(extent, W - w0))),
+        K=K,
+        loads_per_thread=(min(per_axis) ** 2, max(per_axis) ** 2),
+    )
+
+
+# --------------------------------------------------------------------------- the SGEMM ladder
+
+
+def cuda_defines(source: str) -> dict[str, int]:
+    """The ``#define NAME <integer>`` lines of a CUDA source (expressions and macros with arguments left out)."""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^#define\s+(\w+)\s+(\d+)\b", source, re.M)}
+
+
+@dataclass(frozen=True)
+class SgemmTiling:
+    """Who owns which element of C in one block of one SGEMM version, and what it loads per k-step.
+
+    ``owner[r, c]`` is the thread (``threadIdx.x + blockDim.x * threadIdx.y``) that computes element
+    (r, c) of the block's ``block_m x block_n`` tile of C; its warp is ``owner // 32``.  ``k_step``
+    columns of A and rows of B are staged per step (``shared`` says whether through shared memory;
+    versions 1 and 2 read one k at a time straight from global memory).  ``k_split``: version 8 also
+    divides the k-steps among blocks (``blockIdx.z``).
+    """
+
+    step: int
+    name: str
+    block_m: int
+    block_n: int
+    k_step: int
+    threads: int
+    owner: np.ndarray
+    shared: bool
+    k_split: bool = False
+
+    @property
+    def thread_tile(self) -> tuple[int, int]:
+        """Rows and columns of C that thread 0 computes (every thread computes as many)."""
+        rows, cols = np.nonzero(self.owner == 0)
+        return len(set(rows)), len(set(cols))
+
+    def elements_of(self, thread: int) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and columns of the elements of C that ``thread`` computes."""
+        return np.nonzero(self.owner == thread)
+
+
+def _owner(block_m: int, block_n: int, threads: int, rows_cols) -> np.ndarray:
+    """The owner map from ``rows_cols(t) -> (rows, cols)`` (index arrays of thread t's elements);
+    -1 where no thread computes, and an error where two do (the formulas below must tile exactly)."""
+    owner = np.full((block_m, block_n), -1)
+    for t in range(threads):
+        rows, cols = rows_cols(t)
+        r, c = np.meshgrid(rows, cols, indexing="ij")
+        if (owner[r, c] != -1).any():
+            raise AssertionError(f"thread {t} computes an element another thread computes")
+        owner[r, c] = t
+    return owner
+
+
+def _ladder_threads(kernel: str) -> int:
+    """Threads per block of a version, from its record's launch (any shape: the block does not depend on it)."""
+    block = sgemm.KERNELS[kernel].launch({"M": 256, "N": 256, "K": 256}).block
+    return block[0] * block[1] * block[2]
+
+
+def _warptile_rows_cols(config: dict):
+    """sgemm_warptile_tile_range's mapping: warps of 64 x 16*WT_NQ, lanes in an 8 x 4 grid, each lane
+    4 x 4 pieces at rows {lr, lr + 32} and columns {lc + 16 g : g < WT_NQ}."""
+    warp_cols = 16 * config["WT_NQ"]  # WT_WARP_COLS
+
+    def rows_cols(t):
+        warp, lane = divmod(t, 32)
+        warp_row = (warp // (config["WT_BN"] // warp_cols)) * 64
+        warp_col = (warp % (config["WT_BN"] // warp_cols)) * warp_cols
+        lr = warp_row + (lane // 4) * 4  # int lr = warp_row + (lane / 4) * 4;
+        lc = warp_col + (lane % 4) * 4  # int lc = warp_col + (lane % 4) * 4;
+        rows = np.r_[lr:lr + 4, lr + 32:lr + 36]
+        cols = np.concatenate([np.arange(lc + 16 * g, lc + 16 * g + 4) for g in range(config["WT_NQ"])])
+        return rows, cols
+
+    return rows_cols
+
+
+def sgemm_tiling(name: str) -> SgemmTiling:
+    """The tiling of ladder step ``name`` (a key of ``sgemm.LAUNCHERS``); version 8 with its 128 x 16 tile."""
+    names = [n for n, _ in sgemm.VERSIONS]
+    if name not in names:
+        raise ValueError(f"name must be one of {', '.join(names)}, got {name!r}")
+    step = names.index(name) + 1
+    kernel = f"sgemm_{name}"
+    T = sgemm.TILE
+    if name == "naive":  # int i = blockIdx.y * blockDim.x + threadIdx.x; int j = ... + threadIdx.y;
+        threads = _ladder_threads(kernel)
+        owner = _owner(T, T, threads, lambda t: ([t % T], [t // T]))
+        return SgemmTiling(step, name, T, T, 1, threads, owner, shared=False)
+    if name in ("coalesced", "shared_tiled"):  # int j = ... + threadIdx.x; int i = ... + threadIdx.y;
+        threads = _ladder_threads(kernel)
+        owner = _owner(T, T, threads, lambda t: ([t // T], [t % T]))
+        shared = name == "shared_tiled"
+        return SgemmTiling(step, name, T, T, T if shared else 1, threads, owner, shared=shared)
+    if name == "blocktile_1d":
+        d = cuda_defines(sgemm.version_source(4))
+        bm, bn, threads = sgemm.BT1
+        tm = d["BT1_TM"]
+        # int col = t % BT1_BN; int row0 = (t / BT1_BN) * BT1_TM;
+        owner = _owner(bm, bn, threads, lambda t: (np.arange((t // bn) * tm, (t // bn) * tm + tm), [t % bn]))
+        return SgemmTiling(step, name, bm, bn, d["BT1_BK"], threads, owner, shared=True)
+    if name in ("blocktile_2d", "vectorized"):
+        prefix, section = ("BT2", 5) if name == "blocktile_2d" else ("VEC", 6)
+        d = cuda_defines(sgemm.version_source(section))
+        bm, bn, threads = sgemm.BT2
+        tm, tn = d[f"{prefix}_TM"], d[f"{prefix}_TN"]
+
+        def rows_cols(t):  # int trow = (t / (BN / TN)) * TM; int tcol = (t % (BN / TN)) * TN;
+            trow, tcol = (t // (bn // tn)) * tm, (t % (bn // tn)) * tn
+            return np.arange(trow, trow + tm), np.arange(tcol, tcol + tn)
+
+        owner = _owner(bm, bn, threads, rows_cols)
+        return SgemmTiling(step, name, bm, bn, d[f"{prefix}_BK"], threads, owner, shared=True)
+    config = sgemm.WARPTILE_DEFAULT if name == "warptile" else sgemm.SPLITK_CONFIGS["128x16"]
+    threads = sgemm.warptile_threads(config)
+    owner = _owner(config["WT_BM"], config["WT_BN"], threads, _warptile_rows_cols(config))
+    return SgemmTiling(step, name, config["WT_BM"], config["WT_BN"], config["WT_BK"], threads, owner,
+                       shared=True, k_split=name == "splitk")
+
+
+# --------------------------------------------------------------------------- capsule prediction, versions 3 and 4
+
+
+@dataclass(frozen=True)
+class WarpAccess:
+    """One memory instruction of a warp: lane ``l`` touches bytes ``start[l] .. start[l] + width - 1``
+    (offsets from the start of the array row the block works on)."""
+
+    label: str
+    start: np.ndarray
+    width: int
+
+    def bytes_touched(self) -> set[int]:
+        return {int(s) + b for s in self.start for b in range(self.width)}
+
+    def sectors(self, size: int = 32) -> set[int]:
+        """The ``size``-byte sectors of memory the instruction touches."""
+        return {b // size for b in self.bytes_touched()}
+
+
+def _first_warp_lanes(out_caps: int, out_dim: int) -> np.ndarray:
+    """``threadIdx.x`` of the lanes of the block's first warp that own outputs (tid = y * blockDim.x + x)."""
+    bx, _ = capsule_prediction.register_block_shape(out_caps, out_dim)
+    tid = np.arange(32)
+    x, y = tid % bx, tid // bx
+    return x[(y == 0) & (x * capsule_prediction.CAPS_OUTS_PER_THREAD < out_caps * out_dim)]
+
+
+def capsule_warp_stores(version: int, out_caps: int, out_dim: int) -> list[WarpAccess]:
+    """The stores of u_hat that the first warp of a block issues for one sample, in order.
+
+    Version 3 (``out[s] = sum``, s < CAPS_OUTS_PER_THREAD): one 4-byte store per s, lanes
+    4 * CAPS_OUTS_PER_THREAD bytes apart.  Version 4 (``__stcs(out, make_float4(...))``): one 16-byte store.
+    """
+    per = capsule_prediction.CAPS_OUTS_PER_THREAD
+    r0 = _first_warp_lanes(out_caps, out_dim) * per  # const int r0 = threadIdx.x * CAPS_OUTS_PER_THREAD;
+    if version == 3:
+        return [WarpAccess(f"out[{s}]", 4 * (r0 + s), 4) for s in range(per)]
+    if version == 4:
+        return [WarpAccess("float4 out", 4 * r0, 16)]
+    raise ValueError(f"version must be 3 or 4, got {version}")
+
+
+def capsule_warp_weight_loads(version: int, in_dim: int, out_caps: int, out_dim: int) -> list[WarpAccess]:
+    """The loads of W[i] that the first warp of a block issues, in order (offsets from the start of W[i]).
+
+    Version 3: ``W_i + (r0 + s) * CAPS_IN_DIM + k``, 4 bytes each; version 4: the float4
+    ``W4 + (r0 + s) * QUADS_IN + q``.  Either way a lane reads its own 4 rows of in_dim weights.
+    """
+    per = capsule_prediction.CAPS_OUTS_PER_THREAD
+    r0 = _first_warp_lanes(out_caps, out_dim) * per
+    if version == 3:
+        return [WarpAccess(f"w[{s}][{k}]", 4 * ((r0 + s) * in_dim + k), 4) for s in range(per) for k in range(in_dim)]
+    if version == 4:
+        if in_dim % 4:
+            raise ValueError(f"version 4 needs in_dim to be a multiple of 4, got {in_dim}")
+        quads = in_dim // 4
+        return [WarpAccess(f"float4 w[{s}][{4 * q}..]", 16 * ((r0 + s) * quads + q), 16)
+                for s in range(per) for q in range(quads)]
+    raise ValueError(f"version must be 3 or 4, got {version}")
