@@ -51,7 +51,8 @@ def route(u_hat, iterations: int = ROUTING_ITERATIONS):
 def margin_loss(v, labels, m_plus: float = 0.9, m_minus: float = 0.1, lam: float = 0.5):
     """CapsNet's margin loss on the lengths of the output capsules, averaged over the batch."""
     length = torch.sqrt((v * v).sum(dim=-1) + 1e-12)
-    present = torch.nn.functional.one_hot(labels, v.shape[1]).to(v.dtype)
+    # 1 for the true class (scatter, not one_hot, which checks the labels on the host and so waits for the GPU)
+    present = torch.zeros_like(length).scatter_(1, labels[:, None], 1.0)
     loss = present * torch.relu(m_plus - length) ** 2 + lam * (1 - present) * torch.relu(length - m_minus) ** 2
     return loss.sum(dim=1).mean()
 
