@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,8 @@ except ImportError:
 
 needs_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed here (the GPU machine's python3 has "
                                                        "it: make test-gpu)")
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # (batch, in_caps, in_dim, out_caps, out_dim): DigitCaps' capsule sizes (the streaming kernel); odd sizes with a
 # row that is no multiple of 4 (the register-blocked kernel); a row of 1040 > 1024 (the separate gradient kernels,
@@ -33,7 +36,7 @@ def test_the_module_imports_without_torch_and_says_what_is_missing():
     code = ("import sys; sys.modules['torch'] = None\n"
             "from kernels.frameworks import torch_capsule as tc\n"
             "try:\n    tc.capsule_predict(None, None)\nexcept ImportError as e:\n    print('ImportError:', e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert "ImportError: dlk::capsule_predict is a PyTorch op: it needs torch 2.4 or newer" in out.stdout
 
