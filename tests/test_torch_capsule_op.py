@@ -149,6 +149,23 @@ def test_opcheck_on_both_ops(device):
 
 @pytest.mark.backend
 @needs_torch
+def test_torch_compile_traces_the_step_through_the_op_and_its_gradient(device):
+    """One graph (fullgraph) through the op and its backward op: the fake implementations make it traceable."""
+    from kernels.frameworks.torch_capsule import capsule_predict
+
+    u, W, _ = capsule_tensors((3, 4, 8, 2, 4), device, seed=9)
+    u.requires_grad_(True)
+    W.requires_grad_(True)
+    compiled = torch.compile(lambda u, W: (capsule_predict(u, W) ** 2).sum(), backend="aot_eager", fullgraph=True)
+    compiled(u, W).backward()
+    u64, W64 = (t.detach().double().requires_grad_(True) for t in (u, W))
+    du_ref, dW_ref = torch.autograd.grad((einsum_64(u64, W64) ** 2).sum(), (u64, W64))
+    assert_close(u.grad, du_ref, 8 * 8)
+    assert_close(W.grad, dW_ref, 3 * 8)
+
+
+@pytest.mark.backend
+@needs_torch
 def test_fake_tensors_give_the_shape_without_running_kernels():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
