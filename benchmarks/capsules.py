@@ -18,11 +18,19 @@ transpose + bmm route ends with ``.contiguous()``, and so does the einsum
 peer.  ``torch.einsum`` on its own returns a strided view whose memory is laid
 out [in_caps, batch, out_caps, out_dim] (the batched matmul's output); it is
 timed too, as a separate row, and the summary gives the speed-up against both.
+
+Last, a whole training step of a capsule layer in PyTorch (``kernels/frameworks/torch_capsule_layer.py``:
+the predictions, three iterations of routing by agreement and the margin loss written in PyTorch,
+backward to u and W), once with the predictions from the op ``dlk::capsule_predict`` over the book's
+kernels (``kernels/frameworks/torch_capsule.py``) and once from ``torch.einsum``: the group
+``training_step``.  The two steps are checked against each other first.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import time
 
 import numpy as np
 
@@ -32,7 +40,8 @@ from kernels import capsule_prediction as cp
 from kernels import capsule_prediction_backward as cb
 from kernels.runtime import empty, to_device
 from kernels.tools.roofline import measure_peaks, peaks_as_dict
-from kernels.runtime.timing import time_kernel, time_torch
+from kernels.runtime.measurement import measurement
+from kernels.runtime.timing import Timing, time_kernel, time_torch
 
 DIGITCAPS = (128, 1152, 8, 10, 16)  # batch, in_caps, in_dim, out_caps, out_dim
 
@@ -206,14 +215,93 @@ def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
         "grad_input_speedup_vs_autograd_du": gin_peer.median_ms / best["grad_input"],
         "grad_weight_speedup_vs_autograd_dW": gw_peer.median_ms / best["grad_weight"],
     }
+    step_rows, step_summary = measure_training_step(shape, peaks, repeat)
+    rows += step_rows
+    summary.update(step_summary)
     summary["goals_met"] = {
         "forward_2x_faster_than_einsum": summary["fastest_forward_speedup_vs_einsum"] >= 2.0,
         "forward_2x_faster_than_einsum_view": summary["fastest_forward_speedup_vs_einsum_view"] >= 2.0,
         "forward_2x_faster_than_transpose_bmm": summary["fastest_forward_speedup_vs_transpose_bmm"] >= 2.0,
         "forward_within_1.5x_of_floor": summary["fastest_forward_times_floor"] <= 1.5,
         "backward_at_least_as_fast_as_autograd": summary["backward_speedup_vs_autograd"] >= 1.0,
+        "training_step_at_least_as_fast_as_pure_pytorch": summary["training_step_speedup_vs_pure_pytorch"] >= 1.0,
     }
     return {"peaks": peaks_as_dict(peaks), "summary": summary, "results": rows}
+
+
+def time_step(step, repeat: int) -> tuple[Timing, float]:
+    """GPU time of ``step()`` (events on torch's current stream, L2 flushed first), and the host's time to queue it.
+
+    A training step is dozens of launches, and Python may take longer to queue them than the GPU takes to run
+    them.  Before each timed call the GPU is kept busy for longer than the host needs to queue the whole step
+    (measured in the warm-up), so the events time the GPU's work and not gaps where it waited for Python; the
+    host's own time per step is returned beside it (median ms), to say which of the two limits the step.
+    """
+    import torch
+
+    warmup_ms = []
+    for _ in range(5):
+        start = time.perf_counter()
+        step()
+        warmup_ms.append(1e3 * (time.perf_counter() - start))
+        torch.cuda.synchronize()
+    gpu = measurement()
+    busy_us = min(20_000.0, max(1000.0, 2e3 * max(warmup_ms[2:])))  # the first calls may still set things up
+    flush = torch.empty(2 * gpu.l2_bytes // 4, dtype=torch.float32, device="cuda")
+    timing, host_ms = Timing(), []
+    for _ in range(repeat):
+        flush.zero_()
+        gpu.busy_wait(busy_us)
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        start = time.perf_counter()
+        step()
+        host_ms.append(1e3 * (time.perf_counter() - start))
+        end.record()
+        end.synchronize()
+        timing.samples_ms.append(begin.elapsed_time(end))
+    return timing, statistics.median(host_ms)
+
+
+def measure_training_step(shape, peaks, repeat: int) -> tuple[list[dict], dict]:
+    """One training step of a capsule layer, predictions by the op and by torch.einsum: rows and summary entries."""
+    import torch
+
+    from kernels.frameworks.torch_capsule_layer import PREDICTIONS, ROUTING_ITERATIONS, training_step
+
+    batch, in_caps, in_dim, out_caps, out_dim = shape
+    g = torch.Generator().manual_seed(1)
+    u = (0.3 * torch.randn(batch, in_caps, in_dim, generator=g)).cuda().requires_grad_(True)
+    W = (0.3 * torch.randn(in_caps, out_caps, out_dim, in_dim, generator=g)).cuda().requires_grad_(True)
+    labels = (torch.arange(batch) % out_caps).cuda()
+
+    results = {name: training_step(predict, u, W, labels) for name, predict in PREDICTIONS.items()}
+    (loss, du, dW), (loss_ref, du_ref, dW_ref) = results["dlk::capsule_predict"], results["torch.einsum"]
+    if not abs(loss.item() - loss_ref.item()) <= 1e-4 * abs(loss_ref.item()):
+        raise AssertionError(f"training step: loss {loss.item()} through the op, {loss_ref.item()} through einsum")
+    for name, got, ref in (("du", du, du_ref), ("dW", dW, dW_ref)):
+        err, scale = (got - ref).abs().max().item(), ref.abs().max().item()
+        if not err <= 1e-3 * scale:
+            raise AssertionError(f"training step: {name} through the op is off by {err:.3g} (largest {scale:.3g})")
+
+    rows, times = [], {}
+    for name, predict in PREDICTIONS.items():
+        timing, host_ms = time_step(lambda predict=predict: training_step(predict, u, W, labels), repeat)
+        times[name] = (timing, host_ms)
+        rows.append(row(f"training step, predictions by {name}", "training_step",
+                        "kernel" if name.startswith("dlk::") else "peer", timing, None, None, peaks,
+                        host_ms=host_ms, predictions=name, routing=f"PyTorch, {ROUTING_ITERATIONS} iterations",
+                        loss="margin", backward_to="u and W", loss_value=float(loss_ref.item())))
+    op_t, op_host = times["dlk::capsule_predict"]
+    torch_t, torch_host = times["torch.einsum"]
+    summary = {
+        "training_step_us": op_t.median_ms * 1e3,
+        "training_step_pure_pytorch_us": torch_t.median_ms * 1e3,
+        "training_step_speedup_vs_pure_pytorch": torch_t.median_ms / op_t.median_ms,
+        "training_step_host_us": op_host * 1e3,
+        "training_step_pure_pytorch_host_us": torch_host * 1e3,
+    }
+    return rows, summary
 
 
 def main() -> None:
@@ -229,11 +317,16 @@ def main() -> None:
     print(f"\nresults written to {path}")
     print(f"device {peaks['device']}: copy bandwidth {peaks['bandwidth_gbs']:.0f} GB/s; shape {shape}")
     print(f"forward floor {summary['forward_floor_us']:.1f} us ({summary['forward_bytes'] / 1e6:.1f} MB)\n")
-    print_table(rows, "capsule prediction, every version and its peers")
+    kernel_rows = [r for r in rows if r["group"] != "training_step"]
+    print_table(kernel_rows, "capsule prediction, every version and its peers")
     print(f"\n{'':<44} {'x floor':>8}   speed-up vs peer(s)")
-    for r in rows:
+    for r in kernel_rows:
         sp = ", ".join(f"{k} {v:.2f}x" for k, v in r.get("speedup_vs_peers", {}).items())
         print(f"{r['name']:<44} {r['times_floor']:>8.2f}   {sp}")
+    print(f"\n{'a training step (GPU time; host time to queue it)':<60} {'GPU µs':>9} {'host µs':>9}")
+    for r in rows:
+        if r["group"] == "training_step":
+            print(f"{r['name']:<60} {r['median_ms'] * 1e3:>9.1f} {r['host_ms'] * 1e3:>9.1f}")
     print("\nsummary:")
     for k, v in summary.items():
         print(f"  {k}: {v:.3g}" if isinstance(v, float) else f"  {k}: {v}")

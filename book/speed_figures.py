@@ -98,7 +98,14 @@ class SpeedFigures:
         return admonition(self.source_text(), "tip" if self.live else ("note" if self.data is not None else "warning"))
 
     def missing(self, what: str):
-        """A visible box in place of a figure there are no numbers for."""
+        """A visible box in place of a figure there are no numbers for (no results file, or none in it)."""
+        if self.data is not None:
+            return admonition(
+                f"No {what} here: not recorded yet. `benchmarks/results/{self.path.name}` was measured on "
+                f"{self.device_name} on {self.date}, before its benchmark measured this; `make bench` on a GPU "
+                f"machine records it.",
+                "warning",
+            )
         return admonition(
             f"No {what} here: no GPU figures have been recorded yet (`benchmarks/results/{self.path.name}` "
             f"does not exist; `make bench` on a GPU machine writes it).",

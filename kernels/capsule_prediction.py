@@ -205,14 +205,14 @@ def forward_streaming(u, W, out=None, sync=True, capsules_per_block=None, batch_
     return u_hat
 
 
-def forward(u, W, out=None):
+def forward(u, W, out=None, sync=True):
     """The fastest version that handles the shape: streaming, else vectorized, else register-blocked."""
     _, _, in_dim, out_caps, out_dim = shapes(u, W)
     if streamable(in_dim, out_caps, out_dim):
-        return forward_streaming(u, W, out)
+        return forward_streaming(u, W, out, sync=sync)
     if vectorizable(in_dim, out_caps, out_dim):
-        return forward_vectorized(u, W, out)
-    return forward_register_blocked(u, W, out)
+        return forward_vectorized(u, W, out, sync=sync)
+    return forward_register_blocked(u, W, out, sync=sync)
 
 
 LAUNCHERS = {

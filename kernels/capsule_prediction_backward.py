@@ -157,28 +157,28 @@ def grad_fused(grad_u_hat, W, u, out_u=None, out_W=None, sync=True):
     return du, dW
 
 
-def grad_input(grad_u_hat, W, out=None):
+def grad_input(grad_u_hat, W, out=None, sync=True):
     """The fastest input-gradient version that handles the shape."""
     try:
-        return grad_input_shared_weights(grad_u_hat, W, out)
+        return grad_input_shared_weights(grad_u_hat, W, out, sync=sync)
     except ValueError:
-        return grad_input_naive(grad_u_hat, W, out)
+        return grad_input_naive(grad_u_hat, W, out, sync=sync)
 
 
-def grad_weight(grad_u_hat, u, out=None):
+def grad_weight(grad_u_hat, u, out=None, sync=True):
     """The fastest weight-gradient version that handles the shape."""
     try:
-        return grad_weight_register_blocked(grad_u_hat, u, out)
+        return grad_weight_register_blocked(grad_u_hat, u, out, sync=sync)
     except ValueError:
-        return grad_weight_naive(grad_u_hat, u, out)
+        return grad_weight_naive(grad_u_hat, u, out, sync=sync)
 
 
-def gradients(grad_u_hat, W, u):
+def gradients(grad_u_hat, W, u, out_u=None, out_W=None, sync=True):
     """``(du, dW)`` by the fastest route for the shape: the fused kernel, else the two separate ones."""
     try:
-        return grad_fused(grad_u_hat, W, u)
+        return grad_fused(grad_u_hat, W, u, out_u, out_W, sync=sync)
     except ValueError:
-        return grad_input(grad_u_hat, W), grad_weight(grad_u_hat, u)
+        return grad_input(grad_u_hat, W, out_u, sync=sync), grad_weight(grad_u_hat, u, out_W, sync=sync)
 
 
 LAUNCHERS = {

@@ -486,7 +486,7 @@ def test_a_cooperative_launch_hands_the_driver_each_argument_by_address(monkeypa
     sig = parse_kernels(STRUCTS.read_text())["add_bias4"]  # (float4* data, float4 bias, int n4)
     bias = np.array((1, 2, 3, 4), sig.params[1].record)[()]
     arguments = [argument_bytes(p, v) for p, v in zip(sig.params, [0xABC0, bias, np.int32(9)])]
-    gpu_cooperative.CooperativeFunction(ctypes.c_void_p(1), "add_bias4").launch((4, 1, 1), (64, 1, 1), 0, arguments)
+    gpu_cooperative.DriverFunction(ctypes.c_void_p(1), "add_bias4").launch((4, 1, 1), (64, 1, 1), 0, arguments)
     assert seen["dims"] == (4, 1, 1, 64, 1, 1, 0)
     assert seen["args"] == [(0xABC0).to_bytes(8, "little"), np.float32([1, 2, 3, 4]).tobytes(), b"\x09\0\0\0"]
 

@@ -20,8 +20,9 @@ from .errors import (
     NoGPUError,
     UninitializedSharedMemoryError,
 )
-from .module import Kernel, Module, blocks_for, compile_source, empty, to_device, zeros
+from .module import Kernel, Module, blocks_for, borrow, compile_source, empty, to_device, zeros
 from .selection import current_backend, on_gpu, use_backend
+from .streams import current_stream, launching_on
 from .signature import KernelSignature, Parameter, parse_kernels
 
 __all__ = [
@@ -29,7 +30,7 @@ __all__ = [
     "BarrierDivergenceError", "KernelArgumentError", "KernelCompileError", "KernelError",
     "KernelLaunchError", "KernelMemoryError", "KernelNotFoundError", "KernelRaceError",
     "KernelTimeoutError", "LaunchConfigError", "NoGPUError", "UninitializedSharedMemoryError",
-    "Kernel", "Module", "blocks_for", "compile_source", "empty", "to_device", "zeros",
-    "current_backend", "on_gpu", "use_backend",
+    "Kernel", "Module", "blocks_for", "borrow", "compile_source", "empty", "to_device", "zeros",
+    "current_backend", "on_gpu", "use_backend", "current_stream", "launching_on",
     "KernelSignature", "Parameter", "parse_kernels",
 ]

@@ -13,6 +13,7 @@ only ever sees validated, converted values:
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,6 +76,10 @@ class CompiledModule(abc.ABC):
     ) -> None:
         """Launch one kernel.  May return before it finishes (see ``Backend.synchronize``).
 
+        Inside :func:`kernels.runtime.streams.launching_on` the front end passes ``stream=``, a raw
+        stream handle of the device (a framework's stream), as a keyword; a backend whose launches
+        finish before they return (the emulator) has every stream order already.
+
         Raises :class:`~kernels.runtime.errors.KernelLaunchError` (or a subclass)
         when the kernel fails.
         """
@@ -130,6 +135,17 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def describe(self) -> dict:
         """Facts about the device for results files: name, driver, clocks..."""
+
+    def activated(self):
+        """A context manager that makes the backend usable from the calling thread (GPU: its CUDA context)."""
+        return contextlib.nullcontext(self)
+
+    def borrow(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBuffer:
+        """Device memory at address ``ptr`` that someone else allocated (a framework's tensor), as a buffer."""
+        from .errors import KernelError
+
+        raise KernelError(f"the {self.name} backend cannot use device memory it did not allocate "
+                          f"(only the GPU backend borrows a framework's memory)")
 
     def measurement(self):
         """The measuring primitives of this device (events, L2 flush, poisoning, peaks).

@@ -1,9 +1,9 @@
 """The GPU backend: PyCUDA on a real CUDA device.
 
 Source is compiled by nvcc through PyCUDA's ``compile`` (which caches images by
-source and options), or its image is taken from the grader's folder of
-images (``$DLK_KERNEL_IMAGES``, see :func:`stored_image`).  Each ``__global__`` function of the reader's source is
-declared ``extern "C"`` so that kernels are found by their plain names (the
+source and options), or its image is taken from the grader's folder of images
+(``$DLK_KERNEL_IMAGES``, see :func:`stored_image`).  Each ``__global__``
+function of the reader's source is declared ``extern "C"`` so that kernels are found by their plain names (the
 rest stays C++: templates, overloads, headers), with a ``#line`` directive so
 that compiler messages give the reader's own line numbers.
 """
@@ -11,6 +11,7 @@ that compiler messages give the reader's own line numbers.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import struct
@@ -22,7 +23,7 @@ from .backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
 from .diagnostics import compile_error_message
 from .errors import KernelCompileError, KernelError, KernelLaunchError, KernelTimeoutError, LaunchConfigError
 from .cooperative import check_co_resident, grid_sync_line
-from .gpu_cooperative import CooperativeModule, DriverError
+from .gpu_cooperative import DriverError, DriverModule
 from .signature import KernelSignature, strip_comments
 
 try:  # PyCUDA is only needed on a machine with a GPU.
@@ -166,6 +167,35 @@ def store_image(folder: str, source: str, source_name: str, options, include_dir
     return path
 
 
+class BorrowedBuffer(DeviceBuffer):
+    """Device memory the runtime did not allocate (a framework's tensor): its address, shape and dtype.
+
+    The owner keeps the memory alive for as long as kernels use it; the runtime never frees it.
+    """
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self._ptr = int(ptr)
+
+    @property
+    def ptr(self) -> int:
+        return self._ptr
+
+    def get(self) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        if self.nbytes:
+            cuda.memcpy_dtoh(out.reshape(-1).view(np.uint8), self._ptr)
+        return out
+
+    def set(self, host: np.ndarray) -> None:
+        host = np.ascontiguousarray(host, dtype=self.dtype)
+        if host.size != self.size:
+            raise KernelError(f"cannot copy {host.size} values into a buffer of {self.size}")
+        if self.nbytes:
+            cuda.memcpy_htod(self._ptr, host.reshape(-1).view(np.uint8))
+
+
 class GPUBuffer(DeviceBuffer):
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
         self.shape = tuple(int(s) for s in shape)
@@ -301,13 +331,18 @@ def argument_block(params, values) -> bytes:
 
 class GPUModule(CompiledModule):
     def __init__(self, backend: "GPUBackend", module, source_name: str, aliases: dict[str, str] | None = None,
-                 grid_sync_line: int = 0):
+                 grid_sync_line: int = 0, cubin=None):
         self.backend = backend
-        self.module = module  # PyCUDA's, or a CooperativeModule where the source uses this_grid()
+        self.module = module  # PyCUDA's, or a DriverModule where the source uses this_grid()
         self.grid_sync_line = grid_sync_line
         self.source_name = source_name
         self.aliases = dict(aliases or {})  # template instantiation -> its mangled name
+        self._cubin = cubin  # () -> the module's cubin, for loading it through the driver (stream launches)
+        self._driver_module: DriverModule | None = module if isinstance(module, DriverModule) else None
         self._functions: dict[str, object] = {}
+        self._driver_functions: dict[str, object] = {}
+        self._globals_set: dict[str, np.ndarray] = {}  # what set_global wrote, for a driver copy loaded later
+        self._last_on_copy = False  # whether the last launch ran the driver copy (get_global reads that one)
         self._references: list = []
 
     def _function(self, name: str):
@@ -315,9 +350,27 @@ class GPUModule(CompiledModule):
             self._functions[name] = self.module.get_function(self.aliases.get(name, name))
         return self._functions[name]
 
-    def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int) -> None:
+    def _driver_function(self, name: str):
+        """The kernel as a driver function, which launches on any stream: from this module if it was loaded
+        through the driver, else from a second copy of the same cubin loaded through the driver (the first
+        time it is asked for).  The copy has __constant__ and __device__ variables of its own:
+        :meth:`set_global` writes both copies, :meth:`get_global` reads the one the last launch ran."""
+        if self._driver_module is None:
+            self._driver_module = DriverModule(self._cubin())
+            for global_name, host in self._globals_set.items():
+                self._set_driver_global(global_name, host)
+        if name not in self._driver_functions:
+            self._driver_functions[name] = self._driver_module.get_function(self.aliases.get(name, name))
+        return self._driver_functions[name]
+
+    def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int,
+               stream: int | None = None) -> None:
+        """Launch on PyCUDA's default stream, or on ``stream`` (a raw ``CUstream`` handle: a framework's)."""
         if self.grid_sync_line:
-            self._launch_cooperative(signature, args, grid, block, shared_bytes)
+            self._launch_cooperative(signature, args, grid, block, shared_bytes, stream or 0)
+            return
+        if stream:  # PyCUDA launches only on streams it created: this one goes through the driver
+            self._launch_on_stream(signature, args, grid, block, shared_bytes, stream)
             return
         function = self._function(signature.name)
         if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
@@ -330,6 +383,8 @@ class GPUModule(CompiledModule):
         for param, a in zip(signature.params, args):
             if isinstance(a, GPUBuffer):
                 converted.append(a.allocation)
+            elif isinstance(a, BorrowedBuffer):
+                converted.append(np.uintp(a.ptr))
             elif param.is_reference:
                 copy = cuda.mem_alloc(max(1, np.asarray(a).nbytes))
                 cuda.memcpy_htod(copy, np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8))
@@ -354,9 +409,49 @@ class GPUModule(CompiledModule):
                     f"{shared_bytes} bytes shared: {name} ({exc})" + (f"\n  meaning: {EXPLAIN[name]}" if name in EXPLAIN else "")
                 ) from None
             raise _launch_error(exc, signature.name) from None
+        self._last_on_copy = False
         self.backend.last_kernel = signature.name
 
-    def _launch_cooperative(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int) -> None:
+    def _argument_bytes(self, signature: KernelSignature, args: list) -> list[bytes]:
+        """Each argument as the bytes of its parameter slot, for a launch through the driver."""
+        arguments, references = [], []
+        for param, a in zip(signature.params, args):
+            if isinstance(a, (GPUBuffer, BorrowedBuffer)):
+                arguments.append(argument_bytes(param, a.ptr))
+            elif param.is_reference:
+                copy = cuda.mem_alloc(max(1, np.asarray(a).nbytes))
+                cuda.memcpy_htod(copy, np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8))
+                references.append(copy)
+                arguments.append(argument_bytes(param, int(copy)))
+            else:
+                arguments.append(argument_bytes(param, a))
+        self._references = references
+        return arguments
+
+    def _launch_on_stream(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int,
+                          stream: int) -> None:
+        """An ordinary launch queued on ``stream``, through the driver (``cuLaunchKernel``)."""
+        name = signature.name
+        try:
+            function = self._driver_function(name)
+            if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
+                function.set_max_dynamic_shared(shared_bytes)
+            function.launch_on_stream(grid, block, shared_bytes, self._argument_bytes(signature, args), stream)
+            self._last_on_copy = self._driver_module is not self.module
+        except DriverError as exc:
+            if exc.name in ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE"):
+                raise LaunchConfigError(f"{name} could not be launched with grid {grid}, block {block}, "
+                                        f"{shared_bytes} bytes shared on stream {stream:#x}: {exc.name}") from None
+            if exc.name in ("CUDA_ERROR_INVALID_HANDLE", "CUDA_ERROR_INVALID_CONTEXT"):
+                raise KernelLaunchError(
+                    f"kernel {name} could not be queued on stream {stream:#x}: {exc.name} (a stream of another "
+                    f"device or context, or one that was destroyed; the kernels run in the primary context of "
+                    f"the {self.backend.device.name()})", cuda_error=exc.name) from None
+            raise KernelLaunchError(f"kernel {name} failed: {exc}", cuda_error=exc.name) from None
+        self.backend.last_kernel = name
+
+    def _launch_cooperative(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int,
+                            stream: int = 0) -> None:
         """A cooperative launch (the module uses this_grid()): every block resident, checked first."""
         name = signature.name
         try:
@@ -370,20 +465,9 @@ class GPUModule(CompiledModule):
         multiprocessors = self.backend.device.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
         check_co_resident(name, self.grid_sync_line, grid, block, per_multiprocessor * multiprocessors,
                           f"the {self.backend.device.name()}")
-        arguments, references = [], []
-        for param, a in zip(signature.params, args):
-            if isinstance(a, GPUBuffer):
-                arguments.append(argument_bytes(param, a.ptr))
-            elif param.is_reference:
-                copy = cuda.mem_alloc(max(1, np.asarray(a).nbytes))
-                cuda.memcpy_htod(copy, np.ascontiguousarray(np.asarray(a)).reshape(-1).view(np.uint8))
-                references.append(copy)
-                arguments.append(argument_bytes(param, int(copy)))
-            else:
-                arguments.append(argument_bytes(param, a))
-        self._references = references
+        arguments = self._argument_bytes(signature, args)
         try:
-            function.launch(grid, block, shared_bytes, arguments)
+            function.launch(grid, block, shared_bytes, arguments, stream)
         except DriverError as exc:
             if exc.name in ("CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE", "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
                             "CUDA_ERROR_INVALID_VALUE"):
@@ -392,20 +476,27 @@ class GPUModule(CompiledModule):
             raise KernelLaunchError(f"kernel {name} failed: {exc}", cuda_error=exc.name) from None
         self.backend.last_kernel = name
 
-    def _global(self, name: str):
+    def _global(self, name: str, module=None):
         try:
-            return self.module.get_global(name)
+            return (module or self.module).get_global(name)
         except (cuda.Error, DriverError):
             raise KernelError(f"{self.source_name} has no __constant__ or __device__ variable '{name}'") from None
+
+    def _set_driver_global(self, name: str, host: np.ndarray) -> None:
+        ptr, _ = self._global(name, self._driver_module)
+        cuda.memcpy_htod(ptr, host)
 
     def set_global(self, name: str, host: np.ndarray) -> None:
         ptr, size = self._global(name)
         if host.nbytes > size:
             raise KernelError(f"'{name}' holds {size} bytes; {host.nbytes} bytes given")
         cuda.memcpy_htod(ptr, host)
+        if self._driver_module is not None and self._driver_module is not self.module:
+            self._set_driver_global(name, host)
+        self._globals_set[name] = np.array(host, copy=True)
 
     def get_global(self, name: str, dtype: np.dtype, count: int) -> np.ndarray:
-        ptr, size = self._global(name)
+        ptr, size = self._global(name, self._driver_module if self._last_on_copy else None)
         out = np.empty(count, dtype)
         if out.nbytes > size:
             raise KernelError(f"'{name}' holds {size} bytes; {out.nbytes} bytes asked for")
@@ -425,6 +516,7 @@ class GPUBackend(Backend):
         if cuda.Device.count() == 0:
             raise KernelError("no CUDA device found; use DLK_BACKEND=cpu for the emulator")
         self.device = cuda.Device(device)
+        self.ordinal = int(device)  # the device's index, as CUDA (and so torch: cuda:<ordinal>) numbers it
         # The primary context is the one the CUDA runtime (and so torch and
         # cupy) uses too: peers measured in the same process share it.
         self.context = self.device.retain_primary_context()
@@ -455,9 +547,26 @@ class GPUBackend(Backend):
         except cuda.CompileError as exc:
             log = getattr(exc, "stderr", "") or str(exc)
             raise KernelCompileError(compile_error_message(log, source, source_name, "nvcc"), log=log, source_name=source_name) from None
-        module = CooperativeModule(image) if cooperative_line else cuda.module_from_buffer(image)
+        module = DriverModule(image) if cooperative_line else cuda.module_from_buffer(image)
         aliases = _mangled_names(image, instances) if instances else {}
-        return GPUModule(self, module, source_name, aliases, cooperative_line)
+        return GPUModule(self, module, source_name, aliases, cooperative_line, lambda: image)
+
+    @contextlib.contextmanager
+    def activated(self):
+        """The backend's context (the device's primary context) current on the calling thread for the block.
+
+        The backend pushed it on the thread that made the backend; a framework calls ops from threads of
+        its own too (PyTorch runs backward passes on a thread per device), and PyCUDA keeps a stack of
+        contexts per thread, so an op running the book's kernels activates the context where it runs.
+        """
+        self.context.push()
+        try:
+            yield self
+        finally:
+            cuda.Context.pop()
+
+    def borrow(self, ptr: int, shape, dtype) -> BorrowedBuffer:
+        return BorrowedBuffer(ptr, shape, dtype)
 
     def empty(self, shape, dtype) -> GPUBuffer:
         try:

@@ -1,4 +1,5 @@
-"""Cooperative launches on the GPU, through the CUDA driver library itself.
+"""Launches PyCUDA cannot make, through the CUDA driver library itself: cooperative ones, and
+launches on a stream PyCUDA did not create.
 
 A kernel that calls ``this_grid().sync()`` must be launched with ``cuLaunchCooperativeKernel``
 (every block resident at once); launched the ordinary way its grid.sync() is undefined and may
@@ -6,6 +7,12 @@ hang.  PyCUDA (2026.1) launches with ``cuLaunchKernel`` only, and exposes neithe
 launch nor a function's ``CUfunction`` handle.  So a module that uses ``this_grid()`` is loaded
 from its cubin here, with ``ctypes`` calls into ``libcuda`` in the context PyCUDA made current,
 and all of its kernels, globals and occupancy queries go through this module.
+
+PyCUDA also launches only on streams it created itself (its ``Stream`` cannot wrap a handle it
+did not make), while an op inside a framework must queue its kernels on the framework's stream
+(``torch.cuda.current_stream().cuda_stream``, a raw ``CUstream``).  A module launched on such a
+stream is loaded here a second time from the same cubin, and :meth:`DriverFunction.launch_on_stream`
+queues its kernels with ``cuLaunchKernel`` on the handle as it is.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ def _driver():
     lib.cuOccupancyMaxActiveBlocksPerMultiprocessor.argtypes = [ctypes.POINTER(i), p, i, size]
     lib.cuFuncSetAttribute.argtypes = [p, i, i]
     lib.cuLaunchCooperativeKernel.argtypes = [p, u, u, u, u, u, u, u, p, ctypes.POINTER(p)]
+    lib.cuLaunchKernel.argtypes = [p, u, u, u, u, u, u, u, p, ctypes.POINTER(p), ctypes.POINTER(p)]
     lib.cuGetErrorName.argtypes = [i, ctypes.POINTER(ctypes.c_char_p)]
     return lib
 
@@ -49,7 +57,16 @@ def _check(status: int, what: str) -> None:
 _MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
 
-class CooperativeFunction:
+def _parameters(arguments: list[bytes]):
+    """``kernelParams`` of a launch: a pointer to each argument's bytes (its value, or a pointer's address).
+
+    Returns the array and the buffers it points into (kept alive until the launch has copied them)."""
+    buffers = [ctypes.create_string_buffer(data, max(1, len(data))) for data in arguments]
+    params = (ctypes.c_void_p * max(1, len(buffers)))(*[ctypes.cast(b, ctypes.c_void_p) for b in buffers])
+    return params, buffers
+
+
+class DriverFunction:
     def __init__(self, handle: ctypes.c_void_p, name: str):
         self.handle = handle
         self.name = name
@@ -63,28 +80,34 @@ class CooperativeFunction:
     def set_max_dynamic_shared(self, shared_bytes: int) -> None:
         _check(_driver().cuFuncSetAttribute(self.handle, _MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes), "cuFuncSetAttribute")
 
-    def launch(self, grid, block, shared_bytes: int, arguments: list[bytes]) -> None:
-        """``arguments``: each parameter's bytes (its value, or a pointer's address)."""
-        buffers = [ctypes.create_string_buffer(data, max(1, len(data))) for data in arguments]
-        params = (ctypes.c_void_p * max(1, len(buffers)))(*[ctypes.cast(b, ctypes.c_void_p) for b in buffers])
-        _check(_driver().cuLaunchCooperativeKernel(self.handle, *grid, *block, shared_bytes, None, params),
+    def launch(self, grid, block, shared_bytes: int, arguments: list[bytes], stream: int = 0) -> None:
+        """A cooperative launch; ``arguments``: each parameter's bytes (its value, or a pointer's address)."""
+        params, _buffers = _parameters(arguments)
+        _check(_driver().cuLaunchCooperativeKernel(self.handle, *grid, *block, shared_bytes, stream or None, params),
                "cuLaunchCooperativeKernel")
 
+    def launch_on_stream(self, grid, block, shared_bytes: int, arguments: list[bytes], stream: int) -> None:
+        """An ordinary launch queued on ``stream``, a raw ``CUstream`` handle (0: the legacy default stream)."""
+        params, _buffers = _parameters(arguments)
+        _check(_driver().cuLaunchKernel(self.handle, *grid, *block, shared_bytes, stream or None, params, None),
+               "cuLaunchKernel")
 
-class CooperativeModule:
+
+class DriverModule:
     """A cubin loaded through the driver: ``get_function`` and ``get_global`` as PyCUDA's module has them."""
 
     def __init__(self, image: bytes):
         self.handle = ctypes.c_void_p()
         _check(_driver().cuModuleLoadData(ctypes.byref(self.handle), image), "cuModuleLoadData")
 
-    def get_function(self, name: str) -> CooperativeFunction:
+    def get_function(self, name: str) -> DriverFunction:
         function = ctypes.c_void_p()
         _check(_driver().cuModuleGetFunction(ctypes.byref(function), self.handle, name.encode()), f"finding kernel {name}")
-        return CooperativeFunction(function, name)
+        return DriverFunction(function, name)
 
     def get_global(self, name: str) -> tuple[int, int]:
         address, size = ctypes.c_uint64(), ctypes.c_size_t()
         _check(_driver().cuModuleGetGlobal_v2(ctypes.byref(address), ctypes.byref(size), self.handle, name.encode()),
                f"finding variable {name}")
         return address.value, size.value
+

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import selection
+from . import selection, streams
 from .backend import Backend, CompiledModule, DeviceBuffer, Dim3
 from .errors import KernelArgumentError, KernelNotFoundError, LaunchConfigError
 from .signature import KernelSignature, Parameter, parse_kernels, template_instance
@@ -231,7 +231,11 @@ class Kernel:
 
     def launch_prepared(self, prepared, sync: bool = True) -> None:
         device_args, copy_back, grid3, block3, shared = prepared
-        self.module.compiled.launch(self.signature, device_args, grid3, block3, shared)
+        stream = streams.current_stream()
+        if stream is None:
+            self.module.compiled.launch(self.signature, device_args, grid3, block3, shared)
+        else:  # inside launching_on(): a framework's stream
+            self.module.compiled.launch(self.signature, device_args, grid3, block3, shared, stream=stream)
         if sync or copy_back:
             self.module.backend.synchronize()
         for host, buf in copy_back:
@@ -324,6 +328,17 @@ def empty(shape, dtype=np.float32, backend: Backend | None = None) -> DeviceBuff
     backend = backend or selection.current_backend()
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
     return backend.empty(shape, np.dtype(dtype))
+
+
+def borrow(ptr: int, shape, dtype=np.float32, backend: Backend | None = None) -> DeviceBuffer:
+    """Device memory someone else allocated (a framework's tensor, at address ``ptr``) as a buffer kernels take.
+
+    Nothing is copied and nothing is freed: the owner keeps the memory alive while kernels use it.
+    Only the GPU backend can do this (the emulator's memory is its own).
+    """
+    backend = backend or selection.current_backend()
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    return backend.borrow(int(ptr), shape, np.dtype(dtype))
 
 
 def zeros(shape, dtype=np.float32, backend: Backend | None = None) -> DeviceBuffer:

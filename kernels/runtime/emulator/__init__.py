@@ -224,7 +224,9 @@ class EmulatorModule(CompiledModule):
         return np.frombuffer(reply.raw(nbytes), dtype=dtype).copy()
 
     # ---- launches -----------------------------------------------------------------
-    def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int) -> None:
+    def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int,
+               stream: int | None = None) -> None:
+        # A launch runs to completion before it returns, so the order of any stream holds: ``stream`` is not used.
         with self._lock:
             self._launch(signature, args, grid, block, shared_bytes)
 
