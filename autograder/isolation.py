@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import sandbox
+from . import kernel_images, sandbox
 from .case_plan import plan_cases
 from .exercise import Exercise, LaunchError
 from .result import ExerciseResult, ShapeResult
