@@ -12,7 +12,7 @@ import numpy as np
 
 from .conv2d import bytes_moved, flops, layer, output_shape, tile_grid
 from .runtime import Module, blocks_for
-from .runtime.loader import float32_operand, load_topic, result_array
+from .runtime.loader import float32_operand, load_topic, output_like, result_array
 from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "conv2d_backward"
@@ -168,6 +168,240 @@ def backward_weight_auto(X, dY, K: int, out=None):
 AUTO_REDUCE_PRODUCTS = 1024  # products per weight from which backward_weight_auto uses a block per weight
 
 WEIGHT_VERSIONS = {"naive": backward_weight_naive, "reduce": backward_weight, "auto": backward_weight_auto}
+
+
+# --------------------------------------------------------------------------- versions 5-10: few launches
+
+#: Most threads a block of version 5 may have, and most (c, p, row) tasks one thread keeps (WB_TASKS).
+SPLIT_MAX_THREADS = 1024
+SHARED_LIMIT = 48 * 1024  # bytes of shared memory a block may have without opting in
+#: Default compile-time choices (the ``defines`` of each record); the benchmark compares others.
+WEIGHT_SPLIT_DEFINES = {"WB_TASKS": 2}
+INPUT_SHARED_DEFINES = {"BI_RW": 2, "BI_CB": 1}
+WEIGHT_GEMM_DEFINES = {"WG_BN": 64, "WG_BK": 16}
+SPLIT_SUM_THREADS = 256
+
+
+def _workspace(like, shape, dtype=np.float32):
+    """Scratch for split partials and arrival counters: zeros, on the device when the operands are there."""
+    from .runtime import DeviceBuffer
+    from .runtime.module import zeros
+
+    return zeros(shape, dtype) if isinstance(like, DeviceBuffer) else np.zeros(shape, dtype)
+
+
+def _enqueue(kernel, args, grid, block, shared=0, *, prepare_only=False):
+    prepared = kernel.prepare(args, grid, block, shared)
+    if prepare_only:
+        return lambda: kernel.launch_prepared(prepared, sync=False)
+    kernel.launch_prepared(prepared)
+    return None
+
+
+def _weight_operands(X, dY, K):
+    X, dY = float32_operand(X), float32_operand(dY)
+    if len(X.shape) != 4:
+        raise ValueError(f"X must be (N, C, H, W), got shape {tuple(X.shape)}")
+    N, C, H, W = (int(s) for s in X.shape)
+    if not 1 <= K <= min(H, W):
+        raise ValueError(f"K = {K} must be between 1 and the input's height and width ({H} x {W})")
+    P = (H - K + 1) * (W - K + 1)
+    if int(np.prod(dY.shape)) % (N * P):
+        raise ValueError(f"dY has shape {tuple(dY.shape)}: not N = {N} samples of M maps of {H - K + 1} x {W - K + 1}")
+    M = int(np.prod(dY.shape)) // (N * P)
+    _dims(X.shape, dY, (M, C, K, K))
+    return X, dY, N, C, H, W, M
+
+
+def _split_count(splits, N, name="splits"):
+    if not 1 <= int(splits) <= N:
+        raise ValueError(f"{name} must be between 1 and the batch size N = {N}, got {splits}")
+    chunk = -(-N // int(splits))
+    return -(-N // chunk), chunk  # no empty split
+
+
+def weight_split_plan(shape, splits: int | None = None) -> dict:
+    """Version 5's launch for a shape: splits S, samples per split, threads and shared bytes.
+
+    The default splits the batch so that the grid (M x S) has about two blocks per SM of an H100
+    (264), with at least one sample per split.
+    """
+    N, C, H, W, M, K = layer(shape)
+    if splits is None:
+        splits = max(1, min(N, -(-264 // M)))
+    S, chunk = _split_count(splits, N)
+    H_out, W_out = H - K + 1, W - K + 1
+    tasks = C * K * H_out
+    tasks_per_thread = WEIGHT_SPLIT_DEFINES["WB_TASKS"]
+    threads = 32 * -(-tasks // (32 * tasks_per_thread))
+    staged = chunk * (C * H * (W | 1) + H_out * (W_out | 1))
+    floats = max(staged, C * K * K * H_out + 32)
+    return {"splits": S, "chunk": chunk, "threads": threads, "shared": 4 * floats, "tasks": tasks}
+
+
+def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, out=None, out_bias=None,
+                               prepare_only=False):
+    """Version 5: ``conv2d_backward_weight_bias_split``; (dE/dW, dE/db) in one launch, deterministic.
+
+    ``splits`` (S) divides the batch among blocks: grid (M, S).  The K x K filter size is compiled in
+    (``WB_K``), so each K has its own build.
+    """
+    X, dY, N, C, H, W, M = _weight_operands(X, dY, K)
+    plan = weight_split_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, splits)
+    if plan["threads"] > SPLIT_MAX_THREADS:
+        raise ValueError(f"conv2d_backward_weight_bias_split gives each of at most {SPLIT_MAX_THREADS} threads "
+                         f"{WEIGHT_SPLIT_DEFINES['WB_TASKS']} (c, p, row) tasks; this layer has {plan['tasks']}")
+    if plan["shared"] > SHARED_LIMIT:
+        raise ValueError(f"splits = {plan['splits']} stages {plan['chunk']} samples per block, "
+                         f"{plan['shared']} bytes of shared memory > {SHARED_LIMIT}: use more splits")
+    dW = result_array(out, (M, C, K, K), any_layout=True) if out is not None else output_like(X, (M, C, K, K))
+    db = result_array(out_bias, (M,), any_layout=True) if out_bias is not None else output_like(X, (M,))
+    S = plan["splits"]
+    partial = _workspace(X, (S * M * (C * K * K + 1),))
+    counters = _workspace(X, (M,), np.uint32)
+    kernel = load_topic(TOPIC, {**WEIGHT_SPLIT_DEFINES, "WB_K": K}).function("conv2d_backward_weight_bias_split")
+    enqueue = _enqueue(kernel, (X, dY, dW, db, partial, counters, N, C, H, W, M, plan["chunk"]),
+                       (M, S, 1), (plan["threads"], 1, 1), plan["shared"], prepare_only=prepare_only)
+    return enqueue if prepare_only else (dW, db)
+
+
+def bias_split_plan(shape, splits: int | None = None) -> dict:
+    """Version 6's launch: grid (M, S) with S chosen for about two blocks per SM (264) unless given."""
+    N, C, H, W, M, K = layer(shape)
+    if splits is None:
+        splits = max(1, min(N, -(-264 // M)))
+    S, chunk = _split_count(splits, N)
+    return {"splits": S, "chunk": chunk, "threads": REDUCE_BLOCK}
+
+
+def backward_bias_split(dY, *, splits: int | None = None, out=None, prepare_only=False):
+    """Version 6: ``conv2d_backward_bias_split``; dE/db in one launch of M x S blocks, deterministic."""
+    dY = float32_operand(dY)
+    if len(dY.shape) not in (2, 4):
+        raise ValueError(f"dY must be (N, M, H_out, W_out) or (N, M), got shape {tuple(dY.shape)}")
+    N, M, H_out, W_out = (tuple(int(s) for s in dY.shape) + (1, 1))[:4]
+    plan = bias_split_plan({"N": N, "C": 1, "H": H_out, "W": W_out, "M": M, "K": 1}, splits)
+    db = result_array(out, (M,), any_layout=True) if out is not None else output_like(dY, (M,))
+    S = plan["splits"]
+    partial, counters = _workspace(dY, (S * M,)), _workspace(dY, (M,), np.uint32)
+    enqueue = _enqueue(module().function("conv2d_backward_bias_split"),
+                       (dY, db, partial, counters, N, M, H_out * W_out, plan["chunk"]),
+                       (M, S, 1), (plan["threads"], 1, 1), prepare_only=prepare_only)
+    return enqueue if prepare_only else db
+
+
+def input_shared_plan(shape, rows: int | None = None, defines: dict | None = None) -> dict:
+    """Version 7's launch: block (ceil(W / RW), rows), grid (ceil(C / CB), ceil(H / rows), N), shared bytes.
+
+    ``rows`` defaults to the whole height when a block of it stays within 256 threads, else to as many
+    rows as 256 threads cover.
+    """
+    N, C, H, W, M, K = layer(shape)
+    d = {**INPUT_SHARED_DEFINES, **(defines or {})}
+    cols = -(-W // d["BI_RW"])
+    if rows is None:
+        rows = min(H, max(1, 256 // cols))
+    if not 1 <= rows <= H or rows * cols > 1024:
+        raise ValueError(f"rows must be between 1 and H = {H} with rows x {cols} threads <= 1024, got {rows}")
+    wp = cols * d["BI_RW"] + K - 1
+    shared = 4 * (M * (rows + K - 1) * wp + d["BI_CB"] * M * K * K)
+    return {"rows": rows, "block": (cols, rows, 1), "grid": (-(-C // d["BI_CB"]), -(-H // rows), N),
+            "shared": shared, "defines": {**d, "BI_K": K}}
+
+
+def backward_input_shared(dY, Wf, x_shape, *, rows: int | None = None, defines: dict | None = None, out=None,
+                          prepare_only=False):
+    """Version 7: ``conv2d_backward_input_shared``; dE/dX as a full convolution from shared memory.
+
+    ``defines`` may set BI_RW (pixels per thread along a row) and BI_CB (channels per block).
+    """
+    dY, Wf = float32_operand(dY), float32_operand(Wf)
+    N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
+    plan = input_shared_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, rows, defines)
+    if plan["shared"] > SHARED_LIMIT:
+        raise ValueError(f"conv2d_backward_input_shared stages {M} maps of {plan['rows'] + K - 1} padded rows: "
+                         f"{plan['shared']} bytes of shared memory > {SHARED_LIMIT}; pass fewer rows")
+    dX = result_array(out, (N, C, H, W), any_layout=True) if out is not None else output_like(dY, (N, C, H, W))
+    kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_input_shared")
+    enqueue = _enqueue(kernel, (dY, Wf, dX, N, C, H, W, M), plan["grid"], plan["block"], plan["shared"],
+                       prepare_only=prepare_only)
+    return enqueue if prepare_only else dX
+
+
+def backward_input_gemm(dY, Wf, x_shape, *, config: dict | None = None, out=None, prepare_only=False):
+    """Versions 8 + the GEMM chapter's implicit GEMM: dE/dX = dY padded by K - 1, convolved with the
+    transposed filter bank (``conv2d_backward_flip_filters``) by ``conv2d_implicit_gemm``.
+
+    ``config`` overrides the implicit GEMM's IG_* tile (kernels/conv2d_gemm.py).
+    """
+    from .conv2d_gemm import conv2d_implicit_gemm
+
+    dY, Wf = float32_operand(dY), float32_operand(Wf)
+    N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
+    Wt = output_like(Wf, (C, M, K, K))
+    flip = _enqueue(module().function("conv2d_backward_flip_filters"), (Wf, Wt, M, C, K),
+                    (_flip_blocks(M * C * K * K), 1, 1), (BLOCK_1D, 1, 1), prepare_only=prepare_only)
+    dX = result_array(out, (N, C, H, W), any_layout=True) if out is not None else output_like(dY, (N, C, H, W))
+    dY4 = dY if len(dY.shape) == 4 else dY.reshape(N, M, H - K + 1, W - K + 1)
+    gemm = conv2d_implicit_gemm(dY4, Wt, pad=K - 1, out=dX, config=config, sync=not prepare_only,
+                                prepare_only=prepare_only, shape=(N, M, H - K + 1, W - K + 1), wshape=(C, M, K, K))
+    if prepare_only:
+        return lambda: (flip(), gemm())
+    return dX
+
+
+def _flip_blocks(weights: int) -> int:
+    return max(1, min(blocks_for(weights, BLOCK_1D), 1024))
+
+
+def weight_gemm_plan(shape, splits: int | None = None, defines: dict | None = None) -> dict:
+    """Version 9's launch: grid (ceil(CKK / WG_BN), ceil(M / 64), S), WG_BN threads, and the span of each split.
+
+    The default S gives about four blocks per SM of an H100 (528 in all), each split a multiple of WG_BK pixels.
+    """
+    N, C, H, W, M, K = layer(shape)
+    d = {**WEIGHT_GEMM_DEFINES, **(defines or {})}
+    CKK, NP = C * K * K, N * (H - K + 1) * (W - K + 1)
+    tiles = blocks_for(CKK, d["WG_BN"]) * blocks_for(M, 64)
+    steps = blocks_for(NP, d["WG_BK"])
+    if splits is None:
+        splits = max(1, min(steps, -(-528 // tiles)))
+    if not 1 <= splits <= steps:
+        raise ValueError(f"splits must be between 1 and {steps} (steps of {d['WG_BK']} of the {NP} pixels), got {splits}")
+    span = -(-steps // splits) * d["WG_BK"]
+    S = -(-NP // span)
+    return {"splits": S, "span": span, "grid": (blocks_for(CKK, d["WG_BN"]), blocks_for(M, 64), S),
+            "threads": d["WG_BN"], "defines": d}
+
+
+def backward_weight_bias_gemm(X, dY, K: int, *, splits: int | None = None, defines: dict | None = None, out=None,
+                              out_bias=None, prepare_only=False):
+    """Versions 9 and 10: ``conv2d_backward_weight_gemm`` (partial dW and db of S splits of the pixels),
+    then ``conv2d_backward_split_sum`` (their fixed-order sum); returns (dE/dW, dE/db), deterministic.
+
+    ``defines`` may set WG_BN (taps per tile and threads per block) and WG_BK (pixels per step).
+    """
+    X, dY, N, C, H, W, M = _weight_operands(X, dY, K)
+    plan = weight_gemm_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, splits, defines)
+    CKK, S = C * K * K, plan["splits"]
+    if N * C * H * W >= 2**31 or (N * M * (H - K + 1) * (W - K + 1)) >= 2**31:
+        raise ValueError(f"X or dY has 2^31 elements or more: conv2d_backward_weight_gemm counts pixels in int")
+    dW = result_array(out, (M, C, K, K), any_layout=True) if out is not None else output_like(X, (M, C, K, K))
+    db = result_array(out_bias, (M,), any_layout=True) if out_bias is not None else output_like(X, (M,))
+    partial = _workspace(X, (S, M * CKK + M))
+    gemm_kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_weight_gemm")
+    first = _enqueue(gemm_kernel, (X, dY, partial, N, C, H, W, M, K, plan["span"]), plan["grid"],
+                     (plan["threads"], 1, 1), prepare_only=prepare_only)
+    count = M * CKK + M
+    second = _enqueue(module().function("conv2d_backward_split_sum"), (partial, dW, db, M * CKK, M, S),
+                      (_sum_blocks(count), 1, 1), (SPLIT_SUM_THREADS, 1, 1), prepare_only=prepare_only)
+    if prepare_only:
+        return lambda: (first(), second())
+    return dW, db
+
+
+def _sum_blocks(count: int) -> int:
+    return max(1, min(blocks_for(count, SPLIT_SUM_THREADS), 4096))
 
 
 # --------------------------------------------------------------------------- the versions' facts
