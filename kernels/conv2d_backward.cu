@@ -215,6 +215,9 @@ __device__ float block_sum_fixed(float value, float* warp_sums)
 #ifndef WB_K
 #define WB_K 5                             // filter size K, compile-time: the sliding row lives in registers
 #endif
+#ifndef STAGE_BATCH
+#define STAGE_BATCH 8                      // global loads a thread has in flight while staging
+#endif
 #ifndef WB_TASKS
 #define WB_TASKS 2                         // most (c, p, row) tasks one thread keeps accumulators for
 #endif
@@ -238,19 +241,38 @@ conv2d_backward_weight_bias_split(const float* X, const float* dY, float* dW, fl
     int n0 = s * chunk, count = min(N, n0 + chunk) - n0;  // samples of this split (count >= 1)
     int CKK = C * K * K, tasks = C * K * H_out;
 
-    // Stage the split's samples: X[n] (all channels) and dY[n][m].
+    // Stage the split's samples: X[n] (all channels) and dY[n][m].  STAGE_BATCH loads per thread are
+    // issued before the first store, so that a thread waits for memory once per batch, not per value.
     float* Xs = shared;
     float* Ys = shared + chunk * x_floats;
-    for (int i = threadIdx.x; i < count * C * H * W; i += blockDim.x) {
-        int n = i / (C * H * W), r = i % (C * H * W);     // r = (c * H + h) * W + w
-        Xs[n * x_floats + (r / W) * xs + r % W] = X[(size_t)(n0 + n) * C * H * W + r];
+    int x_count = count * C * H * W, y_count = count * P;
+    for (int base = threadIdx.x; base < x_count; base += STAGE_BATCH * blockDim.x) {
+        float v[STAGE_BATCH];
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u) {
+            int i = base + u * blockDim.x;
+            v[u] = i < x_count ? X[(size_t)n0 * C * H * W + i] : 0.0f;
+        }
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u) {
+            int i = base + u * blockDim.x, n = i / (C * H * W), r = i % (C * H * W);   // r = (c * H + h) * W + w
+            if (i < x_count) Xs[n * x_floats + (r / W) * xs + r % W] = v[u];
+        }
     }
     float bias = 0.0f;                                    // this thread's share of db[m]
-    for (int i = threadIdx.x; i < count * P; i += blockDim.x) {
-        int n = i / P, r = i % P;
-        float v = dY[((size_t)(n0 + n) * M + m) * P + r];
-        Ys[n * y_floats + (r / W_out) * ys + r % W_out] = v;
-        bias += v;
+    for (int base = threadIdx.x; base < y_count; base += STAGE_BATCH * blockDim.x) {
+        float v[STAGE_BATCH];
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u) {
+            int i = base + u * blockDim.x;
+            v[u] = i < y_count ? dY[((size_t)(n0 + i / P) * M + m) * P + i % P] : 0.0f;
+        }
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u) {
+            int i = base + u * blockDim.x, n = i / P, r = i % P;
+            if (i < y_count) Ys[n * y_floats + (r / W_out) * ys + r % W_out] = v[u];
+            bias += v[u];
+        }
     }
     __syncthreads();
 
@@ -307,7 +329,8 @@ conv2d_backward_weight_bias_split(const float* X, const float* dY, float* dW, fl
     if (!arrive_last(&counters[m], S)) return;
     for (int i = threadIdx.x; i <= CKK; i += blockDim.x) {
         float sum = 0.0f;
-        for (int t = 0; t < S; ++t) sum += ((const volatile float*)partial)[((size_t)t * M + m) * (CKK + 1) + i];
+        #pragma unroll 8
+        for (int t = 0; t < S; ++t) sum += __ldcg(&partial[((size_t)t * M + m) * (CKK + 1) + i]);   // L2, not a stale L1 line
         if (i < CKK) dW[(size_t)m * CKK + i] = sum;
         else db[m] = sum;
     }
@@ -325,14 +348,24 @@ __global__ void conv2d_backward_bias_split(const float* dY, float* db, float* pa
     float acc = 0.0f;
     for (int n = s * chunk; n < n_end; ++n) {
         const float* y = dY + ((size_t)n * M + m) * P;
-        for (int i = threadIdx.x; i < P; i += blockDim.x) acc += y[i];
+        for (int base = threadIdx.x; base < P; base += STAGE_BATCH * blockDim.x) {
+            float v[STAGE_BATCH];                         // STAGE_BATCH loads in flight, then the adds
+            #pragma unroll
+            for (int u = 0; u < STAGE_BATCH; ++u) {
+                int i = base + u * blockDim.x;
+                v[u] = i < P ? y[i] : 0.0f;
+            }
+            #pragma unroll
+            for (int u = 0; u < STAGE_BATCH; ++u) acc += v[u];
+        }
     }
     float total = block_sum_fixed(acc, warp_sums);
     if (threadIdx.x == 0) partial[(size_t)s * M + m] = total;
     if (!arrive_last(&counters[m], S)) return;
     if (threadIdx.x == 0) {
         float sum = 0.0f;
-        for (int t = 0; t < S; ++t) sum += ((const volatile float*)partial)[(size_t)t * M + m];
+        #pragma unroll 8
+        for (int t = 0; t < S; ++t) sum += __ldcg(&partial[(size_t)t * M + m]);
         db[m] = sum;
     }
 }
@@ -362,11 +395,20 @@ __global__ void conv2d_backward_input_shared(const float* dY, const float* Wf, f
     float* Ys = shared;                                   // M x hp x wp: padded rows h0 - (K-1) .. h0 + rows - 1
     float* Fs = shared + M * hp * wp;                     // BI_CB x M x K x K, rotated
     int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * blockDim.y;
-    for (int i = t; i < M * hp * wp; i += threads) {
-        int m = i / (hp * wp), r = (i / wp) % hp, col = i % wp;
-        int ho = h0 + r - (K - 1), wo = col - (K - 1);
-        Ys[i] = (ho >= 0 && ho < H_out && wo >= 0 && wo < W_out) ? dY[(((size_t)n * M + m) * H_out + ho) * W_out + wo]
-                                                                 : 0.0f;
+    int staged = M * hp * wp;
+    for (int base = t; base < staged; base += STAGE_BATCH * threads) {
+        float v[STAGE_BATCH];                             // STAGE_BATCH loads in flight, then the stores
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u) {
+            int i = base + u * threads;
+            int m = i / (hp * wp), r = (i / wp) % hp, col = i % wp;
+            int ho = h0 + r - (K - 1), wo = col - (K - 1);
+            bool inside = i < staged && ho >= 0 && ho < H_out && wo >= 0 && wo < W_out;
+            v[u] = inside ? dY[(((size_t)n * M + m) * H_out + ho) * W_out + wo] : 0.0f;
+        }
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u)
+            if (base + u * threads < staged) Ys[base + u * threads] = v[u];
     }
     for (int i = t; i < BI_CB * M * K * K; i += threads) {
         int cb = i / (M * K * K), m = (i / (K * K)) % M, pq = i % (K * K);

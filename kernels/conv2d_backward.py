@@ -433,6 +433,56 @@ def _weights(shape) -> int:
     return M * C * K * K
 
 
+def backward_weight_bias_reference(X, dY) -> tuple[np.ndarray, np.ndarray]:
+    """(dE/dW, dE/db) in float64: what versions 5 and 9 (+10) return together."""
+    return backward_weight_reference(X, dY), backward_bias_reference(dY)
+
+
+def flip_filters_reference(Wf) -> np.ndarray:
+    """What conv2d_backward_flip_filters writes: the transposed filter bank, in float64."""
+    return transposed_filters(np.asarray(Wf, np.float64))
+
+
+def _weight_bias_flops(shape) -> float:
+    return _conv_flops(shape) + _bias_flops(shape)
+
+
+def _weight_split_launch(shape) -> LaunchConfig:
+    plan = weight_split_plan(shape)
+    return LaunchConfig((layer(shape)[4], plan["splits"], 1), (plan["threads"], 1, 1), plan["shared"])
+
+
+def _bias_split_launch(shape) -> LaunchConfig:
+    return LaunchConfig((layer(shape)[4], bias_split_plan(shape)["splits"], 1), (REDUCE_BLOCK, 1, 1), 0)
+
+
+def _input_shared_launch(shape) -> LaunchConfig:
+    plan = input_shared_plan(shape)
+    return LaunchConfig(plan["grid"], plan["block"], plan["shared"])
+
+
+def _weight_gemm_launch(shape) -> LaunchConfig:
+    plan = weight_gemm_plan(shape)
+    return LaunchConfig(plan["grid"], (plan["threads"], 1, 1), 0)
+
+
+def _split_outputs(shape) -> int:
+    return _weights(shape) + layer(shape)[4]
+
+
+def _split_sum_launch(shape) -> LaunchConfig:
+    return LaunchConfig((_sum_blocks(_split_outputs(shape)), 1, 1), (SPLIT_SUM_THREADS, 1, 1), 0)
+
+
+def _split_sum_bytes(shape) -> float:
+    """Read every split's partial dW and db once, write dW and db."""
+    return 4.0 * (weight_gemm_plan(shape)["splits"] + 1) * _split_outputs(shape)
+
+
+def _split_sum_flops(shape) -> float:
+    return float(weight_gemm_plan(shape)["splits"] * _split_outputs(shape))
+
+
 # The gradients do the multiply-adds of the forward convolution and move the same least traffic
 # (dY in place of Y, dX or dW in place of X or the filters).
 KERNELS = kernel_table(
@@ -447,4 +497,17 @@ KERNELS = kernel_table(
     KernelVersion(TOPIC, "conv2d_backward_bias", backward_bias,
                   lambda shape: LaunchConfig((layer(shape)[4], 1, 1), (REDUCE_BLOCK, 1, 1), 0),
                   bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference),
+    KernelVersion(TOPIC, "conv2d_backward_weight_bias_split", backward_weight_bias_split, _weight_split_launch,
+                  _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_SPLIT_DEFINES),
+    KernelVersion(TOPIC, "conv2d_backward_bias_split", backward_bias_split, _bias_split_launch,
+                  bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference),
+    KernelVersion(TOPIC, "conv2d_backward_input_shared", backward_input_shared, _input_shared_launch,
+                  _conv_bytes, _conv_flops, backward_input_reference, defines=INPUT_SHARED_DEFINES),
+    KernelVersion(TOPIC, "conv2d_backward_flip_filters", backward_input_gemm,
+                  lambda shape: LaunchConfig((_flip_blocks(_weights(shape)), 1, 1), (BLOCK_1D, 1, 1), 0),
+                  bytes=lambda shape: 8.0 * _weights(shape), flops=lambda shape: 0.0, reference=flip_filters_reference),
+    KernelVersion(TOPIC, "conv2d_backward_weight_gemm", backward_weight_bias_gemm, _weight_gemm_launch,
+                  _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_GEMM_DEFINES),
+    KernelVersion(TOPIC, "conv2d_backward_split_sum", backward_weight_bias_gemm, _split_sum_launch,
+                  _split_sum_bytes, _split_sum_flops, backward_weight_bias_reference),
 )
