@@ -220,7 +220,7 @@ def _split_count(splits, N, name="splits"):
     return -(-N // chunk), chunk  # no empty split
 
 
-def weight_split_plan(shape, splits: int | None = None) -> dict:
+def weight_split_plan(shape, splits: int | None = None, defines: dict | None = None) -> dict:
     """Version 5's launch for a shape: splits S, samples per split, threads and shared bytes.
 
     The default splits the batch so that the grid (M x S) has about two blocks per SM of an H100
@@ -232,25 +232,28 @@ def weight_split_plan(shape, splits: int | None = None) -> dict:
     S, chunk = _split_count(splits, N)
     H_out, W_out = H - K + 1, W - K + 1
     tasks = C * K * H_out
-    tasks_per_thread = WEIGHT_SPLIT_DEFINES["WB_TASKS"]
+    d = {**WEIGHT_SPLIT_DEFINES, **(defines or {})}
+    tasks_per_thread = d["WB_TASKS"]
     threads = 32 * -(-tasks // (32 * tasks_per_thread))
     staged = chunk * (C * H * (W | 1) + H_out * (W_out | 1))
     floats = max(staged, C * K * K * H_out + 32)
-    return {"splits": S, "chunk": chunk, "threads": threads, "shared": 4 * floats, "tasks": tasks}
+    return {"splits": S, "chunk": chunk, "threads": threads, "shared": 4 * floats, "tasks": tasks,
+            "defines": {**d, "WB_K": K}}
 
 
-def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, out=None, out_bias=None,
-                               prepare_only=False):
+def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, defines: dict | None = None, out=None,
+                               out_bias=None, prepare_only=False):
     """Version 5: ``conv2d_backward_weight_bias_split``; (dE/dW, dE/db) in one launch, deterministic.
 
     ``splits`` (S) divides the batch among blocks: grid (M, S).  The K x K filter size is compiled in
-    (``WB_K``), so each K has its own build.
+    (``WB_K``), so each K has its own build; ``defines`` may set WB_TASKS (tasks per thread, so the
+    block has about C * K * H_out / WB_TASKS threads) and STAGE_BATCH (loads in flight while staging).
     """
     X, dY, N, C, H, W, M = _weight_operands(X, dY, K)
-    plan = weight_split_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, splits)
+    plan = weight_split_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, splits, defines)
     if plan["threads"] > SPLIT_MAX_THREADS:
         raise ValueError(f"conv2d_backward_weight_bias_split gives each of at most {SPLIT_MAX_THREADS} threads "
-                         f"{WEIGHT_SPLIT_DEFINES['WB_TASKS']} (c, p, row) tasks; this layer has {plan['tasks']}")
+                         f"{plan['defines']['WB_TASKS']} (c, p, row) tasks; this layer has {plan['tasks']}")
     if plan["shared"] > SHARED_LIMIT:
         raise ValueError(f"splits = {plan['splits']} stages {plan['chunk']} samples per block, "
                          f"{plan['shared']} bytes of shared memory > {SHARED_LIMIT}: use more splits")
@@ -259,7 +262,7 @@ def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, out=
     S = plan["splits"]
     partial = _workspace(X, (S * M * (C * K * K + 1),))
     counters = _workspace(X, (M,), np.uint32)
-    kernel = load_topic(TOPIC, {**WEIGHT_SPLIT_DEFINES, "WB_K": K}).function("conv2d_backward_weight_bias_split")
+    kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_weight_bias_split")
     enqueue = _enqueue(kernel, (X, dY, dW, db, partial, counters, N, C, H, W, M, plan["chunk"]),
                        (M, S, 1), (plan["threads"], 1, 1), plan["shared"], prepare_only=prepare_only)
     return enqueue if prepare_only else (dW, db)
