@@ -373,10 +373,10 @@ def backward_goals(rows: list[dict]) -> list[dict]:
     for label in dict.fromkeys(r["layer"] for r in rows if r["group"] == "backward"):
         here = [r for r in rows if r["group"] == "backward" and r["layer"] == label and "median_ms" in r]
         for gradient in ("input", "weight", "bias"):
-            peer = next(r for r in here if r["kind"] == "peer" and r["gradient"] == gradient)
+            peer = next((r for r in here if r["kind"] == "peer" and r["gradient"] == gradient), None)
             kinds = ("weight", "weight+bias") if gradient == "weight" else (gradient,)
             mine = [r for r in here if r["kind"] == "kernel" and r["gradient"] in kinds and r.get("correct")]
-            if not mine:
+            if peer is None or not mine:
                 continue
             best = min(mine, key=lambda r: r["median_ms"])
             goals.append({"layer": label, "gradient": gradient, "best": best["name"], "best_version": best["version"],

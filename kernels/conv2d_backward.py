@@ -268,11 +268,19 @@ def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, defi
     return enqueue if prepare_only else (dW, db)
 
 
+#: Values of dY a block of version 6 should have at least, once the grid has two blocks per SM of an H100
+#: (264): a large layer's bias then gets enough blocks to keep the memory system busy.
+BIAS_VALUES_PER_BLOCK = 16384
+
+
 def bias_split_plan(shape, splits: int | None = None) -> dict:
-    """Version 6's launch: grid (M, S) with S chosen for about two blocks per SM (264) unless given."""
+    """Version 6's launch: grid (M, S); by default S gives at least 264 blocks (two per SM of an H100),
+    more for a large layer (one per BIAS_VALUES_PER_BLOCK values of dY), unless given."""
     N, C, H, W, M, K = layer(shape)
     if splits is None:
-        splits = max(1, min(N, -(-264 // M)))
+        values = N * M * (H - K + 1) * (W - K + 1)
+        blocks = max(264, values // BIAS_VALUES_PER_BLOCK)
+        splits = max(1, min(N, -(-blocks // M)))
     S, chunk = _split_count(splits, N)
     return {"splits": S, "chunk": chunk, "threads": REDUCE_BLOCK}
 

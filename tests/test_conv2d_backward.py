@@ -270,3 +270,41 @@ def test_too_much_shared_memory_is_refused_with_the_way_out():
     X, Wf, dY = data(1, 1, 30, 30, 64, 3)
     with pytest.raises(ValueError, match="pass fewer rows"):
         cb.backward_input_shared(dY, Wf, X.shape, rows=30)
+
+
+# ----------------------------------------------------------------------- the benchmark's layers, on a GPU
+
+#: LeNet's C1 and C3 at batch 64, and the 56 x 56 layer of the benchmark at batch 8 (the same grids per
+#: sample; the float64 references of batch 128 would take minutes of CPU).
+GPU_LAYERS = [(64, 1, 32, 32, 6, 5), (64, 6, 14, 14, 16, 5), (8, 64, 56, 56, 64, 3)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GPU_LAYERS, ids=["C1", "C3", "56x56"])
+def test_fast_versions_on_the_benchmark_layers(backend, shape):
+    X, Wf, dY = data(*shape, seed=2)
+    K = shape[-1]
+    dW_ref, dW_scale, db_ref, db_scale = _weight_and_bias(X, dY)
+    dX_ref = cb.backward_input_reference(dY, Wf)
+    dX_scale = cb.backward_input_reference(np.abs(dY), np.abs(Wf))
+    weight_and_bias = ((dW_ref, dW_scale), (db_ref, db_scale))
+    runs = [(cb.backward_weight_bias_gemm(X, dY, K), weight_and_bias),
+            ((cb.backward_input_gemm(dY, Wf, X.shape),), ((dX_ref, dX_scale),)),
+            ((cb.backward_bias_split(dY),), ((db_ref, db_scale),))]
+    if K == 5:  # the shared-memory versions: LeNet's layers
+        runs += [(cb.backward_weight_bias_split(X, dY, K), weight_and_bias),
+                 ((cb.backward_input_shared(dY, Wf, X.shape),), ((dX_ref, dX_scale),))]
+    for results, refs in runs:
+        for got, (ref, scale) in zip(results, refs):
+            assert_within(got, ref, scale)
+
+
+@pytest.mark.gpu
+def test_split_versions_give_the_same_bits_every_run_at_lenet_size(backend):
+    """C3 at batch 64: 16 x 16 blocks finishing in a different order on every run, the same result."""
+    X, _, dY = data(64, 6, 14, 14, 16, 5, seed=4)
+    first = cb.backward_weight_bias_split(X, dY, 5) + (cb.backward_bias_split(dY),) + cb.backward_weight_bias_gemm(X, dY, 5)
+    for _ in range(20):
+        again = cb.backward_weight_bias_split(X, dY, 5) + (cb.backward_bias_split(dY),) + cb.backward_weight_bias_gemm(X, dY, 5)
+        for a, b in zip(first, again):
+            np.testing.assert_array_equal(a, b)
