@@ -232,7 +232,7 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
                 {"rows": tile_rows, "defines": defines},
                 lambda: (cb.input_shared_plan(shape, tile_rows, defines)["rows"], rw, cbk),
                 f"input_shared RW={rw} CB={cbk} rows={label(tile_rows)}")
-    for splits in (None, N, N // 2) if small else (None, 32, 128):
+    for splits in (None, N, N // 2) if small else (None, 8, 32, 128):
         add("bias", "conv2d_backward_bias_split", cb.backward_bias_split, {"splits": splits},
             lambda: cb.bias_split_plan(shape, splits)["splits"], f"bias_split S={label(splits)}")
     gemm_configs = [("64x128x16 NQ2", None)]
@@ -242,9 +242,16 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
     for tile, config in gemm_configs:
         add("input", "conv2d_backward_flip_filters", cb.backward_input_gemm, {"config": config},
             lambda: tile, f"input_gemm {tile}")
+    # Splits: the default (one wave of 6 blocks per SM of 132), two such waves, one wave of 4 blocks per SM,
+    # and 16 blocks per SM (several waves, a small last one).
     auto = cb.weight_gemm_plan(shape)["splits"]
-    weight_tiles = [(64, 16, None), (128, 16, None), (64, 32, None), (64, 16, 2 * auto), (64, 16, max(1, auto // 2))]
-    for bn, bk, splits in weight_tiles if not small else weight_tiles[:1] + weight_tiles[3:4]:
+    tiles = -(-C * K * K // 64) * -(-M // 64)
+    if small:
+        weight_tiles = [(64, 16, None), (64, 16, max(1, 132 * 4 // tiles))]
+    else:
+        weight_tiles = [(64, 16, None), (128, 16, None), (64, 32, None), (64, 16, 2 * auto),
+                        (64, 16, max(1, 132 * 4 // tiles)), (64, 16, max(1, 132 * 16 // tiles))]
+    for bn, bk, splits in weight_tiles:
         defines = {"WG_BN": bn, "WG_BK": bk}
         add("weight+bias", "conv2d_backward_weight_gemm", cb.backward_weight_bias_gemm,
             {"splits": splits, "defines": defines},

@@ -268,19 +268,21 @@ def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, defi
     return enqueue if prepare_only else (dW, db)
 
 
-#: Values of dY a block of version 6 should have at least, once the grid has two blocks per SM of an H100
-#: (264): a large layer's bias then gets enough blocks to keep the memory system busy.
-BIAS_VALUES_PER_BLOCK = 16384
+#: Blocks of 256 threads an H100 SXM or an H200 holds at once (132 SMs x 8): version 6's grid stays within
+#: one wave, so no multiprocessor is left with a second round of blocks while the others idle.
+BIAS_ONE_WAVE = 132 * 8
+#: Values of dY a block of version 6 should sum at least (8 per thread): fewer, and a block is mostly its
+#: launch and its last barrier.
+BIAS_VALUES_PER_BLOCK = 2048
 
 
 def bias_split_plan(shape, splits: int | None = None) -> dict:
-    """Version 6's launch: grid (M, S); by default S gives at least 264 blocks (two per SM of an H100),
-    more for a large layer (one per BIAS_VALUES_PER_BLOCK values of dY), unless given."""
+    """Version 6's launch: grid (M, S).  By default S is as large as one wave of blocks allows, but no
+    larger than gives each block BIAS_VALUES_PER_BLOCK values of dY."""
     N, C, H, W, M, K = layer(shape)
     if splits is None:
-        values = N * M * (H - K + 1) * (W - K + 1)
-        blocks = max(264, values // BIAS_VALUES_PER_BLOCK)
-        splits = max(1, min(N, -(-blocks // M)))
+        values = N * (H - K + 1) * (W - K + 1)  # per output map
+        splits = max(1, min(N, BIAS_ONE_WAVE // M, -(-values // BIAS_VALUES_PER_BLOCK)))
     S, chunk = _split_count(splits, N)
     return {"splits": S, "chunk": chunk, "threads": REDUCE_BLOCK}
 
@@ -365,10 +367,16 @@ def _flip_blocks(weights: int) -> int:
     return max(1, min(blocks_for(weights, BLOCK_1D), 1024))
 
 
+#: Version 9's default grid: one full wave on an H100 SXM or H200 (132 SMs), 6 blocks each, as many as
+#: its 151 registers per thread let a multiprocessor hold (6 x 64 x 152 of 65,536): no block waits for a
+#: second round while other multiprocessors idle.
+GEMM_TARGET_BLOCKS = 132 * 6
+
+
 def weight_gemm_plan(shape, splits: int | None = None, defines: dict | None = None) -> dict:
     """Version 9's launch: grid (ceil(CKK / WG_BN), ceil(M / 64), S), WG_BN threads, and the span of each split.
 
-    The default S gives about four blocks per SM of an H100 (528 in all), each split a multiple of WG_BK pixels.
+    The default S makes GEMM_TARGET_BLOCKS blocks in all (one wave); each split is a multiple of WG_BK pixels.
     """
     N, C, H, W, M, K = layer(shape)
     d = {**WEIGHT_GEMM_DEFINES, **(defines or {})}
@@ -376,7 +384,7 @@ def weight_gemm_plan(shape, splits: int | None = None, defines: dict | None = No
     tiles = blocks_for(CKK, d["WG_BN"]) * blocks_for(M, 64)
     steps = blocks_for(NP, d["WG_BK"])
     if splits is None:
-        splits = max(1, min(steps, -(-528 // tiles)))
+        splits = max(1, min(steps, GEMM_TARGET_BLOCKS // tiles))
     if not 1 <= splits <= steps:
         raise ValueError(f"splits must be between 1 and {steps} (steps of {d['WG_BK']} of the {NP} pixels), got {splits}")
     span = -(-steps // splits) * d["WG_BK"]
