@@ -3,7 +3,16 @@
 Shapes as in :mod:`kernels.conv2d`: ``X`` ``(N, C, H, W)``, filters ``Wf``
 ``(M, C, K, K)``, ``dY = dE/dY`` ``(N, M, H - K + 1, W - K + 1)``.
 :func:`backward_input` gives ``dE/dX``, :func:`backward_weight` (two
-versions) ``dE/dW`` summed over the minibatch, :func:`backward_bias` ``dE/db``.
+versions) ``dE/dW`` summed over the minibatch, :func:`backward_bias` ``dE/db``
+(versions 1-4, written for clarity).
+
+Versions 5-10 do the same in few launches, each ending its split reductions in
+a sum of fixed order (the same bits on every run): :func:`backward_weight_bias_split`
+(dW and db in one launch, for layers whose samples fit shared memory, as LeNet's),
+:func:`backward_bias_split`, :func:`backward_input_shared` (dX from shared memory),
+:func:`backward_input_gemm` and :func:`backward_weight_bias_gemm` (implicit GEMM,
+for large layers).  Each takes its design choices (splits, tiles) as arguments, and
+``*_plan`` says what it launches for a shape.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ import numpy as np
 
 from .conv2d import bytes_moved, flops, layer, output_shape, tile_grid
 from .runtime import Module, blocks_for
-from .runtime.loader import float32_operand, load_topic, output_like, result_array
+from .runtime.loader import float32_operand, launch, load_topic, output_like, result_array
 from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "conv2d_backward"
@@ -190,14 +199,6 @@ def _workspace(like, shape, dtype=np.float32):
     return zeros(shape, dtype) if isinstance(like, DeviceBuffer) else np.zeros(shape, dtype)
 
 
-def _enqueue(kernel, args, grid, block, shared=0, *, prepare_only=False):
-    prepared = kernel.prepare(args, grid, block, shared)
-    if prepare_only:
-        return lambda: kernel.launch_prepared(prepared, sync=False)
-    kernel.launch_prepared(prepared)
-    return None
-
-
 def _weight_operands(X, dY, K):
     X, dY = float32_operand(X), float32_operand(dY)
     if len(X.shape) != 4:
@@ -223,8 +224,8 @@ def _split_count(splits, N, name="splits"):
 def weight_split_plan(shape, splits: int | None = None, defines: dict | None = None) -> dict:
     """Version 5's launch for a shape: splits S, samples per split, threads and shared bytes.
 
-    The default splits the batch so that the grid (M x S) has about two blocks per SM of an H100
-    (264), with at least one sample per split.
+    The default splits the batch so that the grid (M x S) has about two blocks per SM of an H100 SXM
+    or an H200 (264 blocks), with at least one sample per split.
     """
     N, C, H, W, M, K = layer(shape)
     if splits is None:
@@ -263,8 +264,8 @@ def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, defi
     partial = _workspace(X, (S * M * (C * K * K + 1),))
     counters = _workspace(X, (M,), np.uint32)
     kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_weight_bias_split")
-    enqueue = _enqueue(kernel, (X, dY, dW, db, partial, counters, N, C, H, W, M, plan["chunk"]),
-                       (M, S, 1), (plan["threads"], 1, 1), plan["shared"], prepare_only=prepare_only)
+    enqueue = launch(kernel, (X, dY, dW, db, partial, counters, N, C, H, W, M, plan["chunk"]), grid=(M, S, 1),
+                     block=(plan["threads"], 1, 1), shared=plan["shared"], prepare_only=prepare_only)
     return enqueue if prepare_only else (dW, db)
 
 
@@ -297,9 +298,9 @@ def backward_bias_split(dY, *, splits: int | None = None, out=None, prepare_only
     db = result_array(out, (M,), any_layout=True) if out is not None else output_like(dY, (M,))
     S = plan["splits"]
     partial, counters = _workspace(dY, (S * M,)), _workspace(dY, (M,), np.uint32)
-    enqueue = _enqueue(module().function("conv2d_backward_bias_split"),
-                       (dY, db, partial, counters, N, M, H_out * W_out, plan["chunk"]),
-                       (M, S, 1), (plan["threads"], 1, 1), prepare_only=prepare_only)
+    enqueue = launch(module().function("conv2d_backward_bias_split"),
+                     (dY, db, partial, counters, N, M, H_out * W_out, plan["chunk"]),
+                     grid=(M, S, 1), block=(plan["threads"], 1, 1), prepare_only=prepare_only)
     return enqueue if prepare_only else db
 
 
@@ -336,8 +337,8 @@ def backward_input_shared(dY, Wf, x_shape, *, rows: int | None = None, defines: 
                          f"{plan['shared']} bytes of shared memory > {SHARED_LIMIT}; pass fewer rows")
     dX = result_array(out, (N, C, H, W), any_layout=True) if out is not None else output_like(dY, (N, C, H, W))
     kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_input_shared")
-    enqueue = _enqueue(kernel, (dY, Wf, dX, N, C, H, W, M), plan["grid"], plan["block"], plan["shared"],
-                       prepare_only=prepare_only)
+    enqueue = launch(kernel, (dY, Wf, dX, N, C, H, W, M), grid=plan["grid"], block=plan["block"],
+                     shared=plan["shared"], prepare_only=prepare_only)
     return enqueue if prepare_only else dX
 
 
@@ -352,8 +353,8 @@ def backward_input_gemm(dY, Wf, x_shape, *, config: dict | None = None, out=None
     dY, Wf = float32_operand(dY), float32_operand(Wf)
     N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
     Wt = output_like(Wf, (C, M, K, K))
-    flip = _enqueue(module().function("conv2d_backward_flip_filters"), (Wf, Wt, M, C, K),
-                    (_flip_blocks(M * C * K * K), 1, 1), (BLOCK_1D, 1, 1), prepare_only=prepare_only)
+    flip = launch(module().function("conv2d_backward_flip_filters"), (Wf, Wt, M, C, K),
+                  grid=(_flip_blocks(M * C * K * K), 1, 1), block=(BLOCK_1D, 1, 1), prepare_only=prepare_only)
     dX = result_array(out, (N, C, H, W), any_layout=True) if out is not None else output_like(dY, (N, C, H, W))
     dY4 = dY if len(dY.shape) == 4 else dY.reshape(N, M, H - K + 1, W - K + 1)
     gemm = conv2d_implicit_gemm(dY4, Wt, pad=K - 1, out=dX, config=config, sync=not prepare_only,
@@ -404,16 +405,16 @@ def backward_weight_bias_gemm(X, dY, K: int, *, splits: int | None = None, defin
     plan = weight_gemm_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, splits, defines)
     CKK, S = C * K * K, plan["splits"]
     if N * C * H * W >= 2**31 or (N * M * (H - K + 1) * (W - K + 1)) >= 2**31:
-        raise ValueError(f"X or dY has 2^31 elements or more: conv2d_backward_weight_gemm counts pixels in int")
+        raise ValueError("X or dY has 2^31 elements or more: conv2d_backward_weight_gemm indexes them with int")
     dW = result_array(out, (M, C, K, K), any_layout=True) if out is not None else output_like(X, (M, C, K, K))
     db = result_array(out_bias, (M,), any_layout=True) if out_bias is not None else output_like(X, (M,))
     partial = _workspace(X, (S, M * CKK + M))
     gemm_kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_weight_gemm")
-    first = _enqueue(gemm_kernel, (X, dY, partial, N, C, H, W, M, K, plan["span"]), plan["grid"],
-                     (plan["threads"], 1, 1), prepare_only=prepare_only)
+    first = launch(gemm_kernel, (X, dY, partial, N, C, H, W, M, K, plan["span"]), grid=plan["grid"],
+                   block=(plan["threads"], 1, 1), prepare_only=prepare_only)
     count = M * CKK + M
-    second = _enqueue(module().function("conv2d_backward_split_sum"), (partial, dW, db, M * CKK, M, S),
-                      (_sum_blocks(count), 1, 1), (SPLIT_SUM_THREADS, 1, 1), prepare_only=prepare_only)
+    second = launch(module().function("conv2d_backward_split_sum"), (partial, dW, db, M * CKK, M, S),
+                    grid=(_sum_blocks(count), 1, 1), block=(SPLIT_SUM_THREADS, 1, 1), prepare_only=prepare_only)
     if prepare_only:
         return lambda: (first(), second())
     return dW, db
@@ -516,6 +517,7 @@ KERNELS = kernel_table(
     KernelVersion(TOPIC, "conv2d_backward_bias", backward_bias,
                   lambda shape: LaunchConfig((layer(shape)[4], 1, 1), (REDUCE_BLOCK, 1, 1), 0),
                   bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference),
+    # Versions 5 and 7 compile the filter size in (WB_K, BI_K; 5 by default): their launchers add it per layer.
     KernelVersion(TOPIC, "conv2d_backward_weight_bias_split", backward_weight_bias_split, _weight_split_launch,
                   _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_SPLIT_DEFINES),
     KernelVersion(TOPIC, "conv2d_backward_bias_split", backward_bias_split, _bias_split_launch,
