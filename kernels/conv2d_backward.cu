@@ -469,6 +469,9 @@ __global__ void conv2d_backward_flip_filters(const float* Wf, float* Wt, int M, 
 #ifndef WG_BK
 #define WG_BK 16                           // pixels per step of the inner dimension
 #endif
+#ifndef WG_MIN_BLOCKS
+#define WG_MIN_BLOCKS (384 / WG_BN)        // blocks per SM the registers must allow: 12 warps (6 of 64 threads)
+#endif
 #define WG_BM 64                           // output maps per tile (rows of dW)
 #define WG_TX (WG_BN / 8)                  // threads across a tile row: 8 x 8 results each
 #if WG_BN % 32 || WG_BK % 4 || (WG_BM * WG_BK) % WG_BN || WG_BN % WG_BK
@@ -487,7 +490,7 @@ __global__ void conv2d_backward_flip_filters(const float* Wf, float* Wt, int M, 
 //    fetches pixel t % WG_BK of the step (consecutive threads, consecutive pixels) for maps or taps
 //    t / WG_BK + (WG_BN / WG_BK) * r; the next step is fetched into registers while this one is
 //    multiplied, and stored to the other of two shared buffers (one barrier per step).
-__global__ void __launch_bounds__(WG_BN)
+__global__ void __launch_bounds__(WG_BN, WG_MIN_BLOCKS)
 conv2d_backward_weight_gemm(const float* X, const float* dY, float* partial, int N, int C, int H, int W,
                             int M, int K, int span)
 {
@@ -495,10 +498,10 @@ conv2d_backward_weight_gemm(const float* X, const float* dY, float* partial, int
     __shared__ __align__(16) float Bs[2][WG_BK][WG_BN + 4];   // U^T: [pixel][tap]
     __shared__ int tap_offset[WG_BN];                         // offset of tap k in a sample of X (-1: none)
     int H_out = H - K + 1, W_out = W - K + 1, P = H_out * W_out, KK = K * K, CKK = C * KK;
-    long long NP = (long long)N * P;
+    int NP = N * P;                                           // < 2^31: the launcher checks it
     int t = threadIdx.x, ty = t / WG_TX, tx = t % WG_TX;
     int tile_m = blockIdx.y * WG_BM, tile_k = blockIdx.x * WG_BN;
-    long long j_begin = (long long)blockIdx.z * span, j_end = min(NP, j_begin + span);
+    int j_begin = blockIdx.z * span, j_end = min(NP, j_begin + span);
     bool bias_block = blockIdx.x == 0;
 
     for (int k = t; k < WG_BN; k += WG_BN) {
@@ -518,14 +521,14 @@ conv2d_backward_weight_gemm(const float* X, const float* dY, float* partial, int
         for (int c = 0; c < 8; ++c) acc[r][c] = 0.0f;
     float bias = 0.0f;                                        // thread t < WG_BM: map tile_m + t
 
-    int steps = (int)((j_end - j_begin + WG_BK - 1) / WG_BK);
+    int steps = (j_end - j_begin + WG_BK - 1) / WG_BK;
     for (int step = 0; step <= steps; ++step) {
         int cur = step & 1;
         if (step < steps) {
             // Fetch step `step`: this thread's pixel j of the batch is sample n, pixel p = (h, w).
-            long long j = j_begin + (long long)step * WG_BK + kk_load;
+            int j = j_begin + step * WG_BK + kk_load;         // 32-bit: a 64-bit division costs ~10x more
             bool valid = j < j_end;
-            int n = valid ? (int)(j / P) : 0, p = valid ? (int)(j % P) : 0;
+            int n = valid ? j / P : 0, p = valid ? j % P : 0;
             const float* y = dY + ((size_t)n * M + tile_m) * P + p;
             #pragma unroll
             for (int l = 0; l < A_LOADS; ++l) {

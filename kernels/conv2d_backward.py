@@ -369,8 +369,8 @@ def _flip_blocks(weights: int) -> int:
 
 
 #: Version 9's default grid: one full wave on an H100 SXM or H200 (132 SMs), 6 blocks each, as many as
-#: its 151 registers per thread let a multiprocessor hold (6 x 64 x 152 of 65,536): no block waits for a
-#: second round while other multiprocessors idle.
+#: its registers let a multiprocessor hold (``__launch_bounds__(64, 6)``: at most 168 per thread, 6 x 64 x 168
+#: of 65,536): no block waits for a second round while other multiprocessors idle.
 GEMM_TARGET_BLOCKS = 132 * 6
 
 
