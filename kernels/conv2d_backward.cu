@@ -144,8 +144,8 @@ __global__ void conv2d_backward_bias(const float* dY, float* db, int N, int M, i
 // Versions 5-10: the same gradients in as few launches as the problem allows.
 //
 // The layers of LeNet are tiny (C3's weight gradient is 2400 sums of 6400 products, about 15 M
-// multiply-adds, a few microseconds of one SM's arithmetic), so what versions 1-4 pay for is not
-// arithmetic: version 3 launches one 256-thread block per weight (2400 blocks, each a tree of eight
+// multiply-adds, under a microsecond of the whole GPU's arithmetic), so what versions 1-4 pay for
+// is not arithmetic: version 3 launches one 256-thread block per weight (2400 blocks, each a tree of eight
 // barriers for 25 loads per thread), version 4 one block per map (6 blocks for C1, so 6 SMs of 132
 // do all the work).  The versions below give every block a share of the reduction big enough to
 // be worth a block, stage what it reads in shared memory once, and end in a fixed-order sum so
