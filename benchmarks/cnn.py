@@ -217,21 +217,23 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
         return "auto" if value is None else value
 
     if small:
-        for splits, tasks in ((None, 2), (None, 1), (N, 2), (N // 2, 2), (N // 4, 2), (N // 8, 2)):
-            defines = {"WB_TASKS": tasks}
+        # Staging: cp.async (the default) or through registers, 8 loads in flight per thread (STAGE_ASYNC 0).
+        for splits, tasks, staging in ((None, 2, 1), (None, 1, 1), (None, 2, 0), (N, 2, 1), (N // 2, 2, 1),
+                                       (N // 4, 2, 1), (N // 8, 2, 1)):
+            defines = {"WB_TASKS": tasks, "STAGE_ASYNC": staging}
             add("weight+bias", "conv2d_backward_weight_bias_split", cb.backward_weight_bias_split,
                 {"splits": splits, "defines": defines},
-                lambda: (cb.weight_split_plan(shape, splits, defines)["splits"], tasks),
-                f"weight_bias_split S={label(splits)} tasks={tasks}")
-        for rw, cbk, tile_rows in ((2, 1, None), (1, 1, None), (4, 1, None), (2, 2, None), (2, 3, None),
-                                   (2, 1, max(1, H // 4))):
+                lambda: (cb.weight_split_plan(shape, splits, defines)["splits"], tasks, staging),
+                f"weight_bias_split S={label(splits)} tasks={tasks}{'' if staging else ' via registers'}")
+        for rw, cbk, tile_rows, staging in ((2, 1, None, 1), (2, 1, None, 0), (1, 1, None, 1), (4, 1, None, 1),
+                                            (2, 2, None, 1), (2, 3, None, 1), (2, 1, max(1, H // 4), 1)):
             if cbk > C:  # channel groups larger than the layer's channels: the same launch as CB = C
                 continue
-            defines = {"BI_RW": rw, "BI_CB": cbk}
+            defines = {"BI_RW": rw, "BI_CB": cbk, "STAGE_ASYNC": staging}
             add("input", "conv2d_backward_input_shared", cb.backward_input_shared,
                 {"rows": tile_rows, "defines": defines},
-                lambda: (cb.input_shared_plan(shape, tile_rows, defines)["rows"], rw, cbk),
-                f"input_shared RW={rw} CB={cbk} rows={label(tile_rows)}")
+                lambda: (cb.input_shared_plan(shape, tile_rows, defines)["rows"], rw, cbk, staging),
+                f"input_shared RW={rw} CB={cbk} rows={label(tile_rows)}{'' if staging else ' via registers'}")
     for splits in (None, N, N // 2) if small else (None, 8, 32, 128):
         add("bias", "conv2d_backward_bias_split", cb.backward_bias_split, {"splits": splits},
             lambda: cb.bias_split_plan(shape, splits)["splits"], f"bias_split S={label(splits)}")

@@ -153,7 +153,7 @@ __global__ void conv2d_backward_bias(const float* dY, float* db, int N, int M, i
 //
 //   5. conv2d_backward_weight_bias_split  dW and db in one launch.  Block (m, s) owns every weight of
 //                                     output map m for the samples of split s: it stages those
-//                                     samples (X and dY[:, m]) in shared memory, each thread slides a
+//                                     samples (X and dY[:, m]) in shared memory (cp.async), each thread slides a
 //                                     row of K inputs along one row of dY for its (c, p, row) tasks
 //                                     (K accumulators in registers, one new input and one dY value per
 //                                     K multiply-adds), the block adds its rows in shared memory and
@@ -215,8 +215,17 @@ __device__ float block_sum_fixed(float value, float* warp_sums)
 #ifndef WB_K
 #define WB_K 5                             // filter size K, compile-time: the sliding row lives in registers
 #endif
+#include <cuda_pipeline.h>
+
+// How versions 5 and 7 copy their inputs into shared memory.  STAGE_ASYNC 1: with cp.async
+// (__pipeline_memcpy_async), global to shared memory without passing through registers, every copy
+// of a thread in flight at once and one wait for all of them.  STAGE_ASYNC 0: through registers,
+// STAGE_BATCH loads issued before the first store, so a thread waits for memory once per batch.
+#ifndef STAGE_ASYNC
+#define STAGE_ASYNC 1
+#endif
 #ifndef STAGE_BATCH
-#define STAGE_BATCH 8                      // global loads a thread has in flight while staging
+#define STAGE_BATCH 8
 #endif
 #ifndef WB_TASKS
 #define WB_TASKS 2                         // most (c, p, row) tasks one thread keeps accumulators for
@@ -241,11 +250,28 @@ conv2d_backward_weight_bias_split(const float* X, const float* dY, float* dW, fl
     int n0 = s * chunk, count = min(N, n0 + chunk) - n0;  // samples of this split (count >= 1)
     int CKK = C * K * K, tasks = C * K * H_out;
 
-    // Stage the split's samples: X[n] (all channels) and dY[n][m].  STAGE_BATCH loads per thread are
-    // issued before the first store, so that a thread waits for memory once per batch, not per value.
+    // Stage the split's samples: X[n] (all channels) and dY[n][m] (see STAGE_ASYNC).
     float* Xs = shared;
     float* Ys = shared + chunk * x_floats;
     int x_count = count * C * H * W, y_count = count * P;
+    float bias = 0.0f;                                    // this thread's share of db[m]
+#if STAGE_ASYNC
+    for (int i = threadIdx.x; i < x_count; i += blockDim.x) {
+        int n = i / (C * H * W), r = i % (C * H * W);     // r = (c * H + h) * W + w
+        __pipeline_memcpy_async(&Xs[n * x_floats + (r / W) * xs + r % W], &X[(size_t)n0 * C * H * W + i], sizeof(float));
+    }
+    for (int i = threadIdx.x; i < y_count; i += blockDim.x) {
+        int n = i / P, r = i % P;
+        __pipeline_memcpy_async(&Ys[n * y_floats + (r / W_out) * ys + r % W_out],
+                                &dY[((size_t)(n0 + n) * M + m) * P + r], sizeof(float));
+    }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    for (int i = threadIdx.x; i < y_count; i += blockDim.x) {   // the thread's own copies: no barrier needed
+        int n = i / P, r = i % P;
+        bias += Ys[n * y_floats + (r / W_out) * ys + r % W_out];
+    }
+#else
     for (int base = threadIdx.x; base < x_count; base += STAGE_BATCH * blockDim.x) {
         float v[STAGE_BATCH];
         #pragma unroll
@@ -255,11 +281,10 @@ conv2d_backward_weight_bias_split(const float* X, const float* dY, float* dW, fl
         }
         #pragma unroll
         for (int u = 0; u < STAGE_BATCH; ++u) {
-            int i = base + u * blockDim.x, n = i / (C * H * W), r = i % (C * H * W);   // r = (c * H + h) * W + w
+            int i = base + u * blockDim.x, n = i / (C * H * W), r = i % (C * H * W);
             if (i < x_count) Xs[n * x_floats + (r / W) * xs + r % W] = v[u];
         }
     }
-    float bias = 0.0f;                                    // this thread's share of db[m]
     for (int base = threadIdx.x; base < y_count; base += STAGE_BATCH * blockDim.x) {
         float v[STAGE_BATCH];
         #pragma unroll
@@ -274,6 +299,7 @@ conv2d_backward_weight_bias_split(const float* X, const float* dY, float* dW, fl
             bias += v[u];
         }
     }
+#endif
     __syncthreads();
 
     // Task j = (c * K + p) * H_out + h: dW[m][c][p][0..K-1] summed over row h of every staged sample.
@@ -396,6 +422,17 @@ __global__ void conv2d_backward_input_shared(const float* dY, const float* Wf, f
     float* Fs = shared + M * hp * wp;                     // BI_CB x M x K x K, rotated
     int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * blockDim.y;
     int staged = M * hp * wp;
+#if STAGE_ASYNC
+    for (int i = t; i < staged; i += threads) {
+        int m = i / (hp * wp), r = (i / wp) % hp, col = i % wp;
+        int ho = h0 + r - (K - 1), wo = col - (K - 1);
+        if (ho >= 0 && ho < H_out && wo >= 0 && wo < W_out)
+            __pipeline_memcpy_async(&Ys[i], &dY[(((size_t)n * M + m) * H_out + ho) * W_out + wo], sizeof(float));
+        else
+            Ys[i] = 0.0f;
+    }
+    __pipeline_commit();
+#else
     for (int base = t; base < staged; base += STAGE_BATCH * threads) {
         float v[STAGE_BATCH];                             // STAGE_BATCH loads in flight, then the stores
         #pragma unroll
@@ -410,10 +447,14 @@ __global__ void conv2d_backward_input_shared(const float* dY, const float* Wf, f
         for (int u = 0; u < STAGE_BATCH; ++u)
             if (base + u * threads < staged) Ys[base + u * threads] = v[u];
     }
+#endif
     for (int i = t; i < BI_CB * M * K * K; i += threads) {
         int cb = i / (M * K * K), m = (i / (K * K)) % M, pq = i % (K * K);
         Fs[i] = (c0 + cb < C) ? Wf[((size_t)m * C + c0 + cb) * K * K + (K * K - 1 - pq)] : 0.0f;
     }
+#if STAGE_ASYNC
+    __pipeline_wait_prior(0);                             // the filters' loads overlapped the copies
+#endif
     __syncthreads();
 
     float acc[BI_CB][BI_RW];

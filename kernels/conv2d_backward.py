@@ -248,7 +248,8 @@ def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, defi
 
     ``splits`` (S) divides the batch among blocks: grid (M, S).  The K x K filter size is compiled in
     (``WB_K``), so each K has its own build; ``defines`` may set WB_TASKS (tasks per thread, so the
-    block has about C * K * H_out / WB_TASKS threads) and STAGE_BATCH (loads in flight while staging).
+    block has about C * K * H_out / WB_TASKS threads) and STAGE_ASYNC (1: samples copied to shared memory
+    with cp.async; 0: through registers, STAGE_BATCH loads in flight).
     """
     X, dY, N, C, H, W, M = _weight_operands(X, dY, K)
     plan = weight_split_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, splits, defines)
@@ -327,7 +328,8 @@ def backward_input_shared(dY, Wf, x_shape, *, rows: int | None = None, defines: 
                           prepare_only=False):
     """Version 7: ``conv2d_backward_input_shared``; dE/dX as a full convolution from shared memory.
 
-    ``defines`` may set BI_RW (pixels per thread along a row) and BI_CB (channels per block).
+    ``defines`` may set BI_RW (pixels per thread along a row), BI_CB (channels per block) and STAGE_ASYNC
+    (1: dY copied to shared memory with cp.async; 0: through registers).
     """
     dY, Wf = float32_operand(dY), float32_operand(Wf)
     N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)

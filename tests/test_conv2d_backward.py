@@ -129,6 +129,10 @@ def test_weight_bias_split(backend, shape):
         dW, db = cb.backward_weight_bias_split(X, dY, K, splits=splits)
         assert_within(dW, dW_ref, dW_scale)
         assert_within(db, db_ref, db_scale)
+    # One task per thread, and the samples staged through registers instead of cp.async.
+    dW, db = cb.backward_weight_bias_split(X, dY, K, splits=shape[0], defines={"WB_TASKS": 1, "STAGE_ASYNC": 0})
+    assert_within(dW, dW_ref, dW_scale)
+    assert_within(db, db_ref, db_scale)
 
 
 @pytest.mark.parametrize("shape", FEW_LAUNCH_SHAPES[:4], ids=lambda s: "x".join(map(str, s)))
@@ -146,8 +150,8 @@ def test_bias_split_of_one_pixel_maps(backend):
 
 
 @pytest.mark.parametrize("shape", FEW_LAUNCH_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("defines", [None, {"BI_RW": 1, "BI_CB": 2}, {"BI_RW": 4, "BI_CB": 3}],
-                         ids=["default", "rw1-cb2", "rw4-cb3"])
+@pytest.mark.parametrize("defines", [None, {"BI_RW": 1, "BI_CB": 2}, {"BI_RW": 4, "BI_CB": 3, "STAGE_ASYNC": 0}],
+                         ids=["default", "rw1-cb2", "rw4-cb3-registers"])
 def test_input_shared(backend, shape, defines):
     """Version 7, with the default tile and two others (channel groups that do not divide C, rows that do
     not divide H, rows of pixels that do not divide W)."""
