@@ -364,26 +364,24 @@ conv2d_backward_weight_bias_split(const float* X, const float* dY, float* dW, fl
 
 // 6. db alone.  Launch: grid (M, S), any blockDim.x that is a multiple of 32; `partial` S * M floats,
 //    `counters` M unsigned ints (zero before the first launch).  Block (m, s) sums dY[n][m] for the
-//    samples of split s, a thread per run of consecutive pixels (coalesced reads).
+//    samples of split s, read as one run of values (consecutive threads, consecutive pixels: coalesced),
+//    STAGE_BATCH loads of each thread in flight at once.
 __global__ void conv2d_backward_bias_split(const float* dY, float* db, float* partial, unsigned int* counters,
                                            int N, int M, int P, int chunk)
 {
     __shared__ float warp_sums[32];
     int m = blockIdx.x, s = blockIdx.y, S = gridDim.y;
-    int n_end = min(N, (s + 1) * chunk);
+    int n0 = s * chunk, values = (min(N, n0 + chunk) - n0) * P;   // the split's samples, as one run of values
     float acc = 0.0f;
-    for (int n = s * chunk; n < n_end; ++n) {
-        const float* y = dY + ((size_t)n * M + m) * P;
-        for (int base = threadIdx.x; base < P; base += STAGE_BATCH * blockDim.x) {
-            float v[STAGE_BATCH];                         // STAGE_BATCH loads in flight, then the adds
-            #pragma unroll
-            for (int u = 0; u < STAGE_BATCH; ++u) {
-                int i = base + u * blockDim.x;
-                v[u] = i < P ? y[i] : 0.0f;
-            }
-            #pragma unroll
-            for (int u = 0; u < STAGE_BATCH; ++u) acc += v[u];
+    for (int base = threadIdx.x; base < values; base += STAGE_BATCH * blockDim.x) {
+        float v[STAGE_BATCH];                             // STAGE_BATCH loads in flight, then the adds
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u) {
+            int i = base + u * blockDim.x;
+            v[u] = i < values ? dY[((size_t)(n0 + i / P) * M + m) * P + i % P] : 0.0f;
         }
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u) acc += v[u];
     }
     float total = block_sum_fixed(acc, warp_sums);
     if (threadIdx.x == 0) partial[(size_t)s * M + m] = total;
