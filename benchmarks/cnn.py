@@ -322,8 +322,8 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
             extra = {}
             if gradient == "weight+bias":
                 extra = {"torch_weight_ms": torch_ms["weight"], "speedup_vs_torch_weight": torch_ms["weight"] / t.median_ms}
-            out.append(result_row(name, "backward", "kernel", layer, nbytes, flops, t, peaks, gradient=gradient, version=kernel, config=config or {},
-                                  rel_error=err, correct=err < TOL, torch_ms=torch_ms[gradient],
+            out.append(result_row(name, "backward", "kernel", layer, nbytes, flops, t, peaks, gradient=gradient,
+                                  version=kernel, config=config or {}, rel_error=err, correct=err < TOL, torch_ms=torch_ms[gradient],
                                   speedup_vs_torch=torch_ms[gradient] / t.median_ms, **extra))
             print(f"  {label:<26} {name:<44} {t.median_ms * 1e3:9.1f} µs  (torch {torch_ms[gradient] * 1e3:.1f} µs) "
                   f"{'' if err < TOL else 'WRONG'}", flush=True)

@@ -300,8 +300,9 @@ def backward_against_torch(data: dict | None) -> str:
     goals = (data or {}).get("summary", {}).get("goal", [])
     if not goals:
         return BACKWARD_NOT_MEASURED
-    parts = [f"{g['gradient']} gradient of {g['layer']}: `{g['best']}` at {relative_speed(1 / g['best_ms'], 1 / g['torch_ms'])} "
-             f"PyTorch ({g['best_ms'] * 1e3:,.1f} against {g['torch_ms'] * 1e3:,.1f} µs)" for g in goals]
+    parts = [f"{g['gradient']} gradient of {g['layer']}: `{g['best']}` at "
+             f"{relative_speed(1 / g['best_ms'], 1 / g['torch_ms'])} PyTorch "
+             f"({g['best_ms'] * 1e3:,.1f} against {g['torch_ms'] * 1e3:,.1f} µs)" for g in goals]
     met = sum(g["met"] for g in goals)
     verdict = (f"PyTorch is matched or beaten in all {len(goals)} cases" if met == len(goals) else
                f"PyTorch is matched or beaten in {met} of the {len(goals)} cases")

@@ -145,27 +145,28 @@ __global__ void conv2d_backward_bias(const float* dY, float* db, int N, int M, i
 //
 // The layers of LeNet are tiny (C3's weight gradient is 2400 sums of 6400 products, about 15 M
 // multiply-adds, under a microsecond of the whole GPU's arithmetic), so what versions 1-4 pay for
-// is not arithmetic: version 3 launches one 256-thread block per weight (2400 blocks, each a tree of eight
-// barriers for 25 loads per thread), version 4 one block per map (6 blocks for C1, so 6 SMs of 132
-// do all the work).  The versions below give every block a share of the reduction big enough to
-// be worth a block, stage what it reads in shared memory once, and end in a fixed-order sum so
-// that the result does not depend on which block finishes first (no floating-point atomics).
+// is not arithmetic: version 3 launches one 256-thread block per weight (2400 blocks, each a tree
+// of eight barriers for 25 loads per thread), version 4 one block per map (6 blocks for C1, so 6
+// SMs of 132 do all the work).  The versions below give every block a share of the reduction big
+// enough to be worth a block, stage what it reads in shared memory once, and end in a fixed-order
+// sum so that the result does not depend on which block finishes first (no floating-point atomics).
 //
-//   5. conv2d_backward_weight_bias_split  dW and db in one launch.  Block (m, s) owns every weight of
-//                                     output map m for the samples of split s: it stages those
-//                                     samples (X and dY[:, m]) in shared memory (cp.async), each thread slides a
-//                                     row of K inputs along one row of dY for its (c, p, row) tasks
-//                                     (K accumulators in registers, one new input and one dY value per
-//                                     K multiply-adds), the block adds its rows in shared memory and
-//                                     writes a partial; the last block of map m to finish (a counter,
-//                                     after __threadfence) adds the S partials in split order.
+//   5. conv2d_backward_weight_bias_split  dW and db in one launch.  Block (m, s) owns every weight
+//                                     of output map m for the samples of split s: it copies those
+//                                     samples (X and dY[:, m]) to shared memory (cp.async), each
+//                                     thread slides a row of K inputs along one row of dY for its
+//                                     (c, p, row) tasks (K accumulators in registers, one new input
+//                                     and one dY value per K multiply-adds), the block adds its rows
+//                                     in shared memory and writes a partial; the last block of map m
+//                                     to finish (a counter, after __threadfence) adds the S partials
+//                                     in split order.
 //   6. conv2d_backward_bias_split     db alone the same way: grid (M, S), last block sums in order.
 //   7. conv2d_backward_input_shared   dX as a direct "full" convolution: block (channel group, row
 //                                     tile, n) stages the dY rows it needs for every output map,
 //                                     zero-padded by K - 1 (no bounds tests in the loop), and the
 //                                     rotated filters of its channels; each thread computes BI_RW
-//                                     neighbouring pixels of BI_CB channels, reusing each dY value it
-//                                     loads BI_CB * K times.
+//                                     neighbouring pixels of BI_CB channels, using each dY value it
+//                                     loads for up to BI_RW pixels of each of its channels.
 //   8. conv2d_backward_flip_filters   the transposed filter bank (maps swapped, filters rotated), so
 //                                     that dX of a large layer is the GEMM chapter's implicit GEMM
 //                                     (kernels/conv2d_gemm.cu) over dY padded by K - 1.
