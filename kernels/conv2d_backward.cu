@@ -632,7 +632,13 @@ __global__ void conv2d_backward_split_sum(const float* partial, float* dW, float
     int count = weights + M;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
         float sum = 0.0f;
-        for (int s = 0; s < S; ++s) sum += partial[(size_t)s * count + i];
+        for (int s0 = 0; s0 < S; s0 += STAGE_BATCH) {
+            float v[STAGE_BATCH];                         // STAGE_BATCH loads in flight, then the adds in order
+            #pragma unroll
+            for (int u = 0; u < STAGE_BATCH; ++u) v[u] = s0 + u < S ? partial[(size_t)(s0 + u) * count + i] : 0.0f;
+            #pragma unroll
+            for (int u = 0; u < STAGE_BATCH; ++u) sum += v[u];
+        }
         if (i < weights) dW[i] = sum;
         else db[i - weights] = sum;
     }
