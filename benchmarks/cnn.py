@@ -1,24 +1,29 @@
 """Benchmark of the chapter "Convolutional layers": every direct-convolution kernel against cuDNN, and LeNet-5.
 
-    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn      # -> benchmarks/results/cnn.json
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn                  # both results files below
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn --only backward  # cnn_backward.json alone (~2 min)
 
 * forward: every version of kernels/conv2d.cu on LeNet's C1 and C3 at batch 64 and on a larger layer
   (N 128, C 64, 56 x 56, M 64, 3 x 3, no padding), against cuDNN (torch.nn.functional.conv2d with TF32
   off) measured in the same run; the fused conv + bias + ReLU + 2 x 2 max-pool kernels (version 6, and
   version 7 with pooling) against cuDNN's convolution alone and against torch's conv2d + relu + max_pool2d;
-* backward: the kernels of kernels/conv2d_backward.cu on C1 and C3 against torch's own gradients
-  (torch.nn.grad.conv2d_input / conv2d_weight, i.e. cuDNN);
 * LeNet-5 trained on scikit-learn's digits (32 x 32) with the book's kernels: loss and accuracy per
-  epoch, and the time per training step.
+  epoch, and the time per training step;
+* backward (its own results file, ``cnn_backward.json``, so that it can be measured alone): every
+  version of kernels/conv2d_backward.cu on the same three layers, the newer ones in a few
+  configurations each (``backward_variants``), against PyTorch's own gradients measured in the same
+  run (torch.nn.grad.conv2d_input / conv2d_weight, i.e. cuDNN, and a sum for the bias).
 
-The results file has the layout of every benchmark (``benchmarks/common.py``): one row per timed
-kernel or peer in ``results``, in the groups "forward", "forward_fused" and "backward", each row
-naming its ``layer`` and sizes; ``summary["goal"]`` (the fastest direct kernel of each LeNet layer
-against cuDNN) and ``lenet`` (the training history).
+The results files have the layout of every benchmark (``benchmarks/common.py``): one row per timed
+kernel or peer in ``results``, each row naming its ``layer`` and sizes.  ``cnn.json`` holds the groups
+"forward" and "forward_fused", ``summary["goal"]`` (the fastest direct kernel of each LeNet layer
+against cuDNN) and ``lenet`` (the training history); ``cnn_backward.json`` holds the group "backward"
+(each row with its ``gradient``, ``version`` and ``config``) and ``summary["goal"]`` (the fastest kernel
+of each layer and gradient against PyTorch).
 
 Every kernel is first checked against a float64 result, then timed with CUDA events (warm-up, L2 flush
 before each call, median).  Each speed is given in GB/s and GFLOP/s and as % of the roof that applies
-(the measured copy bandwidth or FP32 peak).  The table printed last is the summary.
+(the measured copy bandwidth or FP32 peak).  The tables printed last are the summaries.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import numpy as np
 from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
 
 NAME = "cnn"
+BACKWARD_NAME = "cnn_backward"  # the backward group's results file: benchmarks/results/cnn_backward.json
 #: (label, N, C, H, W, M, K): the layers of the "measure it" section.
 LAYERS = (
     ("LeNet C1", 64, 1, 32, 32, 6, 5),
@@ -174,8 +180,98 @@ def bench_fused(peaks, layer, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, flops, cudnn)
     return rows
 
 
-def bench_backward(peaks, rng) -> list[dict]:
-    """Rows of the group "backward", each with the time of torch's gradient measured beside it."""
+#: The gradients a backward row computes, and the PyTorch call it is compared with.
+TORCH_PEERS = {
+    "input": "torch conv2d_input",
+    "weight": "torch conv2d_weight",
+    "bias": "torch sum over (N, H, W)",
+    "weight+bias": "torch conv2d_weight + sum",
+}
+
+
+def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
+    """The kernels the backward group times on one layer: (gradient, row name, kernel, launcher, options).
+
+    Each new version is timed in its default configuration and in a few others, each differing in one
+    design choice, so that one run shows which choice pays on which layer.  The launcher is called with
+    device buffers and ``prepare_only=True``; ``options`` are its keyword arguments.  Rows whose launch
+    the layer cannot take (shared memory, a filter size) are recorded as skipped, with the reason.
+    """
+    from kernels import conv2d_backward as cb
+
+    small = K == 5 and N * C * H * W <= 2**20   # LeNet's layers: the shared-memory versions apply
+    shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
+    rows, seen = [], set()
+
+    def add(gradient, kernel, launcher, options, plan_key, name):
+        """One row, unless an earlier one launches the same configuration (a default that equals a variant)."""
+        try:
+            key = (kernel, plan_key())
+        except ValueError:  # the launcher will refuse it too, and the row says why
+            key = (kernel, name)
+        if key not in seen:
+            seen.add(key)
+            rows.append((gradient, name, kernel, launcher, options))
+
+    def label(value):
+        return "auto" if value is None else value
+
+    if small:
+        # Staging: cp.async (the default) or through registers, 8 loads in flight per thread (STAGE_ASYNC 0).
+        for splits, tasks, staging in ((None, 2, 1), (None, 1, 1), (None, 2, 0), (N, 2, 1), (N // 2, 2, 1),
+                                       (N // 4, 2, 1), (N // 8, 2, 1)):
+            defines = {"WB_TASKS": tasks, "STAGE_ASYNC": staging}
+            add("weight+bias", "conv2d_backward_weight_bias_split", cb.backward_weight_bias_split,
+                {"splits": splits, "defines": defines},
+                lambda: (cb.weight_split_plan(shape, splits, defines)["splits"], tasks, staging),
+                f"weight_bias_split S={label(splits)} tasks={tasks}{'' if staging else ' via registers'}")
+        for rw, cbk, tile_rows, staging in ((2, 1, None, 1), (2, 1, None, 0), (1, 1, None, 1), (4, 1, None, 1),
+                                            (2, 2, None, 1), (2, 3, None, 1), (2, 1, max(1, H // 4), 1)):
+            if cbk > C:  # channel groups larger than the layer's channels: the same launch as CB = C
+                continue
+            defines = {"BI_RW": rw, "BI_CB": cbk, "STAGE_ASYNC": staging}
+            add("input", "conv2d_backward_input_shared", cb.backward_input_shared,
+                {"rows": tile_rows, "defines": defines},
+                lambda: (cb.input_shared_plan(shape, tile_rows, defines)["rows"], rw, cbk, staging),
+                f"input_shared RW={rw} CB={cbk} rows={label(tile_rows)}{'' if staging else ' via registers'}")
+    for splits in (None, N, N // 2) if small else (None, 8, 32, 128):
+        add("bias", "conv2d_backward_bias_split", cb.backward_bias_split, {"splits": splits},
+            lambda: cb.bias_split_plan(shape, splits)["splits"], f"bias_split S={label(splits)}")
+    gemm_configs = [("64x128x16 NQ2", None)]
+    if not small:
+        gemm_configs += [("64x128x8 NQ2", {"IG_BK": 8}),
+                         ("64x256x8 NQ4 2/SM", {"IG_BN": 256, "IG_BK": 8, "IG_NQ": 4, "IG_MIN_BLOCKS": 2})]
+    for tile, config in gemm_configs:
+        add("input", "conv2d_backward_flip_filters", cb.backward_input_gemm, {"config": config},
+            lambda: tile, f"input_gemm {tile}")
+    # Splits: the default (one wave of 6 blocks per SM of 132), two such waves, one wave of 4 blocks per SM,
+    # and 16 blocks per SM (several waves, a small last one).
+    auto = cb.weight_gemm_plan(shape)["splits"]
+    tiles = -(-C * K * K // 64) * -(-M // 64)
+    if small:
+        weight_tiles = [(64, 16, None), (64, 16, max(1, 132 * 4 // tiles))]
+    else:
+        weight_tiles = [(64, 16, None), (128, 16, None), (64, 32, None), (64, 16, 2 * auto),
+                        (64, 16, max(1, 132 * 4 // tiles)), (64, 16, max(1, 132 * 16 // tiles))]
+    for bn, bk, splits in weight_tiles:
+        defines = {"WG_BN": bn, "WG_BK": bk}
+        add("weight+bias", "conv2d_backward_weight_gemm", cb.backward_weight_bias_gemm,
+            {"splits": splits, "defines": defines},
+            lambda: (cb.weight_gemm_plan(shape, splits, defines)["splits"], bn, bk),
+            f"weight_bias_gemm BN={bn} BK={bk} S={label(splits)}")
+    return rows
+
+
+def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
+    """Rows of the group "backward": every version of kernels/conv2d_backward.cu on each layer, and the
+    PyTorch gradients (cuDNN for dX and dW) measured beside them in the same run.
+
+    Each row names the ``gradient`` it computes ("input", "weight", "bias" or "weight+bias") and carries
+    ``torch_ms``, the time of the PyTorch call computing the same gradients, and ``speedup_vs_torch``;
+    rows computing weight and bias together also carry ``torch_weight_ms`` and ``speedup_vs_torch_weight``
+    (against the weight gradient alone).  ``variants=False`` times each version in its default
+    configuration only.
+    """
     import torch
     from torch.nn import grad as tgrad
 
@@ -184,40 +280,118 @@ def bench_backward(peaks, rng) -> list[dict]:
     from kernels.runtime.timing import time_torch
 
     out = []
-    for label, N, C, H, W, M, K in LAYERS[:2]:
+    for label, N, C, H, W, M, K in LAYERS:
         X = rng.standard_normal((N, C, H, W), dtype=np.float32)
-        Wf = rng.standard_normal((M, C, K, K), dtype=np.float32)
+        Wf = (rng.standard_normal((M, C, K, K)) / np.sqrt(C * K * K)).astype(np.float32)
         H_out, W_out = H - K + 1, W - K + 1
         dY = rng.standard_normal((N, M, H_out, W_out), dtype=np.float32)
         tX, tW, tdY = (torch.from_numpy(a).cuda() for a in (X, Wf, dY))
+        refs = {"input": (tgrad.conv2d_input(tX.shape, tW.double(), tdY.double()).cpu().numpy(),),
+                "weight": (tgrad.conv2d_weight(tX.double(), tW.shape, tdY.double()).cpu().numpy(),),
+                "bias": (tdY.double().sum(dim=(0, 2, 3)).cpu().numpy(),)}
+        refs["weight+bias"] = refs["weight"] + refs["bias"]
         X_d, W_d, dY_d = to_device(X), to_device(Wf), to_device(dY)
         layer = layer_fields(label, N, C, H, W, M, K)
-        jobs = [
-            ("backward_input", "conv2d_backward_input", (dY, Wf), (N, C, H, W),
-             lambda out: (dY_d, W_d, out, N, C, H, W, M, K, -(-W // cb.TILE_WIDTH)),
-             lambda: tgrad.conv2d_input(tX.shape, tW, tdY)),
-            ("backward_weight_naive", "conv2d_backward_weight_naive", (X, dY), Wf.shape,
-             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), lambda: tgrad.conv2d_weight(tX, tW.shape, tdY)),
-            ("backward_weight_reduce", "conv2d_backward_weight_reduce", (X, dY), Wf.shape,
-             lambda out: (X_d, dY_d, out, N, C, H, W, M, K), lambda: tgrad.conv2d_weight(tX, tW.shape, tdY)),
-            ("backward_bias", "conv2d_backward_bias", (dY,), (M,),
-             lambda out: (dY_d, out, N, M, H_out, W_out), lambda: tdY.sum(dim=(0, 2, 3))),
+        shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
+        shapes = {"input": [(N, C, H, W)], "weight": [(M, C, K, K)], "bias": [(M,)]}
+        shapes["weight+bias"] = shapes["weight"] + shapes["bias"]
+
+        peers = {"input": lambda: tgrad.conv2d_input(tX.shape, tW, tdY),
+                 "weight": lambda: tgrad.conv2d_weight(tX, tW.shape, tdY),
+                 "bias": lambda: tdY.sum(dim=(0, 2, 3)),
+                 "weight+bias": lambda: (tgrad.conv2d_weight(tX, tW.shape, tdY), tdY.sum(dim=(0, 2, 3)))}
+        torch_ms = {}
+        for gradient, call in peers.items():
+            t = time_torch(call, repeat=50)
+            torch_ms[gradient] = t.median_ms
+            record = cb.KERNELS["conv2d_backward_bias" if gradient == "bias" else "conv2d_backward_weight_reduce"
+                                if gradient.startswith("weight") else "conv2d_backward_input"]
+            out.append(result_row(TORCH_PEERS[gradient], "backward", "peer", layer, record.bytes(shape),
+                                  record.flops(shape), t, peaks, gradient=gradient))
+
+        def record_row(gradient, name, kernel, enqueue, outs, config=None):
+            for buffer in outs:
+                buffer.set(np.full(buffer.shape, np.nan, np.float32))
+            enqueue()
+            err = max(rel_error(buffer.get(), ref) for buffer, ref in zip(outs, refs[gradient]))
+            slow = N * C * H * W > 2**22 and kernel in ("conv2d_backward_weight_reduce", "conv2d_backward_input")
+            t = timed(enqueue, slow=slow)
+            # Version 8 launches the implicit GEMM after it: count the whole input gradient.
+            record = cb.KERNELS["conv2d_backward_input" if kernel == "conv2d_backward_flip_filters" else kernel]
+            nbytes, flops = record.bytes(shape), record.flops(shape)
+            extra = {}
+            if gradient == "weight+bias":
+                extra = {"torch_weight_ms": torch_ms["weight"], "speedup_vs_torch_weight": torch_ms["weight"] / t.median_ms}
+            out.append(result_row(name, "backward", "kernel", layer, nbytes, flops, t, peaks, gradient=gradient,
+                                  version=kernel, config=config or {}, rel_error=err, correct=err < TOL, torch_ms=torch_ms[gradient],
+                                  speedup_vs_torch=torch_ms[gradient] / t.median_ms, **extra))
+            print(f"  {label:<26} {name:<44} {t.median_ms * 1e3:9.1f} µs  (torch {torch_ms[gradient] * 1e3:.1f} µs) "
+                  f"{'' if err < TOL else 'WRONG'}", flush=True)
+
+        # Versions 1-4, launched as their records say.
+        teaching = [
+            ("input", "backward_input", "conv2d_backward_input",
+             lambda o: (dY_d, W_d, o, N, C, H, W, M, K, -(-W // cb.TILE_WIDTH))),
+            ("weight", "backward_weight_naive", "conv2d_backward_weight_naive",
+             lambda o: (X_d, dY_d, o, N, C, H, W, M, K)),
+            ("weight", "backward_weight_reduce", "conv2d_backward_weight_reduce",
+             lambda o: (X_d, dY_d, o, N, C, H, W, M, K)),
+            ("bias", "backward_bias", "conv2d_backward_bias", lambda o: (dY_d, o, N, M, H_out, W_out)),
         ]
-        for name, kernel_name, ref_args, shape, args, peer in jobs:
-            record = cb.KERNELS[kernel_name]
-            ref = record.reference(*ref_args)
-            nbytes, f, config = record.bytes(layer), record.flops(layer), record.launch(layer)
-            out_d = empty(shape)
+        for gradient, name, kernel_name, args in teaching:
+            if kernel_name == "conv2d_backward_weight_naive" and M * C * K * K * N * H_out * W_out > 2**32:
+                out.append(untimed_row(name, "backward", "kernel", **layer, gradient=gradient, version=kernel_name,
+                                       skipped=f"one thread per weight: {M * C * K * K:,} threads summing "
+                                               f"{N * H_out * W_out:,} products each, seconds per call"))
+                continue
+            config = cb.KERNELS[kernel_name].launch(shape)
+            outs = [empty(s) for s in shapes[gradient]]
             kernel = cb.module().function(kernel_name)
-            prepared = kernel.prepare(args(out_d), config.grid, config.block, config.shared)
-            kernel.launch_prepared(prepared)
-            err = rel_error(out_d.get(), ref)
-            t = timed(lambda: kernel.launch_prepared(prepared, sync=False))
-            tp = time_torch(peer, repeat=50)
-            out.append(result_row(name, "backward", "kernel", layer, nbytes, f, t, peaks, rel_error=err,
-                                  correct=err < TOL, torch_ms=tp.median_ms, speedup_vs_torch=tp.median_ms / t.median_ms))
-            print(f"  {label:<10} {name:<24} {t.median_ms * 1e3:9.1f} µs  (torch {tp.median_ms * 1e3:.1f} µs)", flush=True)
+            prepared = kernel.prepare(args(outs[0]), config.grid, config.block, config.shared)
+            record_row(gradient, name, kernel_name, lambda: kernel.launch_prepared(prepared, sync=False), outs)
+
+        # Versions 5-10, through their launchers, in the configurations backward_variants lists.
+        operands = {"input": (dY_d, W_d, (N, C, H, W)), "weight+bias": (X_d, dY_d, K), "bias": (dY_d,)}
+        chosen = backward_variants(label, N, C, H, W, M, K)
+        if not variants:
+            chosen = [row for row in chosen if row[1] == next(r[1] for r in chosen if r[2] == row[2])]
+        for gradient, name, kernel_name, launcher, options in chosen:
+            outs = [empty(s) for s in shapes[gradient]]
+            names = ["out", "out_bias"][:len(outs)]
+            try:
+                enqueue = launcher(*operands[gradient], **options, **dict(zip(names, outs)), prepare_only=True)
+            except ValueError as exc:  # the layer does not fit this configuration: say why
+                out.append(untimed_row(name, "backward", "kernel", **layer, gradient=gradient, version=kernel_name,
+                                       config=_jsonable(options), skipped=str(exc)))
+                continue
+            record_row(gradient, name, kernel_name, enqueue, outs, _jsonable(options))
     return out
+
+
+def _jsonable(options: dict) -> dict:
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def backward_goals(rows: list[dict]) -> list[dict]:
+    """For each layer and gradient: the fastest correct kernel against PyTorch doing that gradient alone.
+
+    A kernel computing weight and bias together counts for the weight gradient, against PyTorch's weight
+    gradient alone (it does more in that time); the bias gradient counts only kernels of the bias alone.
+    """
+    goals = []
+    for label in dict.fromkeys(r["layer"] for r in rows if r["group"] == "backward"):
+        here = [r for r in rows if r["group"] == "backward" and r["layer"] == label and "median_ms" in r]
+        for gradient in ("input", "weight", "bias"):
+            peer = next((r for r in here if r["kind"] == "peer" and r["gradient"] == gradient), None)
+            kinds = ("weight", "weight+bias") if gradient == "weight" else (gradient,)
+            mine = [r for r in here if r["kind"] == "kernel" and r["gradient"] in kinds and r.get("correct")]
+            if peer is None or not mine:
+                continue
+            best = min(mine, key=lambda r: r["median_ms"])
+            goals.append({"layer": label, "gradient": gradient, "best": best["name"], "best_version": best["version"],
+                          "best_ms": best["median_ms"], "torch_ms": peer["median_ms"],
+                          "speedup": peer["median_ms"] / best["median_ms"], "met": best["median_ms"] <= peer["median_ms"]})
+    return goals
 
 
 def bench_lenet(epochs: int) -> dict:
@@ -293,38 +467,87 @@ def goals(rows: list[dict]) -> list[dict]:
     return out
 
 
-def measure(epochs: int = TRAIN_EPOCHS, backward: bool = True) -> dict:
-    """Every figure of the chapter, measured now (GPU only): what the results file holds."""
+def _setup():
+    """The GPU backend, with TF32 off in PyTorch (cuDNN computes in FP32 as our kernels do), and the measured peaks."""
     backend = require_gpu_backend()
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    from kernels.tools.roofline import measure_peaks, peaks_as_dict
+    from kernels.tools.roofline import measure_peaks
 
     peaks = measure_peaks()
     print(f"{peaks.device}: {peaks.bandwidth_gbs:.0f} GB/s copy, {peaks.fp32_gflops:.0f} GFLOP/s FP32", flush=True)
+    return backend, torch, peaks
+
+
+def measure(epochs: int = TRAIN_EPOCHS) -> dict:
+    """The forward figures of the chapter and the LeNet training run, measured now (GPU only): ``cnn.json``."""
+    from kernels.tools.roofline import peaks_as_dict
+
+    backend, torch, peaks = _setup()
     rng = np.random.default_rng(0)
     rows = bench_forward(peaks, rng)
     results = {"device": backend.describe(), "peaks": peaks_as_dict(peaks), "tf32": False,
-               "cudnn_version": torch.backends.cudnn.version(), "summary": {"goal": goals(rows)}}
-    if backward:
-        rows += bench_backward(peaks, rng)
-    results["results"] = rows
+               "cudnn_version": torch.backends.cudnn.version(), "summary": {"goal": goals(rows)}, "results": rows}
     if epochs > 0:
         results["lenet"] = bench_lenet(epochs)
     return results
 
 
+def measure_backward(variants: bool = True) -> dict:
+    """The backward figures of the chapter, measured now (GPU only): ``cnn_backward.json``."""
+    import datetime as dt
+
+    from kernels.tools.roofline import peaks_as_dict
+
+    backend, torch, peaks = _setup()
+    rows = bench_backward(peaks, np.random.default_rng(1), variants=variants)
+    return {"benchmark": BACKWARD_NAME, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "device": backend.describe(), "peaks": peaks_as_dict(peaks), "tf32": False,
+            "cudnn_version": torch.backends.cudnn.version(), "summary": {"goal": backward_goals(rows)},
+            "results": rows}
+
+
+def print_backward_summary(results: dict) -> None:
+    rows = results["results"]
+    print()
+    print(f"Convolution backward on {results['device'].get('name', 'GPU')} (µs, median; speed-up = PyTorch / ours)")
+    print(f"{'layer':<26} {'gradient':<12} {'kernel':<44} {'µs':>9} {'torch µs':>9} {'vs torch':>9}")
+    for r in rows:
+        if r["kind"] == "peer":
+            continue
+        if "median_ms" not in r:
+            print(f"{r['layer']:<26} {r['gradient']:<12} {r['name']:<44} n/a: {r.get('skipped', '')[:60]}")
+            continue
+        ok = "" if r.get("correct") else "  WRONG"
+        print(f"{r['layer']:<26} {r['gradient']:<12} {r['name']:<44} {r['median_ms'] * 1e3:>9.1f} "
+              f"{r['torch_ms'] * 1e3:>9.1f} {r['speedup_vs_torch']:>8.2f}x{ok}")
+    for goal in results["summary"]["goal"]:
+        print(f"goal {goal['layer']} {goal['gradient']}: {goal['best']} {goal['best_ms'] * 1e3:.1f} µs vs torch "
+              f"{goal['torch_ms'] * 1e3:.1f} µs -> {goal['speedup']:.2f}x ({'met' if goal['met'] else 'NOT met'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=TRAIN_EPOCHS, help="LeNet training epochs (0 skips training)")
-    parser.add_argument("--skip-backward", action="store_true")
+    parser.add_argument("--only", choices=("forward", "backward"),
+                        help="measure one group only: forward (cnn.json, with the training run) or backward "
+                             "(cnn_backward.json, about two minutes)")
+    parser.add_argument("--defaults-only", action="store_true",
+                        help="backward: time each version in its default configuration only, not the variants")
     args = parser.parse_args()
-    results = measure(epochs=args.epochs, backward=not args.skip_backward)
-    path = write_results(NAME, {k: v for k, v in results.items() if k != "device"})
-    print(f"wrote {path}")
-    print_summary(results)
+    if args.only != "backward":
+        results = measure(epochs=args.epochs)
+        path = write_results(NAME, {k: v for k, v in results.items() if k != "device"})
+        print(f"wrote {path}")
+        print_summary(results)
+    if args.only != "forward":
+        backward = measure_backward(variants=not args.defaults_only)
+        path = write_results(BACKWARD_NAME, {k: v for k, v in backward.items()
+                                             if k not in ("device", "benchmark", "date")})
+        print(f"wrote {path}")
+        print_backward_summary(backward)
 
 
 if __name__ == "__main__":

@@ -281,3 +281,54 @@ def dense_layer_on_gemm(data: dict, group: str = "fc_large") -> str:
         return "(no GPU figures for the dense layer on the GEMM have been recorded yet)"
     r = next(iter(rows.values()))
     return f"at {r['n']} × {r['in']} → {r['out']} on the {device_name(data)}: " + "; ".join(parts)
+
+
+# --- chapter 4: the backward kernels ----------------------------------------------------------
+
+#: The teaching version of each gradient (versions 1, 3 and 4), the baseline the newer ones are measured from.
+BACKWARD_TEACHING = {"input": "backward_input", "weight": "backward_weight_reduce", "bias": "backward_bias"}
+BACKWARD_NOT_MEASURED = ("(the backward kernels have not been measured yet: "
+                         "`python -m benchmarks.cnn --only backward` on a GPU records them)")
+
+
+def _backward_timed(data: dict | None) -> list[dict]:
+    return [r for r in (data or {}).get("results", []) if r["group"] == "backward" and r.get("median_ms")]
+
+
+def backward_against_torch(data: dict | None) -> str:
+    """For each layer and gradient, the fastest correct kernel next to PyTorch's gradient, from ``summary["goal"]``."""
+    goals = (data or {}).get("summary", {}).get("goal", [])
+    if not goals:
+        return BACKWARD_NOT_MEASURED
+    parts = [f"{g['gradient']} gradient of {g['layer']}: `{g['best']}` at "
+             f"{relative_speed(1 / g['best_ms'], 1 / g['torch_ms'])} PyTorch "
+             f"({g['best_ms'] * 1e3:,.1f} against {g['torch_ms'] * 1e3:,.1f} µs)" for g in goals]
+    met = sum(g["met"] for g in goals)
+    verdict = (f"PyTorch is matched or beaten in all {len(goals)} cases" if met == len(goals) else
+               f"PyTorch is matched or beaten in {met} of the {len(goals)} cases")
+    return f"{verdict}. The fastest of each: " + "; ".join(parts)
+
+
+def backward_new_against_old(data: dict | None) -> str:
+    """For each layer and gradient, the teaching version's time and the fastest newer version's."""
+    rows = _backward_timed(data)
+    if not rows:
+        return BACKWARD_NOT_MEASURED
+    parts = []
+    for layer in dict.fromkeys(r["layer"] for r in rows):
+        here = [r for r in rows if r["layer"] == layer and r["kind"] == "kernel" and r.get("correct", True)]
+        for gradient, old_name in BACKWARD_TEACHING.items():
+            old = next((r for r in here if r["name"] == old_name), None)
+            kinds = ("weight", "weight+bias") if gradient == "weight" else (gradient,)
+            new = [r for r in here if r.get("gradient") in kinds and r["name"] not in BACKWARD_TEACHING.values()
+                   and r["name"] != "backward_weight_naive"]
+            if old is None or not new:
+                continue
+            best = min(new, key=lambda r: r["median_ms"])
+            change = old["median_ms"] / best["median_ms"]
+            how = (f"{change:.1f}× faster" if change > 1 + SAME_SPEED else
+                   f"{1 / change:.1f}× slower" if change < 1 - SAME_SPEED else "about as fast")
+            also = " (the bias computed too)" if best.get("gradient") == "weight+bias" else ""
+            parts.append(f"{layer}, {gradient}: `{old_name}` {old['median_ms'] * 1e3:,.1f} µs, "
+                         f"`{best['name']}`{also} {best['median_ms'] * 1e3:,.1f} µs, {how}")
+    return "; ".join(parts) if parts else BACKWARD_NOT_MEASURED

@@ -3,7 +3,16 @@
 Shapes as in :mod:`kernels.conv2d`: ``X`` ``(N, C, H, W)``, filters ``Wf``
 ``(M, C, K, K)``, ``dY = dE/dY`` ``(N, M, H - K + 1, W - K + 1)``.
 :func:`backward_input` gives ``dE/dX``, :func:`backward_weight` (two
-versions) ``dE/dW`` summed over the minibatch, :func:`backward_bias` ``dE/db``.
+versions) ``dE/dW`` summed over the minibatch, :func:`backward_bias` ``dE/db``
+(versions 1-4, written for clarity).
+
+Versions 5-10 do the same in few launches, each ending its split reductions in
+a sum of fixed order (the same bits on every run): :func:`backward_weight_bias_split`
+(dW and db in one launch, for layers whose samples fit shared memory, as LeNet's),
+:func:`backward_bias_split`, :func:`backward_input_shared` (dX from shared memory),
+:func:`backward_input_gemm` and :func:`backward_weight_bias_gemm` (implicit GEMM,
+for large layers).  Each takes its design choices (splits, tiles) as arguments, and
+``*_plan`` says what it launches for a shape.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ import numpy as np
 
 from .conv2d import bytes_moved, flops, layer, output_shape, tile_grid
 from .runtime import Module, blocks_for
-from .runtime.loader import float32_operand, load_topic, result_array
+from .runtime.loader import float32_operand, launch, load_topic, output_like, result_array
 from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "conv2d_backward"
@@ -170,6 +179,253 @@ AUTO_REDUCE_PRODUCTS = 1024  # products per weight from which backward_weight_au
 WEIGHT_VERSIONS = {"naive": backward_weight_naive, "reduce": backward_weight, "auto": backward_weight_auto}
 
 
+# --------------------------------------------------------------------------- versions 5-10: few launches
+
+#: Most threads a block of version 5 may have, and most (c, p, row) tasks one thread keeps (WB_TASKS).
+SPLIT_MAX_THREADS = 1024
+SHARED_LIMIT = 48 * 1024  # bytes of shared memory a block may have without opting in
+#: Default compile-time choices (the ``defines`` of each record); the benchmark compares others.
+WEIGHT_SPLIT_DEFINES = {"WB_TASKS": 2}
+INPUT_SHARED_DEFINES = {"BI_RW": 2, "BI_CB": 1}
+WEIGHT_GEMM_DEFINES = {"WG_BN": 64, "WG_BK": 16}
+SPLIT_SUM_THREADS = 256
+
+
+def _workspace(like, shape, dtype=np.float32):
+    """Scratch for split partials and arrival counters: zeros, on the device when the operands are there."""
+    from .runtime import DeviceBuffer
+    from .runtime.module import zeros
+
+    return zeros(shape, dtype) if isinstance(like, DeviceBuffer) else np.zeros(shape, dtype)
+
+
+def _weight_operands(X, dY, K):
+    X, dY = float32_operand(X), float32_operand(dY)
+    if len(X.shape) != 4:
+        raise ValueError(f"X must be (N, C, H, W), got shape {tuple(X.shape)}")
+    N, C, H, W = (int(s) for s in X.shape)
+    if not 1 <= K <= min(H, W):
+        raise ValueError(f"K = {K} must be between 1 and the input's height and width ({H} x {W})")
+    P = (H - K + 1) * (W - K + 1)
+    if int(np.prod(dY.shape)) % (N * P):
+        raise ValueError(f"dY has shape {tuple(dY.shape)}: not N = {N} samples of M maps of {H - K + 1} x {W - K + 1}")
+    M = int(np.prod(dY.shape)) // (N * P)
+    _dims(X.shape, dY, (M, C, K, K))
+    return X, dY, N, C, H, W, M
+
+
+def _split_count(splits, N, name="splits"):
+    if not 1 <= int(splits) <= N:
+        raise ValueError(f"{name} must be between 1 and the batch size N = {N}, got {splits}")
+    chunk = -(-N // int(splits))
+    return -(-N // chunk), chunk  # no empty split
+
+
+def weight_split_plan(shape, splits: int | None = None, defines: dict | None = None) -> dict:
+    """Version 5's launch for a shape: splits S, samples per split, threads and shared bytes.
+
+    The default splits the batch so that the grid (M x S) has about two blocks per SM of an H100 SXM
+    or an H200 (264 blocks), with at least one sample per split.
+    """
+    N, C, H, W, M, K = layer(shape)
+    if splits is None:
+        splits = max(1, min(N, -(-264 // M)))
+    S, chunk = _split_count(splits, N)
+    H_out, W_out = H - K + 1, W - K + 1
+    tasks = C * K * H_out
+    d = {**WEIGHT_SPLIT_DEFINES, **(defines or {})}
+    tasks_per_thread = d["WB_TASKS"]
+    threads = 32 * -(-tasks // (32 * tasks_per_thread))
+    staged = chunk * (C * H * (W | 1) + H_out * (W_out | 1))
+    floats = max(staged, C * K * K * H_out + 32)
+    return {"splits": S, "chunk": chunk, "threads": threads, "shared": 4 * floats, "tasks": tasks,
+            "defines": {**d, "WB_K": K}}
+
+
+def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, defines: dict | None = None, out=None,
+                               out_bias=None, prepare_only=False):
+    """Version 5: ``conv2d_backward_weight_bias_split``; (dE/dW, dE/db) in one launch, deterministic.
+
+    ``splits`` (S) divides the batch among blocks: grid (M, S).  The K x K filter size is compiled in
+    (``WB_K``), so each K has its own build; ``defines`` may set WB_TASKS (tasks per thread, so the
+    block has about C * K * H_out / WB_TASKS threads) and STAGE_ASYNC (1: samples copied to shared memory
+    with cp.async; 0: through registers, STAGE_BATCH loads in flight).
+    """
+    X, dY, N, C, H, W, M = _weight_operands(X, dY, K)
+    plan = weight_split_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, splits, defines)
+    if plan["threads"] > SPLIT_MAX_THREADS:
+        raise ValueError(f"conv2d_backward_weight_bias_split gives each of at most {SPLIT_MAX_THREADS} threads "
+                         f"{plan['defines']['WB_TASKS']} (c, p, row) tasks; this layer has {plan['tasks']}")
+    if plan["shared"] > SHARED_LIMIT:
+        raise ValueError(f"splits = {plan['splits']} stages {plan['chunk']} samples per block, "
+                         f"{plan['shared']} bytes of shared memory > {SHARED_LIMIT}: use more splits")
+    dW = result_array(out, (M, C, K, K), any_layout=True) if out is not None else output_like(X, (M, C, K, K))
+    db = result_array(out_bias, (M,), any_layout=True) if out_bias is not None else output_like(X, (M,))
+    S = plan["splits"]
+    partial = _workspace(X, (S * M * (C * K * K + 1),))
+    counters = _workspace(X, (M,), np.uint32)
+    kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_weight_bias_split")
+    enqueue = launch(kernel, (X, dY, dW, db, partial, counters, N, C, H, W, M, plan["chunk"]), grid=(M, S, 1),
+                     block=(plan["threads"], 1, 1), shared=plan["shared"], prepare_only=prepare_only)
+    return enqueue if prepare_only else (dW, db)
+
+
+#: Blocks of 256 threads an H100 SXM or an H200 holds at once (132 SMs x 8): version 6's grid stays within
+#: one wave, so no multiprocessor is left with a second round of blocks while the others idle.
+BIAS_ONE_WAVE = 132 * 8
+#: Values of dY a block of version 6 should sum at least (8 per thread): fewer, and a block is mostly its
+#: launch and its last barrier.
+BIAS_VALUES_PER_BLOCK = 2048
+
+
+def bias_split_plan(shape, splits: int | None = None) -> dict:
+    """Version 6's launch: grid (M, S).  By default S is as large as one wave of blocks allows, but no
+    larger than gives each block BIAS_VALUES_PER_BLOCK values of dY."""
+    N, C, H, W, M, K = layer(shape)
+    if splits is None:
+        values = N * (H - K + 1) * (W - K + 1)  # per output map
+        splits = max(1, min(N, BIAS_ONE_WAVE // M, -(-values // BIAS_VALUES_PER_BLOCK)))
+    S, chunk = _split_count(splits, N)
+    return {"splits": S, "chunk": chunk, "threads": REDUCE_BLOCK}
+
+
+def backward_bias_split(dY, *, splits: int | None = None, out=None, prepare_only=False):
+    """Version 6: ``conv2d_backward_bias_split``; dE/db in one launch of M x S blocks, deterministic."""
+    dY = float32_operand(dY)
+    if len(dY.shape) not in (2, 4):
+        raise ValueError(f"dY must be (N, M, H_out, W_out) or (N, M), got shape {tuple(dY.shape)}")
+    N, M, H_out, W_out = (tuple(int(s) for s in dY.shape) + (1, 1))[:4]
+    plan = bias_split_plan({"N": N, "C": 1, "H": H_out, "W": W_out, "M": M, "K": 1}, splits)
+    db = result_array(out, (M,), any_layout=True) if out is not None else output_like(dY, (M,))
+    S = plan["splits"]
+    partial, counters = _workspace(dY, (S * M,)), _workspace(dY, (M,), np.uint32)
+    enqueue = launch(module().function("conv2d_backward_bias_split"),
+                     (dY, db, partial, counters, N, M, H_out * W_out, plan["chunk"]),
+                     grid=(M, S, 1), block=(plan["threads"], 1, 1), prepare_only=prepare_only)
+    return enqueue if prepare_only else db
+
+
+def input_shared_plan(shape, rows: int | None = None, defines: dict | None = None) -> dict:
+    """Version 7's launch: block (ceil(W / RW), rows), grid (ceil(C / CB), ceil(H / rows), N), shared bytes.
+
+    ``rows`` defaults to the whole height when a block of it stays within 256 threads, else to as many
+    rows as 256 threads cover.
+    """
+    N, C, H, W, M, K = layer(shape)
+    d = {**INPUT_SHARED_DEFINES, **(defines or {})}
+    cols = -(-W // d["BI_RW"])
+    if rows is None:
+        rows = min(H, max(1, 256 // cols))
+    if not 1 <= rows <= H or rows * cols > 1024:
+        raise ValueError(f"rows must be between 1 and H = {H} with rows x {cols} threads <= 1024, got {rows}")
+    wp = cols * d["BI_RW"] + K - 1
+    shared = 4 * (M * (rows + K - 1) * wp + d["BI_CB"] * M * K * K)
+    return {"rows": rows, "block": (cols, rows, 1), "grid": (-(-C // d["BI_CB"]), -(-H // rows), N),
+            "shared": shared, "defines": {**d, "BI_K": K}}
+
+
+def backward_input_shared(dY, Wf, x_shape, *, rows: int | None = None, defines: dict | None = None, out=None,
+                          prepare_only=False):
+    """Version 7: ``conv2d_backward_input_shared``; dE/dX as a full convolution from shared memory.
+
+    ``defines`` may set BI_RW (pixels per thread along a row), BI_CB (channels per block) and STAGE_ASYNC
+    (1: dY copied to shared memory with cp.async; 0: through registers).
+    """
+    dY, Wf = float32_operand(dY), float32_operand(Wf)
+    N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
+    plan = input_shared_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, rows, defines)
+    if plan["shared"] > SHARED_LIMIT:
+        raise ValueError(f"conv2d_backward_input_shared stages {M} maps of {plan['rows'] + K - 1} padded rows: "
+                         f"{plan['shared']} bytes of shared memory > {SHARED_LIMIT}; pass fewer rows")
+    dX = result_array(out, (N, C, H, W), any_layout=True) if out is not None else output_like(dY, (N, C, H, W))
+    kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_input_shared")
+    enqueue = launch(kernel, (dY, Wf, dX, N, C, H, W, M), grid=plan["grid"], block=plan["block"],
+                     shared=plan["shared"], prepare_only=prepare_only)
+    return enqueue if prepare_only else dX
+
+
+def backward_input_gemm(dY, Wf, x_shape, *, config: dict | None = None, out=None, prepare_only=False):
+    """Versions 8 + the GEMM chapter's implicit GEMM: dE/dX = dY padded by K - 1, convolved with the
+    transposed filter bank (``conv2d_backward_flip_filters``) by ``conv2d_implicit_gemm``.
+
+    ``config`` overrides the implicit GEMM's IG_* tile (kernels/conv2d_gemm.py).
+    """
+    from .conv2d_gemm import conv2d_implicit_gemm
+
+    dY, Wf = float32_operand(dY), float32_operand(Wf)
+    N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
+    Wt = output_like(Wf, (C, M, K, K))
+    flip = launch(module().function("conv2d_backward_flip_filters"), (Wf, Wt, M, C, K),
+                  grid=(_flip_blocks(M * C * K * K), 1, 1), block=(BLOCK_1D, 1, 1), prepare_only=prepare_only)
+    dX = result_array(out, (N, C, H, W), any_layout=True) if out is not None else output_like(dY, (N, C, H, W))
+    dY4 = dY if len(dY.shape) == 4 else dY.reshape(N, M, H - K + 1, W - K + 1)
+    gemm = conv2d_implicit_gemm(dY4, Wt, pad=K - 1, out=dX, config=config, sync=not prepare_only,
+                                prepare_only=prepare_only, shape=(N, M, H - K + 1, W - K + 1), wshape=(C, M, K, K))
+    if prepare_only:
+        return lambda: (flip(), gemm())
+    return dX
+
+
+def _flip_blocks(weights: int) -> int:
+    return max(1, min(blocks_for(weights, BLOCK_1D), 1024))
+
+
+#: Version 9's default grid: one full wave on an H100 SXM or H200 (132 SMs), 6 blocks each, as many as
+#: its registers let a multiprocessor hold (``__launch_bounds__(64, 6)``: at most 168 per thread, 6 x 64 x 168
+#: of 65,536): no block waits for a second round while other multiprocessors idle.
+GEMM_TARGET_BLOCKS = 132 * 6
+
+
+def weight_gemm_plan(shape, splits: int | None = None, defines: dict | None = None) -> dict:
+    """Version 9's launch: grid (ceil(CKK / WG_BN), ceil(M / 64), S), WG_BN threads, and the span of each split.
+
+    The default S makes GEMM_TARGET_BLOCKS blocks in all (one wave); each split is a multiple of WG_BK pixels.
+    """
+    N, C, H, W, M, K = layer(shape)
+    d = {**WEIGHT_GEMM_DEFINES, **(defines or {})}
+    CKK, NP = C * K * K, N * (H - K + 1) * (W - K + 1)
+    tiles = blocks_for(CKK, d["WG_BN"]) * blocks_for(M, 64)
+    steps = blocks_for(NP, d["WG_BK"])
+    if splits is None:
+        splits = max(1, min(steps, GEMM_TARGET_BLOCKS // tiles))
+    if not 1 <= splits <= steps:
+        raise ValueError(f"splits must be between 1 and {steps} (steps of {d['WG_BK']} of the {NP} pixels), got {splits}")
+    span = -(-steps // splits) * d["WG_BK"]
+    S = -(-NP // span)
+    return {"splits": S, "span": span, "grid": (blocks_for(CKK, d["WG_BN"]), blocks_for(M, 64), S),
+            "threads": d["WG_BN"], "defines": d}
+
+
+def backward_weight_bias_gemm(X, dY, K: int, *, splits: int | None = None, defines: dict | None = None, out=None,
+                              out_bias=None, prepare_only=False):
+    """Versions 9 and 10: ``conv2d_backward_weight_gemm`` (partial dW and db of S splits of the pixels),
+    then ``conv2d_backward_split_sum`` (their fixed-order sum); returns (dE/dW, dE/db), deterministic.
+
+    ``defines`` may set WG_BN (taps per tile and threads per block) and WG_BK (pixels per step).
+    """
+    X, dY, N, C, H, W, M = _weight_operands(X, dY, K)
+    plan = weight_gemm_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, splits, defines)
+    CKK, S = C * K * K, plan["splits"]
+    if N * C * H * W >= 2**31 or (N * M * (H - K + 1) * (W - K + 1)) >= 2**31:
+        raise ValueError("X or dY has 2^31 elements or more: conv2d_backward_weight_gemm indexes them with int")
+    dW = result_array(out, (M, C, K, K), any_layout=True) if out is not None else output_like(X, (M, C, K, K))
+    db = result_array(out_bias, (M,), any_layout=True) if out_bias is not None else output_like(X, (M,))
+    partial = _workspace(X, (S, M * CKK + M))
+    gemm_kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_weight_gemm")
+    first = launch(gemm_kernel, (X, dY, partial, N, C, H, W, M, K, plan["span"]), grid=plan["grid"],
+                   block=(plan["threads"], 1, 1), prepare_only=prepare_only)
+    count = M * CKK + M
+    second = launch(module().function("conv2d_backward_split_sum"), (partial, dW, db, M * CKK, M, S),
+                    grid=(_sum_blocks(count), 1, 1), block=(SPLIT_SUM_THREADS, 1, 1), prepare_only=prepare_only)
+    if prepare_only:
+        return lambda: (first(), second())
+    return dW, db
+
+
+def _sum_blocks(count: int) -> int:
+    return max(1, min(blocks_for(count, SPLIT_SUM_THREADS), 4096))
+
+
 # --------------------------------------------------------------------------- the versions' facts
 
 
@@ -199,6 +455,56 @@ def _weights(shape) -> int:
     return M * C * K * K
 
 
+def backward_weight_bias_reference(X, dY) -> tuple[np.ndarray, np.ndarray]:
+    """(dE/dW, dE/db) in float64: what versions 5 and 9 (+10) return together."""
+    return backward_weight_reference(X, dY), backward_bias_reference(dY)
+
+
+def flip_filters_reference(Wf) -> np.ndarray:
+    """What conv2d_backward_flip_filters writes: the transposed filter bank, in float64."""
+    return transposed_filters(np.asarray(Wf, np.float64))
+
+
+def _weight_bias_flops(shape) -> float:
+    return _conv_flops(shape) + _bias_flops(shape)
+
+
+def _weight_split_launch(shape) -> LaunchConfig:
+    plan = weight_split_plan(shape)
+    return LaunchConfig((layer(shape)[4], plan["splits"], 1), (plan["threads"], 1, 1), plan["shared"])
+
+
+def _bias_split_launch(shape) -> LaunchConfig:
+    return LaunchConfig((layer(shape)[4], bias_split_plan(shape)["splits"], 1), (REDUCE_BLOCK, 1, 1), 0)
+
+
+def _input_shared_launch(shape) -> LaunchConfig:
+    plan = input_shared_plan(shape)
+    return LaunchConfig(plan["grid"], plan["block"], plan["shared"])
+
+
+def _weight_gemm_launch(shape) -> LaunchConfig:
+    plan = weight_gemm_plan(shape)
+    return LaunchConfig(plan["grid"], (plan["threads"], 1, 1), 0)
+
+
+def _split_outputs(shape) -> int:
+    return _weights(shape) + layer(shape)[4]
+
+
+def _split_sum_launch(shape) -> LaunchConfig:
+    return LaunchConfig((_sum_blocks(_split_outputs(shape)), 1, 1), (SPLIT_SUM_THREADS, 1, 1), 0)
+
+
+def _split_sum_bytes(shape) -> float:
+    """Read every split's partial dW and db once, write dW and db."""
+    return 4.0 * (weight_gemm_plan(shape)["splits"] + 1) * _split_outputs(shape)
+
+
+def _split_sum_flops(shape) -> float:
+    return float(weight_gemm_plan(shape)["splits"] * _split_outputs(shape))
+
+
 # The gradients do the multiply-adds of the forward convolution and move the same least traffic
 # (dY in place of Y, dX or dW in place of X or the filters).
 KERNELS = kernel_table(
@@ -213,4 +519,18 @@ KERNELS = kernel_table(
     KernelVersion(TOPIC, "conv2d_backward_bias", backward_bias,
                   lambda shape: LaunchConfig((layer(shape)[4], 1, 1), (REDUCE_BLOCK, 1, 1), 0),
                   bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference),
+    # Versions 5 and 7 compile the filter size in (WB_K, BI_K; 5 by default): their launchers add it per layer.
+    KernelVersion(TOPIC, "conv2d_backward_weight_bias_split", backward_weight_bias_split, _weight_split_launch,
+                  _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_SPLIT_DEFINES),
+    KernelVersion(TOPIC, "conv2d_backward_bias_split", backward_bias_split, _bias_split_launch,
+                  bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference),
+    KernelVersion(TOPIC, "conv2d_backward_input_shared", backward_input_shared, _input_shared_launch,
+                  _conv_bytes, _conv_flops, backward_input_reference, defines=INPUT_SHARED_DEFINES),
+    KernelVersion(TOPIC, "conv2d_backward_flip_filters", backward_input_gemm,
+                  lambda shape: LaunchConfig((_flip_blocks(_weights(shape)), 1, 1), (BLOCK_1D, 1, 1), 0),
+                  bytes=lambda shape: 8.0 * _weights(shape), flops=lambda shape: 0.0, reference=flip_filters_reference),
+    KernelVersion(TOPIC, "conv2d_backward_weight_gemm", backward_weight_bias_gemm, _weight_gemm_launch,
+                  _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_GEMM_DEFINES),
+    KernelVersion(TOPIC, "conv2d_backward_split_sum", backward_weight_bias_gemm, _split_sum_launch,
+                  _split_sum_bytes, _split_sum_flops, backward_weight_bias_reference),
 )

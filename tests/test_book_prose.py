@@ -154,6 +154,42 @@ def test_capsule_backward_phrase_compares_each_gradient_with_torch():
     assert f"`capsule_grad_input_shared_weights` runs at {words} PyTorch's autograd" in text
 
 
+def _backward_data(old_us: float, new_us: float, torch_us: float) -> dict:
+    """A results file of the backward group in the layout benchmarks/cnn.py writes: one layer, the weight gradient."""
+    from benchmarks.cnn import backward_goals
+
+    def row(name, kind, gradient, us, **extra):
+        return {"name": name, "group": "backward", "kind": kind, "layer": "LeNet C3", "gradient": gradient, "version": name,
+                "median_ms": us / 1e3, "correct": True, **extra}
+
+    rows = [row("torch conv2d_weight", "peer", "weight", torch_us),
+            row("backward_weight_reduce", "kernel", "weight", old_us, torch_ms=torch_us / 1e3),
+            row("weight_bias_split S=auto tasks=2", "kernel", "weight+bias", new_us, torch_ms=torch_us / 1e3)]
+    return {"results": rows, "summary": {"goal": backward_goals(rows)}}
+
+
+def test_backward_phrases_follow_the_figures():
+    faster = _backward_data(old_us=56.0, new_us=8.0, torch_us=17.0)
+    text = prose.backward_against_torch(faster)
+    assert text.startswith("PyTorch is matched or beaten in all 1 cases")
+    assert "`weight_bias_split S=auto tasks=2` at 2.1× the speed of PyTorch (8.0 against 17.0 µs)" in text
+    assert "`backward_weight_reduce` 56.0 µs, `weight_bias_split S=auto tasks=2` (the bias computed too) 8.0 µs, " \
+           "7.0× faster" in prose.backward_new_against_old(faster)
+    slower = _backward_data(old_us=56.0, new_us=34.0, torch_us=17.0)
+    text = prose.backward_against_torch(slower)
+    assert text.startswith("PyTorch is matched or beaten in 0 of the 1 cases")
+    assert "50% of the speed of PyTorch (34.0 against 17.0 µs)" in text
+    assert "1.6× faster" in prose.backward_new_against_old(slower)
+    assert "not been measured yet" in prose.backward_against_torch(None)
+    assert "not been measured yet" in prose.backward_new_against_old({"results": []})
+
+
+def test_backward_phrases_of_the_recorded_figures():
+    data = recorded("cnn_backward")
+    for goal in data["summary"]["goal"]:
+        assert f"{goal['best_ms'] * 1e3:,.1f} against {goal['torch_ms'] * 1e3:,.1f} µs" in prose.backward_against_torch(data)
+
+
 def test_device_phrases_come_from_the_results_file():
     data = recorded("cuda_from_python")
     assert prose.device_name(data) == data["device"]["name"]
