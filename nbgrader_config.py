@@ -8,7 +8,7 @@ and ``gradebook.db`` are run-time data, not part of the repository.
 
 Grading never executes a submitted notebook: use ``autograder grade``. Should
 plain ``nbgrader autograde`` be run with this file, the grading pass is the
-same trusted one (Execute replaced by autograder.nbgrader_bridge.TrustedGrade).
+same trusted one (Execute replaced by autograder.nbgrader_preprocessors.TrustedGrade).
 """
 
 import os
@@ -35,7 +35,7 @@ c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
 # The grading pass: nbgrader's list with Execute replaced by the trusted,
 # non-executing grader (autograder grade enforces this list whatever is set here).
 c.Autograde.autograde_preprocessors = [
-    "autograder.nbgrader_bridge.TrustedGrade",
+    "autograder.nbgrader_preprocessors.TrustedGrade",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",

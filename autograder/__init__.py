@@ -5,7 +5,10 @@
 * :mod:`autograder.isolation` -- :func:`grade_submission`, in a fresh child process;
 * :mod:`autograder.checker`, :mod:`autograder.timing_policy` -- what that child does;
 * :mod:`autograder.result` -- :class:`ExerciseResult`, the JSON that comes back;
-* :mod:`autograder.student` -- the ``%%cuda`` magic and ``check()`` for notebooks.
+* :mod:`autograder.student` -- the ``%%cuda`` magic and ``check()`` for notebooks;
+* :mod:`autograder.nbgrader_autograde` -- nbgrader's Autograde, never executing a notebook: its preprocessors
+  (:mod:`autograder.nbgrader_preprocessors`), the test cells (:mod:`autograder.grade_cells`) and one notebook's
+  grading (:mod:`autograder.nbgrader_bridge`).
 
 Points, in short:
 

@@ -1,7 +1,7 @@
 """One student's grading split where it can run elsewhere: prepare, grade, record.
 
 ``autograder grade`` grades a student by running nbgrader's converter
-(:class:`~autograder.nbgrader_bridge.TrustedAutograde`), whose grading pass
+(:class:`~autograder.nbgrader_autograde.TrustedAutograde`), whose grading pass
 calls :func:`~autograder.nbgrader_bridge.grade_notebook` on each sanitized
 notebook. To grade on other machines the same work is cut in three:
 
@@ -28,9 +28,12 @@ import os
 import platform
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 from .grading_record import StudentEntry
+
+if TYPE_CHECKING:
+    from .nbgrader_bridge import NotebookGrading
 
 
 @dataclass
@@ -51,7 +54,7 @@ class JobOutcome:
     """What a worker sends back: one grading per notebook and where they were made."""
 
     student: str
-    gradings: dict[str, Any]  # notebook name -> NotebookGrading
+    gradings: dict[str, NotebookGrading]  # by notebook name
     worker: str
     seconds: float
     lines: list[str] = field(default_factory=list)  # grade_notebook's line per exercise
@@ -78,7 +81,7 @@ def prepare_job(config, cd, assignment: str, student: str, *, secret: str, timeo
     """The job for one student: each submitted notebook sanitized in memory by nbgrader's first pass."""
     from nbconvert.writers import FilesWriter
 
-    from .nbgrader_bridge import TrustedAutograde
+    from .nbgrader_autograde import TrustedAutograde
 
     folder = submission_folder(cd, assignment, student)
     notebooks = {}
@@ -117,7 +120,8 @@ def run_job(job: GradingJob) -> JobOutcome:
     """Grade every notebook of one submission (runs on a worker; writes nothing)."""
     import nbformat
 
-    from .nbgrader_bridge import grade_notebook, graded_exercises
+    from .grade_cells import graded_exercises
+    from .nbgrader_bridge import grade_notebook
 
     started = time.perf_counter()
     lines: list[str] = []
@@ -131,10 +135,10 @@ def run_job(job: GradingJob) -> JobOutcome:
                       seconds=time.perf_counter() - started, lines=lines)
 
 
-def record_gradings(config, cd, assignment: str, student: str, gradings: dict | None,
+def record_gradings(config, cd, assignment: str, student: str, gradings: dict[str, NotebookGrading] | None,
                     progress: Callable[[str], None] | None = None) -> None:
     """nbgrader's converter for one student: sanitize, grade (or take ``gradings``), write the gradebook."""
-    from .nbgrader_bridge import TrustedAutograde
+    from .nbgrader_autograde import TrustedAutograde
 
     conv = TrustedAutograde(coursedir=cd, config=config)
     conv.force = True

@@ -15,7 +15,7 @@ Every command takes ``--course-dir`` (default: the current directory, which
 holds nbgrader_config.py) and ``--db`` (any database URL nbgrader accepts;
 default ``sqlite:///<course-dir>/gradebook.db``).
 
-Grading never executes a submitted notebook: see autograder.nbgrader_bridge.
+Grading never executes a submitted notebook: see autograder.nbgrader_autograde.
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def _grade_on_cluster(args: argparse.Namespace, config: Config, secret: str, stu
         submission_folder,
     )
     from autograder.grading_record import GradingRecord, settings_hash, submission_hash
-    from autograder.nbgrader_bridge import graded_exercises
+    from autograder.grade_cells import graded_exercises
 
     timeout_s = config.TrustedGrade.timeout_s if args.timeout is not None else None
     record = GradingRecord(args.course_dir, args.assignment)
@@ -491,7 +491,8 @@ def cmd_grade_notebook(args: argparse.Namespace) -> int:
     import nbformat
 
     from autograder import export
-    from autograder.nbgrader_bridge import grade_notebook, instructor_test_cells
+    from autograder.grade_cells import instructor_test_cells
+    from autograder.nbgrader_bridge import grade_notebook
 
     _require_sandbox()
     config = load_config(args.course_dir)
@@ -508,7 +509,7 @@ def cmd_grade_notebook(args: argparse.Namespace) -> int:
     secret = _grading_secret(args)
     grading = grade_notebook(
         nb,
-        list(dict.fromkeys(c["exercise"] for c in cells)),
+        list(dict.fromkeys(c.exercise for c in cells)),
         student=args.student,
         notebook=os.path.splitext(os.path.basename(args.notebook))[0],
         secret=secret,

@@ -11,13 +11,15 @@ from __future__ import annotations
 import csv
 import json
 import os
+from dataclasses import asdict
 from typing import Any
 
 import nbformat
 
 from autograder.feedback import part_feedback, speedup_of
 from autograder.leaderboard import gradescope_leaderboard
-from autograder.nbgrader_bridge import RESULTS_SUFFIX, part_points
+from autograder.grade_cells import GradedCell, grade_target, part_points
+from autograder.nbgrader_bridge import RESULTS_SUFFIX, NotebookGrading
 
 
 def _cell_outputs(nb_path: str) -> dict[str, str]:
@@ -46,8 +48,6 @@ def _results_file(path: str) -> dict:
 def collect(cd, assignment: str) -> list[dict]:
     """One row per student who has a submission of ``assignment`` in the gradebook."""
     from nbgrader.api import Gradebook
-
-    from autograder.nbgrader_bridge import grade_target
 
     rows = []
     with Gradebook(cd.db_url, cd.course_id) as gb:
@@ -232,17 +232,17 @@ def write_gradescope(rows: list[dict], directory: str) -> list[str]:
     return paths
 
 
-def gradescope_from_grading(grading, cells: list[dict]) -> dict:
+def gradescope_from_grading(grading: NotebookGrading, cells: list[GradedCell]) -> dict:
     """results.json straight from a NotebookGrading (no gradebook)."""
     row = {"score": 0.0, "max_score": 0.0, "late_penalty": 0.0, "cells": [], "exercises": {},
            "grading_seconds": grading.total_seconds}
     data = grading.to_json()
     row["exercises"] = data["exercises"]
     for c in cells:
-        result = grading.results[c["exercise"]]
-        awarded = part_points(result, c["part"], c["points"])
+        result = grading.results[c.exercise]
+        awarded = part_points(result, c.part, c.points)
         row["score"] += awarded
-        row["max_score"] += c["points"]
-        row["cells"].append({**c, "score": awarded, "max_score": c["points"],
-                             "output": part_feedback(result, c["part"], c["points"], awarded)})
+        row["max_score"] += c.points
+        row["cells"].append({**asdict(c), "score": awarded, "max_score": c.points,
+                             "output": part_feedback(result, c.part, c.points, awarded)})
     return gradescope_results(row)

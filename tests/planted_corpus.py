@@ -5,13 +5,15 @@ bugs and, where the chapter has them, other correct ways to write the kernel.
 The correct kernel itself is not kept here: it is the instructor's solution,
 the ``%%cuda`` (or ``%%tc``) cell of ``solutions/*/*.ipynb``.
 
-A planted bug (``<bug>.edit``) is an edit of that solution, so that when the
-solution changes its bugs follow it.  It starts with comment lines (``//``, or
-``#`` for an index-notation exercise): what is wrong, what the grader must
+A planted bug (``<bug>.edit``) is an edit of that solution's cell, so that when
+the solution changes its bugs follow it.  It starts with comment lines (``//``,
+or ``#`` for an index-notation exercise): what is wrong, what the grader must
 conclude, ``// Expect: rejected, <reason>`` with a reason of :data:`REASONS`,
 optionally ``// Feedback: <regex>`` (what the feedback must say about it on the
-CPU emulator, for example which kind of race) and ``// Launch: %%cuda ...``
-(a launch other than the solution's).  Then come one or more replacements::
+CPU emulator, for example which kind of race), ``// Feedback-GPU: <regex>``
+(what it must say on a GPU where that differs: a race a GPU shows only as a
+wrong or unsteady result) and ``// Launch: %%cuda ...`` (a launch other than
+the solution's).  Then come one or more replacements::
 
     <<<<<<< solution
     text of the solution kernel (it must occur exactly once)
@@ -20,7 +22,9 @@ CPU emulator, for example which kind of race) and ``// Launch: %%cuda ...``
     >>>>>>> planted bug
 
 applied in order.  An edit whose text no longer occurs exactly once in the
-solution fails loudly, naming the bug (:class:`PlantedBugDoesNotApply`).
+solution fails loudly, naming the bug (:class:`PlantedBugDoesNotApply`).  A bug
+that lies in the launch alone (a block size or shared-memory size the kernel
+cannot work with) has a ``// Launch:`` line and no replacements.
 
 Another correct way to write a kernel (``.cu``, ``.tc``) is a whole kernel:
 its ``%%cuda`` line, what is different about it, ``// Expect: accepted``.
@@ -83,6 +87,7 @@ class CorpusKernel:
     accepted: bool
     reason: str  # for a planted bug: the REASONS key it must be rejected for
     feedback: str = ""  # a regex the emulator's feedback must match ("" when the file names none)
+    feedback_gpu: str = ""  # a regex a GPU's feedback must match where it differs from the emulator's ("" if not)
 
 
 class PlantedBugDoesNotApply(AssertionError):
@@ -134,9 +139,15 @@ def _read_planted_bug(path: Path) -> CorpusKernel:
         magic = parse_magic_line(fields["Launch"])
         assert not magic.error and magic.exercise == path.parent.name, f"{path}: {magic.error or fields['Launch']}"
         launch = magic.launch
-    source = apply_edits(name, solution.source, "\n".join(lines))
+    edits = "\n".join(lines)
+    if edits.strip():
+        source = apply_edits(name, solution.source, edits)
+    elif launch != solution.launch:  # the bug is in the launch alone
+        source = solution.source.rstrip("\n") + "\n"
+    else:
+        raise PlantedBugDoesNotApply(f"planted bug {name}: no replacements and no launch of its own: it is the solution")
     sub = KernelSubmission(exercise=path.parent.name, source=source, launch=launch, cell_line=solution.cell_line)
-    return CorpusKernel(path, sub, header[0], False, reason, fields.get("Feedback", ""))
+    return CorpusKernel(path, sub, header[0], False, reason, fields.get("Feedback", ""), fields.get("Feedback-GPU", ""))
 
 
 def read_corpus_file(path: Path) -> CorpusKernel:

@@ -30,11 +30,12 @@ from planted_corpus import (CORPUS, PlantedBugDoesNotApply, apply_edits, check_c
 
 EXERCISES = [name for chapter in CHAPTERS for name in chapter.exercises()]
 WITH_CORPUS = [name for name in EXERCISES if (CORPUS / name).is_dir()]
-#: Chapter 1's exercises are checked against their own planted bugs in tests/autograder (test_engine_kernels.py).
-CORPUS_NOT_HERE = {"saxpy", "reduce_sum"}
+#: Chapter 1's corpus is graded in tests/autograder/test_engine_kernels.py, on either backend (make test and
+#: make test-gpu), with what a GPU must say about each bug besides.
+GRADED_IN_ENGINE_TESTS = {"saxpy", "reduce_sum"}
 
 
-@pytest.mark.parametrize("path", corpus(WITH_CORPUS))
+@pytest.mark.parametrize("path", corpus([name for name in WITH_CORPUS if name not in GRADED_IN_ENGINE_TESTS]))
 def test_planted_bugs_are_rejected_for_their_reason(backend, path):
     check_corpus_file(path)
 
@@ -45,19 +46,23 @@ def test_the_solution_kernel_gets_every_correctness_point(backend, name):
 
 
 def test_every_exercise_has_a_solution_kernel_and_planted_bugs():
-    assert set(EXERCISES) - set(WITH_CORPUS) == CORPUS_NOT_HERE
+    assert set(EXERCISES) == set(WITH_CORPUS)
+    assert GRADED_IN_ENGINE_TESTS <= set(EXERCISES)
     check_corpus_complete(WITH_CORPUS)
 
 
 @pytest.mark.parametrize("name", WITH_CORPUS)
 def test_planted_bugs_are_edits_of_the_solution_that_change_it(name):
     """Every planted bug is a .edit of the solution kernel (whole kernels are only other correct ways)."""
-    solution = solution_kernel(name).source.rstrip("\n") + "\n"
+    solution_cell = solution_kernel(name)
+    solution = solution_cell.source.rstrip("\n") + "\n"
     for path in corpus_files(name):
         kernel = read_corpus_file(path)
         assert (path.suffix == ".edit") == (not kernel.accepted), path
-        if not kernel.accepted:
+        if not kernel.accepted and "<<<<<<< solution" in path.read_text():
             assert kernel.submission.source != solution, f"{path.name} leaves the solution as it is"
+        elif not kernel.accepted:  # a bug in the launch alone
+            assert kernel.submission.launch != solution_cell.launch, f"{path.name} leaves the solution as it is"
 
 
 def test_a_planted_bug_whose_edit_no_longer_applies_fails_naming_it():
@@ -70,6 +75,18 @@ def test_a_planted_bug_whose_edit_no_longer_applies_fails_naming_it():
         apply_edits("demo/off_by_one", solution + "out[i] = a[i];\n", edit)
     with pytest.raises(PlantedBugDoesNotApply, match=r"demo/off_by_one.*found other text"):
         apply_edits("demo/off_by_one", solution, "out[i] = a[i + 1];\n")
+
+
+def test_a_planted_bug_that_changes_neither_kernel_nor_launch_fails_naming_it(tmp_path):
+    (tmp_path / "saxpy").mkdir()
+    path = tmp_path / "saxpy" / "nothing.edit"
+    path.write_text("// Bug: none.\n// Expect: rejected, wrong_result\n")
+    with pytest.raises(PlantedBugDoesNotApply, match=r"planted bug saxpy/nothing: no replacements and no launch"):
+        read_corpus_file(path)
+    path.write_text("// Bug: the launch alone.\n// Expect: rejected, wrong_result\n// Launch: %%cuda saxpy block=96\n")
+    launch_only = read_corpus_file(path)
+    assert launch_only.submission.launch == {"block": 96}
+    assert launch_only.submission.source == solution_kernel("saxpy").source.rstrip("\n") + "\n"
 
 
 @pytest.mark.parametrize("name", EXERCISES)

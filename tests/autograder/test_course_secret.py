@@ -55,17 +55,15 @@ def test_the_course_secret_is_ignored_by_git():
 
 def test_regrading_gives_identical_correctness_scores(tmp_path, monkeypatch):
     """Grade one kernel twice with the course secret: same hidden sizes, same seeds, same score."""
-    from pathlib import Path
-
     from autograder.isolation import grade_submission
-    from autograder.submission import submission_from_cell
+    from planted_corpus import CORPUS, read_corpus_file
 
     monkeypatch.delenv("DLK_GRADER_SECRET", raising=False)
-    cell = (Path(__file__).parent / "planted_bugs" / "saxpy_bug_stride_off_by_one.cu").read_text()
+    planted = read_corpus_file(CORPUS / "saxpy" / "stride_off_by_one.edit").submission
     runs = []
     for _ in range(2):
         secret = _grading_secret(_grade_args(tmp_path))
-        result = grade_submission(submission_from_cell(cell), mode="hidden", secret=secret.encode(),
+        result = grade_submission(planted, mode="hidden", secret=secret.encode(),
                                   student_id="alice", backend="cpu")
         runs.append((result.correctness_score, [(s.label, s.passed) for s in result.shapes]))
     assert runs[0] == runs[1]

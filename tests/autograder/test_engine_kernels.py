@@ -1,43 +1,48 @@
 """The grading engine on real kernels: honest solutions, the planted-bug corpus, hangs, crashes, isolation.
 
-Runs on the current backend (the CPU emulator under ``make test``); each
-grade is a fresh child process, as in grading.  The corpus is
-``planted_bugs/*.cu``: each file is a ``%%cuda`` cell; a bug's second line
-``// expect: <regex>`` is what the feedback must say about it.
+Runs on the current backend (the CPU emulator under ``make test``, the GPU
+under ``make test-gpu``); each grade is a fresh child process, as in grading.
+The kernels are chapter 1's: the solution notebook's ``%%cuda`` cells, and the
+corpus ``tests/planted_bugs/saxpy/`` and ``tests/planted_bugs/reduce_sum/``
+(see tests/planted_corpus.py): planted bugs as edits of those cells, each with
+the reason the grader must reject it for and what its feedback must say
+(``// Feedback-GPU:`` where a GPU shows the bug differently: races), and other
+correct ways to write the kernels.
 """
 
 from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import pytest
 
 from autograder.exercises import get_exercise
 from autograder.isolation import grade_submission
 from autograder.submission import KernelSubmission, submission_from_cell
+from planted_corpus import CORPUS, corpus_files, read_corpus_file, rejection_reason, solution_kernel
 
 pytestmark = pytest.mark.backend
 
-CORPUS = Path(__file__).parent / "planted_bugs"
-HONEST = sorted(CORPUS.glob("*_honest*.cu"))
-BUGS = sorted(CORPUS.glob("*_bug_*.cu"))
+CHAPTER_1 = ["saxpy", "reduce_sum"]
+BUGS = [path for name in CHAPTER_1 for path in corpus_files(name) if path.suffix == ".edit"]
+#: The solution kernels, and the corpus's other correct ways to write them.
+HONEST = [*CHAPTER_1, *(path for name in CHAPTER_1 for path in corpus_files(name) if path.suffix == ".cu")]
 SECRET = b"engine tests"
 
 
-def load(path: Path) -> KernelSubmission:
-    sub = submission_from_cell(path.read_text())
-    assert sub is not None and not sub.parse_error, path
-    return sub
+def corpus_id(item) -> str:
+    return f"{item}/solution" if isinstance(item, str) else f"{item.parent.name}/{item.stem}"
 
 
-def expectation(path: Path, backend: str) -> str:
-    """The feedback a bug must get; ``// expect-gpu:`` where a GPU shows the bug differently (races)."""
-    text = path.read_text()
-    m = backend == "gpu" and re.search(r"^// expect-gpu: (.+)$", text, re.M) or re.search(r"^// expect: (.+)$", text, re.M)
-    assert m, f"{path.name} has no '// expect:' line"
-    return m.group(1).strip()
+def load(item) -> KernelSubmission:
+    """An exercise's solution kernel (by name), or a corpus file's kernel (by path)."""
+    return solution_kernel(item) if isinstance(item, str) else read_corpus_file(item).submission
+
+
+def bug(name: str) -> KernelSubmission:
+    """A planted bug of chapter 1 by ``<exercise>/<bug>``."""
+    return load(CORPUS / f"{name}.edit")
 
 
 def feedback(result) -> str:
@@ -62,12 +67,12 @@ def backend_name():
     return name
 
 
-@pytest.mark.parametrize("path", HONEST, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", HONEST, ids=corpus_id)
 def test_honest_solution_gets_every_correctness_point(path, backend_name):
     sub = load(path)
     result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="honest", backend=backend_name)
     ex = get_exercise(sub.exercise)
-    timing_size = re.search(r"^// gpu-timing-size: (.+)$", path.read_text(), re.M)
+    timing_size = re.search(r"^// gpu-timing-size: (.+)$", sub.source, re.M)
     if backend_name == "gpu" and timing_size:
         # Right on every correctness case, wrong at the (much larger) timing size.
         assert [s.label for s in result.shapes if not s.passed] == [s.label for s in result.shapes[-1:]]
@@ -87,24 +92,30 @@ def test_honest_solution_gets_every_correctness_point(path, backend_name):
         assert "not measured" in result.speed_note
 
 
-@pytest.mark.parametrize("path", BUGS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", BUGS, ids=corpus_id)
 def test_planted_bug_fails_the_hidden_tests_and_is_named(path, backend_name):
-    sub = load(path)
+    planted = read_corpus_file(path)
+    sub = planted.submission
     result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="planted", backend=backend_name)
     ex = get_exercise(sub.exercise)
-    if backend_name == "gpu" and result.status == "passed" and re.search(r"^// expect-gpu:", path.read_text(), re.M):
+    if backend_name == "gpu" and result.status == "passed" and planted.feedback_gpu:
         pytest.skip("this race did not change any result on the GPU in this run; the CPU emulator, which runs "
                     "every launch in two thread orders, rejects it every time (make test)")
     assert result.status != "passed", result.feedback_text()
     assert result.correctness_score < ex.correctness_points
     assert result.speed_score == 0
-    assert re.search(expectation(path, backend_name), feedback(result), re.I), feedback(result)
+    if backend_name == "cpu":  # the reasons are the emulator's findings (a GPU shows a race as a wrong result)
+        assert rejection_reason(result) == planted.reason, (
+            f"{corpus_id(path)} was rejected as {rejection_reason(result)}, not as {planted.reason}: {result.message}")
+    expected = planted.feedback_gpu if backend_name == "gpu" and planted.feedback_gpu else planted.feedback
+    assert expected, f"{path.name} has no '// Feedback:' line"
+    assert re.search(expected, feedback(result), re.I), feedback(result)
 
 
-@pytest.mark.parametrize("name", ["saxpy_bug_visible_only.cu", "reduce_sum_bug_visible_only.cu"])
+@pytest.mark.parametrize("name", ["saxpy/visible_only", "reduce_sum/visible_only"])
 def test_kernels_right_on_the_fixed_visible_sizes_only_fail_check(name, backend_name):
     """Their grid covers every fixed visible size in one pass; check() adds a size just past one pass of it."""
-    result = grade_submission(load(CORPUS / name), mode="visible", backend=backend_name)
+    result = grade_submission(bug(name), mode="visible", backend=backend_name)
     assert result.status == "failed", result.feedback_text()
     assert "grid-stride loop" in result.message, result.message
 
@@ -150,7 +161,7 @@ def test_an_infinite_loop_costs_only_that_exercise(backend_name):
     assert result.status == "timeout", result.feedback_text()
     assert result.score == 0 and "loop" in result.message
     # The next exercise is graded as if nothing happened.
-    after = grade_submission(load(CORPUS / "reduce_sum_honest.cu"), mode="visible", backend=backend_name)
+    after = grade_submission(load("reduce_sum"), mode="visible", backend=backend_name)
     assert after.status == "passed"
 
 
@@ -195,12 +206,12 @@ def test_grading_runs_in_a_separate_process(monkeypatch, backend_name):
 
     monkeypatch.setattr(verdict, "judge_case", always_right)
     monkeypatch.setenv("DLK_BACKEND", "no-such-backend")  # the child is told its backend explicitly
-    result = grade_submission(load(CORPUS / "saxpy_bug_zeros.cu"), mode="visible", backend=backend_name)
+    result = grade_submission(bug("saxpy/zeros"), mode="visible", backend=backend_name)
     assert result.status == "failed" and result.score == 0
 
 
 # ------------------------------------------------------------------ the notebook side
-HONEST_SAXPY = (CORPUS / "saxpy_honest.cu").read_text().split("\n", 1)[1]
+HONEST_SAXPY = solution_kernel("saxpy").source
 
 
 def test_cuda_magic_and_check_in_an_ipython_shell(capsys, monkeypatch, backend_name):
@@ -231,7 +242,7 @@ def test_error_map_picture_for_a_failing_check(backend_name):
     from autograder.feedback import check_text
     from autograder.report import plot_error_maps
 
-    result = grade_submission(load(CORPUS / "saxpy_bug_stride_off_by_one.cu"), mode="visible", backend=backend_name)
+    result = grade_submission(bug("saxpy/stride_off_by_one"), mode="visible", backend=backend_name)
     assert result.status == "failed"
     text = check_text(result)
     assert "FAIL" in text and "grid-stride" in text
@@ -241,7 +252,7 @@ def test_error_map_picture_for_a_failing_check(backend_name):
 
 @pytest.mark.gpu
 def test_speed_is_measured_against_the_reference_on_a_gpu():
-    result = grade_submission(load(CORPUS / "saxpy_honest_default_grid.cu"), mode="hidden", secret=SECRET,
+    result = grade_submission(load(CORPUS / "saxpy" / "one_thread_per_element.cu"), mode="hidden", secret=SECRET,
                               student_id="gpu", backend="gpu")
     assert result.status == "passed", result.feedback_text()
     t = result.timing

@@ -6,7 +6,8 @@ import pytest
 
 from autograder.feedback import check_text
 from autograder.isolation import grade_submission
-from autograder.submission import submission_from_cell
+from autograder.submission import KernelSubmission, submission_from_cell
+from planted_corpus import CORPUS, read_corpus_file
 
 # These read the emulator's own findings (it is asked for by name below), so they run under `make test`.
 
@@ -25,9 +26,15 @@ __global__ void reduce_sum(const float* x, float* out, int n)
 }"""
 
 
-def _check(cell):
-    result = grade_submission(submission_from_cell(cell), mode="visible", backend="cpu")
+def _check(cell: str | KernelSubmission):
+    sub = submission_from_cell(cell) if isinstance(cell, str) else cell
+    result = grade_submission(sub, mode="visible", backend="cpu")
     return result, check_text(result)
+
+
+def planted(name: str) -> KernelSubmission:
+    """A planted bug of chapter 1 by ``<exercise>/<bug>`` (an edit of the solution cell, tests/planted_corpus.py)."""
+    return read_corpus_file(CORPUS / f"{name}.edit").submission
 
 
 @pytest.mark.parametrize("cell", [STUB, SUM_STUB, "%%cuda saxpy block=256\n\n"])
@@ -52,18 +59,15 @@ def test_one_hint_per_cause_not_per_shape():
     assert len(re.findall(r"grid-stride loop", text)) == 1, text
 
 
-CORPUS = __import__("pathlib").Path(__file__).parent / "planted_bugs"
-
-
 @pytest.mark.parametrize("name, words", [
-    ("saxpy_bug_block_stride.cu", ["grid-stride step", "blockDim.x * gridDim.x", "not one block"]),
-    ("reduce_sum_bug_block_not_power_of_two.cu", ["block size 96 is not a power of two", "tree reduction"]),
-    ("reduce_sum_bug_shared_too_small.cu", ["dynamic shared memory", "shared=512", "too small", "shared=1024"]),
-    ("reduce_sum_bug_no_barrier_at_all.cu", ["no __syncthreads() at all"]),
-    ("saxpy_bug_no_grid_stride.cu", ["grid-stride loop"]),
+    ("saxpy/block_stride", ["grid-stride step", "blockDim.x * gridDim.x", "not one block"]),
+    ("reduce_sum/block_not_power_of_two", ["block size 96 is not a power of two", "tree reduction"]),
+    ("reduce_sum/shared_too_small", ["dynamic shared memory", "shared=512", "too small", "shared=1024"]),
+    ("reduce_sum/no_barrier_at_all", ["no __syncthreads() at all"]),
+    ("saxpy/no_grid_stride", ["grid-stride loop"]),
 ])
 def test_check_names_the_actual_cause(name, words):
-    result, text = _check((CORPUS / name).read_text())
+    result, text = _check(planted(name))
     assert result.status != "passed"
     hint = result.message.split("Hint: ", 1)[1]
     for w in words:
@@ -71,10 +75,10 @@ def test_check_names_the_actual_cause(name, words):
     assert "if (i < n)" not in hint and "fixed size" not in hint and "loop bound" not in hint, hint
 
 
-@pytest.mark.parametrize("name", ["saxpy_bug_no_grid_stride.cu", "reduce_sum_bug_no_grid_stride.cu"])
+@pytest.mark.parametrize("name", ["saxpy/no_grid_stride", "reduce_sum/no_grid_stride"])
 def test_a_kernel_without_a_grid_stride_loop_fails_check(name):
     """check() adds a size just past one pass of the student's own grid (the released reduce_sum stub's grid=1056)."""
-    result, text = _check((CORPUS / name).read_text())
+    result, text = _check(planted(name))
     assert result.status == "failed", text
     assert "grid-stride loop" in result.message.split("Hint: ", 1)[1], text
 
@@ -92,15 +96,13 @@ def test_the_size_past_one_pass_follows_the_launch_line():
 def test_on_a_gpu_too_small_dynamic_shared_memory_is_named_from_the_launch_line():
     # A GPU reports only an illegal address; the %%cuda line and the source show the cause.
     from autograder.causes import refine_hint
-    from autograder.submission import parse_magic_line
 
-    text = (CORPUS / "reduce_sum_bug_shared_too_small.cu").read_text()
-    magic = parse_magic_line(text.splitlines()[0])
+    bug = planted("reduce_sum/shared_too_small")
+    assert bug.launch["shared"] == 512 and bug.launch["block"] == 256
     gpu_error = ("kernel reduce_sum failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)\n"
                  "  meaning: a thread read or wrote memory outside every buffer (check the bounds guard and the index arithmetic)")
-    hint = refine_hint("An access outside every buffer: a missing or wrong bounds check.", source=text,
-                       launch=magic.launch, error=gpu_error)
+    hint = refine_hint("An access outside every buffer: a missing or wrong bounds check.", source=bug.source,
+                       launch=bug.launch, error=gpu_error)
     assert "shared=512" in hint and "too small" in hint and "1024 bytes" in hint
-    honest = text.replace("shared=512", "shared=1024")
-    assert "too small" not in refine_hint("x", source=honest, launch=parse_magic_line(honest.splitlines()[0]).launch,
+    assert "too small" not in refine_hint("x", source=bug.source, launch={**bug.launch, "shared": 1024},
                                           error=gpu_error)

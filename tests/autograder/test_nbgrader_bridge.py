@@ -17,15 +17,9 @@ from nbgrader import utils as nbutils
 
 from autograder.cli import load_config
 from autograder.exercises import get_exercise
-from autograder.nbgrader_bridge import (
-    GradeTarget,
-    TrustedAutograde,
-    format_points,
-    grade_target,
-    part_points,
-    write_outputs,
-    NotebookGrading,
-)
+from autograder.grade_cells import GradeTarget, format_points, grade_target, part_points, write_outputs
+from autograder.nbgrader_autograde import TRUSTED_AUTOGRADE_PREPROCESSORS, TrustedAutograde
+from autograder.nbgrader_bridge import NotebookGrading
 from autograder.result import ExerciseResult
 from autograder.submission import submissions_from_notebook
 from nbgrader_course import (
@@ -96,7 +90,7 @@ def test_nbgrader_reads_back_exactly_our_points(score, maximum, points):
     student = new_code_cell("print('hi')", outputs=[nbformat.v4.new_output("stream", name="stdout", text="hi")])
     nb = nbformat.v4.new_notebook(cells=[student, cell])
     grading = NotebookGrading(student="s", notebook="n", results={"saxpy": result})
-    write_outputs(nb, grading)
+    write_outputs(nb, grading.results)
     expected = part_points(result, "correctness", points)
     assert expected == (score if maximum == points else points * score / maximum)
     assert nbutils.determine_grade(cell) == (expected, points)
@@ -111,7 +105,7 @@ def test_a_test_cell_without_a_result_scores_zero_not_full_marks():
     cell.metadata = {"nbgrader": {"grade": True, "solution": False, "locked": True, "grade_id": "t",
                                   "points": 5, "schema_version": 3}}
     nb = nbformat.v4.new_notebook(cells=[cell])
-    write_outputs(nb, NotebookGrading(student="s", notebook="n"))
+    write_outputs(nb, NotebookGrading(student="s", notebook="n").results)
     assert nbutils.determine_grade(cell) == (0.0, 5.0)
 
 
@@ -127,6 +121,14 @@ def test_the_grading_pass_cannot_be_configured_to_execute(tmp_path):
     conv._init_preprocessors()
     names = [type(p).__name__ for p in conv.exporter._preprocessors]
     assert "Execute" not in names and names[0] == "TrustedGrade"
+
+
+def test_the_course_config_names_the_trusted_grading_pass():
+    """nbgrader_config.py's list (what a plain `nbgrader autograde` would run) imports, and is the enforced one."""
+    from traitlets.utils.importstring import import_item
+
+    config = load_config(Path(__file__).parents[2])
+    assert [import_item(name) for name in config.Autograde.autograde_preprocessors] == TRUSTED_AUTOGRADE_PREPROCESSORS
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ import re
 
 import pytest
 
-from autograder.nbgrader_bridge import part_points
+from autograder.grade_cells import part_points
 from autograder.result import ExerciseResult
 from nbgrader_course import (
     ASSIGNMENT,

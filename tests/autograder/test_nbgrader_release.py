@@ -8,7 +8,7 @@ import nbformat
 import pytest
 from nbgrader import utils as nbutils
 
-from autograder.nbgrader_bridge import grade_target, instructor_test_cells
+from autograder.grade_cells import grade_target, instructor_test_cells
 from autograder.submission import submissions_from_notebook
 from nbgrader_course import ASSIGNMENT, NOTEBOOK, POINTS, REPO, make_course, run_cli
 
@@ -63,8 +63,8 @@ def test_generation_records_the_assignment_in_the_gradebook(generated):
 def test_solution_notebook_has_the_graded_cells_and_points():
     nb = nbformat.read(SOLUTION, as_version=4)
     cells = instructor_test_cells(nb)
-    assert {c["grade_id"]: c["points"] for c in cells} == POINTS
-    assert {(c["exercise"], c["part"]) for c in cells} == {
+    assert {c.grade_id: c.points for c in cells} == POINTS
+    assert {(c.exercise, c.part) for c in cells} == {
         ("saxpy", "correctness"), ("saxpy", "speed"), ("reduce_sum", "correctness"), ("reduce_sum", "speed")}
     for cell in nb.cells:
         if cell.cell_type == "code" and nbutils.is_grade(cell):

@@ -1,5 +1,6 @@
-%%cuda reduce_sum block=128 shared=0
-// honest (slow): one atomicAdd per element; its float32 rounding must still be within tolerance
+// %%cuda reduce_sum block=128 shared=0
+// Also correct, only slow: one atomicAdd per element; its float32 rounding must still be within tolerance.
+// Expect: accepted
 // gpu-timing-size: float32|rounding|precision|wrong
 // (on a GPU it is also timed at n = 2**26 + 3, where one float32 total of that many
 // values is far off: that size counts as one more shape and costs the speed points)

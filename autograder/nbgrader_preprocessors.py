@@ -1,0 +1,140 @@
+"""The two preprocessors nbgrader's converter runs in place of its own: grade without executing, and
+take the cells' grading flags from the gradebook.
+
+:class:`TrustedGrade` stands where nbgrader's ``Execute`` stood in the grading
+pass; :class:`RestoreCellMetadata` runs in the sanitizing pass before
+``OverwriteCells``. :mod:`autograder.nbgrader_autograde` fixes the lists they
+run in.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from nbformat.notebooknode import NotebookNode
+from traitlets import Callable, Dict, Float, Unicode, default
+
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+from .course_secret import SECRET_ENV  # the engine reads the same variable
+from .grade_cells import graded_exercises, write_outputs
+from .nbgrader_bridge import NotebookGrading, grade_notebook, grading_input_digest
+
+TIMEOUT_ENV = "AUTOGRADER_TIMEOUT_S"
+
+
+class TrustedGrade(NbGraderPreprocessor):
+    """Stands where nbgrader's Execute stood: grades without executing.
+
+    Grades the exercises the test cells name (:func:`autograder.nbgrader_bridge.grade_notebook`,
+    or takes a grading made elsewhere), writes each test cell's score and feedback
+    and clears every other cell's outputs (:func:`autograder.grade_cells.write_outputs`),
+    and writes ``<notebook>.results.json`` beside the autograded notebook.
+    """
+
+    secret = Unicode(
+        "",
+        help="Secret the hidden seeds derive from. Default: $DLK_GRADER_SECRET, else a fresh random one per run.",
+    ).tag(config=True)
+
+    timeout_s = Float(
+        None,
+        allow_none=True,
+        help="Time limit of one exercise's grading child process (s). None: the engine's default.",
+    ).tag(config=True)
+
+    grade_fn = Callable(None, allow_none=True, help="grade_submission replacement (tests only)")
+    progress = Callable(None, allow_none=True, help="callable(str) told each exercise's result")
+    gradings = Dict(default_value=None, allow_none=True,
+                    help="notebook name -> NotebookGrading made elsewhere (a cluster worker): written, not regraded")
+
+    @default("secret")
+    def _secret_default(self) -> str:
+        return os.environ.get(SECRET_ENV) or secrets.token_hex(16)
+
+    @default("timeout_s")
+    def _timeout_default(self) -> float | None:
+        value = os.environ.get(TIMEOUT_ENV)
+        return float(value) if value else None
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        info = resources["nbgrader"]
+        student = info["student"]
+        notebook = info["notebook"]
+        exercises = list(graded_exercises(nb))
+        self.log.info("Grading %s/%s without executing it: %s", student, notebook, ", ".join(exercises))
+        say = self.progress or self.log.info
+        if self.gradings is not None:
+            grading = self._grading_made_elsewhere(nb, exercises, student, notebook)
+        else:
+            grading = grade_notebook(
+                nb,
+                exercises,
+                student=student,
+                notebook=notebook,
+                secret=self.secret,
+                timeout_s=self.timeout_s,
+                grade_fn=self.grade_fn,
+                log=say,
+            )
+        write_outputs(nb, grading.results)
+        say(f"  {student} {notebook}: graded in {grading.total_seconds:.1f} s")
+
+        # Beside the autograded notebook (the build directory of this pass).
+        build_dir = info.get("build_directory") or (resources.get("metadata") or {}).get("path", "")
+        if build_dir:
+            grading.write_results_file(build_dir)
+        return nb, resources
+
+    def _grading_made_elsewhere(self, nb: NotebookNode, exercises: list[str], student: str,
+                                notebook: str) -> NotebookGrading:
+        """The grading a worker made of this very notebook (same exercises, same kernels), else an error."""
+        grading = self.gradings.get(notebook)
+        if grading is None:
+            raise RuntimeError(f"no grading of {student}/{notebook} came back from the worker")
+        if grading.student != student or grading.input_digest != grading_input_digest(nb, exercises):
+            raise RuntimeError(f"the grading of {student}/{notebook} that came back is not of the notebook "
+                               f"being recorded (the submission changed while it was graded); grade it again")
+        return grading
+
+
+class RestoreCellMetadata(NbGraderPreprocessor):
+    """Sanitizing, before nbgrader's OverwriteCells: the gradebook says which cells are graded.
+
+    A submitted notebook's cell metadata is the student's to edit. nbgrader
+    restores the source, points and lock of the instructor's cells, but not
+    whether a cell is a grade or a solution cell, and a made-up grade cell (an
+    unknown grade_id) would stop the whole submission from being graded. Here
+    every cell whose grade_id the gradebook knows gets the instructor's flags
+    and points back, and any other cell loses its nbgrader metadata (it is an
+    ordinary student cell).
+    """
+
+    def preprocess(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        from nbgrader.api import Gradebook
+
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            record = gb.find_notebook(info["notebook"], info["assignment"])
+            grade_points = {c.name: float(c.max_score) for c in record.grade_cells}
+            solutions = {c.name for c in record.solution_cells}
+            tasks = {c.name for c in record.task_cells}
+            known = {c.name for c in record.source_cells}
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader")
+            if meta is None:
+                continue
+            gid = meta.get("grade_id")
+            if gid not in known:
+                self.log.warning("Dropping nbgrader metadata of a cell the instructor did not make: %r", gid)
+                del cell.metadata["nbgrader"]
+                continue
+            meta["grade"] = gid in grade_points
+            meta["solution"] = gid in solutions
+            meta["task"] = gid in tasks
+            if gid in grade_points:
+                meta["points"] = grade_points[gid]
+            elif "points" in meta:
+                del meta["points"]
+        return nb, resources
