@@ -59,6 +59,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from . import course_secret
 from .feedback import part_feedback, speedup_of
 from .result import ExerciseResult
 from .submission import KernelSubmission, submissions_from_notebook
@@ -220,12 +221,16 @@ def grade_notebook(
     *,
     student: str,
     notebook: str = "",
-    secret: str,
+    student_key: str,
     timeout_s: float | None = None,
     grade_fn: GradeFn | None = None,
     log: Callable[[str], None] = lambda msg: None,
 ) -> NotebookGrading:
-    """Grade ``exercises`` of notebook ``nb`` without executing any of it."""
+    """Grade ``exercises`` of notebook ``nb`` without executing any of it.
+
+    ``student_key`` is :func:`~autograder.course_secret.student_key` of the course secret for this
+    student and assignment: the hidden cases derive from it (the course secret is not needed here).
+    """
     grade_fn = grade_fn or _default_grade_fn()
     grading = NotebookGrading(student=student, notebook=notebook)
     started = time.perf_counter()
@@ -250,7 +255,7 @@ def grade_notebook(
                        f"{grading.extraction_error}")
             result = missing_result(exercise, why)
         else:
-            kwargs: dict[str, Any] = {"mode": "hidden", "secret": secret.encode(), "student_id": student}
+            kwargs: dict[str, Any] = {"mode": "hidden", "secret": student_key.encode(), "student_id": student}
             if timeout_s is not None:
                 kwargs["timeout_s"] = timeout_s
             try:
@@ -401,7 +406,7 @@ class TrustedGrade(NbGraderPreprocessor):
                 exercises,
                 student=student,
                 notebook=notebook,
-                secret=self.secret,
+                student_key=course_secret.student_key(self.secret, info["assignment"], student),
                 timeout_s=self.timeout_s,
                 grade_fn=self.grade_fn if callable(self.grade_fn) else None,
                 log=say,
