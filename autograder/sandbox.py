@@ -166,7 +166,7 @@ def _existing(paths) -> list[str]:
 
 def _leading_folders(paths: list[str]) -> list[str]:
     """The folders above ``paths`` that bwrap would make, outermost first (none inside a bound path)."""
-    bound = {os.path.normpath(p) for p in paths}
+    bound = {os.path.normpath(p) for p in paths} | {"/dev", "/proc"}  # mounted by bwrap itself
     inside = lambda folder: any(folder == b or folder.startswith(b.rstrip("/") + "/") for b in bound)
     folders = set()
     for path in bound:

@@ -425,7 +425,7 @@ def test_gpu_guards_before_and_after_each_buffer_catch_writes_on_either_side(mon
         with pytest.raises(CaseError, match=side) as caught:
             runner._read(whole, host.size, "y")
         assert caught.value.status == "launch_error"
-    for dtype in (np.int32, np.int8, np.float16):  # integer and narrow guards too
+    for dtype in (np.int32, np.int8, np.float64):  # integer, narrow and wide guards too
         whole, _ = runner._buffer(np.zeros(3, dtype))
         whole.data[runner.guard - 1] = 7
         with pytest.raises(CaseError, match="before the start"):
