@@ -5,8 +5,11 @@ sandbox (:mod:`autograder.sandbox`: namespaces, a read-only view of the
 system, a seccomp filter, all in place before the child's first
 instruction), with a scrubbed environment, its working directory a fresh
 scratch directory, its own session, and limits on CPU time, file size and
-core dumps; it polls the memory of the whole process tree and kills it past a
-limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
+core dumps (and, inside the sandbox, on processes: the child sets
+``RLIMIT_NPROC`` after becoming the sandbox's own uid, before any student code
+exists); it polls the whole process tree -- its resident memory, the memfds
+it holds and its /dev/shm, and its number of processes and threads -- and
+kills it past a limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
 refuses to run where the sandbox cannot start; ``check()`` on a student's own
 machine runs without it there (it guards nothing of anyone else's).
 
