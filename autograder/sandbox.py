@@ -133,15 +133,23 @@ def bwrap_binary() -> str:
         ) from None
 
 
-@functools.lru_cache(maxsize=1)
-def seccomp_program() -> bytes:
-    """The BPF program of the sandbox's seccomp filter (allow everything but :data:`DENIED_SYSCALLS`)."""
+#: Refused besides where no GPU is bound (EPERM): System V shared memory, whose pages belong to no
+#: process (not in any RSS) and outlive every mapping.  Nothing of a grading on the emulator uses it
+#: (Python, NumPy, the compiler, the emulator); in a GPU sandbox it stays allowed for the CUDA
+#: driver, and the student's cell is device code there, which never runs on the host.
+DENIED_WITHOUT_GPU = ("shmget",)
+
+
+@functools.lru_cache(maxsize=2)
+def seccomp_program(gpu: bool = False) -> bytes:
+    """The BPF program of the sandbox's seccomp filter (allow everything but :data:`DENIED_SYSCALLS`,
+    and :data:`DENIED_WITHOUT_GPU` where ``gpu`` is false)."""
     try:
         import pyseccomp as seccomp
     except Exception as exc:  # noqa: BLE001 - libseccomp missing is reported as such
         raise SandboxUnavailable(f"the sandbox's system-call filter needs libseccomp and pyseccomp ({exc})") from None
     flt = seccomp.SyscallFilter(seccomp.ALLOW)
-    for name in DENIED_SYSCALLS:
+    for name in DENIED_SYSCALLS + (() if gpu else DENIED_WITHOUT_GPU):
         try:
             flt.add_rule(seccomp.ERRNO(errno.EPERM), name)
         except Exception:  # noqa: BLE001 - a call this architecture does not have
@@ -362,7 +370,7 @@ def command(child: list[str], scratch: str, writable: list[str] = (), gpu: bool 
         cmd += [option, path, path]
     hand_over([scratch, *writable], ids)
     read_fd, write_fd = os.pipe()
-    program = seccomp_program()
+    program = seccomp_program(gpu)
     try:
         os.write(write_fd, program)  # a few hundred bytes: fits the pipe's buffer
     finally:

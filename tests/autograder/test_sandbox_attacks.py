@@ -289,7 +289,8 @@ MEMORY_LIMIT = 2**30  # a small limit for the memory attacks; the honest twin gr
 
 def test_memory_hidden_in_memfds_and_dev_shm_is_counted(cache):
     """Pages written to memfds (never mapped) and to /dev/shm are no process's resident memory; the
-    grader counts them with it, and /dev/shm is a small tmpfs besides."""
+    grader counts them with it, and /dev/shm is a small tmpfs besides; System V segments, which
+    outlive every process, cannot be made at all."""
     twin = _grade(HEAD + HONEST, "memory-twin", memory_limit=MEMORY_LIMIT)
     assert twin.status == "passed", twin.feedback_text()
     result = _grade(_with_constructor(
@@ -298,13 +299,15 @@ def test_memory_hidden_in_memfds_and_dev_shm_is_counted(cache):
         '  char name[64]; snprintf(name, sizeof name, "/dev/shm/hoard-%d", f); FILE* s = fopen(name, "w");\n'
         '  for (int m = 0; s && m < 32; ++m) shm += fwrite(block, 1, sizeof block, s); if (s) fclose(s); }\n'
         'char path[4096]; snprintf(path, sizeof path, "%s/shm.txt", getenv("DLK_CACHE_DIR"));\n'
-        'FILE* out = fopen(path, "w"); fprintf(out, "%ld", shm); fclose(out);\n'
+        'long sysv = syscall(29, 0, 256 << 20, 01000 | 0600);\n'  # shmget(IPC_PRIVATE, 256 MiB): pages of no process
+        'FILE* out = fopen(path, "w"); fprintf(out, "%ld %ld", shm, sysv); fclose(out);\n'
         'for (int f = 0; f < 16; ++f) { long fd = syscall(319, "hoard", 0);\n'  # memfd_create
         '  for (int m = 0; fd >= 0 && m < 96; ++m) syscall(1, fd, block, sizeof block); }'),  # write(): never mapped
         "memfd-hoarder", memory_limit=MEMORY_LIMIT)
     if _on_emulator(result):
-        written = int((_student_cache(cache, "memfd-hoarder") / "shm.txt").read_text())
+        written, sysv = map(int, (_student_cache(cache, "memfd-hoarder") / "shm.txt").read_text().split())
         assert 0 < written <= sandbox.SHM_BYTES  # /dev/shm is full at its size
+        assert sysv == -1  # System V shared memory is refused where no GPU is bound
         assert result.status == "crashed", result.feedback_text()
         assert "more than 1.0 GiB of memory" in result.message, result.message
     assert result.score <= twin.score
