@@ -206,10 +206,11 @@ def _python_paths(import_path: list[str]) -> list[str]:
 
 
 def _mapped_range(path: str) -> list[tuple[int, int]]:
-    """(first, count) of the ids this process's user namespace maps (``/proc/self/uid_map`` or ``gid_map``)."""
+    """(first, count) of the ids that exist in this process's user namespace, as it numbers them (the
+    first column of ``/proc/self/uid_map`` or ``gid_map``: the numbers a mapping written from here uses)."""
     try:
         with open(path) as f:
-            return [(int(outer), int(count)) for _inner, outer, count in (line.split() for line in f if line.strip())]
+            return [(int(inner), int(count)) for inner, _outer, count in (line.split() for line in f if line.strip())]
     except (OSError, ValueError):
         return []
 
