@@ -5,7 +5,7 @@ on the host (it is never placed on the device), fill outputs with NaN (or
 zeros where the exercise says so), launch the student's kernel with the launch
 configuration derived from their integers, synchronise the whole device,
 compare every element, check the inputs were not modified, and on a GPU check
-guard words past the end of every buffer.  A failing case is run a second time
+guard words before the start and past the end of every buffer.  A failing case is run a second time
 with the same inputs: results that change from run to run point to a race.
 
 What each launch left in the buffers is handed back to the grader
@@ -33,7 +33,9 @@ from .scoring import score_correctness, speed_not_measured_here, timing_size_fai
 from .timing_policy import measure_speed, speed_points
 from .verdict import case_data, judge_case
 
-GUARD_ELEMENTS = 256  # elements of guard after every buffer on the GPU
+#: Elements of guard before and after every buffer on the GPU (the kernel is given the part between:
+#: 256 elements keep its start as aligned as the allocation's, for vector loads).
+GUARD_ELEMENTS = 256
 
 
 # ------------------------------------------------------------------ running a case
@@ -141,14 +143,24 @@ class CaseRunner:
 
     # buffers ----------------------------------------------------------
     def _buffer(self, host: np.ndarray):
+        """(what the grader reads back, what the kernel is given): on the GPU one allocation with guard
+        words before and after the data, and a view of the data between them."""
         from kernels.runtime.module import to_device
 
         if not self.guard:
-            return to_device(np.ascontiguousarray(host), backend=self.backend)
-        padded = np.empty(host.size + self.guard, host.dtype)
-        padded[: host.size] = host.ravel()
-        padded[host.size:] = self._guard_value(host.dtype)
-        return to_device(padded, backend=self.backend)
+            buf = to_device(np.ascontiguousarray(host), backend=self.backend)
+            return buf, buf
+        padded = np.empty(host.size + 2 * self.guard, host.dtype)
+        padded[: self.guard] = self._guard_value(host.dtype)
+        padded[self.guard: self.guard + host.size] = host.ravel()
+        padded[self.guard + host.size:] = self._guard_value(host.dtype)
+        whole = to_device(padded, backend=self.backend)
+        return whole, self._view(whole, host.size)
+
+    def _view(self, whole, size: int):
+        from kernels.runtime.gpu import GPUBufferView
+
+        return GPUBufferView(whole, self.guard, (size,))
 
     @staticmethod
     def _guard_value(dtype):
@@ -157,16 +169,24 @@ class CaseRunner:
             return np.array(GUARD_FLOAT).astype(dtype)
         return np.array(-0x5A5A5A5A).astype(dtype) if dtype.itemsize >= 4 else np.array(-90).astype(dtype)
 
+    def _guard_intact(self, words: np.ndarray) -> bool:
+        g = self._guard_value(words.dtype)
+        return np.array_equal(words.view(np.uint8), np.full(words.size, g, words.dtype).view(np.uint8))
+
     def _read(self, buf, size: int, name: str) -> np.ndarray:
         data = buf.get().ravel()
-        if self.guard:
-            tail = data[size:]
-            g = self._guard_value(data.dtype)
-            if not np.array_equal(tail.view(np.uint8), np.full(tail.size, g, data.dtype).view(np.uint8)):
-                raise CaseError("launch_error", f"The kernel wrote past the end of '{name}' (into the guard the grader "
-                                f"placed after its {size} elements).",
-                                "An out-of-bounds write: a missing or wrong bounds check (if (i < n)).")
-        return data[:size]
+        if not self.guard:
+            return data[:size]
+        if not self._guard_intact(data[: self.guard]):
+            raise CaseError("launch_error", f"The kernel wrote before the start of '{name}' (into the guard the "
+                            f"grader placed before its first element).",
+                            "An out-of-bounds write at a negative index: index arithmetic that goes below 0 "
+                            "(e.g. i - 1 for the first thread) or a missing check (if (i > 0)).")
+        if not self._guard_intact(data[self.guard + size:]):
+            raise CaseError("launch_error", f"The kernel wrote past the end of '{name}' (into the guard the grader "
+                            f"placed after its {size} elements).",
+                            "An out-of-bounds write: a missing or wrong bounds check (if (i < n)).")
+        return data[self.guard: self.guard + size]
 
     # one launch -------------------------------------------------------
     def run_once(self, inputs: dict, expected: dict, config: LaunchConfig) -> tuple[dict, dict]:
@@ -190,9 +210,9 @@ class CaseRunner:
                             host[...] = self._guard_value(param.dtype)
                 else:
                     host = value
-                buf = self._buffer(host)
-                buffers[arg.name] = (buf, host.size)
-                args.append(buf)
+                whole, given = self._buffer(host)
+                buffers[arg.name] = (whole, host.size)
+                args.append(given)
             if self.backend.name == "gpu":
                 self._poison_shared()
             prepared = self.kernel.prepare(args, grid=config.grid, block=config.block, shared=config.shared)

@@ -43,7 +43,7 @@ class GradingJob:
     assignment: str
     student: str
     notebooks: dict[str, str]  # notebook name -> the sanitized notebook (nbformat JSON)
-    secret: str
+    student_key: str  # course_secret.student_key(): this student's hidden cases derive from it, never the secret
     timeout_s: float | None = None
     submission: str = ""  # submission_hash() of the folder the notebooks were read from
     grade_fn: Callable | None = None  # grade_submission replacement (tests only)
@@ -78,9 +78,13 @@ def assignment_notebooks(cd, assignment: str) -> list[str]:
 
 def prepare_job(config, cd, assignment: str, student: str, *, secret: str, timeout_s: float | None,
                 submission: str, grade_fn: Callable | None = None) -> GradingJob:
-    """The job for one student: each submitted notebook sanitized in memory by nbgrader's first pass."""
+    """The job for one student: each submitted notebook sanitized in memory by nbgrader's first pass.
+
+    ``secret`` (the course secret) stays here: the job carries only this student's key.
+    """
     from nbconvert.writers import FilesWriter
 
+    from .course_secret import student_key
     from .nbgrader_autograde import TrustedAutograde
 
     folder = submission_folder(cd, assignment, student)
@@ -97,7 +101,8 @@ def prepare_job(config, cd, assignment: str, student: str, *, secret: str, timeo
         resources = conv.init_single_notebook_resources(path)
         text, _ = conv.exporter.from_filename(path, resources=resources)
         notebooks[name] = text
-    return GradingJob(assignment=assignment, student=student, notebooks=notebooks, secret=secret,
+    return GradingJob(assignment=assignment, student=student, notebooks=notebooks,
+                      student_key=student_key(secret, assignment, student),
                       timeout_s=timeout_s, submission=submission, grade_fn=grade_fn)
 
 
@@ -129,7 +134,7 @@ def run_job(job: GradingJob) -> JobOutcome:
     for name, text in job.notebooks.items():
         nb = nbformat.reads(text, as_version=4)
         gradings[name] = grade_notebook(nb, list(graded_exercises(nb)), student=job.student, notebook=name,
-                                        secret=job.secret, timeout_s=job.timeout_s, grade_fn=job.grade_fn,
+                                        student_key=job.student_key, timeout_s=job.timeout_s, grade_fn=job.grade_fn,
                                         log=lines.append)
     return JobOutcome(student=job.student, gradings=gradings, worker=worker_name(),
                       seconds=time.perf_counter() - started, lines=lines)

@@ -491,6 +491,7 @@ def cmd_grade_notebook(args: argparse.Namespace) -> int:
     import nbformat
 
     from autograder import export
+    from autograder.course_secret import student_key
     from autograder.grade_cells import instructor_test_cells
     from autograder.nbgrader_bridge import grade_notebook
 
@@ -512,7 +513,7 @@ def cmd_grade_notebook(args: argparse.Namespace) -> int:
         list(dict.fromkeys(c.exercise for c in cells)),
         student=args.student,
         notebook=os.path.splitext(os.path.basename(args.notebook))[0],
-        secret=secret,
+        student_key=student_key(secret, args.assignment, args.student),
         timeout_s=args.timeout,
         log=_say,
     )

@@ -75,19 +75,24 @@ def local_cluster(gpus: list[str], cpu_workers: int):
     import dask
     from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
 
+    from .course_secret import SECRET_ENV
+
     dask.config.set(CLUSTER_CONFIG)
     quiet = {"silence_logs": logging.ERROR}
+    # Worker processes start from this process's environment: blank the course secret in theirs
+    # (a job carries each student's own key; a worker never needs the secret).
+    no_secret = {SECRET_ENV: ""}
     if gpus:
         workers = {
             f"gpu-{gpu}": {"cls": Nanny, "options": {
                 "nthreads": 1, "resources": {"GPU": 1}, "memory_limit": 0,
-                "env": {"CUDA_VISIBLE_DEVICES": gpu}, **quiet}}
+                "env": {"CUDA_VISIBLE_DEVICES": gpu, **no_secret}, **quiet}}
             for gpu in gpus
         }
         scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
         return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
     return LocalCluster(n_workers=cpu_workers, threads_per_worker=1, processes=True, memory_limit=0,
-                        dashboard_address=":0", **quiet)
+                        dashboard_address=":0", env=no_secret, **quiet)
 
 
 def connect(address: str | None, workers: int | None) -> tuple:

@@ -6,10 +6,17 @@ same cases and gives the same correctness score. The file lies in the course
 directory beside ``nbgrader_config.py``, outside ``exercises/`` (released),
 ``submitted/`` and ``autograded/``; ``.gitignore`` keeps it out of git. Losing it
 only means later gradings draw other hidden cases.
+
+The secret itself stays in the instructor's process: what grades one
+student's submission (in this process or on a cluster worker) is given that
+student's key, :func:`student_key`, from which the hidden seeds and sizes of
+that student's cases derive, and nothing about any other student's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import secrets
 
@@ -49,3 +56,14 @@ def read_secret_file(path: str) -> str:
         raise SystemExit(f"autograder: the secret file {path} is empty; delete it to make a new one "
                          f"(later gradings then draw other hidden cases) or restore it")
     return value
+
+
+def student_key(secret: str | bytes, assignment: str, student: str) -> str:
+    """The key one student's hidden cases in one assignment derive from (hex): an HMAC of the course secret.
+
+    A grading worker holds only this key: it cannot compute another student's
+    cases, nor the course secret, from it.
+    """
+    key = secret if isinstance(secret, bytes) else str(secret).encode()
+    message = b"dlk student key\0" + assignment.encode() + b"\0" + student.encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()

@@ -5,8 +5,11 @@ sandbox (:mod:`autograder.sandbox`: namespaces, a read-only view of the
 system, a seccomp filter, all in place before the child's first
 instruction), with a scrubbed environment, its working directory a fresh
 scratch directory, its own session, and limits on CPU time, file size and
-core dumps; it polls the memory of the whole process tree and kills it past a
-limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
+core dumps (and, inside the sandbox, on processes: the child sets
+``RLIMIT_NPROC`` after becoming the sandbox's own uid, before any student code
+exists); it polls the whole process tree -- its resident memory, the memfds
+it holds and its /dev/shm, and its number of processes and threads -- and
+kills it past a limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
 refuses to run where the sandbox cannot start; ``check()`` on a student's own
 machine runs without it there (it guards nothing of anyone else's).
 
@@ -121,11 +124,20 @@ def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | Non
     return env
 
 
-def _apply_limits(cpu_s: float, file_bytes: int) -> None:
+def _apply_limits(cpu_s: float, file_bytes: int, processes: int | None = None) -> None:
     """Limits of the grading child, set by the child itself first thing (inherited by the
     compiler and the emulator's worker).  Not a preexec_fn: that is unsafe in a threaded
-    parent such as a notebook kernel."""
+    parent such as a notebook kernel.
+
+    ``processes`` (``RLIMIT_NPROC``) is set only inside the sandbox, where it counts the
+    sandbox's own processes and threads: outside it the limit would count every process of
+    the user, and before the sandbox's user namespace exists it would be recorded as the
+    limit of all of them."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if processes is not None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        limit = processes if hard == resource.RLIM_INFINITY else min(processes, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
     cpu = int(cpu_s) + 5
     soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
     if hard == resource.RLIM_INFINITY or hard > cpu + 5:
@@ -147,10 +159,10 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _tree_rss_bytes(pid: int) -> int:
-    """Resident memory (anonymous, file-backed and shared pages) of ``pid`` and all its descendants, from /proc."""
+def _rss_bytes(pids: list[int]) -> int:
+    """Resident memory (anonymous, file-backed and shared pages) of ``pids``, from /proc."""
     total = 0
-    for p in _descendants(pid):
+    for p in pids:
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -160,7 +172,69 @@ def _tree_rss_bytes(pid: int) -> int:
     return total
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _task_count(pids: list[int]) -> int:
+    """Processes and threads among ``pids`` (what ``RLIMIT_NPROC`` counts)."""
+    total = 0
+    for p in pids:
+        try:
+            total += len(os.listdir(f"/proc/{p}/task"))
+        except OSError:
+            continue
+    return total
+
+
+def _held_memfd_bytes(pids: list[int]) -> int:
+    """Pages of the memfds ``pids`` hold open (each counted once): memory no process maps, so not in its RSS."""
+    seen: dict[tuple[int, int], int] = {}
+    for p in pids:
+        try:
+            fds = os.listdir(f"/proc/{p}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            path = f"/proc/{p}/fd/{fd}"
+            try:
+                if not os.readlink(path).startswith("/memfd:"):
+                    continue
+                st = os.stat(path)
+            except OSError:
+                continue
+            seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
+    return sum(seen.values())
+
+
+def _sandbox_tmpfs_bytes(pids: list[int]) -> int:
+    """What the files in the sandbox's own /dev/shm take (a tmpfs: memory, whether or not a process maps them)."""
+    own = os.stat("/proc/self/ns/mnt").st_ino
+    seen: dict[int, int] = {}
+    for p in pids:
+        try:
+            if os.stat(f"/proc/{p}/ns/mnt").st_ino == own:
+                continue  # not in the sandbox (bwrap's outer process): that /dev/shm is the machine's
+            shm = f"/proc/{p}/root/dev/shm"
+            dev = os.stat(shm).st_dev
+            if dev not in seen:
+                vfs = os.statvfs(shm)
+                seen[dev] = (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize
+        except OSError:
+            continue
+    return sum(seen.values())
+
+
+def _tree_memory_bytes(pids: list[int]) -> int:
+    """Memory the process tree ``pids`` holds: resident pages, the memfds it holds, its /dev/shm."""
+    return _rss_bytes(pids) + _held_memfd_bytes(pids) + _sandbox_tmpfs_bytes(pids)
+
+
+def _kill_group(proc: subprocess.Popen) -> list[int]:
+    """SIGKILL to the child's process group and to every process below it (the sandbox's first process
+    among them, whose end takes every process of its PID namespace along); the processes it found."""
+    tree = _descendants(proc.pid)
+    for pid in tree[1:]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -169,6 +243,17 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.kill()
     except ProcessLookupError:
         pass
+    return tree
+
+
+def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
+    """Until none of ``pids`` exists any more: a killed sandbox's processes (a fork bomb's hundred) are
+    gone before the next grading starts."""
+    end = time.monotonic() + timeout_s
+    left = [p for p in pids if os.path.exists(f"/proc/{p}")]
+    while left and time.monotonic() < end:
+        time.sleep(0.02)
+        left = [p for p in left if os.path.exists(f"/proc/{p}")]
 
 
 def _base_result(ex: Exercise | None, sub: KernelSubmission, mode: str, status: str, message: str) -> ExerciseResult:
@@ -316,11 +401,14 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         child = _child_command()
         pass_fds = [write_fd]
         sandboxed = not sandbox.unavailable_reason()
+        launch = None
         if sandboxed:
             # Everything the child and the student's code will ever run starts inside this sandbox.
-            child, seccomp_fd = sandbox.command(child, tmp, writable=[cache_dir or _build_cache_dir()], gpu=gpu,
-                                                import_path=_import_path(), readonly=[images] if images else [])
-            pass_fds.append(seccomp_fd)
+            launch = sandbox.command(child, tmp, writable=[cache_dir or _build_cache_dir()], gpu=gpu,
+                                     import_path=_import_path(), readonly=[images] if images else [])
+            child = launch.argv
+            pass_fds += launch.pass_fds
+            request["sandbox_uid"] = launch.drop_to
         try:
             proc = subprocess.Popen(
                 child,
@@ -332,9 +420,16 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                 pass_fds=tuple(pass_fds),
                 start_new_session=True,
             )
+        except BaseException:
+            if launch is not None:
+                launch.abandon()
+            raise
         finally:
             for fd in pass_fds:
                 os.close(fd)
+        if launch is not None:
+            launch.pass_fds = ()  # closed just above
+            launch.started()  # the sandbox's user mapping, where the grader writes it
         try:
             proc.stdin.write(json.dumps(request, default=_json_default).encode())
             proc.stdin.close()
@@ -383,19 +478,24 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                             final = msg.get("result")
                         else:
                             events.append(msg)
-                if _tree_rss_bytes(proc.pid) > memory_limit:
+                tree = _descendants(proc.pid)
+                if _task_count(tree) >= sandbox.PROCESS_LIMIT:
+                    killed_for = "processes"  # at the sandbox's limit: only a fork bomb gets there
+                    break
+                if _tree_memory_bytes(tree) > memory_limit:
                     killed_for = "memory"
                     break
         finally:
             sel.close()
+            ended: list[int] = []
             if killed_for or proc.poll() is None:
                 if killed_for:
-                    _kill_group(proc)
+                    ended = _kill_group(proc)
                 try:
                     proc.wait(timeout=max(1.0, deadline - time.monotonic() + 5) if not killed_for else 10)
                 except subprocess.TimeoutExpired:
                     killed_for = killed_for or "timeout"
-                    _kill_group(proc)
+                    ended = _kill_group(proc)
                     proc.wait()
             else:
                 # The child closed its pipes; make sure no grandchild lingers in the group.
@@ -403,6 +503,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                     os.killpg(proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
+            _wait_gone(ended)
             os.close(read_fd)
             proc.stdout.close()
         log_text = log.decode(errors="replace")[-LOG_LIMIT:]
@@ -447,6 +548,11 @@ def _result_without_report(ex, sub, request, events, killed_for, returncode, log
     elif killed_for == "memory":
         status = "crashed"
         message = f"The check used more than {memory_limit / 2**30:.1f} GiB of memory{where} and was stopped."
+    elif killed_for == "processes":
+        status = "crashed"
+        message = (f"Too many processes: the check reached the limit of {sandbox.PROCESS_LIMIT} processes and threads"
+                   f"{where} and was stopped. A kernel cell needs no processes of its own: remove any fork(), "
+                   f"system() or thread the cell starts.")
     else:
         status = "crashed"
         if returncode is not None and returncode < 0:
@@ -538,12 +644,27 @@ def _not_dumpable() -> None:
         pass
 
 
+def _become(uid: int) -> None:
+    """Inside the sandbox, before anything else: become ``uid`` (no longer the machine's root), which
+    drops the last capabilities; refuse to go on if any is left."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    caps = [line.split()[1] for line in Path("/proc/self/status").read_text().splitlines()
+            if line.startswith(("CapEff:", "CapPrm:", "CapAmb:"))]
+    if os.getresuid() != (uid, uid, uid) or any(int(c, 16) for c in caps):
+        raise SystemExit("the grading child could not give up its privileges; nothing was run")
+
+
 def child_main() -> None:
     """Entry point of the grading child: read the request, check, report, exit."""
     request = json.loads(sys.stdin.buffer.read())
     sys.stdin.close()
+    if request.get("sandbox_uid") is not None:
+        _become(int(request["sandbox_uid"]))
     _not_dumpable()
-    _apply_limits(float(request.get("cpu_limit_s", 300)), int(request.get("file_limit_bytes", 512 * 2**20)))
+    _apply_limits(float(request.get("cpu_limit_s", 300)), int(request.get("file_limit_bytes", 512 * 2**20)),
+                  processes=sandbox.PROCESS_LIMIT if "sandbox_uid" in request else None)
     # Move the result pipe to an unpredictable high descriptor, away from the
     # low numbers a kernel's code might guess.
     import fcntl

@@ -17,6 +17,7 @@ never write it, so nothing a grading leaves behind reaches another.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 import threading
@@ -61,6 +62,7 @@ def folder_for(ex: Exercise) -> str | None:
             if _folder is None:
                 _arch = _device_arch()
                 _folder = tempfile.mkdtemp(prefix="dlk-kernel-images-")
+                os.chmod(_folder, 0o755)  # the sandbox's processes run as a uid of their own: they read, never write
                 atexit.register(shutil.rmtree, _folder, True)
             backend = _ImageBackend(_folder, _arch)
             if "runtime" not in _done:

@@ -115,12 +115,16 @@ def grade_notebook(
     *,
     student: str,
     notebook: str = "",
-    secret: str,
+    student_key: str,
     timeout_s: float | None = None,
     grade_fn: GradeFn | None = None,
     log: Callable[[str], None] = lambda msg: None,
 ) -> NotebookGrading:
-    """Grade ``exercises`` of notebook ``nb`` without executing any of it."""
+    """Grade ``exercises`` of notebook ``nb`` without executing any of it.
+
+    ``student_key`` is :func:`~autograder.course_secret.student_key` of the course secret for this
+    student and assignment: the hidden cases derive from it (the course secret is not needed here).
+    """
     grade_fn = grade_fn or _default_grade_fn()
     grading = NotebookGrading(student=student, notebook=notebook)
     started = time.perf_counter()
@@ -147,9 +151,9 @@ def grade_notebook(
         else:
             try:
                 if timeout_s is None:  # the engine's own default
-                    result = grade_fn(sub, mode="hidden", secret=secret.encode(), student_id=student)
+                    result = grade_fn(sub, mode="hidden", secret=student_key.encode(), student_id=student)
                 else:
-                    result = grade_fn(sub, mode="hidden", secret=secret.encode(), student_id=student,
+                    result = grade_fn(sub, mode="hidden", secret=student_key.encode(), student_id=student,
                                       timeout_s=timeout_s)
             except Exception as exc:  # the grader itself failed: never a score
                 result = crashed_result(exercise, f"the grader failed: {type(exc).__name__}: {exc}")

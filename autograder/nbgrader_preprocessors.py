@@ -17,7 +17,7 @@ from traitlets import Callable, Dict, Float, Unicode, default
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from .course_secret import SECRET_ENV  # the engine reads the same variable
+from .course_secret import SECRET_ENV, student_key  # the engine reads the same variable
 from .grade_cells import graded_exercises, write_outputs
 from .nbgrader_bridge import NotebookGrading, grade_notebook, grading_input_digest
 
@@ -73,7 +73,7 @@ class TrustedGrade(NbGraderPreprocessor):
                 exercises,
                 student=student,
                 notebook=notebook,
-                secret=self.secret,
+                student_key=student_key(self.secret, info["assignment"], student),
                 timeout_s=self.timeout_s,
                 grade_fn=self.grade_fn,
                 log=say,

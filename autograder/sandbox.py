@@ -27,6 +27,23 @@ constructor in a student's C++ (which runs before the emulator's own
 * **no privileges**: every capability dropped, ``no_new_privs`` set (bwrap
   sets it), no further user namespaces, a new session (no terminal
   injection);
+* **not root, and a bounded number of processes**: a grader running as root
+  (a GPU machine, a CI container) would otherwise run the sandbox as the
+  machine's root user, whom the kernel exempts from ``RLIMIT_NPROC``.  So the
+  grader writes the sandbox's user mapping itself (bwrap waits for it,
+  ``--userns-block-fd``): inside uid 0 stays root for bwrap's own set-up (it
+  binds files only root may read), and :data:`SANDBOX_UID` maps to an unused
+  uid of the machine (:func:`sandbox_ids`).  The grading child starts with
+  only ``CAP_SETUID``/``CAP_SETGID``, becomes :data:`SANDBOX_UID` first thing
+  (which drops those too) and sets ``RLIMIT_NPROC`` before any student code
+  exists (:func:`autograder.isolation.child_main`); that limit counts this
+  sandbox's processes and threads only, so a fork bomb stops at it.  The
+  scratch directory and the build cache are handed to that uid.  A grader
+  that is not root needs none of this: its own uid is bound by the limit;
+* **memory outside the processes**: ``/dev`` is read-only and ``/dev/shm`` a
+  small tmpfs (:data:`SHM_BYTES`), whose use the grader counts with the
+  processes' memory, as it counts the pages of every memfd they hold
+  (:func:`autograder.isolation._tree_memory_bytes`);
 * **seccomp**: a filter (built with libseccomp through ``pyseccomp``) that
   bwrap installs before ``exec``: no io_uring (it writes files without the
   system calls a filter sees), no ptrace or ``process_vm_*`` (no reading or
@@ -44,9 +61,11 @@ import errno
 import functools
 import glob
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -57,6 +76,21 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 #: Files and folders of /etc the compiler, the loader and the CUDA driver read.
 ETC_PATHS = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
              "/etc/nsswitch.conf", "/etc/passwd", "/etc/group")
+
+#: The uid (and gid) the grading child and everything it starts run as inside the sandbox.
+SANDBOX_UID = 1000
+#: Processes and threads the sandbox may hold at once (``RLIMIT_NPROC`` inside it, and where the
+#: grader stops a grading).  A grading needs about 15 (the child and its threads, the compiler's
+#: driver and one stage at a time, the emulator's worker; a CUDA context adds a handful of
+#: driver threads); a fork bomb reaches any limit in milliseconds.  128 leaves room for
+#: libraries that start a thread per core on a large machine.
+PROCESS_LIMIT = 128
+#: Size of the sandbox's /dev/shm (a tmpfs, counted as the grading's memory).
+SHM_BYTES = 64 * 2**20
+#: The first uid (and gid) of the range sandboxes run as on a machine whose uids are all mapped
+#: (no account has one this high); each grading draws its own.
+SANDBOX_ID_BASE = 0x60000000
+SANDBOX_ID_SPAN = 1 << 20
 
 #: System calls the sandbox refuses (EPERM), and why.
 DENIED_SYSCALLS = (
@@ -72,6 +106,9 @@ DENIED_SYSCALLS = (
     "reboot", "acct", "quotactl", "syslog", "lookup_dcookie", "settimeofday", "clock_settime", "clock_adjtime",
     "adjtimex", "sethostname", "setdomainname", "iopl", "ioperm",
 )
+
+
+CLONE_NEWUSER = 0x10000000
 
 
 class SandboxUnavailable(RuntimeError):
@@ -96,19 +133,35 @@ def bwrap_binary() -> str:
         ) from None
 
 
-@functools.lru_cache(maxsize=1)
-def seccomp_program() -> bytes:
-    """The BPF program of the sandbox's seccomp filter (allow everything but :data:`DENIED_SYSCALLS`)."""
+#: Refused besides where no GPU is bound (EPERM): System V shared memory, whose pages belong to no
+#: process (not in any RSS) and outlive every mapping.  Nothing of a grading on the emulator uses it
+#: (Python, NumPy, the compiler, the emulator); in a GPU sandbox it stays allowed for the CUDA
+#: driver, and the student's cell is device code there, which never runs on the host.
+DENIED_WITHOUT_GPU = ("shmget",)
+
+
+@functools.lru_cache(maxsize=2)
+def seccomp_program(gpu: bool = False) -> bytes:
+    """The BPF program of the sandbox's seccomp filter (allow everything but :data:`DENIED_SYSCALLS`,
+    and :data:`DENIED_WITHOUT_GPU` where ``gpu`` is false)."""
     try:
         import pyseccomp as seccomp
     except Exception as exc:  # noqa: BLE001 - libseccomp missing is reported as such
         raise SandboxUnavailable(f"the sandbox's system-call filter needs libseccomp and pyseccomp ({exc})") from None
     flt = seccomp.SyscallFilter(seccomp.ALLOW)
-    for name in DENIED_SYSCALLS:
+    for name in DENIED_SYSCALLS + (() if gpu else DENIED_WITHOUT_GPU):
         try:
             flt.add_rule(seccomp.ERRNO(errno.EPERM), name)
         except Exception:  # noqa: BLE001 - a call this architecture does not have
             continue
+    # No new user namespace through clone() either (unshare() is refused above): inside one the
+    # student's code would hold capabilities again.  clone3() passes its flags in memory a filter
+    # cannot read, so it answers "not implemented" and the C library falls back to clone().
+    flt.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
+    try:
+        flt.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    except Exception:  # noqa: BLE001 - an older kernel or libseccomp without clone3: nothing to refuse
+        pass
     with tempfile.TemporaryFile() as out:
         flt.export_bpf(out)
         out.seek(0)
@@ -117,6 +170,19 @@ def seccomp_program() -> bytes:
 
 def _existing(paths) -> list[str]:
     return [p for p in paths if os.path.lexists(p)]
+
+
+def _leading_folders(paths: list[str]) -> list[str]:
+    """The folders above ``paths`` that bwrap would make, outermost first (none inside a bound path)."""
+    bound = {os.path.normpath(p) for p in paths} | {"/dev", "/proc"}  # mounted by bwrap itself
+    inside = lambda folder: any(folder == b or folder.startswith(b.rstrip("/") + "/") for b in bound)
+    folders = set()
+    for path in bound:
+        parent = os.path.dirname(path)
+        while parent not in ("/", "") and not inside(parent) and not os.path.islink(parent):
+            folders.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(folders, key=lambda f: (f.count("/"), f))
 
 
 def _python_paths(import_path: list[str]) -> list[str]:
@@ -139,49 +205,188 @@ def _python_paths(import_path: list[str]) -> list[str]:
     return kept
 
 
+def _mapped_range(path: str) -> list[tuple[int, int]]:
+    """(first, count) of the ids that exist in this process's user namespace, as it numbers them (the
+    first column of ``/proc/self/uid_map`` or ``gid_map``: the numbers a mapping written from here uses)."""
+    try:
+        with open(path) as f:
+            return [(int(inner), int(count)) for inner, _outer, count in (line.split() for line in f if line.strip())]
+    except (OSError, ValueError):
+        return []
+
+
+def sandbox_ids() -> tuple[int, int] | None:
+    """The uid and gid of this machine a sandbox's processes run as, when the grader runs as root; None otherwise.
+
+    On a machine whose ids are all mapped (not in a container's namespace) each
+    grading draws its own pair from a range no account uses; in a namespace
+    that maps fewer ids, the highest mapped id but the overflow one.
+    """
+    if os.geteuid() != 0:
+        return None
+    picked = []
+    for path in ("/proc/self/uid_map", "/proc/self/gid_map"):
+        ranges = _mapped_range(path)
+        if any(first <= SANDBOX_ID_BASE and SANDBOX_ID_BASE + SANDBOX_ID_SPAN <= first + count for first, count in ranges):
+            picked.append(SANDBOX_ID_BASE + secrets.randbelow(SANDBOX_ID_SPAN))
+            continue
+        top = max((first + count - 1 for first, count in ranges if count > 1), default=0)
+        if top in (0, 65534, 65535):
+            top -= 2  # not root, not the overflow ids
+        if top <= 0:
+            return None
+        picked.append(top)
+    return picked[0], picked[1]
+
+
+def hand_over(paths, ids: tuple[int, int] | None) -> None:
+    """Give ``paths`` (and everything in them) to the sandbox's uid and gid, so that it can write there."""
+    if ids is None:
+        return
+    uid, gid = ids
+    for top in paths:
+        for root, dirs, files in os.walk(top):
+            for name in [*(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+                try:
+                    os.chown(name, uid, gid, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+        # the top folder keeps root's group, for bwrap (root without capabilities by then) to enter it
+        os.chown(top, uid, 0)
+        os.chmod(top, 0o770)
+
+
+class Launch:
+    """How to start one sandbox: the command line, the descriptors to pass, and, where the grader is
+    root, the user mapping to write once bwrap has made its namespace (:meth:`started`)."""
+
+    def __init__(self, argv: list[str], pass_fds: list[int], ids: tuple[int, int] | None,
+                 info_fd: int = -1, block_fd: int = -1):
+        self.argv = argv
+        self.pass_fds = tuple(pass_fds)
+        self.ids = ids
+        self.drop_to = SANDBOX_UID if ids is not None else None  # what the child becomes first thing
+        self._info_fd = info_fd
+        self._block_fd = block_fd
+
+    def close_passed(self) -> None:
+        """Close this side's copies of the descriptors the sandbox was given (after it started)."""
+        for fd in self.pass_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.pass_fds = ()
+
+    def started(self, timeout_s: float = 30.0) -> None:
+        """Write the sandbox's uid and gid maps (inside 0 -> root, :data:`SANDBOX_UID` -> its own ids) and
+        let bwrap go on.  Does nothing where bwrap maps the ids itself."""
+        if self._info_fd < 0:
+            return
+        import json
+        import selectors
+
+        try:
+            data, pid = b"", None
+            end = time.monotonic() + timeout_s
+            with selectors.DefaultSelector() as sel:
+                sel.register(self._info_fd, selectors.EVENT_READ)
+                while pid is None and time.monotonic() < end:
+                    if not sel.select(timeout=max(0.0, end - time.monotonic())):
+                        continue
+                    chunk = os.read(self._info_fd, 4096)
+                    if not chunk:
+                        break  # bwrap ended before making its namespace: it says why on its output
+                    data += chunk
+                    try:
+                        pid = int(json.loads(data)["child-pid"])
+                    except (ValueError, KeyError, TypeError):
+                        continue
+            if pid is not None:
+                uid, gid = self.ids
+                with open(f"/proc/{pid}/uid_map", "w") as f:
+                    f.write(f"0 0 1\n{SANDBOX_UID} {uid} 1\n")
+                with open(f"/proc/{pid}/gid_map", "w") as f:
+                    f.write(f"0 0 1\n{SANDBOX_UID} {gid} 1\n")
+        finally:
+            os.close(self._info_fd)
+            self._info_fd = -1
+            try:
+                os.write(self._block_fd, b"1")  # bwrap goes on (or, without a map, fails and says so)
+            except OSError:
+                pass
+            os.close(self._block_fd)
+            self._block_fd = -1
+
+    def abandon(self) -> None:
+        """The sandbox did not start: close what only this side holds."""
+        for fd in (self._info_fd, self._block_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._info_fd = self._block_fd = -1
+
+
 def command(child: list[str], scratch: str, writable: list[str] = (), gpu: bool = False,
-            import_path: list[str] = (), readonly: list[str] = ()) -> tuple[list[str], int]:
-    """The bwrap command line that runs ``child`` in the sandbox, and the descriptor of the seccomp
-    program it reads (the caller passes it to the child process and closes it after the start).
+            import_path: list[str] = (), readonly: list[str] = ()) -> Launch:
+    """How to run ``child`` in the sandbox: the bwrap command line, the descriptors it reads (the
+    seccomp program; where the grader is root, the pipes of the user mapping), and the ids its
+    processes run as.  Pass ``launch.pass_fds`` to the process, call ``launch.close_passed()``
+    once it started, then ``launch.started()``.
 
     ``scratch`` is the child's private working directory; ``writable`` are further folders it may
     write (this student's build cache); ``readonly`` are further folders it may read (the grader's
     compiled kernels); ``gpu`` adds the NVIDIA device nodes.
     """
+    ids = sandbox_ids()
     cmd = [
         bwrap_binary(),
-        "--unshare-user", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--disable-userns",
+        "--unshare-user", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--hostname", "grader", "--proc", "/proc", "--dev", "/dev",
+        "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
     ]
+    if ids is None:
+        cmd += ["--disable-userns"]
+    else:
+        # the child becomes SANDBOX_UID itself, first thing; these two capabilities are what it needs for that
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    binds = []  # (option, path): each path appears at the same place inside
     for path in _existing(SYSTEM_PATHS):
         if os.path.islink(path):
             cmd += ["--symlink", os.readlink(path), path]
         else:
-            cmd += ["--ro-bind", path, path]
-    for path in _existing(ETC_PATHS):
-        cmd += ["--ro-bind", path, path]
-    for path in _python_paths(list(import_path)):
-        cmd += ["--ro-bind", path, path]
-    for part in REPO_PARTS:
-        cmd += ["--ro-bind", str(REPO_ROOT / part), str(REPO_ROOT / part)]
+            binds.append(("--ro-bind", path))
+    binds += [("--ro-bind", path) for path in _existing(ETC_PATHS)]
+    binds += [("--ro-bind", path) for path in _python_paths(list(import_path))]
+    binds += [("--ro-bind", str(REPO_ROOT / part)) for part in REPO_PARTS]
     if gpu:
-        for node in sorted(glob.glob("/dev/nvidia*")):
-            cmd += ["--dev-bind", node, node]
-        for path in _existing(("/sys", "/proc/driver/nvidia")):
-            cmd += ["--ro-bind", path, path]
-    for path in readonly:
-        cmd += ["--ro-bind", path, path]
+        binds += [("--dev-bind", node) for node in sorted(glob.glob("/dev/nvidia*"))]
+        binds += [("--ro-bind", path) for path in _existing(("/sys", "/proc/driver/nvidia"))]
+    binds += [("--ro-bind", path) for path in readonly]
     for path in (scratch, *writable):
         os.makedirs(path, exist_ok=True)
-        cmd += ["--bind", path, path]
+        binds.append(("--bind", path))
+    # The folders leading to each bound path, made readable (bwrap would make them 0700, closed to
+    # the sandbox's own uid): they hold nothing but the way to what is bound.
+    for folder in _leading_folders([path for _, path in binds]):
+        cmd += ["--perms", "0755", "--dir", folder]
+    for option, path in binds:
+        cmd += [option, path, path]
+    hand_over([scratch, *writable], ids)
     read_fd, write_fd = os.pipe()
-    program = seccomp_program()
+    program = seccomp_program(gpu)
     try:
         os.write(write_fd, program)  # a few hundred bytes: fits the pipe's buffer
     finally:
         os.close(write_fd)
-    cmd += ["--remount-ro", "/", "--chdir", scratch, "--seccomp", str(read_fd), "--", *child]
-    return cmd, read_fd
+    pass_fds = [read_fd]
+    info_fd = block_fd = -1
+    if ids is not None:
+        info_fd, info_w = os.pipe()
+        block_r, block_fd = os.pipe()
+        cmd += ["--info-fd", str(info_w), "--userns-block-fd", str(block_r)]
+        pass_fds += [info_w, block_r]
+    cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", scratch, "--seccomp", str(read_fd), "--", *child]
+    return Launch(cmd, pass_fds, ids, info_fd, block_fd)
 
 
 @functools.lru_cache(maxsize=1)
@@ -189,11 +394,23 @@ def unavailable_reason() -> str:
     """Why the sandbox cannot start here ('' when it can): bubblewrap run once with the real options."""
     try:
         with tempfile.TemporaryDirectory(prefix="dlk-sandbox-probe-") as scratch:
-            cmd, fd = command(["/bin/true"], scratch)
+            launch = command(["/bin/true"], scratch)
             try:
-                done = subprocess.run(cmd, pass_fds=(fd,), capture_output=True, text=True, timeout=30)
+                proc = subprocess.Popen(launch.argv, pass_fds=launch.pass_fds, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True)
+            except OSError:
+                launch.abandon()
+                raise
             finally:
-                os.close(fd)
+                launch.close_passed()
+            try:
+                launch.started()
+                out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+            done = subprocess.CompletedProcess(launch.argv, proc.returncode, out, err)
     except SandboxUnavailable as exc:
         return str(exc)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -221,6 +221,41 @@ class GPUBuffer(DeviceBuffer):
             cuda.memcpy_htod(self.allocation, host.reshape(-1).view(np.uint8))
 
 
+class GPUBufferView(GPUBuffer):
+    """``shape`` elements of ``base`` from element ``start`` on, passed to a kernel as an array of its own.
+
+    The autograder hands a kernel such a view of a larger allocation, so that
+    guard words lie on both sides of what the kernel was given (a write before
+    the start or past the end lands in them and is seen after the launch).
+    """
+
+    def __init__(self, base: GPUBuffer, start: int, shape: tuple[int, ...]):
+        self.base = base  # keeps the allocation alive as long as the view
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = base.dtype
+        if start < 0 or start + self.size > base.size:
+            raise KernelError(f"a view of elements [{start}, {start + self.size}) of a buffer of {base.size}")
+        # PyCUDA passes a NumPy unsigned pointer-sized integer as a pointer argument.
+        self.allocation = np.uintp(base.ptr + start * self.dtype.itemsize)
+
+    @property
+    def ptr(self) -> int:
+        return int(self.allocation)
+
+    def get(self) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        if self.nbytes:
+            cuda.memcpy_dtoh(out.reshape(-1).view(np.uint8), self.ptr)
+        return out
+
+    def set(self, host: np.ndarray) -> None:
+        host = np.ascontiguousarray(host, dtype=self.dtype)
+        if host.size != self.size:
+            raise KernelError(f"cannot copy {host.size} values into a buffer of {self.size}")
+        if self.nbytes:
+            cuda.memcpy_htod(self.ptr, host.reshape(-1).view(np.uint8))
+
+
 def _instantiations(signatures) -> list[str]:
     """Template kernels asked for by name (``sgemm<64, 64, 8>``)."""
     return [name for name in signatures if "<" in name]

@@ -58,7 +58,7 @@ def client():
 
 
 def _run(client, grade_fn, retries: int, task_timeout: float = 600):
-    job = GradingJob(assignment=ASSIGNMENT, student="ada", notebooks={NOTEBOOK: SOLUTION}, secret="s",
+    job = GradingJob(assignment=ASSIGNMENT, student="ada", notebooks={NOTEBOOK: SOLUTION}, student_key="k",
                      grade_fn=grade_fn)
     task = Task(student="ada", job=job)
     results, failures = [], []

@@ -5,6 +5,8 @@ import os
 import stat
 import subprocess
 
+import pytest
+
 from autograder.cli import _grading_secret
 from autograder.exercises import all_exercises
 from autograder.case_plan import plan_cases
@@ -68,3 +70,60 @@ def test_regrading_gives_identical_correctness_scores(tmp_path, monkeypatch):
         runs.append((result.correctness_score, [(s.label, s.passed) for s in result.shapes]))
     assert runs[0] == runs[1]
     assert 0 < runs[0][0] < 6  # partly right: the score depends on which hidden sizes were drawn
+
+
+@pytest.mark.filterwarnings("ignore:.*not in session.*")
+def test_a_cluster_job_carries_each_student_s_key_never_the_course_secret(tmp_path, monkeypatch):
+    """What a Dask worker receives (the job, pickled as Dask sends it) holds no trace of the course
+    secret; each student has a key of their own; the worker hands the engine the very key the
+    sequential grading (nbgrader's pass in this process) hands it."""
+    import pickle
+    from dataclasses import replace
+
+    import cloudpickle
+    from nbgrader_course import ASSIGNMENT, SUBMISSIONS, make_course, run_cli, submit
+
+    from autograder.class_grading import prepare_job, run_job
+    from autograder.cli import _coursedir, load_config
+    from autograder.cluster import Task
+    from autograder.course_secret import student_key
+    from autograder.result import ExerciseResult
+
+    secret = "course secret of the cluster test 7d2e91"
+    monkeypatch.delenv("DLK_GRADER_SECRET", raising=False)
+    course = make_course(tmp_path)
+    run_cli(course, "release", ASSIGNMENT)
+    for student in ("ada", "bob"):
+        submit(course, student, SUBMISSIONS / "correct.ipynb")
+    config = load_config(course)
+    jobs = {s: prepare_job(config, _coursedir(config, ASSIGNMENT, s), ASSIGNMENT, s, secret=secret, timeout_s=None,
+                           submission="hash") for s in ("ada", "bob")}
+    for student, job in jobs.items():
+        assert job.notebooks  # a real job: the sanitized notebook is in it
+        payload = cloudpickle.dumps(Task(student=student, job=job)) + pickle.dumps(job)
+        for trace in (secret.encode(), secret.encode().hex().encode(), secret.encode("utf-16-le")):
+            assert trace not in payload
+        assert job.student_key == student_key(secret, ASSIGNMENT, student)
+    assert jobs["ada"].student_key != jobs["bob"].student_key
+    assert student_key(secret, "another assignment", "ada") != jobs["ada"].student_key
+
+    seen = {"cluster": [], "sequential": []}
+
+    def recorder(path):
+        def grade(sub, **kwargs):
+            seen[path].append((sub.exercise, kwargs["student_id"], kwargs["secret"]))
+            return ExerciseResult(exercise=sub.exercise, status="failed")
+        return grade
+
+    run_job(replace(jobs["ada"], grade_fn=recorder("cluster")))
+    config.TrustedGrade.secret = secret
+    cd = _coursedir(config, ASSIGNMENT, "ada")
+    from autograder.nbgrader_bridge import TrustedAutograde
+
+    conv = TrustedAutograde(coursedir=cd, config=config)
+    conv.force = True
+    conv.create_student = True
+    conv.grade_fn = recorder("sequential")
+    conv.start()
+    assert seen["cluster"] and sorted(seen["cluster"]) == sorted(seen["sequential"])
+    assert {key for _, _, key in seen["cluster"]} == {jobs["ada"].student_key.encode()}

@@ -265,6 +265,22 @@ def test_speed_is_measured_against_the_reference_on_a_gpu():
 
 
 @pytest.mark.gpu
+def test_a_write_just_before_a_buffer_hits_the_guard_on_a_gpu():
+    """y[-1] on a GPU lands in the guard the grader puts before every buffer (no fault, no other allocation)."""
+    cell = (
+        "%%cuda saxpy block=256\n"
+        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
+        "    if (i == 0) y[-1] = 1.0f;\n"
+        "}\n"
+    )
+    result = grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id="gpu", backend="gpu")
+    assert result.status == "launch_error" and result.score == 0, result.feedback_text()
+    assert "before the start of 'y'" in result.message, result.message
+
+
+@pytest.mark.gpu
 def test_kernels_that_skip_work_when_timed_are_caught_on_a_gpu():
     """Correct on the correctness sizes, but does nothing for large n: the re-validation of timed calls fails it."""
     cell = (

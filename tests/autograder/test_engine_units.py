@@ -387,3 +387,51 @@ def test_grading_refuses_to_start_without_the_sandbox(monkeypatch):
 
     with pytest.raises(SystemExit, match="graded only inside the sandbox.*no user namespaces here"):
         main(["grade", "01_cuda_from_python", "--course-dir", "/nonexistent"])
+
+
+class _HostMemory:
+    """Stands for a device allocation: ``get`` copies its bytes back, as a GPU buffer's does."""
+
+    def __init__(self, data: np.ndarray):
+        self.data, self.dtype, self.shape = data, data.dtype, data.shape
+
+    def get(self) -> np.ndarray:
+        return self.data.copy()
+
+
+def test_gpu_guards_before_and_after_each_buffer_catch_writes_on_either_side(monkeypatch):
+    """On a GPU the kernel gets the middle of an allocation with guard words on both sides; a write into
+    either guard fails the case, naming the side and the buffer."""
+    from types import SimpleNamespace
+
+    from autograder.checker import GUARD_ELEMENTS, CaseRunner
+    from autograder.comparison import CaseError
+    from kernels.runtime.gpu import GPUBufferView
+
+    runner = CaseRunner.__new__(CaseRunner)
+    runner.guard = GUARD_ELEMENTS
+    runner.backend = SimpleNamespace(name="gpu", to_device=lambda host: _HostMemory(host.copy()))
+    # what the kernel is given: the data between the guards (here a NumPy view of the "allocation")
+    monkeypatch.setattr(runner, "_view", lambda whole, size: whole.data[runner.guard: runner.guard + size])
+    host = np.arange(10, dtype=np.float32)
+
+    whole, given = runner._buffer(host)
+    given[:] = host * 2  # a kernel writing exactly its own elements
+    assert np.array_equal(runner._read(whole, host.size, "y"), host * 2)
+
+    for offset, side in ((-1, "before the start of 'y'"), (host.size, "past the end of 'y'")):
+        whole, given = runner._buffer(host)
+        whole.data[runner.guard + offset] = 1.0  # y[-1] = 1 or y[n] = 1
+        with pytest.raises(CaseError, match=side) as caught:
+            runner._read(whole, host.size, "y")
+        assert caught.value.status == "launch_error"
+    for dtype in (np.int32, np.int8, np.float64):  # integer, narrow and wide guards too
+        whole, _ = runner._buffer(np.zeros(3, dtype))
+        whole.data[runner.guard - 1] = 7
+        with pytest.raises(CaseError, match="before the start"):
+            runner._read(whole, 3, "out")
+
+    # the pointer the kernel gets: GUARD_ELEMENTS elements into the allocation, as aligned as it for vector loads
+    base = SimpleNamespace(ptr=0x7F0000000000, dtype=np.dtype(np.float32), size=host.size + 2 * GUARD_ELEMENTS)
+    view = GPUBufferView(base, GUARD_ELEMENTS, (host.size,))
+    assert view.ptr == base.ptr + GUARD_ELEMENTS * 4 and view.ptr % 256 == 0 and view.size == host.size

@@ -54,8 +54,8 @@ def _with_constructor(body: str, kernel: str = HONEST) -> str:
     return HEAD + PREAMBLE + "struct Attack { Attack() {\n" + body + "\n} } attack_at_startup;\n" + kernel
 
 
-def _grade(cell: str, student: str):
-    return grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id=student)
+def _grade(cell: str, student: str, **options):
+    return grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id=student, **options)
 
 
 def _seen_by_student(result) -> str:
@@ -242,3 +242,72 @@ def test_overriding_the_emulator_s_own_filter_changes_nothing(course, honest_twi
                                      f'if (f) {{ fputs("pwned", f); fclose(f); }} }}\n    if (i < n) y[i]'), "prctl")
     assert (course / "gradebook.db").read_text() == "the real gradebook\n"
     assert result.score <= honest_twin.score
+
+
+def _sandbox_processes_left() -> list[int]:
+    """Processes of the machine still running as a sandbox's own uid (the grader as root draws them from a range)."""
+    left = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        uid = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("Uid:")), 0)
+        if sandbox.SANDBOX_ID_BASE <= uid < sandbox.SANDBOX_ID_BASE + sandbox.SANDBOX_ID_SPAN:
+            left.append(int(entry))
+    return left
+
+
+def test_a_fork_bomb_is_stopped_at_the_process_limit(honest_twin, cache):
+    """fork() forever, from every process: the sandbox's RLIMIT_NPROC holds it at the limit, where the
+    grader stops the grading and says why; the machine, the twin and the next student are untouched."""
+    result = _grade(_with_constructor(
+        'char path[4096]; snprintf(path, sizeof path, "%s/bomb.txt", getenv("DLK_CACHE_DIR"));\n'
+        'long limit[2]; syscall(97, 6, limit);\n'  # getrlimit(RLIMIT_NPROC)
+        'FILE* out = fopen(path, "w"); if (out) { fprintf(out, "uid=%ld nproc=%ld\\n", syscall(102), limit[0]); fclose(out); }\n'
+        'int noted = 0;\n'
+        'for (;;) if (syscall(57) < 0 && !noted) {\n'  # fork(), from every process, forever
+        '  noted = 1; out = fopen(path, "a"); if (out) { fputs("fork refused\\n", out); fclose(out); } }'), "fork-bomb")
+    if _on_emulator(result):
+        probe = (_student_cache(cache, "fork-bomb") / "bomb.txt").read_text()
+        # not the machine's root inside, the limit set before any of its code ran, and the kernel held it there
+        assert probe.startswith("uid=") and "uid=0 " not in probe and f"nproc={sandbox.PROCESS_LIMIT}\n" in probe, probe
+        assert "fork refused" in probe, probe
+        assert result.status == "crashed", result.feedback_text()
+        assert "Too many processes" in result.message and f"limit of {sandbox.PROCESS_LIMIT}" in result.message
+        assert "did not finish within" not in result.message  # stopped at the limit, not by the clock
+    assert result.score <= honest_twin.score
+    assert _sandbox_processes_left() == []
+    again = _grade(HEAD + HONEST, "after-the-bomb")
+    assert again.status == "passed" and again.score == honest_twin.score
+
+
+MEMORY_LIMIT = 2**30  # a small limit for the memory attacks; the honest twin grades within it
+
+
+def test_memory_hidden_in_memfds_and_dev_shm_is_counted(cache):
+    """Pages written to memfds (never mapped) and to /dev/shm are no process's resident memory; the
+    grader counts them with it, and /dev/shm is a small tmpfs besides; System V segments, which
+    outlive every process, cannot be made at all."""
+    twin = _grade(HEAD + HONEST, "memory-twin", memory_limit=MEMORY_LIMIT)
+    assert twin.status == "passed", twin.feedback_text()
+    result = _grade(_with_constructor(
+        'static char block[1 << 20]; for (int k = 0; k < (1 << 20); ++k) block[k] = (char)k;\n'
+        'long shm = 0; for (int f = 0; f < 4; ++f) {\n'
+        '  char name[64]; snprintf(name, sizeof name, "/dev/shm/hoard-%d", f); FILE* s = fopen(name, "w");\n'
+        '  for (int m = 0; s && m < 32; ++m) shm += fwrite(block, 1, sizeof block, s); if (s) fclose(s); }\n'
+        'char path[4096]; snprintf(path, sizeof path, "%s/shm.txt", getenv("DLK_CACHE_DIR"));\n'
+        'long sysv = syscall(29, 0, 256 << 20, 01000 | 0600);\n'  # shmget(IPC_PRIVATE, 256 MiB): pages of no process
+        'FILE* out = fopen(path, "w"); fprintf(out, "%ld %ld", shm, sysv); fclose(out);\n'
+        'for (int f = 0; f < 16; ++f) { long fd = syscall(319, "hoard", 0);\n'  # memfd_create
+        '  for (int m = 0; fd >= 0 && m < 96; ++m) syscall(1, fd, block, sizeof block); }'),  # write(): never mapped
+        "memfd-hoarder", memory_limit=MEMORY_LIMIT)
+    if _on_emulator(result):
+        written, sysv = map(int, (_student_cache(cache, "memfd-hoarder") / "shm.txt").read_text().split())
+        assert 0 < written <= sandbox.SHM_BYTES  # /dev/shm is full at its size
+        assert sysv == -1  # System V shared memory is refused where no GPU is bound
+        assert result.status == "crashed", result.feedback_text()
+        assert "more than 1.0 GiB of memory" in result.message, result.message
+    assert result.score <= twin.score
