@@ -60,12 +60,18 @@ def test_the_images_folder_is_read_only_inside_the_sandbox(tmp_path):
     (images / "a.cubin").write_bytes(b"image")
     scratch = tmp_path / "scratch"
     probe = f"cat {images}/a.cubin && if echo x > {images}/b.cubin; then exit 3; fi && if rm {images}/a.cubin; then exit 4; fi"
-    cmd, fd = sandbox.command(["/bin/sh", "-c", probe], str(scratch), readonly=[str(images)])
+    launch = sandbox.command(["/bin/sh", "-c", probe], str(scratch), readonly=[str(images)])
     try:
-        proc = subprocess.run(cmd, pass_fds=(fd,), capture_output=True, text=True, timeout=60)
+        proc = subprocess.Popen(launch.argv, pass_fds=launch.pass_fds, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    except OSError:
+        launch.abandon()
+        raise
     finally:
-        os.close(fd)
-    assert proc.returncode == 0 and proc.stdout == "image", (proc.returncode, proc.stdout, proc.stderr)
+        launch.close_passed()
+    launch.started()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0 and out == "image", (proc.returncode, out, err)
     assert sorted(os.listdir(images)) == ["a.cubin"]
 
 
