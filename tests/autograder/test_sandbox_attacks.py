@@ -291,8 +291,6 @@ def test_memory_hidden_in_memfds_and_dev_shm_is_counted(cache):
     """Pages written to memfds (never mapped) and to /dev/shm are no process's resident memory; the
     grader counts them with it, and /dev/shm is a small tmpfs besides; System V segments, which
     outlive every process, cannot be made at all."""
-    twin = _grade(HEAD + HONEST, "memory-twin", memory_limit=MEMORY_LIMIT)
-    assert twin.status == "passed", twin.feedback_text()
     result = _grade(_with_constructor(
         'static char block[1 << 20]; for (int k = 0; k < (1 << 20); ++k) block[k] = (char)k;\n'
         'long shm = 0; for (int f = 0; f < 4; ++f) {\n'
@@ -304,6 +302,10 @@ def test_memory_hidden_in_memfds_and_dev_shm_is_counted(cache):
         'for (int f = 0; f < 16; ++f) { long fd = syscall(319, "hoard", 0);\n'  # memfd_create
         '  for (int m = 0; fd >= 0 && m < 96; ++m) syscall(1, fd, block, sizeof block); }'),  # write(): never mapped
         "memfd-hoarder", memory_limit=MEMORY_LIMIT)
+    # On a GPU the cell is device code only (its constructor never runs), and timing at the timing size
+    # needs more than the attack's small limit: there the twin grades under the grader's own limit.
+    twin = _grade(HEAD + HONEST, "memory-twin", **({"memory_limit": MEMORY_LIMIT} if _on_emulator(result) else {}))
+    assert twin.status == "passed", twin.feedback_text()
     if _on_emulator(result):
         written, sysv = map(int, (_student_cache(cache, "memfd-hoarder") / "shm.txt").read_text().split())
         assert 0 < written <= sandbox.SHM_BYTES  # /dev/shm is full at its size
