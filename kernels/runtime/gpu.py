@@ -167,7 +167,25 @@ def store_image(folder: str, source: str, source_name: str, options, include_dir
     return path
 
 
-class BorrowedBuffer(DeviceBuffer):
+class _DeviceMemory(DeviceBuffer):
+    """Copies to and from device memory at :attr:`ptr` (``shape`` elements of ``dtype``)."""
+
+    def get(self) -> np.ndarray:
+        out = np.empty(self.shape, self.dtype)
+        if self.nbytes:
+            # as bytes: NumPy cannot export dtypes such as ml_dtypes' bfloat16 through the buffer protocol
+            cuda.memcpy_dtoh(out.reshape(-1).view(np.uint8), self.ptr)
+        return out
+
+    def set(self, host: np.ndarray) -> None:
+        host = np.ascontiguousarray(host, dtype=self.dtype)
+        if host.size != self.size:
+            raise KernelError(f"cannot copy {host.size} values into a buffer of {self.size}")
+        if self.nbytes:
+            cuda.memcpy_htod(self.ptr, host.reshape(-1).view(np.uint8))
+
+
+class BorrowedBuffer(_DeviceMemory):
     """Device memory the runtime did not allocate (a framework's tensor): its address, shape and dtype.
 
     The owner keeps the memory alive for as long as kernels use it; the runtime never frees it.
@@ -182,21 +200,8 @@ class BorrowedBuffer(DeviceBuffer):
     def ptr(self) -> int:
         return self._ptr
 
-    def get(self) -> np.ndarray:
-        out = np.empty(self.shape, self.dtype)
-        if self.nbytes:
-            cuda.memcpy_dtoh(out.reshape(-1).view(np.uint8), self._ptr)
-        return out
 
-    def set(self, host: np.ndarray) -> None:
-        host = np.ascontiguousarray(host, dtype=self.dtype)
-        if host.size != self.size:
-            raise KernelError(f"cannot copy {host.size} values into a buffer of {self.size}")
-        if self.nbytes:
-            cuda.memcpy_htod(self._ptr, host.reshape(-1).view(np.uint8))
-
-
-class GPUBuffer(DeviceBuffer):
+class GPUBuffer(_DeviceMemory):
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype):
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
@@ -206,22 +211,8 @@ class GPUBuffer(DeviceBuffer):
     def ptr(self) -> int:
         return int(self.allocation)
 
-    def get(self) -> np.ndarray:
-        out = np.empty(self.shape, self.dtype)
-        if self.nbytes:
-            # as bytes: NumPy cannot export dtypes such as ml_dtypes' bfloat16 through the buffer protocol
-            cuda.memcpy_dtoh(out.reshape(-1).view(np.uint8), self.allocation)
-        return out
 
-    def set(self, host: np.ndarray) -> None:
-        host = np.ascontiguousarray(host, dtype=self.dtype)
-        if host.size != self.size:
-            raise KernelError(f"cannot copy {host.size} values into a buffer of {self.size}")
-        if self.nbytes:
-            cuda.memcpy_htod(self.allocation, host.reshape(-1).view(np.uint8))
-
-
-class GPUBufferView(GPUBuffer):
+class GPUBufferView(BorrowedBuffer):
     """``shape`` elements of ``base`` from element ``start`` on, passed to a kernel as an array of its own.
 
     The autograder hands a kernel such a view of a larger allocation, so that
@@ -230,30 +221,11 @@ class GPUBufferView(GPUBuffer):
     """
 
     def __init__(self, base: GPUBuffer, start: int, shape: tuple[int, ...]):
+        size = int(np.prod(shape))
+        if start < 0 or start + size > base.size:
+            raise KernelError(f"a view of elements [{start}, {start + size}) of a buffer of {base.size}")
+        super().__init__(base.ptr + start * base.dtype.itemsize, shape, base.dtype)
         self.base = base  # keeps the allocation alive as long as the view
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = base.dtype
-        if start < 0 or start + self.size > base.size:
-            raise KernelError(f"a view of elements [{start}, {start + self.size}) of a buffer of {base.size}")
-        # PyCUDA passes a NumPy unsigned pointer-sized integer as a pointer argument.
-        self.allocation = np.uintp(base.ptr + start * self.dtype.itemsize)
-
-    @property
-    def ptr(self) -> int:
-        return int(self.allocation)
-
-    def get(self) -> np.ndarray:
-        out = np.empty(self.shape, self.dtype)
-        if self.nbytes:
-            cuda.memcpy_dtoh(out.reshape(-1).view(np.uint8), self.ptr)
-        return out
-
-    def set(self, host: np.ndarray) -> None:
-        host = np.ascontiguousarray(host, dtype=self.dtype)
-        if host.size != self.size:
-            raise KernelError(f"cannot copy {host.size} values into a buffer of {self.size}")
-        if self.nbytes:
-            cuda.memcpy_htod(self.ptr, host.reshape(-1).view(np.uint8))
 
 
 def _instantiations(signatures) -> list[str]:
