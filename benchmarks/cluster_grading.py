@@ -124,8 +124,8 @@ def measure_cluster(root: Path, size: int, gpus: list[str], n: int, timeout: str
     return result
 
 
-def _gpu_names(gpus: list[str]) -> str:
-    """'GPUs 0, 1: NVIDIA H200, NVIDIA H200' (the models as nvidia-smi names them)."""
+def _gpu_device(gpus: list[str]) -> dict:
+    """The GPUs measured, as the results files name a device: ``{"name": model, "gpus": [...]}``."""
     names = []
     for gpu in gpus:
         try:
@@ -134,7 +134,7 @@ def _gpu_names(gpus: list[str]) -> str:
             names.append(out.stdout.strip() or "unknown model")
         except (OSError, subprocess.SubprocessError):
             names.append("unknown model")
-    return f"GPUs {', '.join(gpus)}: {', '.join(names)}"
+    return {"name": ", ".join(dict.fromkeys(names)), "gpus": list(gpus)}
 
 
 def main() -> None:
@@ -195,7 +195,7 @@ def main() -> None:
         import datetime as dt
 
         data = {"benchmark": "cluster_grading", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "device": _gpu_names(gpus) if on_gpu else "CPU emulator workers",
+                "device": _gpu_device(gpus) if on_gpu else {"name": "CPU emulator workers", "gpus": []},
                 "software": software_versions(), **payload}
         Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
         print(f"wrote {args.out}")

@@ -15,8 +15,9 @@ import pytest
 from benchmarks.common import RESULTS_DIR, timed_row
 from book.speed_figures import SpeedFigures
 
-#: Results that are not one row per kernel: the emulator's own speed (a CPU, not a chapter's kernels).
-OWN_LAYOUT = {"emulator_speed"}
+#: Results that are not one row per kernel: the emulator's own speed (a CPU, not a chapter's kernels) and
+#: the grader's throughput over a class (gradings per minute, see test_cluster_grading_results_agree_with_themselves).
+OWN_LAYOUT = {"emulator_speed", "cluster_grading"}
 FILES = sorted(p for p in RESULTS_DIR.glob("*.json") if p.stem not in OWN_LAYOUT)
 
 
@@ -57,3 +58,23 @@ def test_a_row_leaves_out_rates_it_has_no_count_for():
     assert row["gflops"] == pytest.approx(2000.0) and "gbs" not in row and "percent_of_peak_bandwidth" not in row
     row = timed_row("k", "g", "peer", 1.0, 2e9, 0, bandwidth_gbs=1000.0)
     assert row["gbs"] == pytest.approx(2000.0) and row["percent_of_peak_bandwidth"] == pytest.approx(200.0)
+
+
+def test_cluster_grading_results_agree_with_themselves():
+    """The class-grading figures: each path's rate is its class over its time, the cluster paths gave the
+    sequential path's scores, and the summary's ratios are the rates' ratios."""
+    path = RESULTS_DIR / "cluster_grading.json"
+    if not path.exists():
+        pytest.skip("no class-grading figures recorded yet (python3 -m benchmarks.cluster_grading on a GPU)")
+    data = json.loads(path.read_text())
+    assert data["benchmark"] == "cluster_grading" and data["date"][:4].isdigit() and data["device"]["name"]
+    runs = data["runs"]
+    assert runs[0]["path"] == "sequential" and all(r["path"] == "cluster" for r in runs[1:])
+    for r in runs:
+        assert r["class_size"] == data["class_size"] and r["seconds"] > 0
+        assert r["gradings_per_minute"] == pytest.approx(60 * r["class_size"] / r["seconds"])
+    for r in runs[1:]:
+        assert r["same_scores_as_sequential"] is True
+    one = next(r for r in runs if r["path"] == "cluster" and r["workers"] == 1)
+    assert data["summary"]["cluster_1_over_sequential"] == pytest.approx(
+        one["gradings_per_minute"] / runs[0]["gradings_per_minute"])

@@ -118,7 +118,7 @@ def test_a_cluster_job_carries_each_student_s_key_never_the_course_secret(tmp_pa
     run_job(replace(jobs["ada"], grade_fn=recorder("cluster")))
     config.TrustedGrade.secret = secret
     cd = _coursedir(config, ASSIGNMENT, "ada")
-    from autograder.nbgrader_bridge import TrustedAutograde
+    from autograder.nbgrader_autograde import TrustedAutograde
 
     conv = TrustedAutograde(coursedir=cd, config=config)
     conv.force = True
