@@ -112,6 +112,16 @@ class ReferenceKernel:
     def launch(self, shape: Shape) -> LaunchConfig:
         return self.version.launch(shape)
 
+    def compile(self, backend):
+        """The compiled module holding the kernel, on ``backend``: the one way the grader builds it, so
+        that the grading process's stored images (``autograder.kernel_images``) match the child's compile."""
+        from kernels.runtime.loader import load_topic
+        from kernels.runtime.module import compile_source
+
+        if self.source is not None:
+            return compile_source(self.source, name=f"{self.topic}.cu", defines=self.defines, backend=backend)
+        return load_topic(self.topic, self.defines or None, backend=backend)
+
 
 @dataclass(frozen=True)
 class Exercise:

@@ -74,20 +74,8 @@ def folder_for(ex: Exercise) -> str | None:
                 compile_source(POISON_SOURCE, "poison_shared.cu", backend=backend)
                 _done.add("runtime")
             if ex.name not in _done and ex.reference_kernel is not None:
-                _store_reference(ex, backend)
+                ex.reference_kernel.compile(backend)  # exactly as the timing compiles it
                 _done.add(ex.name)
         except Exception:  # noqa: BLE001 - images only save time: without them the child compiles
             return None
         return _folder
-
-
-def _store_reference(ex: Exercise, backend: _ImageBackend) -> None:
-    """As :func:`autograder.timing_policy.measure_speed` compiles the reference kernel (same options, same order)."""
-    from kernels.runtime.loader import load_topic
-    from kernels.runtime.module import compile_source
-
-    rk = ex.reference_kernel
-    if rk.source is not None:
-        compile_source(rk.source, name=f"{rk.topic}.cu", defines=rk.defines, backend=backend)
-    else:
-        load_topic(rk.topic, rk.defines or None, backend=backend)

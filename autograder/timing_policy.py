@@ -131,10 +131,8 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
     policy around it.
     """
     from kernels.runtime import errors as E
-    from kernels.runtime.input_blend import TOLERANCE_FACTOR, argument_seed
-    from kernels.runtime.loader import load_topic
+    from kernels.runtime.input_blend import TOLERANCE_FACTOR, argument_seed, mismatches_host
     from kernels.runtime.measurement import measurement
-    from kernels.runtime.module import compile_source
 
     gpu = measurement(backend)
     rk = ex.reference_kernel
@@ -144,10 +142,7 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
     except LaunchError as exc:
         raise CaseError("invalid_launch", f"launch configuration refused for the timing size: {exc}") from None
     ref_config = rk.launch(shape)
-    if rk.source is not None:
-        ref_module = compile_source(rk.source, name=f"{rk.topic}.cu", defines=rk.defines, backend=backend)
-    else:
-        ref_module = load_topic(rk.topic, rk.defines or None, backend=backend)
+    ref_module = rk.compile(backend)
 
     student_sig = module.signatures[ex.kernel]
     ref_sig = ref_module.signatures[rk.kernel]
@@ -251,8 +246,6 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
             else:
                 got = np.empty(host_shape, dtype)
                 gpu.copy_to_host(got, keep[arg.name])
-                from kernels.runtime.input_blend import mismatches_host
-
                 bad, first = mismatches_host(got, read(arg.name), rtol, ex.atol, mean_scale[arg.name])
             if bad:
                 raise wrong(call, f"{bad} of {size} elements differ from the reference kernel's on the same inputs, "
