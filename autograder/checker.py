@@ -30,7 +30,7 @@ from .diagnosis import GUARD_FLOAT
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import ExerciseResult, ShapeResult
 from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
-from .timing_policy import measure_speed, speed_points
+from .timing_policy import TimingSets, measure_speed, speed_points, timed_shape
 from .verdict import case_data, judge_case
 
 #: Elements of guard before and after every buffer on the GPU (the kernel is given the part between:
@@ -351,6 +351,8 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     backend = backend_for(res)
     if backend is None:
         return res
+    # the timing's input sets are drawn while the kernel compiles and the correctness cases run
+    timing_sets = _timing_sets(ex, request) if _timed_here(ex, backend, mode) else None
 
     send("stage", stage="compile")
     source = "\n" * max(0, int(request.get("cell_line", 1)) - 1) + request["source"]
@@ -414,7 +416,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
 
     score_correctness(ex, res, failure)
     if res.status == "passed":
-        _speed(ex, res, module, launch, backend, mode, send, request.get("outputs_dir"))
+        _speed(ex, res, module, launch, backend, mode, send, request.get("outputs_dir"), timing_sets)
     else:
         res.speed_note = "no speed points: speed counts only for a kernel that passes every case"
     res.elapsed_s = round(time.monotonic() - started, 3)
@@ -427,19 +429,35 @@ def _shape_dict(s: ShapeResult) -> dict:
     return asdict(s)
 
 
+def _timed_here(ex: Exercise, backend, mode: str) -> bool:
+    """Whether this check times the kernel (if it passes): on a GPU, against a reference kernel, for points or
+    (check()) for information."""
+    return backend.name == "gpu" and ex.reference_kernel is not None and bool(ex.speed_points or mode != "hidden")
+
+
+def _timing_sets(ex: Exercise, request: dict) -> TimingSets:
+    """The timing's input sets, of the seeds the grading process chose (it draws the same sets to check the
+    timed call's output), else of fresh ones; drawn on a thread from now on."""
+    seeds = request.get("timing_seeds")
+    if (isinstance(seeds, list) and len(seeds) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64 for v in seeds)):
+        return TimingSets(ex, timed_shape(ex), seeds[0], seeds[1], with_reference=True)
+    return TimingSets.fresh(ex, timed_shape(ex), with_reference=True)
+
+
 def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mode: str, send,
-           outputs_dir: str | None = None) -> None:
+           outputs_dir: str | None = None, timing_sets: TimingSets | None = None) -> None:
     if backend.name != "gpu":
         speed_not_measured_here(ex, res)
         return
-    if ex.reference_kernel is None or not ex.speed_points and mode == "hidden":
+    if not _timed_here(ex, backend, mode):
         return
     from kernels.runtime import errors as E
 
     send("stage", stage="timing")
     try:
         timing = measure_speed(ex, module, launch, backend, quick=(mode == "visible"),
-                               outputs_dir=outputs_dir)
+                               outputs_dir=outputs_dir, sets=timing_sets)
     except (CaseError, E.KernelError) as exc:  # wrong output of a timed call, or a crash or hang at that size
         hint = exc.hint if isinstance(exc, CaseError) else _classify(exc)[1]
         if mode != "hidden":

@@ -39,6 +39,37 @@ def compare(got: np.ndarray, expected: np.ndarray, scale, rtol: float, atol: flo
     return out
 
 
+def count_wrong(got: np.ndarray, expected: np.ndarray, scale, rtol: float, atol: float) -> dict:
+    """What :func:`compare` says of the elements (``n_bad``, the first wrong one, the largest errors), without
+    its element-wise arrays, in chunks on several threads: for timing-size outputs of tens of millions."""
+    from kernels.runtime.host_chunks import over_chunks
+
+    shape = np.shape(expected)
+    got = np.asarray(got).reshape(-1)
+    expected = np.asarray(expected).reshape(-1)
+    scale = np.asarray(scale)
+    one_scale = scale.size == 1  # one scale for every element (compare broadcasts it)
+    if one_scale:
+        scale = scale.reshape(())
+    else:  # per element, or one per row or column (a copy, as compare makes one)
+        scale = np.broadcast_to(scale, shape).reshape(-1)
+
+    def chunk(start: int, stop: int) -> dict:
+        part = compare(got[start:stop], expected[start:stop], scale if one_scale else scale[start:stop], rtol, atol)
+        if part["n_bad"]:
+            part["first_bad_index"] = [start + part["first_bad_index"][0]]
+        return {k: v for k, v in part.items() if k not in ("bad", "err", "tol")}
+
+    parts = over_chunks(got.size, chunk)
+    out = {"n_bad": sum(p["n_bad"] for p in parts),
+           "max_abs_err": max(p["max_abs_err"] for p in parts),
+           "max_rel_err": max(p["max_rel_err"] for p in parts)}
+    first = next((p for p in parts if p["n_bad"]), None)
+    if first is not None:
+        out.update(first_bad_index=first["first_bad_index"], expected=first["expected"], got=first["got"])
+    return out
+
+
 class CaseError(Exception):
     """A case could not run to the end; ``status`` is the exercise status it implies."""
 

@@ -55,6 +55,7 @@ from .case_plan import plan_cases
 from .exercise import Exercise, LaunchError
 from .result import ExerciseResult, ShapeResult
 from .submission import KernelSubmission
+from .timing_policy import TimingSets, timed_shape
 from .verdict import judge
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -327,20 +328,33 @@ def grade_submission(
     lock = _gpu_lock(mode, backend)
     if memory_limit is None:
         memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
+    timing_sets = None
+    if mode == "hidden" and lock.wants_gpu and ex.reference_kernel is not None and ex.speed_points:
+        # The grader chooses the timing's input sets and draws them itself while the child runs: it checks the
+        # output of the last timed call against its own float64 reference of that call's inputs.
+        timing_sets = TimingSets.fresh(ex, timed_shape(ex))
+        request["timing_seeds"] = list(timing_sets.seeds)
     # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
     images = kernel_images.folder_for(ex) if lock.wants_gpu else None
     with lock:
-        result = _run_child(ex, sub, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images)
+        result = _run_child(ex, sub, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images,
+                            lock=lock, timing_sets=timing_sets)
     result.elapsed_s = round(time.monotonic() - started, 3)
     return result
 
 
+def grades_on_gpu(backend: str | None = None) -> bool:
+    """Whether a grading child runs on the GPU (``backend``, else ``$DLK_BACKEND``, else where PyCUDA is)."""
+    choice = (backend or os.environ.get("DLK_BACKEND", "auto")).lower()
+    return choice == "gpu" or (choice == "auto" and _pycuda_importable())
+
+
 class _gpu_lock:
-    """One timed grading job per machine at a time: an exclusive lock file around hidden GPU runs."""
+    """One GPU grading at a time per card: an exclusive lock file around every hidden GPU child, from its start
+    to its end (correctness cases too: nothing else runs on the card while a kernel is timed)."""
 
     def __init__(self, mode: str, backend: str | None):
-        choice = (backend or os.environ.get("DLK_BACKEND", "auto")).lower()
-        self.wants_gpu = choice == "gpu" or (choice == "auto" and _pycuda_importable())
+        self.wants_gpu = grades_on_gpu(backend)
         # one lock per GPU: two workers given two cards of one host time their kernels at the same time
         card = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
         lock_name = f"dlk-gpu-grading-{os.getuid()}-{card[:64] or 'none'}.lock"
@@ -355,9 +369,14 @@ class _gpu_lock:
             fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
-    def __exit__(self, *exc):
+    def release(self) -> None:
+        """Let the next grading have the GPU (the child is gone; what is left is judging on the host)."""
         if self.fd is not None:
             os.close(self.fd)  # releases the lock
+            self.fd = None
+
+    def __exit__(self, *exc):
+        self.release()
         return False
 
 
@@ -391,7 +410,8 @@ def _child_command() -> list[str]:
 
 
 def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float, backend: str | None, memory_limit: int,
-               gpu: bool = False, images: str | None = None) -> ExerciseResult:
+               gpu: bool = False, images: str | None = None, lock: "_gpu_lock | None" = None,
+               timing_sets: TimingSets | None = None) -> ExerciseResult:
     nonce = request["nonce"]
     cache_dir = request.pop("cache_dir", None)  # the child's environment says it; the request need not
     with tempfile.TemporaryDirectory(prefix="dlk-grade-") as tmp:
@@ -506,6 +526,8 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
             _wait_gone(ended)
             os.close(read_fd)
             proc.stdout.close()
+        if lock is not None:
+            lock.release()  # every process of the sandbox is gone
         log_text = log.decode(errors="replace")[-LOG_LIMIT:]
         returncode = proc.returncode
         if sandboxed and returncode is not None and 128 < returncode < 128 + 65:
@@ -519,7 +541,8 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         except (TypeError, ValueError, AttributeError):
             return _result_without_report(ex, sub, request, events, "", returncode, log_text, limit, memory_limit)
         timing_failure = next((e for e in events if e.get("event") == "timing_failure"), None)
-        result = judge(ex, request, reported, tmp, speed_allowed=gpu, timing_failure=timing_failure)
+        result = judge(ex, request, reported, tmp, speed_allowed=gpu, timing_failure=timing_failure,
+                       timing_sets=timing_sets)
     if log_text.strip():
         result.log = (result.log + "\n" if result.log else "") + "output:\n" + log_text
     return result

@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
@@ -103,6 +104,13 @@ def crashed_result(exercise: str, message: str) -> ExerciseResult:
     return res
 
 
+def _overlapping_gradings(grade_fn: GradeFn, exercises: int) -> int:
+    """How many of a notebook's exercises are graded at once: two where the engine grades on a GPU."""
+    from autograder.isolation import grade_submission, grades_on_gpu
+
+    return 2 if grade_fn is grade_submission and grades_on_gpu() and exercises > 1 else 1
+
+
 def _default_grade_fn() -> GradeFn:
     from autograder.isolation import grade_submission  # the sandbox is started only when grading
 
@@ -139,7 +147,7 @@ def grade_notebook(
         # notebook would take as the answer (it is what check() last ran).
         by_exercise[sub.exercise] = sub
 
-    for exercise in exercises:
+    def grade_one(exercise: str) -> tuple[ExerciseResult, float]:
         t0 = time.perf_counter()
         sub = by_exercise.get(exercise)
         if sub is None:
@@ -147,23 +155,29 @@ def grade_notebook(
             if grading.extraction_error:
                 why = (f"No `%%cuda {exercise} ...` cell could be read from the notebook: "
                        f"{grading.extraction_error}")
-            result = missing_result(exercise, why)
-        else:
-            try:
-                if timeout_s is None:  # the engine's own default
-                    result = grade_fn(sub, mode="hidden", secret=student_key.encode(), student_id=student)
-                else:
-                    result = grade_fn(sub, mode="hidden", secret=student_key.encode(), student_id=student,
-                                      timeout_s=timeout_s)
-            except Exception as exc:  # the grader itself failed: never a score
-                result = crashed_result(exercise, f"the grader failed: {type(exc).__name__}: {exc}")
+            return missing_result(exercise, why), time.perf_counter() - t0
+        try:
+            if timeout_s is None:  # the engine's own default
+                result = grade_fn(sub, mode="hidden", secret=student_key.encode(), student_id=student)
+            else:
+                result = grade_fn(sub, mode="hidden", secret=student_key.encode(), student_id=student,
+                                  timeout_s=timeout_s)
+        except Exception as exc:  # the grader itself failed: never a score
+            result = crashed_result(exercise, f"the grader failed: {type(exc).__name__}: {exc}")
+        return result, time.perf_counter() - t0
+
+    # On a GPU the exercises overlap: one child holds the GPU (the engine's lock) while the grader judges
+    # the one before it on the host.  On the emulator every grading is CPU work: one at a time.
+    with ThreadPoolExecutor(max_workers=_overlapping_gradings(grade_fn, len(exercises))) as pool:
+        graded = list(pool.map(grade_one, exercises))
+    for exercise, (result, seconds) in zip(exercises, graded):
         grading.results[exercise] = result
-        grading.seconds[exercise] = time.perf_counter() - t0
+        grading.seconds[exercise] = seconds
         log(
             f"  {student} {exercise}: {result.status}, correctness "
             f"{float(result.correctness_score):g}/{float(result.correctness_max):g}, speed "
             f"{float(result.speed_score):g}/{float(result.speed_max):g}"
-            f"{_speedup_note(result)} [{result.backend or '-'}] in {grading.seconds[exercise]:.1f} s"
+            f"{_speedup_note(result)} [{result.backend or '-'}] in {seconds:.1f} s"
         )
     grading.total_seconds = time.perf_counter() - started
     grading.input_digest = grading_input_digest(nb, exercises)

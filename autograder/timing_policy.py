@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 
-from .comparison import CaseError, compare
+from .comparison import CaseError, count_wrong
 from .exercise import Exercise, LaunchError
 
 WARMUP_PAIRS = 3
@@ -105,6 +105,56 @@ def draw_pair(ex: Exercise, shape: dict, seed_a: int, seed_b: int) -> tuple[dict
     return a, b
 
 
+class TimingSets:
+    """The two input sets of one timing, drawn on a thread of their own from the moment their seeds are known.
+
+    Drawing them takes seconds at timing sizes.  The grading child starts it before compiling, so that it
+    overlaps the compilation and the correctness cases; the grading process, which chose the seeds, starts it
+    before the child and has the sets at hand when it checks the timed call's output.  With
+    ``with_reference`` set A's float64 reference and error scale are computed too (the first timed call is
+    checked against them).
+    """
+
+    def __init__(self, ex: Exercise, shape: dict, seed_a: int, seed_b: int, with_reference: bool = False):
+        import threading
+
+        self.seeds = (int(seed_a), int(seed_b))
+        self._done = threading.Event()
+        self._value: tuple | None = None
+        self._error: BaseException | None = None
+
+        def draw() -> None:
+            try:
+                set_a, set_b = draw_pair(ex, shape, seed_a, seed_b)
+                extra = ()
+                if with_reference:
+                    pristine = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in set_a.items()}
+                    extra = (ex.reference(pristine), ex.error_scale(pristine))
+                self._value = (set_a, set_b, *extra)
+            except BaseException as exc:  # handed to whoever waits for the sets
+                self._error = exc
+            finally:
+                self._done.set()
+
+        threading.Thread(target=draw, name="timing-sets", daemon=True).start()
+
+    @classmethod
+    def fresh(cls, ex: Exercise, shape: dict, with_reference: bool = False) -> "TimingSets":
+        return cls(ex, shape, _new_seed(), _new_seed(), with_reference)
+
+    def get(self) -> tuple:
+        """(set A, set B) and, drawn ``with_reference``, (A's float64 outputs, A's error scales); waits for the draw."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def timed_shape(ex: Exercise) -> dict:
+    """The shape every timing runs at: the exercise's timing shape, else its last hidden shape."""
+    return dict(ex.timing_shape or ex.hidden_shapes[-1])
+
+
 def blended_inputs(ex: Exercise, a: dict, b: dict, call_seed: int) -> dict:
     """The inputs of the call drawn with ``call_seed``, on the host: every array argument blended, scalars from A."""
     from kernels.runtime.input_blend import argument_seed, blend_host
@@ -123,12 +173,13 @@ def _new_seed() -> int:
     return int.from_bytes(os.urandom(8), "little") >> 1
 
 
-def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = False, outputs_dir: str | None = None) -> dict:
+def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = False, outputs_dir: str | None = None,
+                  sets: TimingSets | None = None) -> dict:
     """Time the student's kernel against the exercise's reference kernel on the GPU.
 
     The measuring itself (events, L2 flush, peaks, raw buffers, the blends) is
     the runtime's :mod:`kernels.runtime.measurement`; this function is the
-    policy around it.
+    policy around it.  ``sets``: the input sets, drawn ``with_reference`` (default: drawn here, fresh seeds).
     """
     from kernels.runtime import errors as E
     from kernels.runtime.input_blend import TOLERANCE_FACTOR, argument_seed, mismatches_host
@@ -136,7 +187,7 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
 
     gpu = measurement(backend)
     rk = ex.reference_kernel
-    shape = dict(ex.timing_shape or ex.hidden_shapes[-1])
+    shape = timed_shape(ex)
     try:
         _, config = ex.resolve_launch(shape, launch)
     except LaunchError as exc:
@@ -154,11 +205,9 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
     lo, hi = (QUICK_MIN, QUICK_MAX) if quick else (MIN_PAIRS, MAX_PAIRS)
 
     # Two sets drawn on the host; every call gets its own blend of them, made on the device.
-    seed_a, seed_b = _new_seed(), _new_seed()
-    set_a, set_b = draw_pair(ex, shape, seed_a, seed_b)
-    pristine_a = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in set_a.items()}
-    expected_a = ex.reference(pristine_a)
-    scale_a = ex.error_scale(pristine_a)
+    sets = sets or TimingSets.fresh(ex, shape, with_reference=True)
+    seed_a, seed_b = sets.seeds
+    set_a, set_b, expected_a, scale_a = sets.get()
     params = dict(zip((a.name for a in ex.args), student_sig.params))
     source_a, source_b, out_init, work, keep, n_elements = {}, {}, {}, {}, {}, {}
     for position, arg in enumerate(ex.args):
@@ -228,9 +277,7 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
         """Call on set A: every element against the float64 reference, at the exercise's tolerance."""
         for arg in ex.outputs:
             host = read(arg.name)
-            exp = np.asarray(expected_a[arg.name]).reshape(host.shape)
-            scale = np.broadcast_to(np.asarray(scale_a[arg.name], dtype=np.float64), host.shape)
-            cmp = compare(host, exp, scale, ex.rtol, ex.atol)
+            cmp = count_wrong(host, expected_a[arg.name], scale_a[arg.name], ex.rtol, ex.atol)
             if cmp["n_bad"]:
                 raise wrong(call, f"{cmp['n_bad']} of {host.size} elements; e.g. expected {cmp['expected']:.6g}, "
                                   f"got {cmp['got']:.6g}")

@@ -29,12 +29,12 @@ import math
 import numpy as np
 
 from . import case_outputs
-from .comparison import compare
+from .comparison import compare, count_wrong
 from .diagnosis import diagnose, error_map
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import STATUSES, ExerciseResult, ShapeResult
 from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
-from .timing_policy import FLOOR_MARGIN, blended_inputs, draw_pair, speed_points
+from .timing_policy import FLOOR_MARGIN, TimingSets, blended_inputs, draw_pair, speed_points, timed_shape
 
 #: Statuses of a child's result that are judged case by case here; any other (a compile error, a crash, a
 #: hang, a refused launch, no code) already carries no points and is kept as the child reported it.
@@ -131,10 +131,11 @@ def _judge_planned_case(ex: Exercise, index: int, case: dict, scratch: str, laun
 
 
 def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, speed_allowed: bool,
-          timing_failure: dict | None = None) -> ExerciseResult:
+          timing_failure: dict | None = None, timing_sets: TimingSets | None = None) -> ExerciseResult:
     """The verdict on the child's report ``reported`` of ``request``, from the arrays in ``scratch``.
 
     ``timing_failure`` is what the child said went wrong at the timing size ({'error', 'hint'}), if anything.
+    ``timing_sets``: the timing's input sets, drawn here from the seeds the grader chose and gave the child.
     """
     cases = request["cases"]
     launch = dict(request.get("launch") or {})
@@ -167,7 +168,7 @@ def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, s
     if ex.language == "tc":
         verdict.speed_note = reported.speed_note
         return verdict
-    _judge_speed(ex, verdict, reported, scratch, speed_allowed, timing_failure or {})
+    _judge_speed(ex, verdict, reported, scratch, speed_allowed, timing_failure or {}, timing_sets)
     return verdict
 
 
@@ -176,7 +177,7 @@ def _finite_positive(value) -> bool:
 
 
 def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult, scratch: str, speed_allowed: bool,
-                 timing_failure: dict) -> None:
+                 timing_failure: dict, timing_sets: TimingSets | None = None) -> None:
 
     timing = reported.timing or None
     if verdict.status != "passed":
@@ -197,7 +198,7 @@ def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult
         verdict.speed_pending = bool(reported.speed_pending) and verdict.mode == "hidden"
         verdict.speed_note = reported.speed_note
         return
-    problem = _timed_output_problem(ex, timing, scratch)
+    problem = _timed_output_problem(ex, timing, scratch, timing_sets)
     if problem:
         timing_size_failed(ex, verdict, problem, "A kernel must compute its result on every call, from the inputs "
                                                   "of that call.")
@@ -208,7 +209,7 @@ def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult
         return
     verdict.timing = dict(timing)
     verdict.timing["speedup"] = timing["reference_ms"] / timing["student_ms"]  # from the times, not as reported
-    verdict.timing["shape"] = dict(ex.timing_shape or ex.hidden_shapes[-1])
+    verdict.timing["shape"] = timed_shape(ex)
     verdict.speed_measured = True
     if verdict.mode != "hidden":
         verdict.speed_note = "measured for information only (check() awards no points)"
@@ -229,24 +230,29 @@ def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult
         verdict.message += " " + note
 
 
-def timing_case_data(ex: Exercise, shape: dict, seeds) -> tuple[dict, dict] | None:
+def timing_case_data(ex: Exercise, shape: dict, seeds, sets: TimingSets | None = None) -> tuple[dict, dict] | None:
     """(float64 expected outputs, error scales) of the inputs of a timed call, rebuilt from its three seeds
-    (``seed_a``, ``seed_b``, ``call_seed``: see :mod:`autograder.timing_policy`); None if the seeds are malformed."""
+    (``seed_a``, ``seed_b``, ``call_seed``: see :mod:`autograder.timing_policy`); None if the seeds are malformed,
+    or if ``sets`` (the grader's own draw, of the seeds it chose) is given and is not of the reported seeds."""
     if not isinstance(seeds, dict):
         return None
     values = [seeds.get(k) for k in ("seed_a", "seed_b", "call_seed")]
     if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64 for v in values):
         return None
     seed_a, seed_b, call_seed = values
-    set_a, set_b = draw_pair(ex, shape, seed_a, seed_b)
+    if sets is not None:
+        if sets.seeds != (seed_a, seed_b):
+            return None
+        set_a, set_b = sets.get()[:2]
+    else:
+        set_a, set_b = draw_pair(ex, shape, seed_a, seed_b)
     inputs = blended_inputs(ex, set_a, set_b, call_seed)
     return ex.reference(inputs), ex.error_scale(inputs)
 
 
-def _timed_output_problem(ex: Exercise, timing: dict, scratch: str) -> str:
+def _timed_output_problem(ex: Exercise, timing: dict, scratch: str, sets: TimingSets | None = None) -> str:
     """'' if the output handed back after the timed calls matches the reference for that call's inputs."""
-    shape = dict(ex.timing_shape or ex.hidden_shapes[-1])
-    rebuilt = timing_case_data(ex, shape, timing.get("timed_inputs"))
+    rebuilt = timing_case_data(ex, timed_shape(ex), timing.get("timed_inputs"), sets)
     if rebuilt is None:
         return "the output of the last timed call was not handed back"
     expected, scales = rebuilt
@@ -255,7 +261,7 @@ def _timed_output_problem(ex: Exercise, timing: dict, scratch: str) -> str:
         flat = case_outputs.load(scratch, "timing", "out", arg.name, int(want.size))
         if flat is None:
             return "the output of the last timed call was not handed back"
-        cmp = compare(flat.reshape(want.shape), want, scales[arg.name], ex.rtol, ex.atol)
+        cmp = count_wrong(flat, want, scales[arg.name], ex.rtol, ex.atol)
         if cmp["n_bad"]:
             return (f"the output of the last timed call was wrong ({cmp['n_bad']} of {want.size} elements; e.g. "
                     f"expected {cmp['expected']:.6g}, got {cmp['got']:.6g}) although the correctness cases passed")

@@ -147,6 +147,13 @@ def stored_image(text: str, options, include_dirs, arch: str) -> bytes | None:
         return None
 
 
+def compiler_log(exc) -> str:
+    """The compiler's messages from PyCUDA's CompileError, as text: PyCUDA hands a failed preprocessing
+    pass (a missing #include fails there) its stderr as undecoded bytes."""
+    log = getattr(exc, "stderr", None) or str(exc)
+    return log.decode("utf-8", "replace") if isinstance(log, (bytes, bytearray)) else str(log)
+
+
 def _compile_image(text: str, options, include_dirs, arch: str) -> bytes:
     from pycuda.compiler import compile as compile_to_cubin
 
@@ -552,7 +559,7 @@ class GPUBackend(Backend):
             if image is None:
                 image = _compile_image(text, options, include_dirs, self.arch)
         except cuda.CompileError as exc:
-            log = getattr(exc, "stderr", "") or str(exc)
+            log = compiler_log(exc)
             raise KernelCompileError(compile_error_message(log, source, source_name, "nvcc"), log=log, source_name=source_name) from None
         module = DriverModule(image) if cooperative_line else cuda.module_from_buffer(image)
         aliases = _mangled_names(image, instances) if instances else {}

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .host_chunks import over_chunks
+
 #: Constants of the hash (Murmur3's finaliser after a Weyl step), shared by both sides.
 _WEYL, _MIX1, _MIX2 = 0x9E3779B1, 0x85EBCA6B, 0xC2B2AE35
 
@@ -73,9 +75,10 @@ __global__ void dlk_count_mismatches(const float* got, const float* want, unsign
 """
 
 
-def _hash(n: int, seed: int) -> np.ndarray:
+def _hash(n: int, seed: int, start: int = 0) -> np.ndarray:
+    """The hash of the element indices ``start .. start + n - 1``."""
     with np.errstate(over="ignore"):
-        h = np.arange(n, dtype=np.uint32) * np.uint32(_WEYL) + np.uint32(seed & 0xFFFFFFFF)
+        h = np.arange(start, start + n, dtype=np.uint32) * np.uint32(_WEYL) + np.uint32(seed & 0xFFFFFFFF)
         h ^= h >> np.uint32(16)
         h *= np.uint32(_MIX1)
         h ^= h >> np.uint32(13)
@@ -84,9 +87,9 @@ def _hash(n: int, seed: int) -> np.ndarray:
     return h
 
 
-def takes_b(n: int, seed: int) -> np.ndarray:
-    """Which of ``n`` elements a blend with ``seed`` takes from B."""
-    return (_hash(n, seed) >> np.uint32(31)).astype(bool)
+def takes_b(n: int, seed: int, start: int = 0) -> np.ndarray:
+    """Which of ``n`` elements (from index ``start`` on) a blend with ``seed`` takes from B."""
+    return (_hash(n, seed, start) >> np.uint32(31)).astype(bool)
 
 
 def blend_host(a: np.ndarray, b: np.ndarray, seed: int) -> np.ndarray:
@@ -94,7 +97,14 @@ def blend_host(a: np.ndarray, b: np.ndarray, seed: int) -> np.ndarray:
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape or a.dtype != b.dtype:
         raise ValueError(f"blend of arrays that differ: {a.shape} {a.dtype} and {b.shape} {b.dtype}")
-    return np.where(takes_b(a.size, seed).reshape(a.shape), b, a)
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    out = np.empty_like(flat_a)
+
+    def blend_chunk(start: int, stop: int) -> None:
+        np.copyto(out[start:stop], np.where(takes_b(stop - start, seed, start), flat_b[start:stop], flat_a[start:stop]))
+
+    over_chunks(flat_a.size, blend_chunk)
+    return out.reshape(a.shape)
 
 
 def argument_seed(call_seed: int, position: int) -> int:

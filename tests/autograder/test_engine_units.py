@@ -331,7 +331,7 @@ def test_the_endless_loop_limit_in_force_is_the_one_the_readme_states(monkeypatc
 # ------------------------------------------------------------------ the verdict is the grader's
 _FORGING_CHILD = """
 import json, os, sys
-sys.path[:0] = [{repo!r}]
+sys.path[:0] = {path!r}  # the grader's own import path, as the real child gets it
 req = json.loads(sys.stdin.read())
 if {write_arrays}:
     import numpy as np
@@ -353,9 +353,7 @@ os.write(req["result_fd"], (json.dumps(dict(nonce=req["nonce"], event="result", 
 
 
 def _forging_child(monkeypatch, write_arrays: bool):
-    from autograder.sandbox import REPO_ROOT
-
-    _fake_child(monkeypatch, _FORGING_CHILD.format(repo=str(REPO_ROOT), write_arrays=write_arrays))
+    _fake_child(monkeypatch, _FORGING_CHILD.format(path=isolation._import_path(), write_arrays=write_arrays))
 
 
 def test_a_perfect_report_without_the_arrays_earns_nothing(monkeypatch):
@@ -435,3 +433,51 @@ def test_gpu_guards_before_and_after_each_buffer_catch_writes_on_either_side(mon
     base = SimpleNamespace(ptr=0x7F0000000000, dtype=np.dtype(np.float32), size=host.size + 2 * GUARD_ELEMENTS)
     view = GPUBufferView(base, GUARD_ELEMENTS, (host.size,))
     assert view.ptr == base.ptr + GUARD_ELEMENTS * 4 and view.ptr % 256 == 0 and view.size == host.size
+
+
+def test_the_gpu_is_free_for_the_next_grading_while_this_one_is_judged(monkeypatch, tmp_path):
+    """The lock that gives one grading the GPU is released when its child is gone, before the grader judges
+    the arrays on the host: the next exercise's child can start meanwhile."""
+    import fcntl
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the lock file is made
+    _fake_child(monkeypatch, """
+        import json, os, sys
+        req = json.loads(sys.stdin.read())
+        line = json.dumps({"nonce": req["nonce"], "event": "result", "result": {"exercise": "saxpy", "status": "failed"}})
+        os.write(req["result_fd"], (line + "\\n").encode())
+    """)
+    seen = {}
+
+    def judge(ex, request, reported, scratch, **kwargs):
+        fd = os.open(lock.path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            seen["gpu_free"] = True
+        except BlockingIOError:
+            seen["gpu_free"] = False
+        finally:
+            os.close(fd)
+        return reported
+
+    monkeypatch.setattr(isolation, "judge", judge)
+    ex = get_exercise("saxpy")
+    request = {"exercise": "saxpy", "source": SAXPY_BODY, "cell_line": 1, "launch": {"block": 256}, "mode": "hidden",
+               "cases": [], "nonce": "n0nce"}
+    lock = isolation._gpu_lock("hidden", "gpu")
+    assert lock.path is not None
+    with lock:
+        isolation._run_child(ex, KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), request, 20, "cpu", 2**30,
+                             lock=lock)
+    assert seen == {"gpu_free": True}
+
+
+@pytest.mark.parametrize("backend, overlapping", [("gpu", 2), ("cpu", 1)])
+def test_a_notebook_s_exercises_overlap_only_where_they_are_graded_on_a_gpu(monkeypatch, backend, overlapping):
+    from autograder.nbgrader_bridge import _overlapping_gradings
+
+    monkeypatch.setenv("DLK_BACKEND", backend)
+    assert _overlapping_gradings(grade_submission, 2) == overlapping
+    assert _overlapping_gradings(grade_submission, 1) == 1
+    assert _overlapping_gradings(lambda sub, **kw: None, 2) == 1  # a stand-in grader: one at a time, in order

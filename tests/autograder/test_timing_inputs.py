@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 
 from autograder import timing_policy
-from autograder.comparison import CaseError
+from autograder.comparison import CaseError, compare, count_wrong
 from autograder.exercises import get_exercise
-from autograder.timing_policy import blended_inputs, draw_pair, measure_speed
+from autograder.timing_policy import TimingSets, blended_inputs, draw_pair, measure_speed
 from autograder.verdict import _timed_output_problem, timing_case_data
+from kernels.runtime.host_chunks import CHUNK
 from kernels.runtime.input_blend import CUDA_SOURCE, argument_seed, blend_host, mismatches_host, takes_b
 
 SLOW_MS, FAST_MS = 10.0, 1.0
@@ -191,6 +192,54 @@ def test_the_grader_rebuilds_the_handed_back_calls_inputs_from_its_seeds(timing,
     assert "was wrong" in _timed_output_problem(ex, result, str(tmp_path))
     assert timing_case_data(ex, ex.timing_shape, {**seeds, "call_seed": -1}) is None
     assert timing_case_data(ex, ex.timing_shape, 7) is None
+
+
+def test_the_timing_runs_on_the_sets_the_grader_chose_and_drew_itself(timing, tmp_path):
+    """The grading process chooses the two seeds and draws the sets while the child runs; the child times on
+    those very sets, and a timing that reports other sets is not checked against them: no speed points."""
+    gpu, run, ex = timing
+    chosen = TimingSets(ex, ex.timing_shape, 11, 22)  # the grading process's own draw
+    child = TimingSets(ex, ex.timing_shape, 11, 22, with_reference=True)  # the child's, of the seeds it was given
+    result = measure_speed(ex, _student(gpu), {"block": 256}, backend=None, outputs_dir=str(tmp_path), sets=child)
+    assert (result["timed_inputs"]["seed_a"], result["timed_inputs"]["seed_b"]) == (11, 22)
+    assert _timed_output_problem(ex, result, str(tmp_path), chosen) == ""
+    other = {**result, "timed_inputs": {**result["timed_inputs"], "seed_b": 23}}
+    assert _timed_output_problem(ex, other, str(tmp_path), chosen) == "the output of the last timed call was not handed back"
+
+
+def test_a_failed_draw_is_raised_where_the_sets_are_needed():
+    ex = dataclasses.replace(get_exercise("saxpy"), make_inputs=lambda shape, rng: 1 / 0)
+    sets = TimingSets.fresh(ex, {"n": 10})
+    with pytest.raises(ZeroDivisionError):
+        sets.get()
+
+
+@pytest.mark.parametrize("n", [CHUNK - 1, 3 * CHUNK + 5])
+def test_a_blend_made_in_chunks_is_the_blend_of_the_whole(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    whole = np.where(takes_b(n, 99), b, a)
+    assert np.array_equal(blend_host(a, b, 99), whole)
+    assert np.array_equal(blend_host(a.reshape(n, 1), b.reshape(n, 1), 99).ravel(), whole)
+
+
+@pytest.mark.parametrize("per_element_scale", [False, True])
+def test_counting_wrong_elements_in_chunks_agrees_with_the_whole_comparison(per_element_scale):
+    n = 2 * CHUNK + 17
+    rng = np.random.default_rng(5)
+    expected = rng.standard_normal(n)
+    scale = np.abs(expected) + 1 if per_element_scale else np.float64(2.0)
+    got = expected.astype(np.float32)
+    wrong_at = [CHUNK + 3, CHUNK + 9, 2 * CHUNK + 16]  # none in the first chunk
+    got[wrong_at] += 1.0
+    got[wrong_at[1]] = np.nan
+    whole = compare(got, expected, scale, 1e-5, 1e-6)
+    counted = count_wrong(got, expected, scale, 1e-5, 1e-6)
+    assert counted["n_bad"] == whole["n_bad"] == 3
+    assert counted["first_bad_index"] == whole["first_bad_index"] == [wrong_at[0]]
+    assert (counted["expected"], counted["got"]) == (whole["expected"], whole["got"])
+    assert counted["max_abs_err"] == whole["max_abs_err"]
+    assert count_wrong(expected.astype(np.float32), expected, scale, 1e-5, 1e-6)["n_bad"] == 0
 
 
 def test_a_blend_takes_about_half_of_each_set_and_changes_with_the_seed():
