@@ -28,6 +28,7 @@ from .causes import refine_hint
 from .comparison import CaseError
 from .diagnosis import GUARD_FLOAT
 from .exercise import Exercise, LaunchConfig, LaunchError
+from .gpu_turn import take_gpu_turn
 from .result import ExerciseResult, ShapeResult
 from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
 from .timing_policy import TimingSets, measure_speed, speed_points, timed_shape
@@ -389,6 +390,8 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     runner = CaseRunner(ex, kernel, backend, launch)
     runner.outputs_dir = request.get("outputs_dir")
 
+    if request.get("gpu_lock_fd") is not None:  # compiled while another grading had the card: now our turn
+        take_gpu_turn(int(request["gpu_lock_fd"]), send)
     send("stage", stage="correctness")
     failure: CaseError | None = None
     for index, case in enumerate(cases):

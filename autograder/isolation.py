@@ -55,6 +55,7 @@ from .case_plan import plan_cases
 from .exercise import Exercise, LaunchError
 from .result import ExerciseResult, ShapeResult
 from .submission import KernelSubmission
+from .gpu_turn import GpuTurn
 from .timing_policy import TimingSets, timed_shape
 from .verdict import judge
 
@@ -325,7 +326,7 @@ def grade_submission(
         "file_limit_bytes": 512 * 2**20,
     }
     started = time.monotonic()
-    lock = _gpu_lock(mode, backend)
+    lock = GpuTurn(mode, backend)
     if memory_limit is None:
         memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
     timing_sets = None
@@ -336,54 +337,10 @@ def grade_submission(
         request["timing_seeds"] = list(timing_sets.seeds)
     # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
     images = kernel_images.folder_for(ex) if lock.wants_gpu else None
-    with lock:
-        result = _run_child(ex, sub, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images,
-                            lock=lock, timing_sets=timing_sets)
+    result = _run_child(ex, sub, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images,
+                        lock=lock, timing_sets=timing_sets)
     result.elapsed_s = round(time.monotonic() - started, 3)
     return result
-
-
-def grades_on_gpu(backend: str | None = None) -> bool:
-    """Whether a grading child runs on the GPU (``backend``, else ``$DLK_BACKEND``, else where PyCUDA is)."""
-    choice = (backend or os.environ.get("DLK_BACKEND", "auto")).lower()
-    return choice == "gpu" or (choice == "auto" and _pycuda_importable())
-
-
-class _gpu_lock:
-    """One GPU grading at a time per card: an exclusive lock file around every hidden GPU child, from its start
-    to its end (correctness cases too: nothing else runs on the card while a kernel is timed)."""
-
-    def __init__(self, mode: str, backend: str | None):
-        self.wants_gpu = grades_on_gpu(backend)
-        # one lock per GPU: two workers given two cards of one host time their kernels at the same time
-        card = "".join(c if c.isalnum() or c in "-_" else "_" for c in os.environ.get("CUDA_VISIBLE_DEVICES", "all"))
-        lock_name = f"dlk-gpu-grading-{os.getuid()}-{card[:64] or 'none'}.lock"
-        self.path = Path(tempfile.gettempdir()) / lock_name if mode == "hidden" and self.wants_gpu else None
-        self.fd: int | None = None
-
-    def __enter__(self):
-        if self.path is not None:
-            import fcntl
-
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def release(self) -> None:
-        """Let the next grading have the GPU (the child is gone; what is left is judging on the host)."""
-        if self.fd is not None:
-            os.close(self.fd)  # releases the lock
-            self.fd = None
-
-    def __exit__(self, *exc):
-        self.release()
-        return False
-
-
-def _pycuda_importable() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("pycuda") is not None
 
 
 def _import_path() -> list[str]:
@@ -410,7 +367,7 @@ def _child_command() -> list[str]:
 
 
 def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float, backend: str | None, memory_limit: int,
-               gpu: bool = False, images: str | None = None, lock: "_gpu_lock | None" = None,
+               gpu: bool = False, images: str | None = None, lock: GpuTurn | None = None,
                timing_sets: TimingSets | None = None) -> ExerciseResult:
     nonce = request["nonce"]
     cache_dir = request.pop("cache_dir", None)  # the child's environment says it; the request need not
@@ -420,6 +377,10 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         request["result_fd"] = write_fd
         child = _child_command()
         pass_fds = [write_fd]
+        lock_fd = lock.open_for_child() if lock is not None else None
+        if lock_fd is not None:
+            request["gpu_lock_fd"] = lock_fd
+            pass_fds.append(lock_fd)
         sandboxed = not sandbox.unavailable_reason()
         launch = None
         if sandboxed:
@@ -462,6 +423,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         final: dict | None = None
         killed_for = ""
         deadline = time.monotonic() + limit
+        waiting_since: float | None = None  # the child waits for its turn on the card (not counted)
         sel = selectors.DefaultSelector()
         sel.register(read_fd, selectors.EVENT_READ, "result")
         sel.register(proc.stdout, selectors.EVENT_READ, "log")
@@ -469,10 +431,10 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         try:
             while open_streams:
                 now = time.monotonic()
-                if now > deadline:
+                if now > deadline and waiting_since is None:
                     killed_for = "timeout"
                     break
-                for key, _ in sel.select(timeout=min(0.1, max(0.0, deadline - now))):
+                for key, _ in sel.select(timeout=0.1 if waiting_since is not None else min(0.1, max(0.0, deadline - now))):
                     if key.data == "result":
                         chunk = os.read(read_fd, 65536)
                     else:
@@ -494,8 +456,16 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                             continue
                         if not isinstance(msg, dict) or msg.get("nonce") != nonce:
                             continue  # not from the checker
+                        if waiting_since is not None:  # the child has its turn: its time runs again
+                            deadline += time.monotonic() - waiting_since
+                            waiting_since = None
                         if msg.get("event") == "result":
                             final = msg.get("result")
+                        elif (lock_fd is not None and msg.get("event") == "stage"
+                              and msg.get("stage") == GpuTurn.WAITING
+                              and not any(e.get("stage") == GpuTurn.WAITING for e in events)):
+                            waiting_since = time.monotonic()  # once per child, and only where it was given a lock
+                            events.append(msg)
                         else:
                             events.append(msg)
                 tree = _descendants(proc.pid)
@@ -526,8 +496,6 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
             _wait_gone(ended)
             os.close(read_fd)
             proc.stdout.close()
-        if lock is not None:
-            lock.release()  # every process of the sandbox is gone
         log_text = log.decode(errors="replace")[-LOG_LIMIT:]
         returncode = proc.returncode
         if sandboxed and returncode is not None and 128 < returncode < 128 + 65:
@@ -695,6 +663,10 @@ def child_main() -> None:
     fd = fcntl.fcntl(int(request["result_fd"]), fcntl.F_DUPFD_CLOEXEC, 100 + _secrets.randbelow(800))
     os.close(int(request["result_fd"]))
     channel = _Channel(fd, request["nonce"])
+    if request.get("gpu_lock_fd") is not None:  # nothing the child starts (nvcc) inherits its turn on the card
+        lock_fd = fcntl.fcntl(int(request["gpu_lock_fd"]), fcntl.F_DUPFD_CLOEXEC, 100)
+        os.close(int(request["gpu_lock_fd"]))
+        request["gpu_lock_fd"] = lock_fd
 
     try:
         result = _check_request(request, channel.send)

@@ -106,7 +106,8 @@ def crashed_result(exercise: str, message: str) -> ExerciseResult:
 
 def _overlapping_gradings(grade_fn: GradeFn, exercises: int) -> int:
     """How many of a notebook's exercises are graded at once: two where the engine grades on a GPU."""
-    from autograder.isolation import grade_submission, grades_on_gpu
+    from autograder.gpu_turn import grades_on_gpu
+    from autograder.isolation import grade_submission
 
     return 2 if grade_fn is grade_submission and grades_on_gpu() and exercises > 1 else 1
 

@@ -18,7 +18,7 @@ GPU; on the CPU emulator (a smoke run, e.g. ``DLK_BACKEND=cpu python3 -m
 benchmarks.cluster_grading --class-size 4``) the workers are emulator workers
 and the figures are printed, not written, unless ``--out`` names a file.
 
-Usage: python3 -m benchmarks.cluster_grading [--class-size N] [--gpus K] [--timeout S] [--out FILE]
+Usage: python3 -m benchmarks.cluster_grading [--class-size N] [--gpus K] [--timeout S] [--out FILE] [--no-sequential]
 """
 
 from __future__ import annotations
@@ -144,6 +144,8 @@ def main() -> None:
                         "at most 2; on the emulator: 2 emulator workers)")
     parser.add_argument("--timeout", default="120", help="time limit per exercise, seconds (default 120)")
     parser.add_argument("--out", help="results file (default benchmarks/results/cluster_grading.json on a GPU)")
+    parser.add_argument("--no-sequential", action="store_true",
+                        help="measure the cluster only (the sequential path takes as long as the one-GPU cluster)")
     args = parser.parse_args()
     if args.class_size < 1:
         raise SystemExit(f"--class-size {args.class_size}: the class needs at least one submission")
@@ -160,8 +162,11 @@ def main() -> None:
     sizes = [n for n in (1, 2) if n <= min(limit, len(workers))]
     root = Path(tempfile.mkdtemp(prefix="dlk-cluster-bench-"))
     try:
-        runs = [measure_sequential(root, args.class_size, args.timeout)]
-        print(f"sequential: {runs[-1]['seconds']:.1f} s, {runs[-1]['gradings_per_minute']:.1f} gradings/min", flush=True)
+        runs = []
+        if not args.no_sequential:
+            runs.append(measure_sequential(root, args.class_size, args.timeout))
+            print(f"sequential: {runs[-1]['seconds']:.1f} s, {runs[-1]['gradings_per_minute']:.1f} gradings/min",
+                  flush=True)
         for n in sizes:
             runs.append(measure_cluster(root, args.class_size, gpus, n, args.timeout, warm=(n == 1)))
             r = runs[-1]
@@ -173,16 +178,17 @@ def main() -> None:
                       f"{w['command_seconds']:.1f} s the whole command", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    base = runs[0]["scores"]
+    base = runs[0]["scores"]  # the sequential path's, else the one-GPU cluster's
     for r in runs[1:]:
-        r["same_scores_as_sequential"] = r["scores"] == base
+        r["same_scores_as_sequential" if runs[0]["path"] == "sequential" else "same_scores_as_one_worker"] = \
+            r["scores"] == base
     for r in runs:
         del r["scores"]
-    seq = runs[0]["gradings_per_minute"]
+    seq = runs[0]["gradings_per_minute"] if runs[0]["path"] == "sequential" else None
     one = next((r for r in runs if r["path"] == "cluster" and r["workers"] == 1), None)
     two = next((r for r in runs if r["path"] == "cluster" and r["workers"] == 2), None)
     summary = {
-        "cluster_1_over_sequential": one["gradings_per_minute"] / seq if one else None,
+        "cluster_1_over_sequential": one["gradings_per_minute"] / seq if one and seq else None,
         "cluster_2_over_cluster_1": two["gradings_per_minute"] / one["gradings_per_minute"] if one and two else None,
     }
     print(json.dumps(summary))

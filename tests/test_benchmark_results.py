@@ -17,7 +17,9 @@ from book.speed_figures import SpeedFigures
 
 #: Results that are not one row per kernel: the emulator's own speed (a CPU, not a chapter's kernels) and
 #: the grader's throughput over a class (gradings per minute, see test_cluster_grading_results_agree_with_themselves).
-OWN_LAYOUT = {"emulator_speed", "cluster_grading"}
+#: Class-grading figures: one file per machine measured (one GPU: sequential against the cluster; two GPUs).
+CLUSTER_FILES = sorted(RESULTS_DIR.glob("cluster_grading*.json"))
+OWN_LAYOUT = {"emulator_speed"} | {p.stem for p in CLUSTER_FILES}
 FILES = sorted(p for p in RESULTS_DIR.glob("*.json") if p.stem not in OWN_LAYOUT)
 
 
@@ -60,21 +62,29 @@ def test_a_row_leaves_out_rates_it_has_no_count_for():
     assert row["gbs"] == pytest.approx(2000.0) and row["percent_of_peak_bandwidth"] == pytest.approx(200.0)
 
 
-def test_cluster_grading_results_agree_with_themselves():
-    """The class-grading figures: each path's rate is its class over its time, the cluster paths gave the
-    sequential path's scores, and the summary's ratios are the rates' ratios."""
-    path = RESULTS_DIR / "cluster_grading.json"
-    if not path.exists():
-        pytest.skip("no class-grading figures recorded yet (python3 -m benchmarks.cluster_grading on a GPU)")
+@pytest.mark.parametrize("path", CLUSTER_FILES, ids=lambda p: p.stem)
+def test_cluster_grading_results_agree_with_themselves(path: Path):
+    """The class-grading figures: each path's rate is its class over its time, every path gave the first
+    path's scores, and the summary's ratios are the rates' ratios."""
     data = json.loads(path.read_text())
     assert data["benchmark"] == "cluster_grading" and data["date"][:4].isdigit() and data["device"]["name"]
     runs = data["runs"]
-    assert runs[0]["path"] == "sequential" and all(r["path"] == "cluster" for r in runs[1:])
+    assert all(r["path"] == "cluster" for r in runs[1:]) and runs[0]["path"] in ("sequential", "cluster")
     for r in runs:
         assert r["class_size"] == data["class_size"] and r["seconds"] > 0
         assert r["gradings_per_minute"] == pytest.approx(60 * r["class_size"] / r["seconds"])
+    same = "same_scores_as_sequential" if runs[0]["path"] == "sequential" else "same_scores_as_one_worker"
     for r in runs[1:]:
-        assert r["same_scores_as_sequential"] is True
+        assert r[same] is True
     one = next(r for r in runs if r["path"] == "cluster" and r["workers"] == 1)
-    assert data["summary"]["cluster_1_over_sequential"] == pytest.approx(
-        one["gradings_per_minute"] / runs[0]["gradings_per_minute"])
+    two = next((r for r in runs if r["path"] == "cluster" and r["workers"] == 2), None)
+    summary = data["summary"]
+    if runs[0]["path"] == "sequential":
+        assert summary["cluster_1_over_sequential"] == pytest.approx(
+            one["gradings_per_minute"] / runs[0]["gradings_per_minute"])
+    else:
+        assert summary["cluster_1_over_sequential"] is None
+    if two is not None:
+        assert len(data["device"]["gpus"]) >= 2
+        assert summary["cluster_2_over_cluster_1"] == pytest.approx(
+            two["gradings_per_minute"] / one["gradings_per_minute"])

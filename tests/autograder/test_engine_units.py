@@ -435,42 +435,56 @@ def test_gpu_guards_before_and_after_each_buffer_catch_writes_on_either_side(mon
     assert view.ptr == base.ptr + GUARD_ELEMENTS * 4 and view.ptr % 256 == 0 and view.size == host.size
 
 
-def test_the_gpu_is_free_for_the_next_grading_while_this_one_is_judged(monkeypatch, tmp_path):
-    """The lock that gives one grading the GPU is released when its child is gone, before the grader judges
-    the arrays on the host: the next exercise's child can start meanwhile."""
-    import fcntl
+_REPORTING_CHILD = """
+import json, os, sys, time
+req = json.loads(sys.stdin.read())
+def send(**msg):
+    os.write(req["result_fd"], (json.dumps(dict(nonce=req["nonce"], **msg)) + "\\n").encode())
+send(event="stage", stage="waiting_for_gpu")
+time.sleep(4)
+send(event="stage", stage="correctness")
+send(event="result", result=dict(exercise="saxpy", status="failed"))
+"""
+
+
+@pytest.mark.parametrize("given_a_turn", [True, False], ids=["GPU grading", "no GPU lock given"])
+def test_waiting_for_the_gpu_does_not_count_against_the_time_limit(monkeypatch, tmp_path, given_a_turn):
+    """A child that waits 4 s for its turn on the card, under a 2 s limit, is not timed out; where the grader
+    gave it no turn to wait for (the emulator), saying it waits changes nothing."""
     import tempfile
 
+    from autograder.gpu_turn import GpuTurn
+
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the lock file is made
-    _fake_child(monkeypatch, """
-        import json, os, sys
-        req = json.loads(sys.stdin.read())
-        line = json.dumps({"nonce": req["nonce"], "event": "result", "result": {"exercise": "saxpy", "status": "failed"}})
-        os.write(req["result_fd"], (line + "\\n").encode())
-    """)
-    seen = {}
-
-    def judge(ex, request, reported, scratch, **kwargs):
-        fd = os.open(lock.path, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            seen["gpu_free"] = True
-        except BlockingIOError:
-            seen["gpu_free"] = False
-        finally:
-            os.close(fd)
-        return reported
-
-    monkeypatch.setattr(isolation, "judge", judge)
+    _fake_child(monkeypatch, _REPORTING_CHILD)
     ex = get_exercise("saxpy")
     request = {"exercise": "saxpy", "source": SAXPY_BODY, "cell_line": 1, "launch": {"block": 256}, "mode": "hidden",
                "cases": [], "nonce": "n0nce"}
-    lock = isolation._gpu_lock("hidden", "gpu")
-    assert lock.path is not None
-    with lock:
-        isolation._run_child(ex, KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), request, 20, "cpu", 2**30,
-                             lock=lock)
-    assert seen == {"gpu_free": True}
+    turn = GpuTurn("hidden", "gpu") if given_a_turn else None
+    r = isolation._run_child(ex, KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), request, 2, "cpu", 2**30,
+                             lock=turn)
+    assert (r.status == "timeout") is not given_a_turn, r.message
+
+
+def test_a_child_takes_its_turn_on_the_gpu_and_the_next_one_waits_for_it(tmp_path):
+    import threading
+
+    from autograder.gpu_turn import take_gpu_turn
+
+    path = tmp_path / "gpu.lock"
+    first = os.open(path, os.O_RDWR | os.O_CREAT)
+    said = []
+    take_gpu_turn(first, lambda *a, **k: said.append(k))
+    assert said == []  # the card was free: no wait to report
+    second = os.open(path, os.O_RDWR)
+    waiter = threading.Thread(target=take_gpu_turn, args=(second, lambda *a, **k: said.append(k)))
+    waiter.start()
+    waiter.join(1.0)
+    assert waiter.is_alive() and said == [{"stage": "waiting_for_gpu"}]
+    os.close(first)  # the first child ends
+    waiter.join(5.0)
+    assert not waiter.is_alive()
+    os.close(second)
 
 
 @pytest.mark.parametrize("backend, overlapping", [("gpu", 2), ("cpu", 1)])
