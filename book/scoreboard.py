@@ -11,12 +11,11 @@ An entry whose file or rows are missing becomes a "not measured" score, never a 
 
     from book import scoreboard
     scores = scoreboard.scoreboard()
-    print(scoreboard.markdown_table(scores))
+    display(HTML(scoreboard.html_table(scores)))
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +43,11 @@ class Comparison:
     section: str | None = None
     #: The shape, formatted from the file's, its summary's and the chosen rows' fields.
     shape: str = ""
+
+    def __post_init__(self):
+        # A bare string would match its own substrings ("forward" in "forward_fused" is no group of it).
+        if isinstance(self.groups, str) or not self.groups:
+            raise TypeError(f"groups must be a non-empty tuple of group names, not {self.groups!r}")
 
     @property
     def source(self) -> str:
@@ -210,6 +214,9 @@ def _run(comparison: Comparison, results_dir) -> _Run | str:
     fields.update(summary.get("shape", {}) if isinstance(summary.get("shape"), dict) else {})
     if comparison.section is None:
         return _Run(figures.rows(), figures.device_name, figures.date, figures.section("peaks"), fields)
+    if comparison.section not in SECTIONS:
+        raise ValueError(f"section {comparison.section!r} of {comparison.results}.json: the scoreboard reads "
+                         f"only the sections {sorted(SECTIONS)}")
     section = figures.section(comparison.section)
     if not section:
         return f"no {comparison.section} in {comparison.results}.json"
@@ -304,10 +311,6 @@ def _us(ms: float) -> str:
     return f"{us:,.1f}" if us < 1000 else f"{us:,.0f}"
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def _percent(score: Score) -> str:
     if score.percent_of_limit is None:
         return ""
@@ -316,22 +319,39 @@ def _percent(score: Score) -> str:
     return f"{number} % {score.roof}"
 
 
-def markdown_table(scores: list[Score]) -> str:
-    """The scoreboard as a Markdown table; ratios of 1 or more (ours the faster) in bold with ▲.
-    A chapter is named on its first row only."""
-    lines = ["| chapter | compared | our fastest | µs | peer | µs | peer ÷ ours | of the limit | GPU, date |",
-             "|---|---|---|--:|---|--:|--:|--:|---|"]
-    previous = None
+#: Inline styles: the book's stylesheet right-aligns table cells (numbers); names read better on the left.
+_LEFT = ' style="text-align: left"'
+_FASTER = ' style="font-weight: bold; background: #e3f0fb"'
+
+
+def _heading(score: Score) -> str:
+    """A chapter's heading in the table, with the GPU and date of the run its rows come from."""
+    return f"{score.chapter} · {score.gpu}, {score.date}" if score.measured else score.chapter
+
+
+def html_table(scores: list[Score]) -> str:
+    """The scoreboard as an HTML table; a ratio of 1 or more (ours the faster) in bold on blue with ▲.
+    Rows are headed by their chapter with the GPU and date of their run (a new heading where the run
+    changes), rather than repeating them in columns of every row: the table keeps the page's width."""
+    from html import escape
+
+    head = "".join(f"<th{_LEFT if left else ''}>{name}</th>" for name, left in (
+        ("compared", True), ("our fastest kernel", True), ("µs", False), ("peer", True), ("µs", False),
+        ("peer ÷ ours", False), ("of the limit", False)))
+    body, previous = [], None
     for s in scores:
-        title = _cell(s.chapter) if s.chapter != previous else ""
-        previous = s.chapter
+        if _heading(s) != previous:
+            previous = _heading(s)
+            body.append(f'<tr><th colspan="7"{_LEFT}>{escape(previous)}</th></tr>')
         if not s.measured:
-            lines.append(f"| {title} | {_cell(s.what)} | not measured ({_cell(s.missing)}) | | | | | | |")
+            body.append(f"<tr><td{_LEFT}>{escape(s.what)}</td><td colspan=\"6\"{_LEFT}>not measured "
+                        f"({escape(s.missing)})</td></tr>")
             continue
-        ratio = f"**{s.ratio:.2f}× ▲**" if s.ratio >= 1 else f"{s.ratio:.2f}×"
-        lines.append(f"| {title} | {_cell(s.what)} | `{_cell(s.kernel)}` | {_us(s.kernel_ms)} "
-                     f"| {_cell(s.peer)} | {_us(s.peer_ms)} | {ratio} | {_percent(s)} | {_cell(s.gpu)}, {s.date} |")
-    return "\n".join(lines)
+        ratio = (f"<td{_FASTER}>{s.ratio:.2f}×&nbsp;▲</td>" if s.ratio >= 1 else f"<td>{s.ratio:.2f}×</td>")
+        body.append(f"<tr><td{_LEFT}>{escape(s.what)}</td><td{_LEFT}><code>{escape(s.kernel)}</code></td>"
+                    f"<td>{_us(s.kernel_ms)}</td><td{_LEFT}>{escape(s.peer)}</td><td>{_us(s.peer_ms)}</td>{ratio}"
+                    f"<td>{_percent(s)}</td></tr>")
+    return f'<table style="font-size: 0.8rem"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
 def sources_text(scores: list[Score]) -> str:
