@@ -1,0 +1,416 @@
+"""The book's scoreboard: per chapter, our fastest kernel of each comparison against its peer.
+
+Every comparison a chapter makes with a library (cuBLAS, cuDNN, PyTorch) is one entry of
+:data:`COMPARISONS`: which results file (and which part of it) holds the rows, which group,
+layer and names are the kernels and which the peer.  :func:`scoreboard` resolves each entry
+against ``benchmarks/results/`` (read by :meth:`SpeedFigures.recorded`, the one loader) into a
+:class:`Score`: the fastest timed, correct kernel row, the fastest peer row measured in the same
+run (same file, same part of it, same group and layer), the ratio peer time / our time (above 1:
+ours is faster) and how close our kernel comes to the physical limit of the GPU it ran on.
+An entry whose file or rows are missing becomes a "not measured" score, never a missing line::
+
+    from book import scoreboard
+    scores = scoreboard.scoreboard()
+    display(HTML(scoreboard.html_table(scores)))
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from book.chapters import chapter
+from book.speed_figures import SpeedFigures
+
+#: A filter on the rows: a field's value, or a tuple of the values allowed.
+Filter = dict
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One comparison a chapter makes: the rows of one run that are ours and the rows that are the peer's."""
+
+    chapter: str  # its name in book.chapters
+    label: str  # what is compared, in a few words
+    results: str  # benchmarks/results/<results>.json
+    groups: tuple[str, ...]  # the rows' "group"
+    layer: str | None = None  # the rows' "layer", where the file measures several
+    kernels: Filter = field(default_factory=dict)  # more fields the kernel rows must have
+    peers: Filter = field(default_factory=dict)  # more fields the peer rows must have
+    #: Keep only the rows at the largest value of this field (a sweep's largest size).
+    largest: str | None = None
+    #: A part of the file measured in a run of its own, with its own device and date (see SECTIONS).
+    section: str | None = None
+    #: The shape, formatted from the file's, its summary's and the chosen rows' fields.
+    shape: str = ""
+
+    def __post_init__(self):
+        # A bare string would match its own substrings ("forward" in "forward_fused" is no group of it).
+        if isinstance(self.groups, str) or not self.groups:
+            raise TypeError(f"groups must be a non-empty tuple of group names, not {self.groups!r}")
+
+    @property
+    def source(self) -> str:
+        return f"{self.results}.json" + (f", {self.section}" if self.section else "")
+
+
+@dataclass(frozen=True)
+class Score:
+    """A line of the scoreboard; ``kernel`` is None where the comparison was not measured."""
+
+    chapter: str  # "3. Convolutional networks"
+    label: str  # what is compared, in a few words
+    what: str  # the label, with the shape where measured
+    source: str  # the results file (and part) its figures come from
+    kernel: str | None = None
+    kernel_ms: float | None = None
+    peer: str | None = None
+    peer_ms: float | None = None
+    percent_of_limit: float | None = None  # of the roof that bounds our kernel
+    roof: str | None = None  # "bandwidth" or "FP32"
+    gpu: str | None = None
+    date: str | None = None
+    missing: str | None = None  # why it was not measured
+
+    @property
+    def measured(self) -> bool:
+        return self.missing is None
+
+    @property
+    def ratio(self) -> float | None:
+        """The peer's time over ours: above 1, our kernel is the faster."""
+        return self.peer_ms / self.kernel_ms if self.measured else None
+
+
+# --- which rows are compared ---------------------------------------------------------------------
+
+CNN_LAYERS = ("LeNet C1", "LeNet C3", "large 56x56 C64 M64 3x3")
+GEMM_CONV_LAYERS = ("resnet 56x56 C64 M64 3x3", "resnet 28x28 C128 M128 3x3",
+                    "resnet stem 224x224 C3 M64 7x7/2", "lenet 28x28 C1 M6 5x5")
+#: The SGEMM shapes of other chapters' layers that the GEMM chapter measures apart (section sgemm_shapes).
+SGEMM_SHAPES = ("L-Softmax logits X W^T, 10 classes", "L-Softmax weight gradient X^T G, 10 classes",
+                "L-Softmax input gradient G W, 10 classes", "MLP forward / input gradient, 4096 x 1024 -> 1024",
+                "MLP weight gradient dY^T X, 4096 x 1024 -> 1024", "square 1024")
+INDEX_NOTATION_WORKLOADS = ("mv 4096x4096", "mv 64x131072", "matmul 4096^3", "fcrelu 4096x1024->1024",
+                            "conv2d LeNet C3 N=1024", "conv2d 56x56 C64 3x3 N=32", "maxpool2x2 128x64x56x56")
+#: The dense layer's three products: (what, our kernels, cuBLAS's call through torch).
+DENSE_PRODUCTS = (
+    ("forward", ("fc_forward_naive", "fc_forward_tiled", "fc forward on the GEMM (W^T, GEMM + bias)"),
+     "torch linear (forward)"),
+    ("input gradient", ("fc_backward_input", "fc input gradient on the GEMM (dY W)"), "torch dY @ W (input gradient)"),
+    ("weight gradient", ("fc_backward_weight", "fc weight gradient on the GEMM (dY^T X, dY read transposed)"),
+     "torch dY.T @ X (weight gradient)"),
+)
+
+COMPARISONS: tuple[Comparison, ...] = (
+    # 1. CUDA from Python: one pass over memory each, against torch and CuPy doing the same.
+    Comparison("cuda_from_python", "vector add", "cuda_from_python", ("vector_add",), shape="n = {n:,}"),
+    Comparison("cuda_from_python", "SAXPY", "cuda_from_python", ("saxpy",), shape="n = {n:,}"),
+    Comparison("cuda_from_python", "device copy", "cuda_from_python", ("copy",), shape="n = {n:,}"),
+    Comparison("cuda_from_python", "sum", "cuda_from_python", ("reduce_sum",), shape="n = {n:,}"),
+    # 2. Perceptrons and MLPs.
+    Comparison("perceptrons_mlp", "perceptron forward", "perceptrons_mlp", ("perceptron",),
+               kernels={"name": "perceptron_forward_sigmoid"}, shape="{n:,} × {d}"),
+    Comparison("perceptrons_mlp", "gradient sum over a minibatch", "perceptrons_mlp", ("gradient_sum_sweep",),
+               largest="n", shape="{n:,} × {k}"),
+    *(Comparison("perceptrons_mlp", f"dense layer {what}, {size} size", "perceptrons_mlp", (group,),
+                 kernels={"name": ours}, peers={"name": peer}, shape="{n:,} × {in} → {out}")
+      for group, size in (("fc_digits", "digits"), ("fc_large", "large")) for what, ours, peer in DENSE_PRODUCTS),
+    Comparison("perceptrons_mlp", "softmax + cross-entropy", "perceptrons_mlp", ("softmax",),
+               kernels={"name": "softmax_cross_entropy_forward"}, peers={"name": "torch cross_entropy"},
+               shape="{n:,} × {c}"),
+    Comparison("perceptrons_mlp", "ReLU", "perceptrons_mlp", ("softmax",), kernels={"name": "relu_forward"},
+               peers={"name": "torch relu"}, shape="{n:,} × {c}"),
+    # 3. Convolutional networks: the forward versions against cuDNN's convolution; the fused layer
+    # (convolution, bias, ReLU, pooling) against PyTorch's chain of calls; each gradient against autograd.
+    *(Comparison("cnn", f"conv forward {layer}", "cnn", ("forward",), layer=layer, shape="batch {N}")
+      for layer in CNN_LAYERS),
+    *(Comparison("cnn", f"conv+bias+ReLU+pool {layer}", "cnn", ("forward_fused",), layer=layer, shape="batch {N}")
+      for layer in CNN_LAYERS[:2]),
+    # The weight gradient's kernels include those that compute the bias gradient too; they are set
+    # against PyTorch's weight gradient alone, which does less (the chapter counts them so as well).
+    *(Comparison("cnn", f"conv backward {gradient} {layer}", "cnn_backward", ("backward",), layer=layer,
+                 kernels={"gradient": ("weight", "weight+bias") if gradient == "weight" else gradient},
+                 peers={"gradient": gradient}, shape="batch {N}")
+      for layer in CNN_LAYERS for gradient in ("input", "weight", "bias")),
+    # 4. Convolution as matrix multiplication.
+    Comparison("conv_as_gemm", "SGEMM", "conv_as_gemm", ("sgemm", "sgemm_warptile"), shape="{M} × {N} × {K}"),
+    Comparison("conv_as_gemm", "im2col", "conv_as_gemm", ("im2col",), layer=GEMM_CONV_LAYERS[0],
+               shape="{layer}, batch {batch}"),
+    *(Comparison("conv_as_gemm", f"conv forward {layer}", "conv_as_gemm", ("conv",), layer=layer, shape="batch {N}")
+      for layer in GEMM_CONV_LAYERS),
+    *(Comparison("conv_as_gemm", f"SGEMM {label.split(',')[0]}", "conv_as_gemm", (label,), section="sgemm_shapes",
+                 shape="{M} × {N} × {K}") for label in SGEMM_SHAPES),
+    # 5. Capsules.  einsum's own result is a strided view: the copy (.contiguous()) makes it the
+    # contiguous array our kernels write; the view alone is listed too, as the chapter does.
+    Comparison("capsules", "capsule prediction", "capsules", ("forward",),
+               peers={"name": "torch.einsum + .contiguous()"},
+               shape="batch {batch}, {in_caps}×{in_dim} → {out_caps}×{out_dim}"),
+    Comparison("capsules", "capsule prediction vs einsum's view", "capsules", ("forward",),
+               peers={"name": "torch.einsum (strided view, not contiguous)"},
+               shape="batch {batch}, {in_caps}×{in_dim} → {out_caps}×{out_dim}"),
+    Comparison("capsules", "capsule input gradient", "capsules", ("grad_input",), shape="batch {batch}"),
+    Comparison("capsules", "capsule weight gradient", "capsules", ("grad_weight",), shape="batch {batch}"),
+    Comparison("capsules", "capsule backward (both)", "capsules", ("backward",), shape="batch {batch}"),
+    Comparison("capsules", "capsule training step", "capsules", ("training_step",), shape="batch {batch}"),
+    # 6. Large-margin softmax: the whole layer, and its three GEMMs, at 10 and 10,000 classes.
+    *(Comparison("large_margin_softmax", f"L-Softmax layer, {classes:,} classes", "large_margin_softmax",
+                 (f"layer_C{classes}",), shape="batch {batch}, dim {dim}") for classes in (10, 10000)),
+    *(Comparison("large_margin_softmax", f"L-Softmax's 3 GEMMs, {classes:,} classes", "large_margin_softmax",
+                 (f"gemm_C{classes}",), kernels={"name": "3 GEMMs + W transposed (sgemm: version 7 or 8 by shape)"},
+                 shape="batch {batch}, dim {dim}") for classes in (10, 10000)),
+    # 7. Index notation: the kernels the compiler generates (not the hand-written ones of other
+    # chapters measured beside them) against the library.
+    *(Comparison("index_notation", f"generated {workload}", "index_notation", (workload,),
+                 kernels={"source": "generated"}) for workload in INDEX_NOTATION_WORKLOADS),
+)
+
+
+# --- the parts of a file that keep their own layout ----------------------------------------------
+
+def _sgemm_shape_rows(section: dict) -> list[dict]:
+    """Section ``sgemm_shapes`` of conv_as_gemm.json (one entry a shape, each kernel a key) as rows."""
+    rows = []
+    names = {"warptile": ("version 7 warptile", "kernel"), "splitk": ("version 8 (planned split-K)", "kernel"),
+             "cublas": ("cuBLAS", "peer")}
+    for shape in section.get("shapes", []):
+        for key, (name, kind) in names.items():
+            timed = shape.get(key) or {}
+            row = {"name": name, "group": shape["label"], "kind": kind, "flops": shape.get("flops"),
+                   **{k: shape[k] for k in ("M", "N", "K") if k in shape}}
+            if timed.get("median_us"):
+                row["median_ms"] = timed["median_us"] / 1e3
+            if "correct" in timed:
+                row["correct"] = timed["correct"]
+            rows.append(row)
+    return rows
+
+
+#: Parts of a results file measured in runs of their own: how to read each as rows.
+SECTIONS = {"sgemm_shapes": _sgemm_shape_rows}
+
+
+# --- resolving the comparisons -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Run:
+    """The rows of one run: a whole results file, or one of its SECTIONS."""
+
+    rows: list
+    gpu: str
+    date: str
+    peaks: dict | None
+    fields: dict  # scalars of the file and its summary, for the shapes
+
+
+def _run(comparison: Comparison, results_dir) -> _Run | str:
+    figures = SpeedFigures.recorded(comparison.results, results_dir)
+    if not figures.available:
+        return f"no {comparison.results}.json"
+    data = figures.data
+    fields = {k: v for k, v in data.items() if isinstance(v, (int, float, str))}
+    summary = figures.summary()
+    fields.update({k: v for k, v in summary.items() if isinstance(v, (int, float, str))})
+    fields.update(summary.get("shape", {}) if isinstance(summary.get("shape"), dict) else {})
+    if comparison.section is None:
+        return _Run(figures.rows(), figures.device_name, figures.date, figures.section("peaks"), fields)
+    if comparison.section not in SECTIONS:
+        raise ValueError(f"section {comparison.section!r} of {comparison.results}.json: the scoreboard reads "
+                         f"only the sections {sorted(SECTIONS)}")
+    section = figures.section(comparison.section)
+    if not section:
+        return f"no {comparison.section} in {comparison.results}.json"
+    # A section's device and date are its own; where it names none, it was measured with the file.
+    device = section.get("device", data.get("device", {}))
+    return _Run(SECTIONS[comparison.section](section), str(device.get("name", figures.device_name)),
+                str(section.get("date", data.get("date", "")))[:10], section.get("peaks"), fields)
+
+
+def _matches(row: dict, wanted: Filter) -> bool:
+    for key, value in wanted.items():
+        allowed = value if isinstance(value, tuple) else (value,)
+        if row.get(key) not in allowed:
+            return False
+    return True
+
+
+def _timed(row: dict) -> bool:
+    """Timed, and not marked wrong: a kernel that gives wrong results has no place on the board."""
+    return bool(row.get("median_ms")) and row["median_ms"] > 0 and row.get("correct") is not False \
+        and row.get("within_tolerance") is not False
+
+
+def _candidates(comparison: Comparison, rows: list[dict], kind: str, wanted: Filter) -> list[dict]:
+    chosen = [r for r in rows if r["group"] in comparison.groups and r["kind"] == kind
+              and (comparison.layer is None or r.get("layer") == comparison.layer) and _matches(r, wanted)]
+    if comparison.largest:
+        sized = [r for r in rows if r["group"] in comparison.groups and comparison.largest in r]
+        if sized:
+            top = max(r[comparison.largest] for r in sized)
+            chosen = [r for r in chosen if r.get(comparison.largest) == top]
+    return [r for r in chosen if _timed(r)]
+
+
+def limit(row: dict, peaks: dict | None) -> tuple[float | None, str | None]:
+    """How close ``row`` came to the roof that bounds it (per cent) and which roof: the row's own
+    figure where its benchmark computed one, else computed from its bytes, flops and the run's peaks;
+    (None, None) where there is neither."""
+    from kernels.tools.roofline import Peaks, achieved
+
+    if row.get("percent_of_limit") is not None and row.get("bound") in ("memory", "compute"):
+        return float(row["percent_of_limit"]), "bandwidth" if row["bound"] == "memory" else "FP32"
+    nbytes, flops = float(row.get("bytes") or 0), float(row.get("flops") or 0)
+    if peaks and peaks.get("bandwidth_gbs") and peaks.get("fp32_gflops") and (nbytes or flops):
+        a = achieved(nbytes, flops, row["median_ms"] / 1e3,
+                     Peaks(bandwidth_gbs=float(peaks["bandwidth_gbs"]), fp32_gflops=float(peaks["fp32_gflops"])))
+        return a.percent_of_limit, "bandwidth" if a.bound == "memory" else "FP32"
+    if row.get("percent_of_peak_bandwidth") is not None and not flops:
+        return float(row["percent_of_peak_bandwidth"]), "bandwidth"
+    return None, None
+
+
+def _shape(comparison: Comparison, fields: dict) -> str:
+    try:
+        return comparison.shape.format(**fields)
+    except (KeyError, ValueError, IndexError):
+        return ""  # a file without the fields this shape names: the label alone
+
+
+def resolve(comparison: Comparison, results_dir: Path | str | None = None) -> Score:
+    """The comparison's score from ``<results_dir>/<file>.json`` (default: benchmarks/results)."""
+    found = chapter(comparison.chapter)
+    title = f"{found.number}. {found.title}"
+    run = _run(comparison, results_dir)
+    if isinstance(run, str):
+        return Score(title, comparison.label, comparison.label, comparison.source, missing=run)
+    kernels = _candidates(comparison, run.rows, "kernel", comparison.kernels)
+    peers = _candidates(comparison, run.rows, "peer", comparison.peers)
+    if not kernels or not peers:
+        return Score(title, comparison.label, comparison.label, comparison.source,
+                     missing=f"no timed {'kernel' if not kernels else 'peer'} rows in {comparison.source}")
+    ours = min(kernels, key=lambda r: r["median_ms"])
+    peer = min(peers, key=lambda r: r["median_ms"])
+    shape = _shape(comparison, {**run.fields, **peer, **ours})
+    percent, roof = limit(ours, run.peaks)
+    return Score(title, comparison.label, f"{comparison.label}, {shape}" if shape else comparison.label,
+                 comparison.source,
+                 kernel=ours["name"], kernel_ms=ours["median_ms"], peer=peer["name"], peer_ms=peer["median_ms"],
+                 percent_of_limit=percent, roof=roof, gpu=run.gpu, date=run.date)
+
+
+def scoreboard(results_dir: Path | str | None = None,
+               comparisons: tuple[Comparison, ...] = COMPARISONS) -> list[Score]:
+    """One score per comparison, in the book's order."""
+    return [resolve(c, results_dir) for c in comparisons]
+
+
+# --- showing it ----------------------------------------------------------------------------------
+
+def _us(ms: float) -> str:
+    us = ms * 1e3
+    return f"{us:,.1f}" if us < 1000 else f"{us:,.0f}"
+
+
+def _percent(score: Score) -> str:
+    if score.percent_of_limit is None:
+        return ""
+    p = score.percent_of_limit
+    number = f"{p:.0f}" if p >= 10 else f"{p:.1f}" if p >= 0.1 else "<0.1"
+    return f"{number} % {score.roof}"
+
+
+#: Inline styles: the book's stylesheet right-aligns table cells (numbers); names read better on the left.
+_LEFT = ' style="text-align: left"'
+_FASTER = ' style="font-weight: bold; background: #e3f0fb"'
+
+
+def _heading(score: Score) -> str:
+    """A chapter's heading in the table, with the GPU and date of the run its rows come from."""
+    return f"{score.chapter} · {score.gpu}, {score.date}" if score.measured else score.chapter
+
+
+def html_table(scores: list[Score]) -> str:
+    """The scoreboard as an HTML table; a ratio of 1 or more (ours the faster) in bold on blue with ▲.
+    Rows are headed by their chapter with the GPU and date of their run (a new heading where the run
+    changes), rather than repeating them in columns of every row: the table keeps the page's width."""
+    from html import escape
+
+    head = "".join(f"<th{_LEFT if left else ''}>{name}</th>" for name, left in (
+        ("compared", True), ("our fastest kernel", True), ("µs", False), ("peer", True), ("µs", False),
+        ("peer ÷ ours", False), ("of the limit", False)))
+    body, previous = [], None
+    for s in scores:
+        if _heading(s) != previous:
+            previous = _heading(s)
+            body.append(f'<tr><th colspan="7"{_LEFT}>{escape(previous)}</th></tr>')
+        if not s.measured:
+            body.append(f"<tr><td{_LEFT}>{escape(s.what)}</td><td colspan=\"6\"{_LEFT}>not measured "
+                        f"({escape(s.missing)})</td></tr>")
+            continue
+        ratio = (f"<td{_FASTER}>{s.ratio:.2f}×&nbsp;▲</td>" if s.ratio >= 1 else f"<td>{s.ratio:.2f}×</td>")
+        body.append(f"<tr><td{_LEFT}>{escape(s.what)}</td><td{_LEFT}><code>{escape(s.kernel)}</code></td>"
+                    f"<td>{_us(s.kernel_ms)}</td><td{_LEFT}>{escape(s.peer)}</td><td>{_us(s.peer_ms)}</td>{ratio}"
+                    f"<td>{_percent(s)}</td></tr>")
+    return f'<table style="font-size: 0.8rem"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def sources_text(scores: list[Score]) -> str:
+    """Which GPUs and dates the figures come from, file by file, and what that means for comparing rows."""
+    runs: dict[tuple[str, str], list[str]] = {}
+    for s in scores:
+        if s.measured:
+            runs.setdefault((s.gpu, s.date), [])
+            if s.source not in runs[(s.gpu, s.date)]:
+                runs[(s.gpu, s.date)].append(s.source)
+    if not runs:
+        return "No comparison has been measured yet: `make bench` on a GPU machine records them."
+    parts = [f"{gpu} on {date} ({', '.join(f'`{src}`' for src in sources)})"
+             for (gpu, date), sources in sorted(runs.items(), key=lambda item: item[0][1], reverse=True)]
+    text = "The figures were measured on " + "; ".join(parts) + "."
+    if len({gpu for gpu, _ in runs}) > 1:
+        text += (" The rows come from more than one GPU, so a ratio is comparable only within its own row "
+                 "(its two times were measured in one run on one GPU), not with a row measured on another GPU.")
+    missing = sum(not s.measured for s in scores)
+    if missing:
+        text += f" {missing} comparison{'s are' if missing > 1 else ' is'} not measured yet."
+    return text
+
+
+def plot_ratios(scores: list[Score], ax=None):
+    """The ratio of each row as a horizontal bar on a log axis, a line at 1 (right of it: ours is faster)."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.6, 0.19 * len(scores) + 1.3))
+    labels = [f"{s.chapter.split('.')[0]}. {s.label}" for s in scores]
+    labels = [label if len(label) <= 50 else label[:49] + "…" for label in labels]
+    measured = [s.ratio for s in scores if s.measured]
+    low = min(measured + [1.0]) / 1.6
+    y = list(range(len(scores)))
+    for i, s in enumerate(scores):
+        if s.measured:
+            faster = s.ratio >= 1
+            # Bars start at 1: the length of a bar says by how many times one side is faster.
+            ax.barh(i, s.ratio - 1 if faster else 1 - s.ratio, left=1 if faster else s.ratio, height=0.7,
+                    color="#1f6fb2" if faster else "#d9822b")
+            ax.text(s.ratio * (1.06 if faster else 1 / 1.06), i, f"{s.ratio:.2f}×", va="center",
+                    ha="left" if faster else "right", fontsize=7)
+        else:
+            ax.text(1.06, i, "not measured", va="center", ha="left", fontsize=7, color="gray")
+    chapters = [s.chapter for s in scores]
+    for i in range(1, len(scores)):
+        if chapters[i] != chapters[i - 1]:
+            ax.axhline(i - 0.5, color="#ccc", lw=0.6)
+    ax.axvline(1.0, color="black", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlim(low, max(measured + [1.0]) * 2.2)
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.set_ylim(len(scores) - 0.4, -0.6)
+    ax.set_xlabel("peer's time ÷ ours (right of 1: ours is faster)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_xticks([t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]])
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}×"))
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
+    ax.grid(axis="x", which="major", alpha=0.3)
+    ax.set_title("our fastest kernel against its peer, each row one run", fontsize=9)
+    return ax
