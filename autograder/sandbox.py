@@ -338,6 +338,12 @@ def command(child: list[str], scratch: str, writable: list[str] = (), gpu: bool 
     compiled kernels); ``gpu`` adds the NVIDIA device nodes.
     """
     ids = sandbox_ids()
+    if ids is None and os.geteuid() == 0:
+        # Inside, the child would be the machine's root: without capabilities, but the owner of every root-owned
+        # file it can reach.  Refuse rather than run a student's code as root.
+        raise SandboxUnavailable(
+            "the grader runs as root, and this machine's user namespace maps no id besides root's for the "
+            "sandbox's processes to run as; grade as an ordinary user, or in a container given a range of user ids")
     cmd = [
         bwrap_binary(),
         "--unshare-user", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",

@@ -495,3 +495,19 @@ def test_a_notebook_s_exercises_overlap_only_where_they_are_graded_on_a_gpu(monk
     assert _overlapping_gradings(grade_submission, 2) == overlapping
     assert _overlapping_gradings(grade_submission, 1) == 1
     assert _overlapping_gradings(lambda sub, **kw: None, 2) == 1  # a stand-in grader: one at a time, in order
+
+
+def test_a_root_grader_without_an_id_for_the_sandbox_refuses_to_grade(monkeypatch):
+    """As root, where no id but root's is mapped, the child would run as the machine's root: no grading."""
+    import functools
+
+    from autograder import sandbox
+
+    monkeypatch.setattr(sandbox, "sandbox_ids", lambda: None)
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
+    # the answer is cached per process: ask afresh (the cached one is back after the test)
+    monkeypatch.setattr(sandbox, "unavailable_reason", functools.lru_cache(maxsize=1)(sandbox.unavailable_reason.__wrapped__))
+    reason = sandbox.unavailable_reason()
+    assert "runs as root" in reason and "maps no id besides root's" in reason
+    with pytest.raises(sandbox.SandboxUnavailable, match="runs as root"):
+        grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k")
