@@ -8,8 +8,9 @@ scratch directory, its own session, and limits on CPU time, file size and
 core dumps (and, inside the sandbox, on processes: the child sets
 ``RLIMIT_NPROC`` after becoming the sandbox's own uid, before any student code
 exists); it polls the whole process tree -- its resident memory, the memfds
-it holds and its /dev/shm, and its number of processes and threads -- and
-kills it past a limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
+it holds and its /dev/shm, its number of processes and threads, and the files
+it wrote to its scratch directory and build cache -- and kills it past a
+limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
 refuses to run where the sandbox cannot start; ``check()`` on a student's own
 machine runs without it there (it guards nothing of anyone else's).
 
@@ -70,6 +71,11 @@ PASS_ENV_PREFIXES = ("DLK_EMULATOR_",)
 #: Resident memory a grading child (with its compiler and emulator worker) may use.
 MEMORY_LIMIT_CPU = 4 * 2**30
 MEMORY_LIMIT_GPU = 16 * 2**30  # timing holds two large input sets, their float64 references and scales
+#: What one grading may write to its scratch directory and its build cache together: the arrays it hands back
+#: (the largest exercise's timing-size output is about 220 MiB) and the builds, with room to spare.
+SCRATCH_LIMIT = 4 * 2**30
+#: Seconds between two measurements of what the grading wrote (a walk of its folders).
+SCRATCH_POLL_S = 0.5
 LOG_LIMIT = 4000  # characters of captured stdout/stderr kept
 
 
@@ -221,6 +227,28 @@ def _sandbox_tmpfs_bytes(pids: list[int]) -> int:
         except OSError:
             continue
     return sum(seen.values())
+
+
+def _written_bytes(folders: list[str], stop_above: int) -> int:
+    """The space the files below ``folders`` take (allocated blocks: a sparse file counts what it holds), counted
+    until it passes ``stop_above``: disk the grading fills, or memory where the folder is on a tmpfs."""
+    total = 0
+    pending = [f for f in folders if f]
+    while pending and total <= stop_above:
+        try:
+            entries = os.scandir(pending.pop())
+        except OSError:
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_blocks * 512
+                except OSError:
+                    continue
+    return total
 
 
 def _tree_memory_bytes(pids: list[int]) -> int:
@@ -390,6 +418,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
             child = launch.argv
             pass_fds += launch.pass_fds
             request["sandbox_uid"] = launch.drop_to
+        cached_before = _written_bytes([cache_dir], 2**62)  # this student's earlier builds are not this grading's
         try:
             proc = subprocess.Popen(
                 child,
@@ -424,6 +453,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         killed_for = ""
         deadline = time.monotonic() + limit
         waiting_since: float | None = None  # the child waits for its turn on the card (not counted)
+        written_at = 0.0  # when what the grading wrote was last measured
         sel = selectors.DefaultSelector()
         sel.register(read_fd, selectors.EVENT_READ, "result")
         sel.register(proc.stdout, selectors.EVENT_READ, "log")
@@ -475,6 +505,11 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                 if _tree_memory_bytes(tree) > memory_limit:
                     killed_for = "memory"
                     break
+                if time.monotonic() - written_at > SCRATCH_POLL_S:
+                    written_at = time.monotonic()
+                    if _written_bytes([tmp, cache_dir], SCRATCH_LIMIT + cached_before) - cached_before > SCRATCH_LIMIT:
+                        killed_for = "files"
+                        break
         finally:
             sel.close()
             ended: list[int] = []
@@ -539,6 +574,11 @@ def _result_without_report(ex, sub, request, events, killed_for, returncode, log
     elif killed_for == "memory":
         status = "crashed"
         message = f"The check used more than {memory_limit / 2**30:.1f} GiB of memory{where} and was stopped."
+    elif killed_for == "files":
+        status = "crashed"
+        limit_text = f"{SCRATCH_LIMIT / 2**30:g} GiB" if SCRATCH_LIMIT >= 2**30 else f"{SCRATCH_LIMIT / 2**20:g} MiB"
+        message = (f"The check wrote more than {limit_text} of files{where} and was stopped. "
+                   f"A kernel cell needs no files of its own: remove anything the cell writes to a file.")
     elif killed_for == "processes":
         status = "crashed"
         message = (f"Too many processes: the check reached the limit of {sandbox.PROCESS_LIMIT} processes and threads"

@@ -511,3 +511,28 @@ def test_a_root_grader_without_an_id_for_the_sandbox_refuses_to_grade(monkeypatc
     assert "runs as root" in reason and "maps no id besides root's" in reason
     with pytest.raises(sandbox.SandboxUnavailable, match="runs as root"):
         grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k")
+
+
+_WRITING_CHILD = """
+import os, time
+for i in range({files}):
+    with open(f"ballast-{{i}}", "wb") as f:
+        f.write(os.urandom(2**20))
+time.sleep(3)
+"""
+
+
+@pytest.mark.parametrize("files, stopped", [(48, True), (4, False)], ids=["filling the disk", "honest twin"])
+def test_a_grading_that_fills_its_scratch_directory_is_stopped(monkeypatch, files, stopped):
+    """Files count against the grading's limit however many there are (each one under the file-size limit);
+    the limit is lowered here to 16 MiB, so that the attack writes 48 MiB, not gigabytes."""
+    monkeypatch.setattr(isolation, "SCRATCH_LIMIT", 16 * 2**20)
+    monkeypatch.setattr(isolation, "SCRATCH_POLL_S", 0.1)
+    _fake_child(monkeypatch, _WRITING_CHILD.format(files=files))
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k",
+                         timeout_s=20, student_id="writer")
+    if stopped:
+        assert r.status == "crashed" and r.score == 0
+        assert "wrote more than 16 MiB of files" in r.message, r.message
+    else:
+        assert "of files" not in r.message, r.message
