@@ -405,10 +405,6 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         request["result_fd"] = write_fd
         child = _child_command()
         pass_fds = [write_fd]
-        lock_fd = lock.open_for_child() if lock is not None else None
-        if lock_fd is not None:
-            request["gpu_lock_fd"] = lock_fd
-            pass_fds.append(lock_fd)
         sandboxed = not sandbox.unavailable_reason()
         launch = None
         if sandboxed:
@@ -418,6 +414,10 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
             child = launch.argv
             pass_fds += launch.pass_fds
             request["sandbox_uid"] = launch.drop_to
+        lock_fd = lock.open_for_child() if lock is not None else None  # closed here with the others once passed
+        if lock_fd is not None:
+            request["gpu_lock_fd"] = lock_fd
+            pass_fds.append(lock_fd)
         cached_before = _written_bytes([cache_dir], 2**62)  # this student's earlier builds are not this grading's
         try:
             proc = subprocess.Popen(

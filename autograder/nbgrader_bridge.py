@@ -167,8 +167,9 @@ def grade_notebook(
             result = crashed_result(exercise, f"the grader failed: {type(exc).__name__}: {exc}")
         return result, time.perf_counter() - t0
 
-    # On a GPU the exercises overlap: one child holds the GPU (the engine's lock) while the grader judges
-    # the one before it on the host.  On the emulator every grading is CPU work: one at a time.
+    # On a GPU the exercises overlap: while one child has its turn on the card (autograder.gpu_turn), the
+    # next one starts and compiles, and the grader judges the one before on the host.  On the emulator
+    # every grading is CPU work: one at a time.
     with ThreadPoolExecutor(max_workers=_overlapping_gradings(grade_fn, len(exercises))) as pool:
         graded = list(pool.map(grade_one, exercises))
     for exercise, (result, seconds) in zip(exercises, graded):
