@@ -31,7 +31,7 @@ from .exercise import Exercise, LaunchConfig, LaunchError
 from .gpu_turn import take_gpu_turn
 from .result import ExerciseResult, ShapeResult
 from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
-from .timing_policy import TimingSets, measure_speed, speed_points, timed_shape
+from .timing_policy import TimingSets, is_seed, measure_speed, speed_points, timed_shape, times_kernel
 from .verdict import case_data, judge_case
 
 #: Elements of guard before and after every buffer on the GPU (the kernel is given the part between:
@@ -353,7 +353,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     if backend is None:
         return res
     # the timing's input sets are drawn while the kernel compiles and the correctness cases run
-    timing_sets = _timing_sets(ex, request) if _timed_here(ex, backend, mode) else None
+    timing_sets = _timing_sets(ex, request) if times_kernel(ex, backend.name == "gpu", mode) else None
 
     send("stage", stage="compile")
     source = "\n" * max(0, int(request.get("cell_line", 1)) - 1) + request["source"]
@@ -432,18 +432,11 @@ def _shape_dict(s: ShapeResult) -> dict:
     return asdict(s)
 
 
-def _timed_here(ex: Exercise, backend, mode: str) -> bool:
-    """Whether this check times the kernel (if it passes): on a GPU, against a reference kernel, for points or
-    (check()) for information."""
-    return backend.name == "gpu" and ex.reference_kernel is not None and bool(ex.speed_points or mode != "hidden")
-
-
 def _timing_sets(ex: Exercise, request: dict) -> TimingSets:
     """The timing's input sets, of the seeds the grading process chose (it draws the same sets to check the
     timed call's output), else of fresh ones; drawn on a thread from now on."""
     seeds = request.get("timing_seeds")
-    if (isinstance(seeds, list) and len(seeds) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64 for v in seeds)):
+    if isinstance(seeds, list) and len(seeds) == 2 and all(is_seed(v) for v in seeds):
         return TimingSets(ex, timed_shape(ex), seeds[0], seeds[1], with_reference=True)
     return TimingSets.fresh(ex, timed_shape(ex), with_reference=True)
 
@@ -453,7 +446,7 @@ def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mod
     if backend.name != "gpu":
         speed_not_measured_here(ex, res)
         return
-    if not _timed_here(ex, backend, mode):
+    if not times_kernel(ex, backend.name == "gpu", mode):
         return
     from kernels.runtime import errors as E
 

@@ -22,9 +22,8 @@ to change when a chapter adds one:
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -264,19 +263,15 @@ def varied(rng: np.random.Generator, shape, mean: float, decades: float = 1.0, s
     size = int(np.prod(shape))
     if size <= VARIED_CHUNK:
         return _varied_values(rng, size, mean, decades, spread).reshape(shape)
-    from concurrent.futures import ThreadPoolExecutor
+    from kernels.runtime.host_chunks import chunk_ranges, over_chunks
 
-    starts = range(0, size, VARIED_CHUNK)
-    children = rng.spawn(len(starts))
+    children = rng.spawn(len(chunk_ranges(size, VARIED_CHUNK)))
     out = np.empty(size, np.float32)
 
-    def fill(k: int) -> None:
-        start = starts[k]
-        stop = min(size, start + VARIED_CHUNK)
-        out[start:stop] = _varied_values(children[k], stop - start, mean, decades, spread)
+    def fill(start: int, stop: int) -> None:
+        out[start:stop] = _varied_values(children[start // VARIED_CHUNK], stop - start, mean, decades, spread)
 
-    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
-        list(pool.map(fill, range(len(starts))))
+    over_chunks(size, fill, VARIED_CHUNK, max_threads=8)  # two sets are drawn side by side
     return out.reshape(shape)
 
 

@@ -57,7 +57,7 @@ from .exercise import Exercise, LaunchError
 from .result import ExerciseResult, ShapeResult
 from .submission import KernelSubmission
 from .gpu_turn import GpuTurn
-from .timing_policy import TimingSets, timed_shape
+from .timing_policy import TimingSets, timed_shape, times_kernel
 from .verdict import judge
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -358,7 +358,7 @@ def grade_submission(
     if memory_limit is None:
         memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
     timing_sets = None
-    if mode == "hidden" and lock.wants_gpu and ex.reference_kernel is not None and ex.speed_points:
+    if mode == "hidden" and times_kernel(ex, lock.wants_gpu, mode):
         # The grader chooses the timing's input sets and draws them itself while the child runs: it checks the
         # output of the last timed call against its own float64 reference of that call's inputs.
         timing_sets = TimingSets.fresh(ex, timed_shape(ex))

@@ -169,6 +169,17 @@ def blended_inputs(ex: Exercise, a: dict, b: dict, call_seed: int) -> dict:
     return out
 
 
+def is_seed(value) -> bool:
+    """A timing seed as the grader makes them: a plain integer (not a bool) of at most 64 bits."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**64
+
+
+def times_kernel(ex: Exercise, on_gpu: bool, mode: str) -> bool:
+    """Whether a check of ``ex`` times the kernel (if it passes): on a GPU, against a reference kernel, for
+    speed points (grading) or for information (check())."""
+    return on_gpu and ex.reference_kernel is not None and bool(ex.speed_points or mode != "hidden")
+
+
 def _new_seed() -> int:
     return int.from_bytes(os.urandom(8), "little") >> 1
 

@@ -34,7 +34,7 @@ from .diagnosis import diagnose, error_map
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import STATUSES, ExerciseResult, ShapeResult
 from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
-from .timing_policy import FLOOR_MARGIN, TimingSets, blended_inputs, draw_pair, speed_points, timed_shape
+from .timing_policy import FLOOR_MARGIN, TimingSets, blended_inputs, draw_pair, is_seed, speed_points, timed_shape
 
 #: Statuses of a child's result that are judged case by case here; any other (a compile error, a crash, a
 #: hang, a refused launch, no code) already carries no points and is kept as the child reported it.
@@ -237,7 +237,7 @@ def timing_case_data(ex: Exercise, shape: dict, seeds, sets: TimingSets | None =
     if not isinstance(seeds, dict):
         return None
     values = [seeds.get(k) for k in ("seed_a", "seed_b", "call_seed")]
-    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**64 for v in values):
+    if not all(is_seed(v) for v in values):
         return None
     seed_a, seed_b, call_seed = values
     if sets is not None:

@@ -22,10 +22,10 @@ def chunk_ranges(n: int, chunk: int = CHUNK) -> list[tuple[int, int]]:
     return [(start, min(n, start + chunk)) for start in range(0, n, chunk)] or [(0, 0)]
 
 
-def over_chunks(n: int, work: Callable[[int, int], T], chunk: int = CHUNK) -> list[T]:
+def over_chunks(n: int, work: Callable[[int, int], T], chunk: int = CHUNK, max_threads: int = MAX_THREADS) -> list[T]:
     """``work(start, stop)`` for consecutive ranges covering ``range(n)``, in order (on threads when n is large)."""
     ranges = chunk_ranges(n, chunk)
-    threads = min(MAX_THREADS, os.cpu_count() or 1, len(ranges))
+    threads = min(max_threads, os.cpu_count() or 1, len(ranges))
     if threads <= 1:
         return [work(start, stop) for start, stop in ranges]
     with ThreadPoolExecutor(threads) as pool:
