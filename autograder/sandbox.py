@@ -36,8 +36,9 @@ constructor in a student's C++ (which runs before the emulator's own
   uid of the machine (:func:`sandbox_ids`).  The grading child starts with
   only ``CAP_SETUID``/``CAP_SETGID``, becomes :data:`SANDBOX_UID` first thing
   (which drops those too) and sets ``RLIMIT_NPROC`` before any student code
-  exists (:func:`autograder.isolation.child_main`); that limit counts this
-  sandbox's processes and threads only, so a fork bomb stops at it.  The
+  exists (:func:`autograder.isolation.child_main`); that limit counts the
+  processes and threads of this student's sandboxes only (the uid is the
+  student's: :func:`sandbox_ids`), so a fork bomb stops at it.  The
   scratch directory and the build cache are handed to that uid.  A grader
   that is not root needs none of this: its own uid is bound by the limit;
 * **memory outside the processes**: ``/dev`` is read-only and ``/dev/shm`` a
@@ -60,8 +61,8 @@ from __future__ import annotations
 import errno
 import functools
 import glob
+import hashlib
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -215,20 +216,24 @@ def _mapped_range(path: str) -> list[tuple[int, int]]:
         return []
 
 
-def sandbox_ids() -> tuple[int, int] | None:
+def sandbox_ids(owner: str) -> tuple[int, int] | None:
     """The uid and gid of this machine a sandbox's processes run as, when the grader runs as root; None otherwise.
 
-    On a machine whose ids are all mapped (not in a container's namespace) each
-    grading draws its own pair from a range no account uses; in a namespace
-    that maps fewer ids, the highest mapped id but the overflow one.
+    ``owner`` names what the sandbox may write (a student's build cache): on a
+    machine whose ids are all mapped (not in a container's namespace) the pair
+    is that owner's own, from a range no account uses, so that two gradings of
+    one student at the same time (a notebook's exercises on a GPU) both keep
+    their cache, and two students' gradings run as different users; in a
+    namespace that maps fewer ids, the highest mapped id but the overflow one.
     """
     if os.geteuid() != 0:
         return None
+    own = int.from_bytes(hashlib.sha256(owner.encode()).digest()[:8], "little") % SANDBOX_ID_SPAN
     picked = []
     for path in ("/proc/self/uid_map", "/proc/self/gid_map"):
         ranges = _mapped_range(path)
         if any(first <= SANDBOX_ID_BASE and SANDBOX_ID_BASE + SANDBOX_ID_SPAN <= first + count for first, count in ranges):
-            picked.append(SANDBOX_ID_BASE + secrets.randbelow(SANDBOX_ID_SPAN))
+            picked.append(SANDBOX_ID_BASE + own)
             continue
         top = max((first + count - 1 for first, count in ranges if count > 1), default=0)
         if top in (0, 65534, 65535):
@@ -337,7 +342,7 @@ def command(child: list[str], scratch: str, writable: list[str] = (), gpu: bool 
     write (this student's build cache); ``readonly`` are further folders it may read (the grader's
     compiled kernels); ``gpu`` adds the NVIDIA device nodes.
     """
-    ids = sandbox_ids()
+    ids = sandbox_ids("\0".join(writable) or scratch)
     if ids is None and os.geteuid() == 0:
         # Inside, the child would be the machine's root: without capabilities, but the owner of every root-owned
         # file it can reach.  Refuse rather than run a student's code as root.

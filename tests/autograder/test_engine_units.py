@@ -503,7 +503,7 @@ def test_a_root_grader_without_an_id_for_the_sandbox_refuses_to_grade(monkeypatc
 
     from autograder import sandbox
 
-    monkeypatch.setattr(sandbox, "sandbox_ids", lambda: None)
+    monkeypatch.setattr(sandbox, "sandbox_ids", lambda owner: None)
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
     # the answer is cached per process: ask afresh (the cached one is back after the test)
     monkeypatch.setattr(sandbox, "unavailable_reason", functools.lru_cache(maxsize=1)(sandbox.unavailable_reason.__wrapped__))
@@ -536,3 +536,30 @@ def test_a_grading_that_fills_its_scratch_directory_is_stopped(monkeypatch, file
         assert "wrote more than 16 MiB of files" in r.message, r.message
     else:
         assert "of files" not in r.message, r.message
+
+
+def test_gradings_of_one_student_at_the_same_time_share_the_student_s_build_cache():
+    """A notebook's exercises are graded at once on a GPU, and both children write the student's build
+    cache: the sandbox's uid belongs to the student (the cache's owner), not to one grading, so the second
+    grading handing the cache over cannot lock the first one out of it."""
+    import threading
+    from pathlib import Path
+
+    corpus = Path(__file__).parents[1] / "planted_bugs"
+    cells = [(corpus / "saxpy" / "one_thread_per_element.cu").read_text().removeprefix("// "),
+             (corpus / "reduce_sum" / "one_atomic_per_element.cu").read_text().removeprefix("// ")]
+    results = {}
+
+    def grade(cell: str) -> None:
+        sub = submission_from_cell(cell)
+        results[sub.exercise] = grade_submission(sub, mode="hidden", secret=b"k", student_id="both-at-once",
+                                                 timeout_s=120)
+
+    for _ in range(2):  # the second time the student's cache exists, as it does for every later grading
+        threads = [threading.Thread(target=grade, args=(cell,)) for cell in cells]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert {name: r.status for name, r in results.items()} == {"saxpy": "passed", "reduce_sum": "passed"}, \
+            {name: r.message for name, r in results.items()}
