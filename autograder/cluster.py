@@ -35,6 +35,7 @@ DEFAULT_RETRIES = 2
 #: Dask settings of a grading cluster (the README gives them for a scheduler started by hand):
 #: a task is given up at the first death of a worker running it (the driver retries, with a
 #: reason); a worker holds only the task it runs (so "running" is running, for the time limit).
+#: Tasks that ask for a GPU are not queued by the scheduler: ``run_tasks`` bounds them itself.
 CLUSTER_CONFIG = {
     "distributed.scheduler.allowed-failures": 0,
     "distributed.scheduler.worker-saturation": 1.0,
@@ -147,20 +148,42 @@ def failure_reason(exc: BaseException) -> str:
     return f"the grading raised {name}: {exc}"
 
 
+def grading_slots(client, on_gpus: bool) -> int:
+    """How many gradings the cluster runs at once: its GPUs, else its workers' threads (at least one)."""
+    workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
+    if on_gpus:
+        return max(1, sum(int((w.get("resources") or {}).get("GPU", 0)) for w in workers))
+    return max(1, sum(int(w.get("nthreads") or 1) for w in workers))
+
+
 def run_tasks(client, tasks: Iterable[Task], *, record_result: Callable[[Task, JobOutcome], None],
               record_failure: Callable[[Task, str], None], retries: int, task_timeout: float | None = None,
               on_progress: Callable[[int], None] = lambda failed: None, poll_s: float = 1.0) -> None:
     """Submit ``tasks``, hand each result to ``record_result`` as it arrives; bounded retries, then ``record_failure``.
 
-    ``tasks`` may be a generator: each is submitted as soon as it is made.
-    Tasks ask for one GPU where the cluster has GPU workers. A task running
-    longer than its ``time_limit`` (else ``task_timeout``) seconds is cancelled and its worker process
-    ended (the only way to stop a grading that does not return; the nanny
-    starts a fresh one), then retried.
+    ``tasks`` may be a generator: its jobs are made while the cluster grades
+    the ones before. Tasks ask for one GPU where the cluster has GPU workers.
+    No more tasks are on the cluster than it has slots (GPUs, else threads),
+    counted again at every poll so that workers joining later are used:
+    Dask gives a task that asks for a resource to a worker the moment it is
+    submitted, so a class submitted at once would be dealt out in advance
+    (one worker's half may take longer than the other's) and a queued task
+    would count as running against its time limit. One more task per slot
+    is made ready ahead, so a freed GPU gets its next grading before the
+    result of the last one is written.
+
+    A task running longer than its ``time_limit`` (else ``task_timeout``)
+    seconds is cancelled and its worker process ended (the only way to stop a
+    grading that does not return; the nanny starts a fresh one), then retried.
     """
+    from collections import deque
+
     from distributed import wait
 
-    resources = {"GPU": 1} if cluster_gpus(client) else None
+    on_gpus = bool(cluster_gpus(client))
+    resources = {"GPU": 1} if on_gpus else None
+    source = iter(tasks)
+    ready: deque[Task] = deque()  # made, not yet submitted; retries go first
     pending: dict = {}  # future -> Task
     failures = 0
 
@@ -171,24 +194,40 @@ def run_tasks(client, tasks: Iterable[Task], *, record_result: Callable[[Task, J
         future = client.submit(run_job, task.job, key=task.key, resources=resources, pure=False, retries=0)
         pending[future] = task
 
+    def make_ready(slots: int) -> None:
+        while len(ready) < slots:
+            task = next(source, None)
+            if task is None:
+                return
+            ready.append(task)
+
+    def fill(slots: int) -> None:
+        while ready and len(pending) < slots:
+            submit(ready.popleft())
+
     def give_up_or_retry(task: Task, reason: str) -> None:
         nonlocal failures
         if task.attempts <= retries:
-            submit(task)
+            ready.appendleft(task)
             return
         failures += 1
         record_failure(task, f"{reason} (after {task.attempts} attempt{'s' if task.attempts != 1 else ''})")
         on_progress(failures)
 
-    for task in tasks:
-        submit(task)
-    while pending:
+    slots = grading_slots(client, on_gpus)
+    make_ready(slots)
+    while True:
+        fill(slots)
+        make_ready(slots)
+        if not pending:
+            break
         try:
             done, _ = wait(list(pending), timeout=poll_s, return_when="FIRST_COMPLETED")
         except TimeoutError:
             done = set()
-        for future in done:
-            task = pending.pop(future)
+        ended = [(future, pending.pop(future)) for future in done]
+        fill(slots)  # the freed slots grade the next students while these results are written
+        for future, task in ended:
             if future.status == "finished":
                 outcome = future.result()
                 task.seconds = outcome.seconds
@@ -206,6 +245,10 @@ def run_tasks(client, tasks: Iterable[Task], *, record_result: Callable[[Task, J
                 give_up_or_retry(task, failure_reason(exc))
         if pending:
             _stop_overdue(client, pending, task_timeout, give_up_or_retry)
+        try:
+            slots = grading_slots(client, on_gpus)
+        except Exception:  # the scheduler did not answer this time: keep the last count
+            pass
 
 
 def _stop_overdue(client, pending: dict, task_timeout: float | None, give_up_or_retry) -> None:

@@ -18,7 +18,15 @@ GPU; on the CPU emulator (a smoke run, e.g. ``DLK_BACKEND=cpu python3 -m
 benchmarks.cluster_grading --class-size 4``) the workers are emulator workers
 and the figures are printed, not written, unless ``--out`` names a file.
 
-Usage: python3 -m benchmarks.cluster_grading [--class-size N] [--gpus K] [--timeout S] [--out FILE] [--no-sequential]
+A class of 40 graded both ways takes longer than one command may run on a
+GPU runner (10 minutes): measure it in two commands, the second adding the
+first's runs (same GPU model and class size, each run with its own date)::
+
+    python3 -m benchmarks.cluster_grading --sequential-only --gpus 1 --out /tmp/sequential.json
+    python3 -m benchmarks.cluster_grading --no-sequential --gpus 1 --with /tmp/sequential.json
+
+Usage: python3 -m benchmarks.cluster_grading [--class-size N] [--gpus K] [--timeout S] [--out FILE]
+       [--no-sequential | --sequential-only] [--with FILE]
 """
 
 from __future__ import annotations
@@ -137,6 +145,30 @@ def _gpu_device(gpus: list[str]) -> dict:
     return {"name": ", ".join(dict.fromkeys(names)), "gpus": list(gpus)}
 
 
+def _now() -> str:
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _earlier_runs(path: Path, device: dict, class_size: int) -> list[dict]:
+    """The runs of an earlier results file, if it measured this GPU model and class size (else a clear stop)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--with {path}: not a results file of this benchmark ({exc})") from None
+    if data.get("benchmark") != "cluster_grading":
+        raise SystemExit(f"--with {path}: not a results file of this benchmark")
+    if data["device"]["name"] != device["name"] or data["class_size"] != class_size:
+        raise SystemExit(f"--with {path}: measured {data['class_size']} students on {data['device']['name']}, "
+                         f"this command {class_size} on {device['name']}: ratios are taken on one GPU model")
+    runs = [{"date": data["date"], **{k: v for k, v in r.items() if not k.startswith("same_scores_as_")}}
+            for r in data["runs"]]
+    if any("scores" not in r for r in runs):
+        raise SystemExit(f"--with {path}: its runs carry no scores to compare with this command's")
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--class-size", type=int, default=40, help="submissions in the class (default 40)")
@@ -146,9 +178,17 @@ def main() -> None:
     parser.add_argument("--out", help="results file (default benchmarks/results/cluster_grading.json on a GPU)")
     parser.add_argument("--no-sequential", action="store_true",
                         help="measure the cluster only (the sequential path takes as long as the one-GPU cluster)")
+    parser.add_argument("--sequential-only", action="store_true",
+                        help="measure the sequential path only (then --with the results file adds the cluster's)")
+    parser.add_argument("--with", dest="earlier", metavar="FILE",
+                        help="a results file of this benchmark from an earlier command on the same GPU model and "
+                             "class size: its runs join this command's (a class of 40 graded both ways takes longer "
+                             "than one command may run on a GPU runner)")
     args = parser.parse_args()
     if args.class_size < 1:
         raise SystemExit(f"--class-size {args.class_size}: the class needs at least one submission")
+    if args.no_sequential and args.sequential_only:
+        raise SystemExit("--no-sequential and --sequential-only: nothing left to measure")
 
     from autograder.cluster import visible_gpus
     from benchmarks.common import software_versions
@@ -159,7 +199,9 @@ def main() -> None:
     limit = args.gpus if args.gpus is not None else 2
     if limit < 1:
         raise SystemExit(f"--gpus {args.gpus}: measure at least one worker")
-    sizes = [n for n in (1, 2) if n <= min(limit, len(workers))]
+    sizes = [] if args.sequential_only else [n for n in (1, 2) if n <= min(limit, len(workers))]
+    device = _gpu_device(gpus) if on_gpu else {"name": "CPU emulator workers", "gpus": []}
+    earlier = _earlier_runs(Path(args.earlier), device, args.class_size) if args.earlier else []
     root = Path(tempfile.mkdtemp(prefix="dlk-cluster-bench-"))
     try:
         runs = []
@@ -178,12 +220,16 @@ def main() -> None:
                       f"{w['command_seconds']:.1f} s the whole command", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    now = _now()
+    runs = sorted(earlier + [{**r, "date": now} for r in runs],
+                  key=lambda r: (r["path"] != "sequential", r["workers"]))
+    measured = [(r["path"], r["workers"]) for r in runs]
+    if len(set(measured)) < len(measured):
+        raise SystemExit(f"--with {args.earlier}: it measured a path this command measured again ({measured})")
     base = runs[0]["scores"]  # the sequential path's, else the one-GPU cluster's
     for r in runs[1:]:
         r["same_scores_as_sequential" if runs[0]["path"] == "sequential" else "same_scores_as_one_worker"] = \
             r["scores"] == base
-    for r in runs:
-        del r["scores"]
     seq = runs[0]["gradings_per_minute"] if runs[0]["path"] == "sequential" else None
     one = next((r for r in runs if r["path"] == "cluster" and r["workers"] == 1), None)
     two = next((r for r in runs if r["path"] == "cluster" and r["workers"] == 2), None)
@@ -198,11 +244,8 @@ def main() -> None:
     payload = {"class_size": args.class_size, "samples": SAMPLES, "timeout_s": float(args.timeout),
                "runs": runs, "summary": summary}
     if args.out:
-        import datetime as dt
-
-        data = {"benchmark": "cluster_grading", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "device": _gpu_device(gpus) if on_gpu else {"name": "CPU emulator workers", "gpus": []},
-                "software": software_versions(), **payload}
+        data = {"benchmark": "cluster_grading", "date": now, "device": device, "software": software_versions(),
+                **payload}
         Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
         print(f"wrote {args.out}")
     else:

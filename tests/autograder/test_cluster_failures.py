@@ -92,3 +92,44 @@ def test_a_grading_past_its_time_limit_is_stopped_retried_then_failed(client):
     assert reason.startswith("it ran past the time limit of 2 s on tcp://") and reason.endswith("(after 2 attempts)")
     client.wait_for_workers(1, timeout=120)  # the worker was restarted and grades again
     assert client.submit(sum, [1, 2], pure=False).result(timeout=60) == 3
+
+
+class TakesASecond:
+    """A grading that takes about a second (half a second per exercise), then passes."""
+
+    def __call__(self, sub, **kwargs) -> ExerciseResult:
+        import time
+
+        time.sleep(0.5)
+        return passing(sub)
+
+
+@pytest.fixture(scope="module")
+def gpu_client():
+    """One worker offering one GPU resource, as a GPU worker of a grading cluster does (no GPU is used)."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    with dask.config.set(CLUSTER_CONFIG), LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                                      resources={"GPU": 1}, memory_limit=0,
+                                                      dashboard_address=":0") as cluster, Client(cluster) as c:
+        yield c
+
+
+def test_a_class_larger_than_its_gpus_waits_its_turn_without_running_into_the_time_limit(gpu_client):
+    """Six gradings of about a second each on one GPU, each with a limit of 3.5 s: all are graded, none retried.
+
+    Dask hands a task that asks for a GPU to a worker as soon as it is submitted;
+    if the whole class were submitted at once, the sixth student's clock would
+    run from the start while five others are graded before it, and the time
+    limit would stop a grading that never ran late.
+    """
+    tasks = [Task(student=f"s{i}", job=GradingJob(assignment=ASSIGNMENT, student=f"s{i}",
+                                                  notebooks={NOTEBOOK: SOLUTION}, student_key="k",
+                                                  grade_fn=TakesASecond()), time_limit=3.5) for i in range(6)]
+    results, failures = [], []
+    run_tasks(gpu_client, iter(tasks), record_result=lambda t, outcome: results.append(outcome.student),
+              record_failure=lambda t, reason: failures.append((t.student, reason)), retries=0, poll_s=0.25)
+    assert failures == []
+    assert sorted(results) == [f"s{i}" for i in range(6)]
+    assert [t.attempts for t in tasks] == [1] * 6
