@@ -36,9 +36,13 @@ DEFAULT_RETRIES = 2
 #: a task is given up at the first death of a worker running it (the driver retries, with a
 #: reason); a worker holds only the task it runs (so "running" is running, for the time limit).
 #: Tasks that ask for a GPU are not queued by the scheduler: ``run_tasks`` bounds them itself.
+#: A worker grades in the environment ``autograder grade`` grades in: none of the variables Dask sets
+#: for numeric workers before it starts one (``MALLOC_TRIM_THRESHOLD_`` makes every array of the
+#: grader's chunked checks a fresh mmap, about a third slower; one BLAS thread).
 CLUSTER_CONFIG = {
     "distributed.scheduler.allowed-failures": 0,
     "distributed.scheduler.worker-saturation": 1.0,
+    "distributed.nanny.pre-spawn-environ": {},
 }
 
 

@@ -117,19 +117,35 @@ def gpu_client():
 
 
 def test_a_class_larger_than_its_gpus_waits_its_turn_without_running_into_the_time_limit(gpu_client):
-    """Six gradings of about a second each on one GPU, each with a limit of 3.5 s: all are graded, none retried.
+    """Twelve gradings of about a second each on one GPU, each with a limit of 8 s: all are graded, none retried.
 
     Dask hands a task that asks for a GPU to a worker as soon as it is submitted;
-    if the whole class were submitted at once, the sixth student's clock would
-    run from the start while five others are graded before it, and the time
-    limit would stop a grading that never ran late.
+    if the whole class were submitted at once, the last students' clocks would
+    run from the start while the others are graded before them, and the time
+    limit would stop gradings that never ran late (the margin is wide: a busy
+    machine may make one grading slower, not eight times slower).
     """
     tasks = [Task(student=f"s{i}", job=GradingJob(assignment=ASSIGNMENT, student=f"s{i}",
                                                   notebooks={NOTEBOOK: SOLUTION}, student_key="k",
-                                                  grade_fn=TakesASecond()), time_limit=3.5) for i in range(6)]
+                                                  grade_fn=TakesASecond()), time_limit=8.0) for i in range(12)]
     results, failures = [], []
     run_tasks(gpu_client, iter(tasks), record_result=lambda t, outcome: results.append(outcome.student),
               record_failure=lambda t, reason: failures.append((t.student, reason)), retries=0, poll_s=0.25)
     assert failures == []
-    assert sorted(results) == [f"s{i}" for i in range(6)]
-    assert [t.attempts for t in tasks] == [1] * 6
+    assert sorted(results) == sorted(f"s{i}" for i in range(12))
+    assert [t.attempts for t in tasks] == [1] * 12
+
+
+def test_a_worker_grades_in_the_grader_s_own_environment(monkeypatch):
+    """Dask starts workers with malloc trimming and one BLAS thread unless told otherwise; a grading worker is not."""
+    from distributed import Client
+
+    from autograder.cluster import local_cluster
+
+    tuned = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+    for name in tuned:
+        monkeypatch.delenv(name, raising=False)
+    with local_cluster([], cpu_workers=1) as cluster, Client(cluster) as c:
+        seen = c.run(lambda: {name: os.environ.get(name) for name in tuned})
+    (env,) = seen.values()
+    assert env == dict.fromkeys(tuned), env
