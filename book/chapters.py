@@ -71,7 +71,7 @@ CHAPTERS = (
             ("indexing", "vector_add", "saxpy", "device_copy", "reduction", "peak")),
     Chapter(2, "perceptrons_mlp", "Perceptrons and multilayer perceptrons", ("perceptrons", "mlp_backprop"),
             ("perceptron", "fully_connected", "activations", "softmax", "sgd")),
-    Chapter(3, "cnn", "Convolutional networks", ("cnn",), ("conv2d", "conv2d_backward", "pooling"),
+    Chapter(3, "cnn", "Convolutional networks", ("cnn", "lenet"), ("conv2d", "conv2d_backward", "pooling"),
             graded_end_to_end=True),
     Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication", ("conv_as_gemm",),
             ("im2col", "sgemm", "conv2d_gemm"), graded_end_to_end=True),

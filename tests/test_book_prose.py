@@ -266,3 +266,24 @@ def test_built_chapter_shows_the_recorded_device_and_figures():
     assert f"measured on an {data['device']['name']}" in text
     assert re.sub(r"`", "", prose.sum_against_library(data))[:60] in text
     assert "{glue" not in text, "a glue role was left unrendered"
+
+
+@pytest.mark.skipif(not (BUILT / "lenet.html").exists(), reason="the book is not built here (`make book`)")
+def test_built_lenet_page_shows_the_recorded_full_run():
+    """Built on the emulator, the LeNet page reports the full run `make bench` recorded, not its own short one."""
+    from bs4 import BeautifulSoup
+
+    run = recorded("cnn")["lenet"]
+    text = re.sub(r"\s+", " ", BeautifulSoup((BUILT / "lenet.html").read_text(), "html.parser").get_text(" "))
+    assert (f"{run['test_accuracy'][-1]:.1%} test accuracy on the {run['test_samples']} test images "
+            f"after {run['epochs']} epochs, {run['step_ms_wall']:.1f} ms per training step") in text
+
+
+@pytest.mark.skipif(not (BUILT / "cnn.html").exists(), reason="the book is not built here (`make book`)")
+def test_built_kernels_page_shows_its_glued_phrases():
+    from bs4 import BeautifulSoup
+
+    text = re.sub(r"\s+", " ", BeautifulSoup((BUILT / "cnn.html").read_text(), "html.parser").get_text(" "))
+    text = text.replace("\u2019", "'")  # the page's typographic apostrophes
+    assert re.sub(r"`", "", prose.small_layer_versions(recorded("cnn"))) in text
+    assert "{glue" not in text, "a glue role was left unrendered"
