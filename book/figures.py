@@ -7,8 +7,10 @@ draw what :mod:`book.tile_geometry` computes with the kernels' own index
 formulas and tile sizes: ``draw_conv_tiles`` (a block of the tiled direct
 convolution, its output tile and halo), ``draw_sgemm_ladder`` (block, warp and
 thread tiles of every SGEMM step), ``draw_unrolled_product`` (im2col's
-unrolled input beside the filter matrix) and ``draw_capsule_access_patterns``
-(the bytes a warp stores and loads in capsule versions 3 and 4).
+unrolled input beside the filter matrix), ``draw_capsule_access_patterns``
+(the bytes a warp stores and loads in capsule versions 3 and 4) and
+``draw_fc_tiling`` (a block of the tiled dense layer, its strips of X and W cut
+into the phases of its k loop).
 """
 
 from __future__ import annotations

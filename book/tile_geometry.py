@@ -3,7 +3,7 @@
 Each function applies a kernel's own index formula (the line of the ``.cu`` file is quoted beside it)
 with the tile sizes its Python module states (``kernels/conv2d.py``, ``kernels/sgemm.py``,
 ``kernels/capsule_prediction.py``) or, where only the ``.cu`` file states them, the ``#define`` s read
-from that file.  :mod:`book.figures` draws what these return; ``tests/test_tile_geometry.py`` checks
+from that file (``FC_TILE`` of ``kernels/fully_connected.cu``).  :mod:`book.figures` draws what these return; ``tests/test_tile_geometry.py`` checks
 that the geometry adds up (tiles cover their outputs exactly once, halos have the kernel's extent).
 """
 
