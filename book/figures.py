@@ -421,7 +421,7 @@ def draw_fc_tiling(n: int = 32, k: int = 56, m: int = 32, block=(1, 1), thread=(
     width = len(b.phases) * T  # k rounded up to whole tiles
     gap = 3
     ox, oy = width + gap, width + gap  # Y's top-left corner: X to its left, W^T above it
-    fig, ax = plt.subplots(figsize=(7.6, 8.0))
+    fig, ax = plt.subplots(figsize=(7.6, 7.4))
     grey = dict(facecolor="#ececec", edgecolor="black", linewidth=1.0)
     _rect(ax, oy, 0, n, k, **grey)  # X: n x k
     _rect(ax, 0, ox, k, m, **grey)  # W^T: k x m
@@ -474,18 +474,21 @@ def draw_fc_tiling(n: int = 32, k: int = 56, m: int = 32, block=(1, 1), thread=(
     ax.text(width / 2, oy - 1, f"k = 0 … {k - 1}: {len(b.phases)} phases of {T} →", ha="center", va="bottom",
             fontsize=_FONT)
     ax.text(ox - 1, width / 2, f"k = 0 … {k - 1} →", ha="right", va="center", fontsize=_FONT, rotation=-90)
-    handles = [Patch(facecolor=_TILE, edgecolor="tab:blue", label=f"the {T}×{T} outputs block ({b.block[0]}, {b.block[1]}) computes"),
-               Patch(facecolor=_PHASE0, edgecolor="tab:orange", label="phase 0: the tiles in shared memory (Xs, Ws)"),
-               Patch(fill=False, edgecolor="tab:orange", linestyle="--", label="later phases: the next trips of the k0 loop"),
+    handles = [Patch(facecolor=_TILE, edgecolor="tab:blue",
+                     label=f"the {T}×{T} outputs that\nblock ({b.block[0]}, {b.block[1]}) computes"),
+               Patch(facecolor=_PHASE0, edgecolor="tab:orange", label="phase 0: the tiles in\nshared memory (Xs, Ws)"),
+               Patch(fill=False, edgecolor="tab:orange", linestyle="--", label="later phases: the next\ntrips of the k0 loop"),
                Patch(fill=False, hatch="xx", edgecolor="gray", label=f"beyond k = {k}: stored as 0"),
                Patch(facecolor=_READ, edgecolor=_READ,
-                     label=f"thread (tx={tx}, ty={ty}): its Y[{i}, {j}],\nrow {ty} of Xs and row {tx} of Ws in phase 0")]
-    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=_FONT, frameon=False)
+                     label=f"thread (tx={tx}, ty={ty}): its Y[{i}, {j}],\nrow {ty} of Xs and row {tx} of Ws\nin phase 0")]
+    # the key fills the corner that X and Wᵀ leave empty, above X and left of Wᵀ
+    ax.legend(handles=handles, loc="upper left", fontsize=_FONT, frameon=False, labelspacing=0.9,
+              borderaxespad=0.2)
     ax.set_xlim(-9, ox + m + 12)
     ax.set_ylim(oy + n + 6, -3)
     ax.set_aspect("equal")
     ax.set_axis_off()
     ax.set_title(f"Y = X Wᵀ in tiles of FC_TILE = {T}: what one block stages through shared memory",
                  fontsize=_FONT + 1.5, pad=14)
-    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    fig.tight_layout()
     return fig, b
