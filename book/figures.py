@@ -7,8 +7,10 @@ draw what :mod:`book.tile_geometry` computes with the kernels' own index
 formulas and tile sizes: ``draw_conv_tiles`` (a block of the tiled direct
 convolution, its output tile and halo), ``draw_sgemm_ladder`` (block, warp and
 thread tiles of every SGEMM step), ``draw_unrolled_product`` (im2col's
-unrolled input beside the filter matrix) and ``draw_capsule_access_patterns``
-(the bytes a warp stores and loads in capsule versions 3 and 4).
+unrolled input beside the filter matrix), ``draw_capsule_access_patterns``
+(the bytes a warp stores and loads in capsule versions 3 and 4) and
+``draw_fc_tiling`` (a block of the tiled dense layer, its strips of X and W cut
+into the phases of its k loop).
 """
 
 from __future__ import annotations
@@ -394,3 +396,99 @@ def draw_capsule_access_patterns(in_dim: int, out_caps: int, out_dim: int):
                        f"the rest continue {16 * in_dim} B apart")
     fig.tight_layout()
     return fig, (stores, loads)
+
+
+# The tiled dense layer: X on the left of Y, W^T above it, so that row i of X and column j of W^T (row j
+# of W) meet at Y[i, j]; k runs across X and down W^T.
+_PHASE0, _READ = "#f8c997", "#d62728"  # the tiles of phase 0 in shared memory; what one thread reads
+
+
+def draw_fc_tiling(n: int = 32, k: int = 56, m: int = 32, block=(1, 1), thread=(3, 12), tile=None):
+    """One block of ``fc_forward_tiled`` for Y = X Wᵀ: its tile of Y (blue), the strips of X rows and W rows
+    it stages through shared memory, cut into the phases of its ``k0`` loop (phase 0 filled, the later
+    ones outlined, zero padding beyond k hatched), and one thread (tx, ty): its element of Y and, in
+    phase 0, the row of Xs and the row of Ws it reads (red).  Sizes default to the kernel's FC_TILE."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    from book.tile_geometry import fc_thread_reads, fc_tiled_block
+
+    b = fc_tiled_block(n, k, m, block, tile)
+    T = b.tile
+    tx, ty = thread
+    if not (0 <= tx < T and 0 <= ty < T):
+        raise ValueError(f"thread must be (threadIdx.x, threadIdx.y) with both below FC_TILE = {T}, got {thread}")
+    width = len(b.phases) * T  # k rounded up to whole tiles
+    gap = 3
+    ox, oy = width + gap, width + gap  # Y's top-left corner: X to its left, W^T above it
+    fig, ax = plt.subplots(figsize=(7.6, 7.4))
+    grey = dict(facecolor="#ececec", edgecolor="black", linewidth=1.0)
+    _rect(ax, oy, 0, n, k, **grey)  # X: n x k
+    _rect(ax, 0, ox, k, m, **grey)  # W^T: k x m
+    _rect(ax, oy, ox, n, m, **grey)  # Y: n x m
+    for r in range(T, max(n, m, k), T):  # tile boundaries, as faint rules
+        for (y0, x0, rows, cols) in ((oy, 0, n, k), (0, ox, k, m), (oy, ox, n, m)):
+            if r < cols:
+                ax.plot([x0 + r, x0 + r], [y0, y0 + rows], color="white", linewidth=1.0, zorder=2)
+            if r < rows:
+                ax.plot([x0, x0 + cols], [y0 + r, y0 + r], color="white", linewidth=1.0, zorder=2)
+    xr0, wr0 = b.x_strip[0], b.w_strip[0]
+    for p, ks in enumerate(b.phases):
+        k0 = p * T
+        style = dict(facecolor=_PHASE0, edgecolor="tab:orange", linewidth=1.6, zorder=3) if p == 0 else \
+            dict(fill=False, edgecolor="tab:orange", linewidth=1.6, linestyle="--", zorder=3)
+        _rect(ax, oy + xr0, k0, T, T, **style)  # the tile of X rows loaded in phase p
+        _rect(ax, k0, ox + wr0, T, T, **style)  # the tile of W rows (W^T columns) loaded in phase p
+        if len(ks) < T:  # beyond k: the kernel stores zeros
+            pad = T - len(ks)
+            _rect(ax, oy + xr0, k0 + len(ks), T, pad, fill=False, hatch="xx", edgecolor="gray", linewidth=0, zorder=3)
+            _rect(ax, k0 + len(ks), ox + wr0, pad, T, fill=False, hatch="xx", edgecolor="gray", linewidth=0, zorder=3)
+        if p > 0:  # named at the middle of the part inside the matrices
+            middle = k0 + len(ks) / 2
+            ax.text(middle, oy + xr0 + T / 2, f"phase {p}", ha="center", va="center", fontsize=_FONT, zorder=4,
+                    rotation=0 if len(ks) > T / 2 else 90)
+            ax.text(ox + wr0 + T / 2, middle, f"phase {p}", ha="center", va="center", fontsize=_FONT,
+                    rotation=90 if len(ks) > T / 2 else 0, zorder=4)
+    ax.text(T / 2, oy + xr0 + T / 2 - 3, "phase 0\nXs", ha="center", va="center", fontsize=_FONT, zorder=4)
+    ax.text(ox + wr0 + T / 2 + 3, T / 2, "phase 0\nWs", ha="center", va="center", fontsize=_FONT, zorder=4)
+    # the block's tile of Y and one thread's element of it
+    orow, ocol = b.output[:2]
+    _rect(ax, oy + orow, ox + ocol, T, T, facecolor=_TILE, edgecolor="tab:blue", linewidth=1.8, zorder=3)
+    i, j = orow + ty, ocol + tx
+    _rect(ax, oy + i, ox + j, 1, 1, facecolor=_READ, edgecolor=_READ, zorder=5)
+    xs_row, ws_row = fc_thread_reads(thread, T)
+    _rect(ax, oy + xr0 + xs_row[0][0], 0, 1, T, facecolor=_READ, edgecolor=_READ, zorder=5)  # row ty of Xs
+    _rect(ax, 0, ox + wr0 + ws_row[0][0], T, 1, facecolor=_READ, edgecolor=_READ, zorder=5)  # row tx of Ws
+    ax.plot([T, ox + j], [oy + i + 0.5, oy + i + 0.5], color=_READ, linewidth=0.8, linestyle=":", zorder=4)
+    ax.plot([ox + j + 0.5, ox + j + 0.5], [T, oy + i], color=_READ, linewidth=0.8, linestyle=":", zorder=4)
+    ax.text(ox + ocol + T / 2, oy + orow + 3, f"block ({b.block[0]}, {b.block[1]})\n{T}×{T} of Y", ha="center",
+            va="center", fontsize=_FONT, zorder=6)
+    # names and sizes of the matrices
+    ax.text(k / 2, oy + n + 1, f"X: {n} × {k}\n(samples × inputs)", ha="center", va="top", fontsize=_FONT + 0.5)
+    ax.text(ox + m / 2, oy + n + 1, f"Y = X Wᵀ: {n} × {m}\n(samples × outputs)", ha="center", va="top",
+            fontsize=_FONT + 0.5)
+    ax.text(ox + m + 1, k / 2, f"Wᵀ: {k} × {m}\n(W's rows\nas columns)", ha="left", va="center",
+            fontsize=_FONT + 0.5)
+    ax.text(-1, oy + xr0 + T / 2, f"X rows\n{xr0}–{xr0 + T - 1}", ha="right", va="center", fontsize=_FONT)
+    ax.text(ox + wr0 + T / 2, -1, f"W rows {wr0}–{wr0 + T - 1}", ha="center", va="bottom", fontsize=_FONT)
+    ax.text(width / 2, oy - 1, f"k = 0 … {k - 1}: {len(b.phases)} phases of {T} →", ha="center", va="bottom",
+            fontsize=_FONT)
+    ax.text(ox - 1, width / 2, f"k = 0 … {k - 1} →", ha="right", va="center", fontsize=_FONT, rotation=-90)
+    handles = [Patch(facecolor=_TILE, edgecolor="tab:blue",
+                     label=f"the {T}×{T} outputs that\nblock ({b.block[0]}, {b.block[1]}) computes"),
+               Patch(facecolor=_PHASE0, edgecolor="tab:orange", label="phase 0: the tiles in\nshared memory (Xs, Ws)"),
+               Patch(fill=False, edgecolor="tab:orange", linestyle="--", label="later phases: the next\ntrips of the k0 loop"),
+               Patch(fill=False, hatch="xx", edgecolor="gray", label=f"beyond k = {k}: stored as 0"),
+               Patch(facecolor=_READ, edgecolor=_READ,
+                     label=f"thread (tx={tx}, ty={ty}): its Y[{i}, {j}],\nrow {ty} of Xs and row {tx} of Ws\nin phase 0")]
+    # the key fills the corner that X and Wᵀ leave empty, above X and left of Wᵀ
+    ax.legend(handles=handles, loc="upper left", fontsize=_FONT, frameon=False, labelspacing=0.9,
+              borderaxespad=0.2)
+    ax.set_xlim(-9, ox + m + 12)
+    ax.set_ylim(oy + n + 6, -3)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    ax.set_title(f"Y = X Wᵀ in tiles of FC_TILE = {T}: what one block stages through shared memory",
+                 fontsize=_FONT + 1.5, pad=14)
+    fig.tight_layout()
+    return fig, b

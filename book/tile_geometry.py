@@ -3,7 +3,7 @@
 Each function applies a kernel's own index formula (the line of the ``.cu`` file is quoted beside it)
 with the tile sizes its Python module states (``kernels/conv2d.py``, ``kernels/sgemm.py``,
 ``kernels/capsule_prediction.py``) or, where only the ``.cu`` file states them, the ``#define`` s read
-from that file.  :mod:`book.figures` draws what these return; ``tests/test_tile_geometry.py`` checks
+from that file (``FC_TILE`` of ``kernels/fully_connected.cu``).  :mod:`book.figures` draws what these return; ``tests/test_tile_geometry.py`` checks
 that the geometry adds up (tiles cover their outputs exactly once, halos have the kernel's extent).
 """
 
@@ -234,3 +234,194 @@ def capsule_warp_weight_loads(version: int, in_dim: int, out_caps: int, out_dim:
         return [WarpAccess(f"float4 w[{s}][{4 * q}..]", 16 * ((r0 + s) * quads + q), 16)
                 for s in range(per) for q in range(quads)]
     raise ValueError(f"version must be 3 or 4, got {version}")
+
+
+# --------------------------------------------------------------------------- the tiled dense layer
+
+#: Lines of ``fc_forward_tiled`` that the functions below apply; tests/test_tile_geometry.py checks they
+#: are still in ``kernels/fully_connected.cu``, so the picture cannot outlive a change of the kernel.
+FC_TILED_LINES = (
+    "__shared__ float Xs[FC_TILE][FC_TILE];",
+    "__shared__ float Ws[FC_TILE][FC_TILE + 1];",
+    "int j = blockIdx.x * FC_TILE + tx;",
+    "int i = blockIdx.y * FC_TILE + ty;",
+    "for (int k0 = 0; k0 < in_features; k0 += FC_TILE) {",
+    "int wrow = blockIdx.x * FC_TILE + ty;",
+    "Xs[ty][tx] = (i < n && k0 + tx < in_features) ? X[i * in_features + k0 + tx] : 0.0f;",
+    "Ws[ty][tx] = (wrow < out_features && k0 + tx < in_features) ? W[wrow * in_features + k0 + tx] : 0.0f;",
+    "acc += Xs[ty][kk] * Ws[tx][kk];",
+)
+
+
+def fc_tile_size() -> int:
+    """``FC_TILE`` as ``kernels/fully_connected.cu`` defines it (the launcher's block is FC_TILE x FC_TILE)."""
+    from kernels import read_source
+
+    return cuda_defines(read_source("fully_connected"))["FC_TILE"]
+
+
+def _positive(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True)
+class FcTiledBlock:
+    """One block of ``fc_forward_tiled`` for Y = X W^T (X: n x k, W: m x k, Y: n x m).
+
+    Rectangles are (row0, col0, rows, cols) in elements of the matrix named.  ``x_strip`` and ``w_strip``
+    are the rows of X and of W that the block stages through shared memory over the whole ``k0`` loop,
+    ``phases`` tiles wide (columns at k and beyond are loaded as zeros); ``phases[p]`` is the range of k
+    of phase p that lies inside the matrices.
+    """
+
+    tile: int
+    n: int
+    k: int
+    m: int
+    block: tuple[int, int]  # (blockIdx.x, blockIdx.y): along the outputs, along the samples
+    output: tuple[int, int, int, int]  # in Y: the tile x tile elements its threads compute
+    written: tuple[int, int, int, int]  # the part of ``output`` inside Y (the threads that store)
+    x_strip: tuple[int, int, int, int]  # in X: its samples, every k (rounded up to whole tiles)
+    w_strip: tuple[int, int, int, int]  # in W: its outputs, every k (rounded up to whole tiles)
+    phases: tuple[range, ...]
+
+
+def fc_grid(n: int, m: int, tile: int | None = None) -> tuple[int, int]:
+    """(blocks along the outputs, blocks along the samples), as ``fully_connected.forward_tiled`` launches."""
+    T = tile or fc_tile_size()
+    return -(-m // T), -(-n // T)
+
+
+def fc_tiled_block(n: int, k: int, m: int, block: tuple[int, int] = (0, 0), tile: int | None = None) -> FcTiledBlock:
+    """The regions of block ``block`` = (blockIdx.x, blockIdx.y) of ``fc_forward_tiled``; ``tile``
+    defaults to the kernel's ``FC_TILE``."""
+    _positive(n=n, k=k, m=m)
+    T = tile or fc_tile_size()
+    _positive(tile=T)
+    grid_x, grid_y = fc_grid(n, m, T)
+    bx, by = block
+    if not (0 <= bx < grid_x and 0 <= by < grid_y):
+        raise ValueError(f"block must be (blockIdx.x, blockIdx.y) inside the {grid_x} x {grid_y} grid, got {block}")
+    phases = tuple(range(k0, min(k0 + T, k)) for k0 in range(0, k, T))  # for (k0 = 0; k0 < in_features; k0 += FC_TILE)
+    width = len(phases) * T
+    return FcTiledBlock(
+        tile=T, n=n, k=k, m=m, block=(bx, by),
+        output=(by * T, bx * T, T, T),  # i = blockIdx.y * FC_TILE + ty; j = blockIdx.x * FC_TILE + tx
+        written=(by * T, bx * T, min(T, n - by * T), min(T, m - bx * T)),
+        x_strip=(by * T, 0, T, width),  # X[i * in_features + k0 + tx]
+        w_strip=(bx * T, 0, T, width),  # W[wrow * in_features + k0 + tx], wrow = blockIdx.x * FC_TILE + ty
+        phases=phases,
+    )
+
+
+def fc_thread_loads(block: tuple[int, int], thread: tuple[int, int], k0: int, tile: int | None = None):
+    """The element of X and the element of W (row, column) that thread (tx, ty) of ``block`` copies into
+    Xs[ty][tx] and Ws[ty][tx] in the phase starting at ``k0`` (before the bounds check: the kernel stores
+    a zero instead when the element lies outside its matrix)."""
+    T = tile or fc_tile_size()
+    (bx, by), (tx, ty) = block, thread
+    i, wrow = by * T + ty, bx * T + ty
+    return (i, k0 + tx), (wrow, k0 + tx)
+
+
+def fc_thread_reads(thread: tuple[int, int], tile: int | None = None):
+    """The cells (row, column) of Xs and of Ws that thread (tx, ty) reads in one phase, in the order of
+    ``kk``: row ty of Xs and row tx of Ws (``acc += Xs[ty][kk] * Ws[tx][kk]``)."""
+    T = tile or fc_tile_size()
+    tx, ty = thread
+    return [(ty, kk) for kk in range(T)], [(tx, kk) for kk in range(T)]
+
+
+@dataclass(frozen=True)
+class FcTraffic:
+    """What the naive and the tiled forward kernels read for Y = X W^T (X: n x k, W: m x k), counted in
+    floats.  Per output element is per thread: each thread computes one element of Y."""
+
+    tile: int
+    n: int
+    k: int
+    m: int
+
+    @property
+    def phases(self) -> int:
+        """Trips of the k0 loop: tiles of k, the last one padded with zeros."""
+        return -(-self.k // self.tile)
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.tile * self.tile
+
+    @property
+    def naive_loads_per_output(self) -> int:
+        """fc_forward_naive: a row of X and a row of W, from global memory."""
+        return 2 * self.k
+
+    @property
+    def tiled_loads_per_output(self) -> int:
+        """fc_forward_tiled: one element of X and one of W per phase, into shared memory."""
+        return 2 * self.phases
+
+    @property
+    def shared_reads_per_output(self) -> int:
+        """fc_forward_tiled: a row of Xs and a row of Ws per phase."""
+        return 2 * self.tile * self.phases
+
+    syncs_per_phase = 2  # one after the loads, one after the products
+
+    @property
+    def syncs_per_block(self) -> int:
+        return self.syncs_per_phase * self.phases
+
+    @property
+    def shared_floats_per_block(self) -> int:
+        """Xs[FC_TILE][FC_TILE] and Ws[FC_TILE][FC_TILE + 1]."""
+        return self.tile * self.tile + self.tile * (self.tile + 1)
+
+    @property
+    def naive_loads(self) -> int:
+        """Every thread of the naive kernel reads 2k floats."""
+        return self.n * self.m * self.naive_loads_per_output
+
+    @property
+    def tiled_loads(self) -> int:
+        """Loads from global memory of the tiled kernel (zero padding is not loaded): each element of X
+        once per block of its block row (blocks along the outputs), each weight once per block of its
+        column (blocks along the samples)."""
+        grid_x, grid_y = fc_grid(self.n, self.m, self.tile)
+        return self.n * self.k * grid_x + self.m * self.k * grid_y
+
+
+def fc_traffic(n: int, k: int, m: int, tile: int | None = None) -> FcTraffic:
+    """:class:`FcTraffic` for the given shape; ``tile`` defaults to the kernel's ``FC_TILE``."""
+    _positive(n=n, k=k, m=m)
+    T = tile or fc_tile_size()
+    _positive(tile=T)
+    return FcTraffic(T, n, k, m)
+
+
+def fc_worked_example(traffic: FcTraffic) -> str:
+    """The counts of ``traffic`` as the chapter states them: a markdown list, every number computed."""
+    t = traffic
+    T, n, k, m, P = t.tile, t.n, t.k, t.m, t.phases
+    grid_x, grid_y = fc_grid(n, m, T)
+    return "\n".join([
+        f"- **Phases.** The `k0` loop makes ⌈{k} / {T}⌉ = {P} trips. In each, the {t.threads_per_block} threads "
+        f"of a block copy one {T} × {T} tile of X and one of W into Xs and Ws, one element each"
+        + (f" (the last phase holds {k - (P - 1) * T} columns of the matrices and {P * T - k} of zeros)."
+           if k % T else "."),
+        f"- **Global loads per output element.** Naive: a row of X and a row of W, 2 × {k} = "
+        f"{t.naive_loads_per_output:,}. Tiled: one of each per phase, 2 × {P} = {t.tiled_loads_per_output:,}, "
+        f"{t.naive_loads_per_output / t.tiled_loads_per_output:.0f} times fewer.",
+        f"- **Shared-memory reads per output element.** The {k:,} products still need two operands each: "
+        f"2 × {T} per phase, {t.shared_reads_per_output:,} in all, now from shared memory: on the chip, and "
+        f"one read of a value serves every thread of a warp that asks for it.",
+        f"- **The whole product.** Naive: 2 × {n} × {m} × {k} = {t.naive_loads:,} loads. Tiled: each element "
+        f"of X is loaded once by each of the {grid_x} blocks along the outputs and each weight once by each "
+        f"of the {grid_y} blocks along the samples, {n} × {k} × {grid_x} + {m} × {k} × {grid_y} = "
+        f"{t.tiled_loads:,}, {t.naive_loads / t.tiled_loads:.0f} times fewer.",
+        f"- **Barriers.** {t.syncs_per_phase} `__syncthreads()` per phase, {t.syncs_per_block} per block; "
+        f"the shared tiles take {t.shared_floats_per_block:,} floats ({4 * t.shared_floats_per_block:,} bytes) "
+        f"per block.",
+    ])
