@@ -93,14 +93,19 @@ def _routing_shapes(u_hat):
     return tuple(int(x) for x in u_hat.shape)
 
 
+def _over_last_axis(kernel: str, x, out):
+    """Steps 1 and 3 launch alike: ``kernel(x, y, rows, length)``, one thread per row of the last axis."""
+    x = float32_operand(x)
+    length = int(x.shape[-1])
+    rows = int(np.prod(x.shape[:-1]))
+    y = result_array(out, tuple(x.shape))
+    module().function(kernel)(x, y, rows, length, grid=_grid(rows), block=BLOCK)
+    return y
+
+
 def softmax(logits, out=None):
     """1. ``routing_softmax`` over the last axis."""
-    logits = float32_operand(logits)
-    out_caps = int(logits.shape[-1])
-    rows = int(np.prod(logits.shape[:-1]))
-    c = result_array(out, tuple(logits.shape))
-    module().function("routing_softmax")(logits, c, rows, out_caps, grid=_grid(rows), block=BLOCK)
-    return c
+    return _over_last_axis("routing_softmax", logits, out)
 
 
 def weighted_sum(c, u_hat, out=None):
@@ -115,12 +120,7 @@ def weighted_sum(c, u_hat, out=None):
 
 def squash(s, out=None):
     """3. ``squash_forward`` over the last axis."""
-    s = float32_operand(s)
-    dim = int(s.shape[-1])
-    n = int(np.prod(s.shape[:-1]))
-    v = result_array(out, tuple(s.shape))
-    module().function("squash_forward")(s, v, n, dim, grid=_grid(n), block=BLOCK)
-    return v
+    return _over_last_axis("squash_forward", s, out)
 
 
 def agreement(u_hat, v, logits):

@@ -76,11 +76,16 @@ def forward_matvec(W, b, x, out=None):
     return y
 
 
-def forward_naive(X, W, b, out=None):
-    """Version 2: ``fc_forward_naive``; one thread per element of Y."""
+def _forward_operands(X, W, b, out):
+    """X, W, b as float32, the Y to fill and (n, in_features, out_features): what versions 2 and 3 take."""
     X, W, b = float32_operand(X), float32_operand(W), float32_operand(b)
     n, in_features, out_features = _shapes(X, W)
-    Y = result_array(out, (n, out_features))
+    return X, W, b, result_array(out, (n, out_features)), (n, in_features, out_features)
+
+
+def forward_naive(X, W, b, out=None):
+    """Version 2: ``fc_forward_naive``; one thread per element of Y."""
+    X, W, b, Y, (n, in_features, out_features) = _forward_operands(X, W, b, out)
     module().function("fc_forward_naive")(X, W, b, Y, n, in_features, out_features,
                                           grid=_grid_2d(out_features, n), block=BLOCK_2D)
     return Y
@@ -88,9 +93,7 @@ def forward_naive(X, W, b, out=None):
 
 def forward_tiled(X, W, b, out=None):
     """Version 3: ``fc_forward_tiled``; FC_TILE x FC_TILE tiles in shared memory."""
-    X, W, b = float32_operand(X), float32_operand(W), float32_operand(b)
-    n, in_features, out_features = _shapes(X, W)
-    Y = result_array(out, (n, out_features))
+    X, W, b, Y, (n, in_features, out_features) = _forward_operands(X, W, b, out)
     module().function("fc_forward_tiled")(X, W, b, Y, n, in_features, out_features,
                                           grid=_grid_2d(out_features, n, (FC_TILE, FC_TILE)), block=(FC_TILE, FC_TILE))
     return Y
