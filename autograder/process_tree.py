@@ -30,28 +30,32 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def rss_bytes(pids: list[int]) -> int:
-    """Resident memory (anonymous, file-backed and shared pages) of ``pids``, from /proc."""
+def _summed(pids: list[int], read) -> int:
+    """``read(pid)`` summed over ``pids``; a process that ended meanwhile (or cannot be read) adds nothing."""
     total = 0
     for p in pids:
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
+            total += read(p)
         except (OSError, ValueError):
             continue
     return total
 
 
+def _vm_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def rss_bytes(pids: list[int]) -> int:
+    """Resident memory (anonymous, file-backed and shared pages) of ``pids``, from /proc."""
+    return _summed(pids, _vm_rss)
+
+
 def task_count(pids: list[int]) -> int:
     """Processes and threads among ``pids`` (what ``RLIMIT_NPROC`` counts)."""
-    total = 0
-    for p in pids:
-        try:
-            total += len(os.listdir(f"/proc/{p}/task"))
-        except OSError:
-            continue
-    return total
+    return _summed(pids, lambda pid: len(os.listdir(f"/proc/{pid}/task")))
 
 
 def held_memfd_bytes(pids: list[int]) -> int:
