@@ -55,6 +55,22 @@ def agreement_reference(u_hat, v) -> np.ndarray:
     return np.einsum("bijd,bjd->bij", np.asarray(u_hat, np.float64), np.asarray(v, np.float64))
 
 
+def squash_backward_reference(s, grad_v) -> np.ndarray:
+    """dE/ds = J^T dE/dv with the squash's Jacobian J = dv/ds, built whole for each capsule vector."""
+    s, g = np.asarray(s, np.float64), np.asarray(grad_v, np.float64)
+    norm2 = (s * s).sum(axis=-1, keepdims=True)[..., None]  # (..., 1, 1)
+    root = np.sqrt(norm2 + SQUASH_EPS)
+    f = norm2 / ((1.0 + norm2) * root)
+    df = 1.0 / ((1.0 + norm2) * root) - f / (1.0 + norm2) - 0.5 * f / (norm2 + SQUASH_EPS)
+    jacobian = f * np.eye(s.shape[-1]) + 2.0 * df * s[..., :, None] * s[..., None, :]
+    return np.einsum("...dk,...d->...k", jacobian, g)
+
+
+def weighted_sum_backward_reference(c, grad_s) -> np.ndarray:
+    """dE/du_hat[b, i, j] = c[b, i, j] dE/ds[b, j]: the weighted sum's gradient with c held constant."""
+    return np.einsum("bij,bjd->bijd", np.asarray(c, np.float64), np.asarray(grad_s, np.float64))
+
+
 def routing_reference(u_hat, iterations: int = ROUTING_ITERATIONS):
     """Dynamic routing in float64: returns ``(v, c)``, the output capsules and the last coupling coefficients."""
     u_hat = np.asarray(u_hat, np.float64)
@@ -318,4 +334,13 @@ KERNELS = kernel_table(
     KernelVersion(TOPIC, "routing_agreement", agreement, _over(lambda b, i, j, d: b * i * j),
                   bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
                   flops=lambda shape: 2.0 * np.prod(_sizes(shape)), reference=agreement_reference),
+    # s and dE/dv read, dE/ds written: the out capsules' vectors; two dot products and an update per element
+    KernelVersion(TOPIC, "squash_backward", squash_backward, _over(lambda b, i, j, d: b * j),
+                  bytes=lambda shape: 12.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
+                  flops=lambda shape: 8.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
+                  reference=squash_backward_reference),
+    # dE/du_hat written once (c and dE/ds are small beside it): one product per element
+    KernelVersion(TOPIC, "routing_weighted_sum_backward", weighted_sum_backward,
+                  _over(lambda b, i, j, d: b * i * j * d), bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
+                  flops=lambda shape: float(np.prod(_sizes(shape))), reference=weighted_sum_backward_reference),
 )
