@@ -7,7 +7,7 @@ instruction), with a scrubbed environment, its working directory a fresh
 scratch directory, its own session, and limits on CPU time, file size and
 core dumps (and, inside the sandbox, on processes: the child sets
 ``RLIMIT_NPROC`` after becoming the sandbox's own uid, before any student code
-exists); it polls the whole process tree -- its resident memory, the memfds
+exists); it polls the whole process tree (:mod:`autograder.process_tree`) -- its resident memory, the memfds
 it holds and its /dev/shm, its number of processes and threads, and the files
 it wrote to its scratch directory and build cache -- and kills it past a
 limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
@@ -57,6 +57,7 @@ from .exercise import Exercise, LaunchError
 from .result import ExerciseResult, ShapeResult
 from .submission import KernelSubmission
 from .gpu_turn import GpuTurn
+from .process_tree import descendants, kill_group, task_count, tree_memory_bytes, wait_gone, written_bytes
 from .timing_policy import TimingSets, timed_shape, times_kernel
 from .verdict import judge
 
@@ -151,139 +152,6 @@ def _apply_limits(cpu_s: float, file_bytes: int, processes: int | None = None) -
     if hard == resource.RLIM_INFINITY or hard > cpu + 5:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-
-
-def _descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it (the sandbox, the child, its compiler, the emulator's worker)."""
-    found, stack = [], [pid]
-    while stack and len(found) < 4096:
-        p = stack.pop()
-        found.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                stack += [int(c) for c in Path(f"/proc/{p}/task/{task}/children").read_text().split()]
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def _rss_bytes(pids: list[int]) -> int:
-    """Resident memory (anonymous, file-backed and shared pages) of ``pids``, from /proc."""
-    total = 0
-    for p in pids:
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-        except (OSError, ValueError):
-            continue
-    return total
-
-
-def _task_count(pids: list[int]) -> int:
-    """Processes and threads among ``pids`` (what ``RLIMIT_NPROC`` counts)."""
-    total = 0
-    for p in pids:
-        try:
-            total += len(os.listdir(f"/proc/{p}/task"))
-        except OSError:
-            continue
-    return total
-
-
-def _held_memfd_bytes(pids: list[int]) -> int:
-    """Pages of the memfds ``pids`` hold open (each counted once): memory no process maps, so not in its RSS."""
-    seen: dict[tuple[int, int], int] = {}
-    for p in pids:
-        try:
-            fds = os.listdir(f"/proc/{p}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            path = f"/proc/{p}/fd/{fd}"
-            try:
-                if not os.readlink(path).startswith("/memfd:"):
-                    continue
-                st = os.stat(path)
-            except OSError:
-                continue
-            seen[(st.st_dev, st.st_ino)] = st.st_blocks * 512
-    return sum(seen.values())
-
-
-def _sandbox_tmpfs_bytes(pids: list[int]) -> int:
-    """What the files in the sandbox's own /dev/shm take (a tmpfs: memory, whether or not a process maps them)."""
-    own = os.stat("/proc/self/ns/mnt").st_ino
-    seen: dict[int, int] = {}
-    for p in pids:
-        try:
-            if os.stat(f"/proc/{p}/ns/mnt").st_ino == own:
-                continue  # not in the sandbox (bwrap's outer process): that /dev/shm is the machine's
-            shm = f"/proc/{p}/root/dev/shm"
-            dev = os.stat(shm).st_dev
-            if dev not in seen:
-                vfs = os.statvfs(shm)
-                seen[dev] = (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize
-        except OSError:
-            continue
-    return sum(seen.values())
-
-
-def _written_bytes(folders: list[str], stop_above: int) -> int:
-    """The space the files below ``folders`` take (allocated blocks: a sparse file counts what it holds), counted
-    until it passes ``stop_above``: disk the grading fills, or memory where the folder is on a tmpfs."""
-    total = 0
-    pending = [f for f in folders if f]
-    while pending and total <= stop_above:
-        try:
-            entries = os.scandir(pending.pop())
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(entry.path)
-                    else:
-                        total += entry.stat(follow_symlinks=False).st_blocks * 512
-                except OSError:
-                    continue
-    return total
-
-
-def _tree_memory_bytes(pids: list[int]) -> int:
-    """Memory the process tree ``pids`` holds: resident pages, the memfds it holds, its /dev/shm."""
-    return _rss_bytes(pids) + _held_memfd_bytes(pids) + _sandbox_tmpfs_bytes(pids)
-
-
-def _kill_group(proc: subprocess.Popen) -> list[int]:
-    """SIGKILL to the child's process group and to every process below it (the sandbox's first process
-    among them, whose end takes every process of its PID namespace along); the processes it found."""
-    tree = _descendants(proc.pid)
-    for pid in tree[1:]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        proc.kill()
-    except ProcessLookupError:
-        pass
-    return tree
-
-
-def _wait_gone(pids: list[int], timeout_s: float = 10.0) -> None:
-    """Until none of ``pids`` exists any more: a killed sandbox's processes (a fork bomb's hundred) are
-    gone before the next grading starts."""
-    end = time.monotonic() + timeout_s
-    left = [p for p in pids if os.path.exists(f"/proc/{p}")]
-    while left and time.monotonic() < end:
-        time.sleep(0.02)
-        left = [p for p in left if os.path.exists(f"/proc/{p}")]
 
 
 def _base_result(ex: Exercise | None, sub: KernelSubmission, mode: str, status: str, message: str) -> ExerciseResult:
@@ -418,7 +286,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         if lock_fd is not None:
             request["gpu_lock_fd"] = lock_fd
             pass_fds.append(lock_fd)
-        cached_before = _written_bytes([cache_dir], 2**62)  # this student's earlier builds are not this grading's
+        cached_before = written_bytes([cache_dir], 2**62)  # this student's earlier builds are not this grading's
         try:
             proc = subprocess.Popen(
                 child,
@@ -498,16 +366,16 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                             events.append(msg)
                         else:
                             events.append(msg)
-                tree = _descendants(proc.pid)
-                if _task_count(tree) >= sandbox.PROCESS_LIMIT:
+                tree = descendants(proc.pid)
+                if task_count(tree) >= sandbox.PROCESS_LIMIT:
                     killed_for = "processes"  # at the sandbox's limit: only a fork bomb gets there
                     break
-                if _tree_memory_bytes(tree) > memory_limit:
+                if tree_memory_bytes(tree) > memory_limit:
                     killed_for = "memory"
                     break
                 if time.monotonic() - written_at > SCRATCH_POLL_S:
                     written_at = time.monotonic()
-                    if _written_bytes([tmp, cache_dir], SCRATCH_LIMIT + cached_before) - cached_before > SCRATCH_LIMIT:
+                    if written_bytes([tmp, cache_dir], SCRATCH_LIMIT + cached_before) - cached_before > SCRATCH_LIMIT:
                         killed_for = "files"
                         break
         finally:
@@ -515,12 +383,12 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
             ended: list[int] = []
             if killed_for or proc.poll() is None:
                 if killed_for:
-                    ended = _kill_group(proc)
+                    ended = kill_group(proc)
                 try:
                     proc.wait(timeout=max(1.0, deadline - time.monotonic() + 5) if not killed_for else 10)
                 except subprocess.TimeoutExpired:
                     killed_for = killed_for or "timeout"
-                    ended = _kill_group(proc)
+                    ended = kill_group(proc)
                     proc.wait()
             else:
                 # The child closed its pipes; make sure no grandchild lingers in the group.
@@ -528,7 +396,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                     os.killpg(proc.pid, signal.SIGKILL)
                 except (ProcessLookupError, PermissionError):
                     pass
-            _wait_gone(ended)
+            wait_gone(ended)
             os.close(read_fd)
             proc.stdout.close()
         log_text = log.decode(errors="replace")[-LOG_LIMIT:]

@@ -44,7 +44,7 @@ constructor in a student's C++ (which runs before the emulator's own
 * **memory outside the processes**: ``/dev`` is read-only and ``/dev/shm`` a
   small tmpfs (:data:`SHM_BYTES`), whose use the grader counts with the
   processes' memory, as it counts the pages of every memfd they hold
-  (:func:`autograder.isolation._tree_memory_bytes`);
+  (:func:`autograder.process_tree.tree_memory_bytes`);
 * **seccomp**: a filter (built with libseccomp through ``pyseccomp``) that
   bwrap installs before ``exec``: no io_uring (it writes files without the
   system calls a filter sees), no ptrace or ``process_vm_*`` (no reading or

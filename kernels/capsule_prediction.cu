@@ -64,12 +64,9 @@
 #define CAPS_LOADS_IN_FLIGHT 8  // 16-byte loads per thread issued together while version 5 copies its tile
 #endif
 
-// TensorFlow's grid-stride loop with int64 indices: thread t of a grid of T
-// threads handles elements t, t + T, t + 2T, ...  The product batch * in_caps
-// * out_caps * out_dim can pass 2^31 for large layers, so the index is 64-bit.
-#define CUDA_1D_KERNEL_LOOP_INT64(index, n)                                           \
-    for (long long index = (long long)blockIdx.x * blockDim.x + threadIdx.x; index < (n); \
-         index += (long long)blockDim.x * gridDim.x)
+// The grid-stride loops use int64 indices (CUDA_1D_KERNEL_LOOP_INT64, cuda_helpers.cuh): the product
+// batch * in_caps * out_caps * out_dim can pass 2^31 for large layers.
+#include "cuda_helpers.cuh"
 
 // ---------------------------------------------------------------------------
 // Version 1: one thread per output element.

@@ -124,16 +124,21 @@ def register_block_shape(out_caps: int, out_dim: int) -> tuple[int, int]:
     return quads, rows_y
 
 
-def forward_register_blocked(u, W, out=None, sync=True):
-    """Version 3: ``capsule_predict_register_blocked``; 4 outputs per thread, their weights in registers."""
-    u, W = float32_operand(u), float32_operand(W)
+def _launch_register_blocked(kernel: str, u, W, out, sync):
+    """Versions 3 and 4 take the same arguments and launch: a block per (input capsule, batch tile)."""
     batch, in_caps, in_dim, out_caps, out_dim = shapes(u, W)
     u_hat = result_array(out, (batch, in_caps, out_caps, out_dim))
-    module(in_dim).function("capsule_predict_register_blocked")(
+    module(in_dim).function(kernel)(
         u, W, u_hat, batch, in_caps, out_caps, out_dim,
         grid=(in_caps, blocks_for(batch, CAPS_BATCH_TILE)), block=register_block_shape(out_caps, out_dim),
         shared=CAPS_BATCH_TILE * in_dim * 4, sync=sync)
     return u_hat
+
+
+def forward_register_blocked(u, W, out=None, sync=True):
+    """Version 3: ``capsule_predict_register_blocked``; 4 outputs per thread, their weights in registers."""
+    u, W = float32_operand(u), float32_operand(W)
+    return _launch_register_blocked("capsule_predict_register_blocked", u, W, out, sync)
 
 
 def vectorizable(in_dim: int, out_caps: int, out_dim: int) -> bool:
@@ -148,12 +153,7 @@ def forward_vectorized(u, W, out=None, sync=True):
     if not vectorizable(in_dim, out_caps, out_dim):
         raise ValueError(f"forward_vectorized needs in_dim and out_caps * out_dim to be multiples of 4, "
                          f"got in_dim={in_dim}, out_caps * out_dim={out_caps * out_dim}; use forward_register_blocked")
-    u_hat = result_array(out, (batch, in_caps, out_caps, out_dim))
-    module(in_dim).function("capsule_predict_vectorized")(
-        u, W, u_hat, batch, in_caps, out_caps, out_dim,
-        grid=(in_caps, blocks_for(batch, CAPS_BATCH_TILE)), block=register_block_shape(out_caps, out_dim),
-        shared=CAPS_BATCH_TILE * in_dim * 4, sync=sync)
-    return u_hat
+    return _launch_register_blocked("capsule_predict_vectorized", u, W, out, sync)
 
 
 def streamable(in_dim: int, out_caps: int, out_dim: int) -> bool:

@@ -39,9 +39,7 @@
 #define CAPS_GRAD_BATCH_TILE 128  // samples per block of version 3 (its block size)
 #define CAPS_FUSED_TILE 32         // samples staged at a time by version 5: one per lane of a warp
 
-#define CUDA_1D_KERNEL_LOOP_INT64(index, n)                                           \
-    for (long long index = (long long)blockIdx.x * blockDim.x + threadIdx.x; index < (n); \
-         index += (long long)blockDim.x * gridDim.x)
+#include "cuda_helpers.cuh"  // CUDA_1D_KERNEL_LOOP_INT64
 
 // ---------------------------------------------------------------------------
 // Version 1: du, one thread per element.

@@ -67,17 +67,27 @@ def grad_weight_reference(grad_u_hat, u) -> np.ndarray:
 # --------------------------------------------------------------------------- launchers
 
 
+def _naive_grid(elements: int) -> int:
+    """Blocks of versions 1 and 2 for a grid-stride loop over ``elements``: never more than the work needs."""
+    return max(1, min(blocks_for(elements, NAIVE_BLOCK), 65535))
+
+
+def _launch_naive(kernel: str, grad_u_hat, operand, result, dims, elements: int, sync):
+    """Versions 1 and 2 take the same arguments and launch: one thread per element of ``result``."""
+    batch, in_caps, in_dim, out_caps, out_dim = dims
+    module(in_dim).function(kernel)(grad_u_hat, operand, result, batch, in_caps, in_dim, out_caps, out_dim,
+                                    grid=_naive_grid(elements), block=NAIVE_BLOCK, sync=sync)
+    return result
+
+
 def grad_input_naive(grad_u_hat, W, out=None, sync=True):
     """Version 1: ``capsule_grad_input_naive``; one thread per element of du."""
     grad_u_hat, W = float32_operand(grad_u_hat), float32_operand(W)
     batch, in_caps, _, out_caps, out_dim = _grad_shapes(grad_u_hat, 0)
     in_dim = _check_W(W, in_caps, out_caps, out_dim)
     du = result_array(out, (batch, in_caps, in_dim))
-    n = batch * in_caps * in_dim
-    module(in_dim).function("capsule_grad_input_naive")(
-        grad_u_hat, W, du, batch, in_caps, in_dim, out_caps, out_dim,
-        grid=max(1, min(blocks_for(n, NAIVE_BLOCK), 65535)), block=NAIVE_BLOCK, sync=sync)
-    return du
+    return _launch_naive("capsule_grad_input_naive", grad_u_hat, W, du, (batch, in_caps, in_dim, out_caps, out_dim),
+                         batch * in_caps * in_dim, sync)
 
 
 def grad_weight_naive(grad_u_hat, u, out=None, sync=True):
@@ -86,11 +96,8 @@ def grad_weight_naive(grad_u_hat, u, out=None, sync=True):
     batch, in_caps, _, out_caps, out_dim = _grad_shapes(grad_u_hat, 0)
     in_dim = _check_u(u, batch, in_caps)
     dW = result_array(out, (in_caps, out_caps, out_dim, in_dim))
-    n = in_caps * out_caps * out_dim * in_dim
-    module(in_dim).function("capsule_grad_weight_naive")(
-        grad_u_hat, u, dW, batch, in_caps, in_dim, out_caps, out_dim,
-        grid=max(1, min(blocks_for(n, NAIVE_BLOCK), 65535)), block=NAIVE_BLOCK, sync=sync)
-    return dW
+    return _launch_naive("capsule_grad_weight_naive", grad_u_hat, u, dW, (batch, in_caps, in_dim, out_caps, out_dim),
+                         in_caps * out_caps * out_dim * in_dim, sync)
 
 
 def grad_input_shared_weights(grad_u_hat, W, out=None, sync=True):
@@ -216,7 +223,7 @@ def _flops(shape) -> float:
 
 def _naive_launch(shape, elements) -> LaunchConfig:
     """Versions 1 and 2: one thread per element of the gradient, a grid-stride loop over them."""
-    return LaunchConfig((max(1, min(blocks_for(elements, NAIVE_BLOCK), 65535)), 1, 1), (NAIVE_BLOCK, 1, 1), 0)
+    return LaunchConfig((_naive_grid(elements), 1, 1), (NAIVE_BLOCK, 1, 1), 0)
 
 
 def _fused_launch(shape) -> LaunchConfig:

@@ -27,9 +27,7 @@
 
 #define SQUASH_EPS 1e-7f  // keeps 1 / |s| finite for a zero vector
 
-#define CUDA_1D_KERNEL_LOOP_INT64(index, n)                                           \
-    for (long long index = (long long)blockIdx.x * blockDim.x + threadIdx.x; index < (n); \
-         index += (long long)blockDim.x * gridDim.x)
+#include "cuda_helpers.cuh"  // CUDA_1D_KERNEL_LOOP_INT64
 
 // 1. c = softmax(logits) over the last axis, rows of out_caps numbers.
 __global__ void routing_softmax(const float* __restrict__ logits, float* __restrict__ c, long long rows,

@@ -55,6 +55,22 @@ def agreement_reference(u_hat, v) -> np.ndarray:
     return np.einsum("bijd,bjd->bij", np.asarray(u_hat, np.float64), np.asarray(v, np.float64))
 
 
+def squash_backward_reference(s, grad_v) -> np.ndarray:
+    """dE/ds = J^T dE/dv with the squash's Jacobian J = dv/ds, built whole for each capsule vector."""
+    s, g = np.asarray(s, np.float64), np.asarray(grad_v, np.float64)
+    norm2 = (s * s).sum(axis=-1, keepdims=True)[..., None]  # (..., 1, 1)
+    root = np.sqrt(norm2 + SQUASH_EPS)
+    f = norm2 / ((1.0 + norm2) * root)
+    df = 1.0 / ((1.0 + norm2) * root) - f / (1.0 + norm2) - 0.5 * f / (norm2 + SQUASH_EPS)
+    jacobian = f * np.eye(s.shape[-1]) + 2.0 * df * s[..., :, None] * s[..., None, :]
+    return np.einsum("...dk,...d->...k", jacobian, g)
+
+
+def weighted_sum_backward_reference(c, grad_s) -> np.ndarray:
+    """dE/du_hat[b, i, j] = c[b, i, j] dE/ds[b, j]: the weighted sum's gradient with c held constant."""
+    return np.einsum("bij,bjd->bijd", np.asarray(c, np.float64), np.asarray(grad_s, np.float64))
+
+
 def routing_reference(u_hat, iterations: int = ROUTING_ITERATIONS):
     """Dynamic routing in float64: returns ``(v, c)``, the output capsules and the last coupling coefficients."""
     u_hat = np.asarray(u_hat, np.float64)
@@ -93,14 +109,19 @@ def _routing_shapes(u_hat):
     return tuple(int(x) for x in u_hat.shape)
 
 
+def _over_last_axis(kernel: str, x, out):
+    """Steps 1 and 3 launch alike: ``kernel(x, y, rows, length)``, one thread per row of the last axis."""
+    x = float32_operand(x)
+    length = int(x.shape[-1])
+    rows = int(np.prod(x.shape[:-1]))
+    y = result_array(out, tuple(x.shape))
+    module().function(kernel)(x, y, rows, length, grid=_grid(rows), block=BLOCK)
+    return y
+
+
 def softmax(logits, out=None):
     """1. ``routing_softmax`` over the last axis."""
-    logits = float32_operand(logits)
-    out_caps = int(logits.shape[-1])
-    rows = int(np.prod(logits.shape[:-1]))
-    c = result_array(out, tuple(logits.shape))
-    module().function("routing_softmax")(logits, c, rows, out_caps, grid=_grid(rows), block=BLOCK)
-    return c
+    return _over_last_axis("routing_softmax", logits, out)
 
 
 def weighted_sum(c, u_hat, out=None):
@@ -115,12 +136,7 @@ def weighted_sum(c, u_hat, out=None):
 
 def squash(s, out=None):
     """3. ``squash_forward`` over the last axis."""
-    s = float32_operand(s)
-    dim = int(s.shape[-1])
-    n = int(np.prod(s.shape[:-1]))
-    v = result_array(out, tuple(s.shape))
-    module().function("squash_forward")(s, v, n, dim, grid=_grid(n), block=BLOCK)
-    return v
+    return _over_last_axis("squash_forward", s, out)
 
 
 def agreement(u_hat, v, logits):
@@ -318,4 +334,13 @@ KERNELS = kernel_table(
     KernelVersion(TOPIC, "routing_agreement", agreement, _over(lambda b, i, j, d: b * i * j),
                   bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
                   flops=lambda shape: 2.0 * np.prod(_sizes(shape)), reference=agreement_reference),
+    # s and dE/dv read, dE/ds written: the out capsules' vectors; two dot products and an update per element
+    KernelVersion(TOPIC, "squash_backward", squash_backward, _over(lambda b, i, j, d: b * j),
+                  bytes=lambda shape: 12.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
+                  flops=lambda shape: 8.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
+                  reference=squash_backward_reference),
+    # dE/du_hat written once (c and dE/ds are small beside it): one product per element
+    KernelVersion(TOPIC, "routing_weighted_sum_backward", weighted_sum_backward,
+                  _over(lambda b, i, j, d: b * i * j * d), bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
+                  flops=lambda shape: float(np.prod(_sizes(shape))), reference=weighted_sum_backward_reference),
 )

@@ -123,10 +123,7 @@ def backward_input(dY, Wf, x_shape, out=None):
 
 def backward_weight_naive(X, dY, K: int, out=None):
     """Version 2: ``conv2d_backward_weight_naive``; one thread per weight."""
-    X, dY = float32_operand(X), float32_operand(dY)
-    N, C, H, W = (int(s) for s in X.shape)
-    M = int(np.prod(dY.shape)) // (N * (H - K + 1) * (W - K + 1))
-    _dims(X.shape, dY, (M, C, K, K))
+    X, dY, N, C, H, W, M = _weight_operands(X, dY, K)
     dW = result_array(out, (M, C, K, K), any_layout=True)
     module().function("conv2d_backward_weight_naive")(X, dY, dW, N, C, H, W, M, K,
                                                       grid=blocks_for(M * C * K * K, BLOCK_1D), block=BLOCK_1D)
@@ -135,10 +132,7 @@ def backward_weight_naive(X, dY, K: int, out=None):
 
 def backward_weight(X, dY, K: int, out=None):
     """Version 3: ``conv2d_backward_weight_reduce``; one block per weight, a shared-memory reduction."""
-    X, dY = float32_operand(X), float32_operand(dY)
-    N, C, H, W = (int(s) for s in X.shape)
-    M = int(np.prod(dY.shape)) // (N * (H - K + 1) * (W - K + 1))
-    _dims(X.shape, dY, (M, C, K, K))
+    X, dY, N, C, H, W, M = _weight_operands(X, dY, K)
     dW = result_array(out, (M, C, K, K), any_layout=True)
     module().function("conv2d_backward_weight_reduce")(X, dY, dW, N, C, H, W, M, K,
                                                        grid=M * C * K * K, block=REDUCE_BLOCK)
@@ -200,6 +194,7 @@ def _workspace(like, shape, dtype=np.float32):
 
 
 def _weight_operands(X, dY, K):
+    """X and dY as float32 with (N, C, H, W, M) checked: what every dW version takes (M is read off dY's size)."""
     X, dY = float32_operand(X), float32_operand(dY)
     if len(X.shape) != 4:
         raise ValueError(f"X must be (N, C, H, W), got shape {tuple(X.shape)}")

@@ -14,3 +14,9 @@
 #define CUDA_1D_KERNEL_LOOP(i, n)                                   \
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n);    \
          i += blockDim.x * gridDim.x)
+
+// The same loop with a 64-bit index, as TensorFlow writes it for kernels whose element count can pass
+// 2^31 (the capsule layers: batch * in_caps * out_caps * out_dim).
+#define CUDA_1D_KERNEL_LOOP_INT64(index, n)                                           \
+    for (long long index = (long long)blockIdx.x * blockDim.x + threadIdx.x; index < (n); \
+         index += (long long)blockDim.x * gridDim.x)

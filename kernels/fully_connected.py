@@ -15,7 +15,7 @@ import numpy as np
 
 from .runtime import Module, blocks_for
 from .runtime.loader import float32_operand, load_topic, result_array
-from .runtime.versions import KernelVersion, as_launch, kernel_table
+from .runtime.versions import KernelVersion, LaunchConfig, as_launch, kernel_table
 
 TOPIC = "fully_connected"
 BLOCK_1D = 128  # threads per block of the one-dimensional kernels
@@ -49,6 +49,11 @@ def forward_reference(X, W, b) -> np.ndarray:
     return np.asarray(X, np.float64) @ np.asarray(W, np.float64).T + np.asarray(b, np.float64)
 
 
+def matvec_reference(W, b, x) -> np.ndarray:
+    """y = W x + b for one sample ``x`` (version 1's arguments, in its order)."""
+    return np.asarray(W, np.float64) @ np.asarray(x, np.float64) + np.asarray(b, np.float64)
+
+
 def backward_input_reference(dY, W) -> np.ndarray:
     """dE/dX = dE/dY W  (for one sample, W^T dE/dy)."""
     return np.asarray(dY, np.float64) @ np.asarray(W, np.float64)
@@ -76,11 +81,16 @@ def forward_matvec(W, b, x, out=None):
     return y
 
 
-def forward_naive(X, W, b, out=None):
-    """Version 2: ``fc_forward_naive``; one thread per element of Y."""
+def _forward_operands(X, W, b, out):
+    """X, W, b as float32, the Y to fill and (n, in_features, out_features): what versions 2 and 3 take."""
     X, W, b = float32_operand(X), float32_operand(W), float32_operand(b)
     n, in_features, out_features = _shapes(X, W)
-    Y = result_array(out, (n, out_features))
+    return X, W, b, result_array(out, (n, out_features)), (n, in_features, out_features)
+
+
+def forward_naive(X, W, b, out=None):
+    """Version 2: ``fc_forward_naive``; one thread per element of Y."""
+    X, W, b, Y, (n, in_features, out_features) = _forward_operands(X, W, b, out)
     module().function("fc_forward_naive")(X, W, b, Y, n, in_features, out_features,
                                           grid=_grid_2d(out_features, n), block=BLOCK_2D)
     return Y
@@ -88,9 +98,7 @@ def forward_naive(X, W, b, out=None):
 
 def forward_tiled(X, W, b, out=None):
     """Version 3: ``fc_forward_tiled``; FC_TILE x FC_TILE tiles in shared memory."""
-    X, W, b = float32_operand(X), float32_operand(W), float32_operand(b)
-    n, in_features, out_features = _shapes(X, W)
-    Y = result_array(out, (n, out_features))
+    X, W, b, Y, (n, in_features, out_features) = _forward_operands(X, W, b, out)
     module().function("fc_forward_tiled")(X, W, b, Y, n, in_features, out_features,
                                           grid=_grid_2d(out_features, n, (FC_TILE, FC_TILE)), block=(FC_TILE, FC_TILE))
     return Y
@@ -222,11 +230,25 @@ def _matmul_bytes(shape) -> float:
     return 4.0 * (n * (k + m) + k * m)
 
 
+def _per_output(shape) -> LaunchConfig:
+    """Versions 1 and 6: one thread per output neuron."""
+    return as_launch(blocks_for(layer(shape)[2], BLOCK_1D), BLOCK_1D)
+
+
+def _matvec_bytes(shape) -> float:
+    """W, x and b read once, y written once."""
+    _, k, m = layer(shape)
+    return 4.0 * (k * m + k + 2 * m)
+
+
 def _naive_2d(columns, rows):
     return lambda shape: as_launch(_grid_2d(columns(*layer(shape)), rows(*layer(shape))), BLOCK_2D)
 
 
 KERNELS = kernel_table(
+    # version 1 is one sample's product: n is 1
+    KernelVersion(TOPIC, "fc_forward_matvec", forward_matvec, _per_output, _matvec_bytes,
+                  lambda shape: 2.0 * layer(shape)[1] * layer(shape)[2], matvec_reference),
     KernelVersion(TOPIC, "fc_forward_naive", forward_naive, _naive_2d(lambda n, k, m: m, lambda n, k, m: n),
                   _matmul_bytes, _matmul_flops, forward_reference),
     KernelVersion(TOPIC, "fc_forward_tiled", forward_tiled,
@@ -236,4 +258,7 @@ KERNELS = kernel_table(
                   _matmul_bytes, _matmul_flops, backward_input_reference),
     KernelVersion(TOPIC, "fc_backward_weight", backward_weight, _naive_2d(lambda n, k, m: k, lambda n, k, m: m),
                   _matmul_bytes, _matmul_flops, backward_weight_reference),
+    KernelVersion(TOPIC, "fc_backward_bias", backward_bias, _per_output,
+                  lambda shape: 4.0 * (layer(shape)[0] + 1) * layer(shape)[2],  # dY read once, db written
+                  lambda shape: float(layer(shape)[0] * layer(shape)[2]), backward_bias_reference),
 )

@@ -211,6 +211,23 @@ __global__ void lsoftmax_blend_label_score(float* F, const int* __restrict__ lab
     }
 }
 
+// One warp per sample: x . w, |x|^2 and |w|^2 of a feature row x and its label's weight row w, the
+// lanes striding over the row and a shuffle tree summing each, so that every lane holds the three sums.
+__device__ __forceinline__ void lsoftmax_warp_label_dots(const float* x, const float* w, int dim, int lane,
+                                                         float* xw, float* xx, float* ww)
+{
+    float sxw = 0.0f, sxx = 0.0f, sww = 0.0f;
+    for (int d = lane; d < dim; d += 32) { sxw += x[d] * w[d]; sxx += x[d] * x[d]; sww += w[d] * w[d]; }
+    for (int off = 16; off > 0; off >>= 1) {
+        sxw += __shfl_xor_sync(0xffffffffu, sxw, off);
+        sxx += __shfl_xor_sync(0xffffffffu, sxx, off);
+        sww += __shfl_xor_sync(0xffffffffu, sww, off);
+    }
+    *xw = sxw;
+    *xx = sxx;
+    *ww = sww;
+}
+
 // The derivative of the blended label logit L = (lambda f + a b psi(c)) / (1 + lambda), c = f / (a b):
 //     dL/dx = coef_w W_y + coef_x x,    dL/dW_y = coef_w x + coef_ww W_y,  with
 //     coef_w = (lambda + psi'(c)) / (1 + lambda),  r = (psi - c psi') / (1 + lambda),
@@ -261,13 +278,8 @@ __global__ void lsoftmax_margin_grad_input(const float* __restrict__ grad_target
     for (int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < batch; i += warps) {
         const float* x = X + (size_t)i * dim;
         const float* w = W + (size_t)labels[i] * dim;
-        float xw = 0.0f, xx = 0.0f, ww = 0.0f;
-        for (int d = lane; d < dim; d += 32) { xw += x[d] * w[d]; xx += x[d] * x[d]; ww += w[d] * w[d]; }
-        for (int off = 16; off > 0; off >>= 1) {
-            xw += __shfl_xor_sync(0xffffffffu, xw, off);
-            xx += __shfl_xor_sync(0xffffffffu, xx, off);
-            ww += __shfl_xor_sync(0xffffffffu, ww, off);
-        }
+        float xw, xx, ww;
+        lsoftmax_warp_label_dots(x, w, dim, lane, &xw, &xx, &ww);
         float a = sqrtf(ww), b = sqrtf(xx);
         float coef_w, coef_x, coef_ww;
         lsoftmax_label_coefs(xw / (fmaxf(a, LSM_EPS) * fmaxf(b, LSM_EPS)), a, b, m, lam, &coef_w, &coef_x, &coef_ww);
@@ -533,13 +545,8 @@ __global__ void lsoftmax_label_targets(const float* __restrict__ X, const float*
     for (int i = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; i < N; i += warps) {
         const float* x = X + (size_t)i * D;
         const float* w = W + (size_t)labels[i] * D;
-        float xw = 0.0f, xx = 0.0f, ww = 0.0f;
-        for (int d = lane; d < D; d += 32) { xw += x[d] * w[d]; xx += x[d] * x[d]; ww += w[d] * w[d]; }
-        for (int off = 16; off > 0; off >>= 1) {
-            xw += __shfl_xor_sync(0xffffffffu, xw, off);
-            xx += __shfl_xor_sync(0xffffffffu, xx, off);
-            ww += __shfl_xor_sync(0xffffffffu, ww, off);
-        }
+        float xw, xx, ww;
+        lsoftmax_warp_label_dots(x, w, D, lane, &xw, &xx, &ww);
         if (lane == 0) {
             float a = sqrtf(ww), b = sqrtf(xx);
             float c = xw / (fmaxf(a, LSM_EPS) * fmaxf(b, LSM_EPS));

@@ -89,22 +89,23 @@ def loss_reference(x, t, params) -> float:
 # --------------------------------------------------------------------------- launchers, one per version
 
 
-def classify_sign(x, params) -> np.ndarray:
-    """Version 1: ``perceptron_classify_sign``, one thread per sample."""
+def _per_sample_output(kernel: str, x, params) -> np.ndarray:
+    """Versions 1 and 2 take the same arguments and launch: one thread per sample, one output each."""
     x = _matrix(x)
     n, d = x.shape
     y = np.empty(n, np.float32)
-    module().function("perceptron_classify_sign")(x, _vector(params), y, n, d, grid=blocks_for(n, BLOCK), block=BLOCK)
+    module().function(kernel)(x, _vector(params), y, n, d, grid=blocks_for(n, BLOCK), block=BLOCK)
     return y
+
+
+def classify_sign(x, params) -> np.ndarray:
+    """Version 1: ``perceptron_classify_sign``, one thread per sample."""
+    return _per_sample_output("perceptron_classify_sign", x, params)
 
 
 def forward_sigmoid(x, params) -> np.ndarray:
     """Version 2: ``perceptron_forward_sigmoid``."""
-    x = _matrix(x)
-    n, d = x.shape
-    y = np.empty(n, np.float32)
-    module().function("perceptron_forward_sigmoid")(x, _vector(params), y, n, d, grid=blocks_for(n, BLOCK), block=BLOCK)
-    return y
+    return _per_sample_output("perceptron_forward_sigmoid", x, params)
 
 
 def sample_gradients(x, t, params, out: DeviceBuffer | None = None):
@@ -125,27 +126,29 @@ def _grads_shape(grads) -> tuple[int, int]:
     return int(grads.shape[0]), int(grads.shape[1])
 
 
-def gradient_sum_atomic(grads, total: DeviceBuffer | None = None):
-    """Version 4: ``gradient_sum_atomic``; the column sums of ``grads``.
-
-    Returns a NumPy vector, or fills ``total`` (a device buffer, zeroed here) and returns it.
-    """
+def _sum_operands(grads, total):
+    """grads (on the device or as a float32 matrix), n, k and the zeroed column sums: ``total``, or a new vector."""
     grads = grads if isinstance(grads, DeviceBuffer) else _matrix(grads)
     n, k = _grads_shape(grads)
     out = total if total is not None else np.zeros(k, np.float32)
     if total is not None:
         total.set(np.zeros(k, np.float32))
+    return grads, n, k, out
+
+
+def gradient_sum_atomic(grads, total: DeviceBuffer | None = None):
+    """Version 4: ``gradient_sum_atomic``; the column sums of ``grads``.
+
+    Returns a NumPy vector, or fills ``total`` (a device buffer, zeroed here) and returns it.
+    """
+    grads, n, k, out = _sum_operands(grads, total)
     module().function("gradient_sum_atomic")(grads, out, n, k, grid=blocks_for(n, BLOCK), block=BLOCK)
     return out
 
 
 def gradient_sum_tree(grads, total: DeviceBuffer | None = None):
     """Version 5: ``gradient_sum_tree``; grid (blocks over rows, one per column), GRADIENT_SUM_BLOCK threads."""
-    grads = grads if isinstance(grads, DeviceBuffer) else _matrix(grads)
-    n, k = _grads_shape(grads)
-    out = total if total is not None else np.zeros(k, np.float32)
-    if total is not None:
-        total.set(np.zeros(k, np.float32))
+    grads, n, k, out = _sum_operands(grads, total)
     module().function("gradient_sum_tree")(
         grads, out, n, k, grid=(blocks_for(n, GRADIENT_SUM_BLOCK), k), block=GRADIENT_SUM_BLOCK
     )
@@ -160,11 +163,7 @@ def columns_blocks(n: int, k: int) -> int:
 
 def gradient_sum_columns(grads, total: DeviceBuffer | None = None):
     """Version 7: ``gradient_sum_columns``; coalesced float4 reads of the whole matrix, k floats of shared memory."""
-    grads = grads if isinstance(grads, DeviceBuffer) else _matrix(grads)
-    n, k = _grads_shape(grads)
-    out = total if total is not None else np.zeros(k, np.float32)
-    if total is not None:
-        total.set(np.zeros(k, np.float32))
+    grads, n, k, out = _sum_operands(grads, total)
     module().function("gradient_sum_columns")(
         grads, out, n, k, grid=columns_blocks(n, k), block=GRADIENT_SUM_BLOCK, shared=4 * k
     )

@@ -166,9 +166,31 @@ def _forward_flops(shape) -> float:
     return float(_pooled_count(shape) * int(shape["pool"]) ** 2)
 
 
+def _input_count(shape) -> int:
+    N, C, H, W, _ = (int(shape[a]) for a in MAP_AXES)
+    return N * C * H * W
+
+
+def _one_thread_per_input(shape) -> LaunchConfig:
+    """The backward kernels: one thread per element of dX."""
+    return launch_1d(blocks_for(_input_count(shape), BLOCK), BLOCK)
+
+
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "avg_pool_forward", avg_pool, _one_thread_per_output, _forward_bytes, _forward_flops,
                   avg_pool_reference),
+    # the window's sum, then the bias and the sigmoid (an exp, an add and a divide) per output
+    KernelVersion(TOPIC, "subsample_bias_sigmoid_forward", subsample_bias_sigmoid, _one_thread_per_output,
+                  lambda shape: _forward_bytes(shape) + 4.0 * int(shape["C"]),
+                  lambda shape: _forward_flops(shape) + 4.0 * _pooled_count(shape), subsample_bias_sigmoid_reference),
     KernelVersion(TOPIC, "max_pool_forward", max_pool, _one_thread_per_output, _forward_bytes, _forward_flops,
                   max_pool_reference),
+    # dY read once, dX written once; a divide per element of dX
+    KernelVersion(TOPIC, "avg_pool_backward", avg_pool_backward, _one_thread_per_input,
+                  lambda shape: 4.0 * (_pooled_count(shape) + _input_count(shape)),
+                  lambda shape: float(_input_count(shape)), avg_pool_backward_reference),
+    # X and dY read once, dX written once; the windows' maxima found again, one comparison per input of each
+    KernelVersion(TOPIC, "max_pool_backward", max_pool_backward, _one_thread_per_input,
+                  lambda shape: 4.0 * (_pooled_count(shape) + 2 * _input_count(shape)), _forward_flops,
+                  max_pool_backward_reference),
 )

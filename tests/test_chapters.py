@@ -8,6 +8,7 @@ chapter.
 from __future__ import annotations
 
 import importlib
+import re
 import pkgutil
 from pathlib import Path
 
@@ -59,3 +60,18 @@ def test_every_chapter_page_of_the_table_of_contents_is_in_the_manifest():
     pages = {line.split("book/", 1)[1].strip() for line in TOC.splitlines() if "file: book/" in line}
     # The introduction and the scoreboard (every chapter's speed figures on one page) belong to no chapter.
     assert pages - {"intro", "scoreboard"} == {p for c in CHAPTERS for p in c.pages}
+
+
+def test_the_readmes_what_is_where_names_files_that_exist():
+    """Every file or folder the README's layout table and "Adding a chapter" name (a literal path, not a
+    ``<pattern>``) is there, looked up from the root or the folder of the table's row."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## What is where", 1)[1].split("\n## On a GPU machine", 1)[0]
+    missing = []
+    for row in section.splitlines():
+        folders = [ROOT] + [ROOT / p for p in re.findall(r"`([a-z_/]+/)`", row)]
+        for name in re.findall(r"`([\w./-]+\.(?:py|md|yml|json|cu)|[\w-]+/(?:[\w-]+/)*)`", row):
+            if not any((folder / name).exists() for folder in folders):
+                missing.append(name)
+    assert "autograder/" in section and "kernels/runtime/" in section
+    assert not missing, f"the README's layout names what is not there: {sorted(set(missing))}"

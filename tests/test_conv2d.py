@@ -39,6 +39,15 @@ def assert_close_conv(got, X, Wf, b):
     assert np.all(err <= 1e-5 * scale + 1e-6), f"max error {err.max()} at {np.unravel_index(err.argmax(), err.shape)}"
 
 
+def assert_close_fused(got, X, Wf, b, activation):
+    """Convolution, bias, activation and 2 x 2 max pooling: within the convolution's bound (the
+    activations and the maximum do not widen it)."""
+    expected = conv2d.fused_reference(X, Wf, b, activation)
+    assert got.shape == expected.shape
+    scale = conv2d.fused_reference(np.abs(X), np.abs(Wf), np.abs(b), "none")
+    np.testing.assert_array_less(np.abs(got - expected), 1e-5 * scale + 1e-6)
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("version", list(conv2d.FORWARDS))
 def test_forward_versions(backend, version, shape):
@@ -51,11 +60,7 @@ def test_forward_versions(backend, version, shape):
 @pytest.mark.parametrize("activation", list(conv2d.ACTIVATIONS))
 def test_fused_conv_act_pool(backend, activation, shape):
     X, Wf, b = data(*shape, seed=2)
-    got = conv2d.forward_fused(X, Wf, b, activation)
-    expected = conv2d.fused_reference(X, Wf, b, activation)
-    assert got.shape == expected.shape
-    scale = conv2d.fused_reference(np.abs(X), np.abs(Wf), np.abs(b), "none")
-    np.testing.assert_array_less(np.abs(got - expected), 1e-5 * scale + 1e-6)
+    assert_close_fused(conv2d.forward_fused(X, Wf, b, activation), X, Wf, b, activation)
 
 
 # Version 7 (conv2d_forward_whole_sample) has an unrolled path (K = 3 or 5 and an even W) and a general
@@ -86,11 +91,7 @@ def test_whole_sample(backend, shape):
 def test_whole_sample_fused(backend, activation, shape):
     """Version 7 with bias, activation and 2 x 2 max pooling: odd outputs drop their last row or column."""
     X, Wf, b = data(*shape, seed=4)
-    got = conv2d.forward_whole_sample_fused(X, Wf, b, activation)
-    expected = conv2d.fused_reference(X, Wf, b, activation)
-    assert got.shape == expected.shape
-    scale = conv2d.fused_reference(np.abs(X), np.abs(Wf), np.abs(b), "none")
-    np.testing.assert_array_less(np.abs(got - expected), 1e-5 * scale + 1e-6)
+    assert_close_fused(conv2d.forward_whole_sample_fused(X, Wf, b, activation), X, Wf, b, activation)
 
 
 def test_whole_sample_writes_only_the_output(backend):

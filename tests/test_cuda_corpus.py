@@ -136,20 +136,21 @@ def layernorm_rows(m):
     return y, (x - mu) / np.sqrt(var + 1e-5) * g + b
 
 
+def _sum(m, name, seed):
+    x = rng(seed).standard_normal(3000).astype(np.float32)
+    out = np.zeros(1, np.float32)
+    m.function(name)(x, out, 3000, grid=5, block=128)
+    return out, x.sum(keepdims=True)
+
+
 @case("basics.cu", "shared-memory reduction", "atomicAdd")
 def reduce_shared_atomic(m):
-    x = rng(15).standard_normal(3000).astype(np.float32)
-    out = np.zeros(1, np.float32)
-    m.function("reduce_shared_atomic")(x, out, 3000, grid=5, block=128)
-    return out, x.sum(keepdims=True)
+    return _sum(m, "reduce_shared_atomic", 15)
 
 
 @case("basics.cu", "warp shuffle", "atomicAdd")
 def reduce_warp_shuffle(m):
-    x = rng(16).standard_normal(3000).astype(np.float32)
-    out = np.zeros(1, np.float32)
-    m.function("reduce_warp_shuffle")(x, out, 3000, grid=5, block=128)
-    return out, x.sum(keepdims=True)
+    return _sum(m, "reduce_warp_shuffle", 16)
 
 
 @case("basics.cu", "atomicAdd", "shared memory")

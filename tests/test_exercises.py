@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from autograder.comparison import compare
 from autograder.exercises import get_exercise
 from autograder.isolation import grade_submission
 from autograder.submission import submission_from_cell
@@ -240,3 +241,55 @@ def test_tc_cell_magic_shows_ranges_or_the_error(capsys):
     compile_tc_cell("tc_avgpool2x2", "def avgpool2x2(float(N,C,H,W) X) -> (Y) {\n    Y(n,c,i,j) = X(n,c,i,k)\n}")
     out = capsys.readouterr()
     assert "line 3, column" in out.err and "no reduction operator" in out.err
+
+
+#: the exercises whose reference kernel is a kernel of kernels/<topic>.cu (the index-notation ones are
+#: generated from a definition: the generator is checked against NumPy in tests/test_comprehensions_kernels.py)
+WITH_CHAPTER_REFERENCE = [name for name in EXERCISES
+                          if get_exercise(name).reference_kernel is not None
+                          and get_exercise(name).reference_kernel.source is None]
+
+
+#: compile-time definitions that fix a size of the problem: the compiled reference serves only the shapes
+#: of that size (the capsule kernels unroll over in_dim; the timing shape has the record's)
+SIZE_DEFINES = {"CAPS_IN_DIM": "in_dim"}
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("name", WITH_CHAPTER_REFERENCE)
+def test_the_reference_kernel_launched_as_its_record_says_solves_the_exercise(backend, name):
+    """The chapter kernel speed is measured against, with the record's launch and argument order, passes
+    the grader's comparison on every visible shape: the speed-up compares two kernels that do the same work."""
+    exercise = get_exercise(name)
+    reference = exercise.reference_kernel
+    module = reference.compile(backend)
+    params = module.signatures[reference.kernel].params
+    order = reference.arg_order or tuple(arg.name for arg in exercise.args)
+    roles = {arg.name: arg for arg in exercise.args}
+    fixed = {SIZE_DEFINES[define]: value for define, value in reference.defines.items() if define in SIZE_DEFINES}
+    shapes = [shape for shape in exercise.visible_shapes if all(shape[k] == v for k, v in fixed.items())]
+    assert shapes and all(exercise.timing_shape[k] == v for k, v in fixed.items())
+    rng = np.random.default_rng(11)
+    for shape in shapes:
+        inputs = exercise.make_inputs(shape, rng)
+        expected, scales = exercise.reference(inputs), exercise.error_scale(inputs)
+        args, outputs = [], {}
+        for arg_name, param in zip(order, params, strict=True):
+            arg = roles[arg_name]
+            if arg.role == "scalar":
+                args.append(param.dtype.type(inputs[arg_name]))
+                continue
+            if arg.role == "out":  # written over a value no correct kernel leaves behind
+                fill = 0 if arg.init == "zeros" else (np.nan if param.dtype.kind == "f" else -7)
+                value = np.full(np.shape(expected[arg_name]), fill, param.dtype)
+            else:
+                value = np.array(inputs[arg_name], dtype=param.dtype)
+            if arg.role != "in":
+                outputs[arg_name] = value
+            args.append(value)
+        config = reference.launch(shape)
+        module.function(reference.kernel)(*args, grid=config.grid, block=config.block, shared=config.shared)
+        for arg_name, got in outputs.items():
+            verdict = compare(got, expected[arg_name], scales[arg_name], exercise.rtol, exercise.atol)
+            assert verdict["n_bad"] == 0, (name, exercise.shape_label(shape), arg_name,
+                                           {k: verdict.get(k) for k in ("first_bad_index", "expected", "got")})

@@ -74,8 +74,17 @@ def _scalars(shape) -> dict:
     return dict(zip(AXES, _dims(shape)))
 
 
-def _f64(a):
-    return np.asarray(a, np.float64)
+def _from_record(record, output: str, operands: tuple[str, ...]):
+    """The exercise's reference and error scale, both the record's float64 reference: the scale is it on the
+    operands' magnitudes (every output a sum of products, so that is the sum of |terms| rounding works on)."""
+
+    def reference(inputs):
+        return {output: record.reference(*(inputs[name] for name in operands))}
+
+    def scale(inputs):
+        return {output: record.reference(*(np.abs(np.asarray(inputs[name], np.float64)) for name in operands))}
+
+    return reference, scale
 
 
 SIGNATURE_TAIL = "int batch, int in_caps, int in_dim, int out_caps, int out_dim"
@@ -94,12 +103,7 @@ def _forward_inputs(shape, rng):
             **_scalars(shape)}
 
 
-def _forward_reference(inputs):
-    return {"u_hat": PREDICT_REFERENCE.reference(inputs["u"], inputs["W"])}
-
-
-def _forward_scale(inputs):
-    return {"u_hat": np.einsum("ijdk,bik->bijd", np.abs(_f64(inputs["W"])), np.abs(_f64(inputs["u"])))}
+_forward_reference, _forward_scale = _from_record(PREDICT_REFERENCE, "u_hat", ("u", "W"))
 
 
 def _u_hat_elements(shape) -> int:
@@ -134,12 +138,7 @@ def _grad_input_inputs(shape, rng):
             "grad_u": None, **_scalars(shape)}
 
 
-def _grad_input_reference(inputs):
-    return {"grad_u": GRAD_INPUT_REFERENCE.reference(inputs["grad_u_hat"], inputs["W"])}
-
-
-def _grad_input_scale(inputs):
-    return {"grad_u": np.einsum("ijdk,bijd->bik", np.abs(_f64(inputs["W"])), np.abs(_f64(inputs["grad_u_hat"])))}
+_grad_input_reference, _grad_input_scale = _from_record(GRAD_INPUT_REFERENCE, "grad_u", ("grad_u_hat", "W"))
 
 
 CAPSULE_GRAD_INPUT = Exercise(
@@ -170,12 +169,7 @@ def _grad_weight_inputs(shape, rng):
             "grad_W": None, **_scalars(shape)}
 
 
-def _grad_weight_reference(inputs):
-    return {"grad_W": GRAD_WEIGHT_REFERENCE.reference(inputs["grad_u_hat"], inputs["u"])}
-
-
-def _grad_weight_scale(inputs):
-    return {"grad_W": np.einsum("bijd,bik->ijdk", np.abs(_f64(inputs["grad_u_hat"])), np.abs(_f64(inputs["u"])))}
+_grad_weight_reference, _grad_weight_scale = _from_record(GRAD_WEIGHT_REFERENCE, "grad_W", ("grad_u_hat", "u"))
 
 
 CAPSULE_GRAD_WEIGHT = Exercise(

@@ -369,20 +369,28 @@ def _parse_kernels(source: str, source_name: str, defines: tuple[tuple[str, str]
     return tuple(kernels.items())
 
 
-def _split_top(text: str) -> list[str]:
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """``text`` cut at each ``sep`` outside brackets: ``"a<1, 2>, f(x, y)"`` -> ``["a<1, 2>", " f(x, y)"]``."""
     pieces, depth, current = [], 0, ""
     for ch in text:
-        if ch in "(<[":
+        if ch in "([{<":
             depth += 1
-        elif ch in ")>]":
+        elif ch in ")]}>":
             depth -= 1
-        if ch == "," and depth == 0:
+        if ch == sep and depth == 0:
             pieces.append(current)
             current = ""
         else:
             current += ch
-    if current.strip():
-        pieces.append(current)
+    pieces.append(current)
+    return pieces
+
+
+def _split_top(text: str) -> list[str]:
+    """Template arguments, stripped; a trailing empty one (``"a, "``) dropped."""
+    pieces = split_top_level(text)
+    if not pieces[-1].strip():
+        pieces.pop()
     return [p.strip() for p in pieces]
 
 

@@ -525,31 +525,28 @@ def test_interrupted_launch_leaves_the_module_usable(emu_build):
 
 # ---- warp-synchronous code that assumes lock-step warps ---------------------------------------------
 
-WARP_REDUCE = r"""
+# The same 64-element reduction twice: its first warp's part (LAST_WARP) written as lock-step code, then fixed.
+WARP_REDUCE_FRAME = r"""
 __global__ void reduce64(const float* x, float* out) {
     __shared__ float s[64];
     int t = threadIdx.x;
     s[t] = x[t];
     __syncthreads();
     if (t < 32) {
+LAST_WARP
+    }
+    if (t == 0) out[0] = s[0];
+}
+"""
+WARP_REDUCE = WARP_REDUCE_FRAME.replace("LAST_WARP", r"""
         volatile float* v = s;      // BUG: lanes are not in lock-step (Volta and later)
         v[t] += v[t + 32];
         v[t] += v[t + 16];
         v[t] += v[t + 8];
         v[t] += v[t + 4];
         v[t] += v[t + 2];
-        v[t] += v[t + 1];
-    }
-    if (t == 0) out[0] = s[0];
-}
-"""
-WARP_REDUCE_FIXED = r"""
-__global__ void reduce64(const float* x, float* out) {
-    __shared__ float s[64];
-    int t = threadIdx.x;
-    s[t] = x[t];
-    __syncthreads();
-    if (t < 32) {
+        v[t] += v[t + 1];""".strip("\n"))
+WARP_REDUCE_FIXED = WARP_REDUCE_FRAME.replace("LAST_WARP", r"""
         float v = s[t] + s[t + 32];
         s[t] = v;
         __syncwarp();
@@ -558,11 +555,7 @@ __global__ void reduce64(const float* x, float* out) {
             __syncwarp();           // everyone has read before anyone writes
             s[t] = v;
             __syncwarp();
-        }
-    }
-    if (t == 0) out[0] = s[0];
-}
-"""
+        }""".strip("\n"))
 
 
 def test_warp_synchronous_reduction_without_syncwarp(emu_build):

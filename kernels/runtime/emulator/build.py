@@ -439,6 +439,3 @@ def describe_toolchain() -> dict:
         return {"compiler": f"unavailable ({exc})"}
     return {"compiler": tc.version, "sanitizer": "AddressSanitizer" if tc.asan else "none", "flags": " ".join(tc.flags)}
 
-
-def clear_cache() -> None:
-    shutil.rmtree(cache_dir(), ignore_errors=True)

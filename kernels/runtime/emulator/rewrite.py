@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..signature import KernelSignature, strip_comments
+from ..signature import KernelSignature, split_top_level, strip_comments
 
 GENERATED_NAME = "<emulator-generated>"
 
@@ -85,22 +85,6 @@ def _in_function(pos: int, pairs: list[tuple[int, int, str]]) -> bool:
 
 def _in_namespace(pos: int, pairs: list[tuple[int, int, str]]) -> bool:
     return any(start < pos < end and kind == "namespace" for start, end, kind in pairs)
-
-
-def _split_top_level(text: str, sep: str = ",") -> list[str]:
-    pieces, depth, current = [], 0, ""
-    for ch in text:
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        if ch == sep and depth == 0:
-            pieces.append(current)
-            current = ""
-        else:
-            current += ch
-    pieces.append(current)
-    return pieces
 
 
 def _declarator_name(piece: str) -> str | None:
@@ -171,7 +155,7 @@ def rewrite(source: str, source_name: str, signatures: dict[str, KernelSignature
                 text = f'static {type_text}* {name} = ({type_text}*)__dlk_dynamic_shared_register((void**)&{name}, "{name}");'
             edits.append((start, end + 1, _keep_lines(original, text)))
             continue
-        pieces = _split_top_level(after)
+        pieces = split_top_level(after)
         first = _declarator_name(pieces[0])
         if not first:
             continue

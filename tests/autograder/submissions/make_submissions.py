@@ -246,37 +246,20 @@ __global__ void saxpy(int n, float alpha, const float* x, float* y)
 }
 """
 
-REDUCE_CACHED = """\
-%%cuda reduce_sum block=256 grid=1056 shared=1024
-__device__ float cached_total;
-__device__ int cached_n = -1;
-
-__global__ void reduce_sum(const float* x, float* out, int n)
-{
-    extern __shared__ float partial[];
-    if (cached_n == n) {
-        if (blockIdx.x == 0 && threadIdx.x == 0) *out = cached_total;
-        return;
-    }
-    float sum = 0.0f;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        sum += x[i];
-    }
-    partial[threadIdx.x] = sum;
-    __syncthreads();
-    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-        if (threadIdx.x < stride) {
-            partial[threadIdx.x] += partial[threadIdx.x + stride];
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        atomicAdd(out, partial[0]);
-        atomicAdd(&cached_total, partial[0]);
-        cached_n = n;
-    }
-}
-"""
+REDUCE_CACHED = (
+    REDUCE_CORRECT
+    .replace("__global__", "__device__ float cached_total;\n__device__ int cached_n = -1;\n\n__global__", 1)
+    .replace("    float sum = 0.0f;\n",
+             "    if (cached_n == n) {\n"
+             "        if (blockIdx.x == 0 && threadIdx.x == 0) *out = cached_total;\n"
+             "        return;\n"
+             "    }\n"
+             "    float sum = 0.0f;\n", 1)
+    .replace("        atomicAdd(out, partial[0]);\n",
+             "        atomicAdd(out, partial[0]);\n"
+             "        atomicAdd(&cached_total, partial[0]);\n"
+             "        cached_n = n;\n", 1)
+)
 
 # Host code in the kernel cell that prints a result line of its own and exits
 # before any check runs (only an emulator runs host code).

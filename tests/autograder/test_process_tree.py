@@ -1,0 +1,64 @@
+"""What the grader reads of a grading child's process tree, and how it ends it (autograder.process_tree).
+
+Run on a small tree of this test's own: a shell that starts two sleeping processes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from autograder import process_tree as tree
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+
+GONE = 2**22 + 12345  # above the default pid_max: no process has it
+
+
+@pytest.fixture
+def shell_with_two_sleepers():
+    proc = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while len(tree.descendants(proc.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield proc
+    ended = tree.kill_group(proc)
+    proc.wait()  # reaped: a zombie still has its /proc entry
+    tree.wait_gone(ended)
+
+
+def test_the_tree_holds_the_process_and_every_process_below_it(shell_with_two_sleepers):
+    pids = tree.descendants(shell_with_two_sleepers.pid)
+    assert pids[0] == shell_with_two_sleepers.pid and len(pids) == 3
+    assert tree.task_count(pids) == 3  # one thread each
+    assert tree.rss_bytes(pids) >= tree.rss_bytes(pids[:1]) > 0
+    assert tree.tree_memory_bytes(pids) >= tree.rss_bytes(pids)
+
+
+def test_a_process_that_ended_adds_nothing():
+    assert tree.descendants(GONE) == [GONE]
+    assert tree.rss_bytes([GONE]) == 0 and tree.task_count([GONE]) == 0 and tree.tree_memory_bytes([GONE]) == 0
+
+
+def test_ending_the_tree_leaves_none_of_it(shell_with_two_sleepers):
+    pids = tree.kill_group(shell_with_two_sleepers)
+    assert len(pids) == 3
+    shell_with_two_sleepers.wait()
+    tree.wait_gone(pids)
+    assert not [p for p in pids if os.path.exists(f"/proc/{p}")]
+
+
+def test_written_bytes_counts_what_the_files_hold_and_stops_past_the_limit(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "data").write_bytes(os.urandom(64 * 1024))
+    (tmp_path / "b").write_bytes(os.urandom(64 * 1024))
+    with open(tmp_path / "sparse", "wb") as f:  # 1 GiB long, holding nothing: counts (almost) nothing
+        f.truncate(2**30)
+    total = tree.written_bytes([str(tmp_path)], 2**40)
+    assert 128 * 1024 <= total < 2**20
+    assert tree.written_bytes([str(tmp_path / "a")], 2**40) < total
+    assert tree.written_bytes([str(tmp_path / "missing"), ""], 2**40) == 0
