@@ -88,3 +88,33 @@ def test_cluster_grading_results_agree_with_themselves(path: Path):
         assert len(data["device"]["gpus"]) >= 2
         assert summary["cluster_2_over_cluster_1"] == pytest.approx(
             two["gradings_per_minute"] / one["gradings_per_minute"])
+
+
+def test_a_class_measured_over_two_commands_joins_only_runs_of_the_same_gpu_model_and_class(tmp_path: Path):
+    """``--with FILE``: the earlier command's runs join with their own date and scores, its comparisons dropped;
+    a file of another GPU model, class size or benchmark, or one without scores, stops with the reason."""
+    from benchmarks.cluster_grading import _earlier_runs
+
+    run = {"path": "sequential", "workers": 1, "class_size": 40, "seconds": 200.0, "gradings_per_minute": 12.0,
+           "scores": {"s000_correct": 20.0}, "same_scores_as_one_worker": True}
+    earlier = {"benchmark": "cluster_grading", "date": "2026-11-23T11:04:43+00:00", "class_size": 40,
+               "device": {"name": "NVIDIA H200", "gpus": ["0"]}, "runs": [run]}
+    path = tmp_path / "earlier.json"
+    path.write_text(json.dumps(earlier))
+    h200 = {"name": "NVIDIA H200", "gpus": ["0", "1"]}
+    (joined,) = _earlier_runs(path, h200, 40)
+    assert joined["date"] == earlier["date"] and joined["scores"] == run["scores"]
+    assert "same_scores_as_one_worker" not in joined
+    with pytest.raises(SystemExit, match="ratios are taken on one GPU model"):
+        _earlier_runs(path, {"name": "NVIDIA H100 80GB HBM3", "gpus": ["0"]}, 40)
+    with pytest.raises(SystemExit, match="measured 40 students"):
+        _earlier_runs(path, h200, 4)
+    path.write_text(json.dumps({**earlier, "runs": [{k: v for k, v in run.items() if k != "scores"}]}))
+    with pytest.raises(SystemExit, match="carry no scores"):
+        _earlier_runs(path, h200, 40)
+    path.write_text(json.dumps({**earlier, "benchmark": "sgemm"}))
+    with pytest.raises(SystemExit, match="not a results file of this benchmark"):
+        _earlier_runs(path, h200, 40)
+    path.write_text("{")
+    with pytest.raises(SystemExit, match="not a results file of this benchmark"):
+        _earlier_runs(path, h200, 40)
