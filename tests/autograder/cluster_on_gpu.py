@@ -34,7 +34,7 @@ SHARES = {
 }
 
 
-def grades_on_gpu(test):
+def grades_a_class_on_gpu(test):
     """The marks of a test that grades a class on the GPU: ``gpu`` (skipped without one) and a long time limit."""
     for mark in (pytest.mark.gpu, pytest.mark.timeout(3000), pytest.mark.filterwarnings("ignore:.*not in session.*")):
         test = mark(test)

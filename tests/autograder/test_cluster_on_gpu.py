@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_on_gpu import (ASSIGNMENTS, SHARES, check_sample_class_on_one_gpu, grades_on_gpu, record, run,
-                            sample_class, visible_gpus_for_grading)
+from cluster_on_gpu import (ASSIGNMENTS, SHARES, check_sample_class_on_one_gpu, grades_a_class_on_gpu, record,
+                            run, sample_class, visible_gpus_for_grading)
 from nbgrader_course import gradebook_grades
 
 
@@ -27,12 +27,12 @@ def test_every_assignment_s_sample_class_is_graded_by_exactly_one_file():
 
 
 @pytest.mark.parametrize("assignment", SHARES["test_cluster_on_gpu.py"])
-@grades_on_gpu
+@grades_a_class_on_gpu
 def test_sample_class_through_the_cluster_on_one_gpu(assignment, tmp_path):
     check_sample_class_on_one_gpu(assignment, tmp_path)
 
 
-@grades_on_gpu
+@grades_a_class_on_gpu
 def test_one_class_on_two_gpus_agrees_with_the_sequential_path(tmp_path):
     gpus = visible_gpus_for_grading()
     if len(gpus) < 2:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_on_gpu import SHARES, check_sample_class_on_one_gpu, grades_on_gpu
+from cluster_on_gpu import SHARES, check_sample_class_on_one_gpu, grades_a_class_on_gpu
 
 
 @pytest.mark.parametrize("assignment", SHARES["test_cluster_on_gpu_custom_layers.py"])
-@grades_on_gpu
+@grades_a_class_on_gpu
 def test_sample_class_through_the_cluster_on_one_gpu(assignment, tmp_path):
     check_sample_class_on_one_gpu(assignment, tmp_path)
