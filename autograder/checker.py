@@ -40,12 +40,6 @@ GUARD_ELEMENTS = 256
 
 
 # ------------------------------------------------------------------ running a case
-def _expected_params(ex: Exercise):
-    from kernels.runtime.signature import parse_kernels
-
-    return parse_kernels(f"__global__ void {ex.signature} {{}}", "exercise", {})[ex.kernel].params
-
-
 def kernel_is_empty(source: str, kernel: str) -> bool:
     """True when the body of ``__global__ ... kernel(...)`` has no statement but ``extern __shared__`` declarations.
 
@@ -79,7 +73,7 @@ def check_signature(ex: Exercise, module) -> str:
         return (f"The cell defines no __global__ function '{ex.kernel}' (kernels defined: {defined}). "
                 f"Write: __global__ void {ex.signature}")
     got = module.signatures[ex.kernel].params
-    want = _expected_params(ex)
+    want = ex.declared_params
     if len(got) != len(want):
         return (f"{ex.kernel} takes {len(got)} parameters, the exercise needs {len(want)}: "
                 f"__global__ void {ex.signature}")

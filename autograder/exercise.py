@@ -3,10 +3,10 @@
 An :class:`Exercise` says everything the grader needs and nothing else needs
 to change when a chapter adds one:
 
-* the kernel the student writes (its name and C declaration);
-* the arguments in the order of that declaration: inputs, outputs (filled
-  with NaN, or zeros where the exercise says so, before every launch) and
-  scalars;
+* the kernel the student writes: its C declaration, from which its name and
+  arguments are read (a const pointer is an input, any other pointer an output
+  filled with NaN before every launch, or zeros where the exercise says so, or
+  read and written where it says so; a value is a scalar);
 * a NumPy reference computed in float64, an input generator, and the scale
   errors are measured against (so that tolerances are relative to the size of
   the numbers float32 rounding works on, not to values that cancel);
@@ -22,8 +22,10 @@ to change when a chapter adds one:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -122,13 +124,20 @@ class ReferenceKernel:
         return load_topic(self.topic, self.defines or None, backend=backend)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Exercise:
     name: str
     title: str
-    kernel: str  # the __global__ function the student writes
-    signature: str  # its C declaration, e.g. "saxpy(int n, float alpha, const float* x, float* y)"
-    args: tuple[Arg, ...]
+    #: The C declaration of the __global__ function the student writes, e.g.
+    #: "saxpy(int n, float alpha, const float* x, float* y)"; for index notation, the comprehension's
+    #: "def name(float(M,K) A, ...) -> (C)".  The kernel's name and arguments are read from it.
+    signature: str
+    #: Outputs the kernel reads too (default: a non-const pointer is written only).
+    inout: tuple[str, ...] = ()
+    #: Outputs that hold zeros, not NaN, before every launch (a kernel may add into them).
+    zeroed: tuple[str, ...] = ()
+    #: The function the cell must define; default: the name in the signature.
+    kernel: str = ""
     make_inputs: Callable[[Shape, np.random.Generator], Inputs]
     #: float64 results, one array per output ("out"/"inout") argument.
     reference: Callable[[Inputs], dict[str, np.ndarray]]
@@ -175,11 +184,42 @@ class Exercise:
     language: str = "cuda"
 
     def __post_init__(self):
+        if not self.kernel:
+            object.__setattr__(self, "kernel", re.match(r"\s*(?:def\s+)?(\w+)", self.signature).group(1))
         for fact, record_fact in (("flops", "flops"), ("bytes_moved", "bytes")):
             if getattr(self, fact) is None:
                 if self.reference_kernel is None:
                     raise ValueError(f"exercise {self.name}: {fact} is needed when there is no reference kernel")
                 object.__setattr__(self, fact, getattr(self.reference_kernel.version, record_fact))
+
+    @cached_property
+    def args(self) -> tuple[Arg, ...]:
+        """The kernel's arguments in the order of its declaration, with their roles (read on first use:
+        reading a C declaration loads the C parser)."""
+        if self.language == "tc":
+            from kernels.comprehensions import parse
+
+            definition = parse(self.signature + " {}")[0]
+            return tuple(Arg(p.name, "in") for p in definition.params) + tuple(Arg(o, "out") for o in definition.outputs)
+        unknown = set(self.inout + self.zeroed) - {p.name for p in self.declared_params}
+        if unknown:
+            raise ValueError(f"exercise {self.name}: {', '.join(sorted(unknown))} not among the kernel's arguments")
+
+        def role(param) -> str:
+            if not param.is_pointer:
+                return "scalar"
+            if param.is_const:
+                return "in"
+            return "inout" if param.name in self.inout else "out"
+
+        return tuple(Arg(p.name, role(p), "zeros" if p.name in self.zeroed else "nan") for p in self.declared_params)
+
+    @cached_property
+    def declared_params(self):
+        """The parameters of the declared kernel, as the runtime reads a kernel's (types, constness)."""
+        from kernels.runtime.signature import parse_kernels
+
+        return parse_kernels(f"__global__ void {self.signature} {{}}", "exercise", {})[self.kernel].params
 
     # ----------------------------------------------------------------- helpers
     def shape_label(self, shape: Shape) -> str:

@@ -19,7 +19,8 @@ import numpy as np
 
 from kernels import conv2d, conv2d_backward, pooling
 
-from ..exercise import Arg, Exercise, LaunchConfig, ReferenceKernel, ceil_div, varied as _varied
+from ..exercise import Exercise, LaunchConfig, ReferenceKernel, ceil_div, varied as _varied
+from ._parts import BLOCK_256, from_record, grid_key, one_dimensional_launch, shapes
 
 NAIVE_REFERENCE = conv2d.KERNELS["conv2d_forward_naive"]
 TILED_REFERENCE = conv2d.KERNELS["conv2d_forward_tiled"]
@@ -52,9 +53,9 @@ def _conv_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
 
 # (N, C, H, W, M, K).  Visible: what check() runs.  Hidden: batch 1, 1x1 filters, filters as large as
 # the map, maps below one tile and spanning three, channel counts 1, 3, 7, 13, 17, non-square everything.
-CONV_VISIBLE = tuple(dict(zip("N C H W M K".split(), s)) for s in (
+CONV_VISIBLE = shapes("N C H W M K", (
     (1, 1, 5, 5, 1, 3), (2, 3, 9, 8, 4, 3), (1, 6, 14, 14, 16, 5), (2, 2, 20, 21, 5, 5), (3, 1, 32, 32, 6, 5)))
-CONV_HIDDEN = tuple(dict(zip("N C H W M K".split(), s)) for s in (
+CONV_HIDDEN = shapes("N C H W M K", (
     (1, 1, 1, 1, 1, 1), (1, 13, 7, 7, 3, 7), (2, 7, 37, 19, 9, 4), (1, 3, 12, 40, 17, 1), (3, 17, 11, 13, 2, 2),
     (1, 5, 35, 35, 11, 3)))
 CONV_TIMING = {"N": 32, "C": 16, "H": 64, "W": 64, "M": 32, "K": 5}
@@ -70,16 +71,6 @@ def _conv_inputs(shape, rng):
     return {"X": varied(rng, (N, C, H, W), 0.4), "Wf": varied(rng, (M, C, K, K), 0.2),
             "b": varied(rng, (M,), 0.5), "Y": None,
             "N": N, "C": C, "H": H, "W": W, "M": M, "K": K, "W_grid": _conv_grid(shape)[1]}
-
-
-def _conv_reference(inputs):
-    return {"Y": NAIVE_REFERENCE.reference(inputs["X"], inputs["Wf"], inputs["b"])}
-
-
-def _conv_scale(inputs):
-    from kernels.conv2d import forward_reference
-
-    return {"Y": forward_reference(np.abs(inputs["X"]), np.abs(inputs["Wf"]), np.abs(inputs["b"]))}
 
 
 def _conv_launch(shape, launch) -> LaunchConfig:
@@ -98,8 +89,6 @@ def _tiled_launch(shape, launch) -> LaunchConfig:
 
 
 CONV_SIGNATURE = "(const float* X, const float* Wf, const float* b, float* Y, int N, int C, int H, int W, int M, int K, int W_grid)"
-CONV_ARGS = (Arg("X", "in"), Arg("Wf", "in"), Arg("b", "in"), Arg("Y", "out"), Arg("N", "scalar"), Arg("C", "scalar"),
-             Arg("H", "scalar"), Arg("W", "scalar"), Arg("M", "scalar"), Arg("K", "scalar"), Arg("W_grid", "scalar"))
 CONV_DESCRIPTION = ("Y[n][m][h][w] = b[m] + sum over c < C, p < K, q < K of X[n][c][h + p][w + q] * Wf[m][c][p][q], "
                     "for every sample n < N, output map m < M and output pixel h < H - K + 1, w < W - K + 1. "
                     "Launched with blocks of 16 x 16 threads (TILE_WIDTH) and grid (M, H_grid * W_grid, N): "
@@ -107,14 +96,13 @@ CONV_DESCRIPTION = ("Y[n][m][h][w] = b[m] + sum over c < C, p < K, q < K of X[n]
                     "blockIdx.y % W_grid), blockIdx.z the sample.")
 
 #: What the two forward exercises share: the kernel's arguments, inputs, reference and shapes.
-CONV_COMMON = dict(args=CONV_ARGS, make_inputs=_conv_inputs, reference=_conv_reference, error_scale=_conv_scale,
+CONV_COMMON = dict(make_inputs=_conv_inputs, **from_record(NAIVE_REFERENCE, "Y", ("X", "Wf", "b")),
                    visible_shapes=CONV_VISIBLE, hidden_shapes=CONV_HIDDEN, secret_shapes=_conv_secret, launch_keys=(),
                    timing_shape=CONV_TIMING, label=_conv_label)
 
 CONV2D_FORWARD = Exercise(
     name="conv2d_forward",
     title="Convolution forward: one thread per output pixel",
-    kernel="conv2d_forward",
     signature="conv2d_forward" + CONV_SIGNATURE,
     **CONV_COMMON,
     launch_config=_conv_launch,
@@ -127,7 +115,6 @@ CONV2D_FORWARD = Exercise(
 CONV2D_FORWARD_TILED = Exercise(
     name="conv2d_forward_tiled",
     title="Convolution forward with shared-memory input tiles",
-    kernel="conv2d_forward_tiled",
     signature="conv2d_forward_tiled" + CONV_SIGNATURE,
     **CONV_COMMON,
     launch_config=_tiled_launch,
@@ -162,9 +149,9 @@ def _pool_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
              "W": int(rng.integers(5, 30)) | 1, "pool": pool}]
 
 
-POOL_VISIBLE = tuple(dict(zip("N C H W pool".split(), s)) for s in (
+POOL_VISIBLE = shapes("N C H W pool", (
     (1, 1, 2, 2, 2), (2, 3, 8, 6, 2), (1, 6, 28, 28, 2), (3, 16, 10, 10, 2), (2, 4, 9, 12, 3)))
-POOL_HIDDEN = tuple(dict(zip("N C H W pool".split(), s)) for s in (
+POOL_HIDDEN = shapes("N C H W pool", (
     (1, 1, 3, 3, 3), (1, 7, 11, 13, 2), (2, 5, 7, 5, 2), (3, 3, 17, 16, 4), (1, 2, 5, 9, 1), (2, 13, 29, 31, 3)))
 
 
@@ -184,27 +171,10 @@ def _pool_scale(inputs):
     return {"Y": np.abs(max_pool_reference(inputs["X"], inputs["pool"]))}
 
 
-def _pool_launch(shape, launch) -> LaunchConfig:
-    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=0)
-
-
-def _pool_keys():
-    from ..exercise import LaunchKey
-
-    return (
-        LaunchKey("block", 1, 1024, default=256, help="threads per block; default 256"),
-        LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(_pool_count(shape), launch["block"]),
-                  help="blocks; default ceil(N * C * (H / pool) * (W / pool) / block), one thread per output"),
-    )
-
-
 MAX_POOL_FORWARD = Exercise(
     name="max_pool_forward",
     title="Max pooling",
-    kernel="max_pool_forward",
     signature="max_pool_forward(const float* X, float* Y, int N, int C, int H, int W, int pool)",
-    args=(Arg("X", "in"), Arg("Y", "out"), Arg("N", "scalar"), Arg("C", "scalar"), Arg("H", "scalar"),
-          Arg("W", "scalar"), Arg("pool", "scalar")),
     make_inputs=_pool_inputs,
     reference=_pool_reference,
     error_scale=_pool_scale,
@@ -213,8 +183,8 @@ MAX_POOL_FORWARD = Exercise(
     visible_shapes=POOL_VISIBLE,
     hidden_shapes=POOL_HIDDEN,
     secret_shapes=_pool_secret,
-    launch_keys=_pool_keys(),
-    launch_config=_pool_launch,
+    launch_keys=(BLOCK_256, grid_key(_pool_count, "N * C * (H / pool) * (W / pool)", ", one thread per output")),
+    launch_config=one_dimensional_launch,
     correctness_points=4.0,
     speed_points=1.0,
     reference_kernel=ReferenceKernel(POOL_REFERENCE),
@@ -238,16 +208,6 @@ def _bwd_inputs(shape, rng):
             "N": N, "C": C, "H": H, "W": W, "M": M, "K": K, "W_grid": _bwd_grid(shape)[1]}
 
 
-def _bwd_reference(inputs):
-    return {"dX": BACKWARD_INPUT_REFERENCE.reference(inputs["dY"], inputs["Wf"])}
-
-
-def _bwd_scale(inputs):
-    from kernels.conv2d_backward import backward_input_reference
-
-    return {"dX": backward_input_reference(np.abs(inputs["dY"]), np.abs(inputs["Wf"]))}
-
-
 def _bwd_launch(shape, launch) -> LaunchConfig:
     N, C, H, W, M, K = _conv_dims(shape)
     H_grid, W_grid = _bwd_grid(shape)
@@ -257,14 +217,10 @@ def _bwd_launch(shape, launch) -> LaunchConfig:
 CONV2D_BACKWARD_INPUT = Exercise(
     name="conv2d_backward_input",
     title="Convolution backward: dE/dX, a convolution with the transposed filter bank",
-    kernel="conv2d_backward_input",
     signature=("conv2d_backward_input(const float* dY, const float* Wf, float* dX, "
                "int N, int C, int H, int W, int M, int K, int W_grid)"),
-    args=(Arg("dY", "in"), Arg("Wf", "in"), Arg("dX", "out"), Arg("N", "scalar"), Arg("C", "scalar"),
-          Arg("H", "scalar"), Arg("W", "scalar"), Arg("M", "scalar"), Arg("K", "scalar"), Arg("W_grid", "scalar")),
     make_inputs=_bwd_inputs,
-    reference=_bwd_reference,
-    error_scale=_bwd_scale,
+    **from_record(BACKWARD_INPUT_REFERENCE, "dX", ("dY", "Wf")),
     visible_shapes=CONV_VISIBLE,
     hidden_shapes=CONV_HIDDEN,
     secret_shapes=_conv_secret,

@@ -18,7 +18,8 @@ import numpy as np
 
 from kernels import conv2d_gemm, im2col, sgemm
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
+from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
+from ._parts import BLOCK_256, SHARED, from_record, grid_key, one_dimensional_launch, shapes
 
 IM2COL_REFERENCE = im2col.KERNELS["im2col_unroll"]
 SGEMM_REFERENCE = sgemm.KERNELS["sgemm_shared_tiled"]
@@ -72,10 +73,6 @@ def _im2col_scale(inputs):
     return {"U": np.abs(_im2col_reference(inputs)["U"])}
 
 
-def _im2col_launch(shape, launch) -> LaunchConfig:
-    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=0)
-
-
 def _im2col_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
     N = int(rng.integers(2, 5))
     n0 = int(rng.integers(0, N))
@@ -85,8 +82,7 @@ def _im2col_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
 
 
 def _im2col_shapes(rows):
-    keys = ("N", "n0", "count", "C", "H", "W", "K", "pad", "stride")
-    return tuple(dict(zip(keys, r)) for r in rows)
+    return shapes("N n0 count C H W K pad stride", rows)
 
 
 # (N, n0, count, C, H, W, K, pad, stride).  Visible: the chapter's example (3 maps of 3x3, 2x2 filters),
@@ -103,12 +99,8 @@ IM2COL_TIMING = {"N": 32, "n0": 0, "count": 32, "C": 64, "H": 56, "W": 56, "K": 
 IM2COL = Exercise(
     name="im2col",
     title="Unrolling the input of a convolution layer",
-    kernel="im2col",
     signature=("im2col(const float* X, float* U, int n0, int count, int C, int H, int W, int K, int pad, "
                "int stride, int H_out, int W_out)"),
-    args=(Arg("X", "in"), Arg("U", "out"), Arg("n0", "scalar"), Arg("count", "scalar"), Arg("C", "scalar"),
-          Arg("H", "scalar"), Arg("W", "scalar"), Arg("K", "scalar"), Arg("pad", "scalar"), Arg("stride", "scalar"),
-          Arg("H_out", "scalar"), Arg("W_out", "scalar")),
     make_inputs=_im2col_inputs,
     reference=_im2col_reference,
     error_scale=_im2col_scale,
@@ -117,12 +109,9 @@ IM2COL = Exercise(
     visible_shapes=IM2COL_VISIBLE,
     hidden_shapes=IM2COL_HIDDEN,
     secret_shapes=_im2col_secret,
-    launch_keys=(
-        LaunchKey("block", 1, 1024, default=256, help="threads per block; default 256"),
-        LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(_im2col_columns(shape), launch["block"]),
-                  help="blocks; default ceil(count * C * H_out * W_out / block): one thread per (sample, channel, pixel)"),
-    ),
-    launch_config=_im2col_launch,
+    launch_keys=(BLOCK_256, grid_key(_im2col_columns, "count * C * H_out * W_out",
+                                     ", one thread per (sample, channel, pixel)")),
+    launch_config=one_dimensional_launch,
     correctness_points=6.0,
     speed_points=2.0,
     reference_kernel=ReferenceKernel(IM2COL_REFERENCE),
@@ -149,14 +138,6 @@ def _gemm_inputs(shape, rng):
     return {"M": M, "N": N, "K": K, "A": varied(rng, (M, K), 0.3), "B": varied(rng, (K, N), -0.2), "C": None}
 
 
-def _gemm_reference(inputs):
-    return {"C": SGEMM_REFERENCE.reference(inputs["A"], inputs["B"])}
-
-
-def _gemm_scale(inputs):
-    return {"C": np.abs(inputs["A"].astype(np.float64)) @ np.abs(inputs["B"].astype(np.float64))}
-
-
 def _tile_keys():
     return (
         LaunchKey("tile_m", 1, 1024, default=TILE, help="rows of C per block; default 32"),
@@ -165,7 +146,7 @@ def _tile_keys():
                   help="threads per block along x; default tile_n"),
         LaunchKey("block_y", 1, 1024, default=lambda shape, launch: launch["tile_m"],
                   help="threads per block along y; default tile_m"),
-        LaunchKey("shared", 0, 227 * 1024, default=0, help="bytes of dynamic shared memory per block; default 0"),
+        SHARED,
     )
 
 
@@ -184,7 +165,7 @@ def _gemm_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
 
 
 def _gemm_shapes(rows):
-    return tuple(dict(zip(("M", "N", "K"), r)) for r in rows)
+    return shapes("M N K", rows)
 
 
 # Visible: tile multiples and not.  Hidden: 1x1x1, a row vector, a column vector, an inner dimension of 1,
@@ -197,12 +178,9 @@ GEMM_TIMING = {"M": 2048, "N": 2048, "K": 2048}
 SGEMM_TILED = Exercise(
     name="sgemm_tiled",
     title="SGEMM with shared-memory tiles",
-    kernel="sgemm_tiled",
     signature="sgemm_tiled(int M, int N, int K, const float* A, const float* B, float* C)",
-    args=(Arg("M", "scalar"), Arg("N", "scalar"), Arg("K", "scalar"), Arg("A", "in"), Arg("B", "in"), Arg("C", "out")),
     make_inputs=_gemm_inputs,
-    reference=_gemm_reference,
-    error_scale=_gemm_scale,
+    **from_record(SGEMM_REFERENCE, "C", ("A", "B")),
     visible_shapes=GEMM_VISIBLE,
     hidden_shapes=GEMM_HIDDEN,
     secret_shapes=_gemm_secret,
@@ -212,7 +190,6 @@ SGEMM_TILED = Exercise(
     speed_points=4.0,
     reference_kernel=ReferenceKernel(SGEMM_REFERENCE),
     timing_shape=GEMM_TIMING,
-    label=lambda shape: "M={M}, N={N}, K={K}".format(**shape),
     description=("C[i][j] = sum over k < K of A[i][k] * B[k][j] for i < M, j < N (A is M x K, B is K x N, C is M x N, "
                  "row-major). Block (bx, by) computes the tile_m x tile_n tile of C at rows by*tile_m.., columns "
                  "bx*tile_n..: grid (ceil(N / tile_n), ceil(M / tile_m)), blocks of block_x x block_y threads."),
@@ -277,7 +254,7 @@ def _conv_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
 
 
 def _conv_shapes(rows):
-    return tuple(dict(zip(("N", "n0", "count", "C", "H", "W", "M", "K", "pad"), r)) for r in rows)
+    return shapes("N n0 count C H W M K pad", rows)
 
 
 # Visible: the chapter's example (3 maps of 3x3 -> 2 maps of 2x2), padding, a sample range.
@@ -292,10 +269,8 @@ CONV_TIMING = {"N": 16, "n0": 0, "count": 16, "C": 64, "H": 56, "W": 56, "M": 64
 CONV2D_GEMM_FORWARD = Exercise(
     name="conv2d_gemm_forward",
     title="Convolution forward by unroll + GEMM: the matrix products",
-    kernel="conv2d_gemm_forward",
     signature="conv2d_gemm_forward(const float* Wmat, const float* U, float* Y, int n0, int M, int CKK, int P)",
-    args=(Arg("Wmat", "in"), Arg("U", "in"), Arg("Y", "inout"), Arg("n0", "scalar"), Arg("M", "scalar"),
-          Arg("CKK", "scalar"), Arg("P", "scalar")),
+    inout=("Y",),
     make_inputs=_conv_inputs,
     reference=_conv_reference,
     error_scale=_conv_scale,

@@ -12,8 +12,9 @@ import numpy as np
 
 from kernels import reduction, saxpy
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
+from ..exercise import Exercise, LaunchKey, ReferenceKernel, varied as _varied
 from ..secret_sizes import size_avoiding
+from ._parts import BLOCK_REQUIRED, grid_key, one_dimensional_launch
 
 SAXPY_REFERENCE = saxpy.KERNELS["saxpy_grid_stride"]
 SUM_REFERENCE = reduction.KERNELS["reduce_sum_warp_shuffle"]
@@ -27,10 +28,6 @@ def varied(rng: np.random.Generator, n: int, mean: float) -> np.ndarray:
 
 def _n(shape) -> int:
     return int(shape["n"])
-
-
-def _grid_default(shape, launch) -> int:
-    return ceil_div(_n(shape), launch["block"])
 
 
 def _secret_sizes(rng: np.random.Generator, launch: dict) -> list[dict]:
@@ -51,8 +48,7 @@ def _past_one_pass(launch: dict) -> dict | None:
     return {"n": n} if n <= PAST_ONE_PASS_MAX else None
 
 
-BLOCK = LaunchKey("block", 1, 1024, required=True, help="threads per block, 1..1024")
-GRID = LaunchKey("grid", 1, 2**31 - 1, default=_grid_default, help="blocks in the grid; default ceil(n / block)")
+GRID = grid_key(_n, "n")
 
 # --------------------------------------------------------------------- SAXPY
 
@@ -74,16 +70,11 @@ def _saxpy_scale(inputs):
     return {"y": np.abs(float(inputs["alpha"]) * inputs["x"].astype(np.float64)) + np.abs(inputs["y"].astype(np.float64))}
 
 
-def _saxpy_launch(shape, launch) -> LaunchConfig:
-    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=0)
-
-
 SAXPY = Exercise(
     name="saxpy",
     title="SAXPY with a grid-stride loop",
-    kernel="saxpy",
     signature="saxpy(int n, float alpha, const float* x, float* y)",
-    args=(Arg("n", "scalar"), Arg("alpha", "scalar"), Arg("x", "in"), Arg("y", "inout")),
+    inout=("y",),
     make_inputs=_saxpy_inputs,
     reference=_saxpy_reference,
     error_scale=_saxpy_scale,
@@ -93,13 +84,12 @@ SAXPY = Exercise(
     hidden_shapes=({"n": 1}, {"n": 257}, {"n": 65536}, {"n": 1000003}, {"n": 2**20 + 1}),
     secret_shapes=_secret_sizes,
     past_one_pass=_past_one_pass,
-    launch_keys=(BLOCK, GRID),
-    launch_config=_saxpy_launch,
+    launch_keys=(BLOCK_REQUIRED, GRID),
+    launch_config=one_dimensional_launch,
     correctness_points=6.0,
     speed_points=2.0,
     reference_kernel=ReferenceKernel(SAXPY_REFERENCE),
     timing_shape={"n": 2**25 + 3},
-    label=lambda shape: f"n={_n(shape)}",
     description="y[i] = alpha * x[i] + y[i] for every i < n, with any grid (a grid-stride loop).",
 )
 
@@ -157,16 +147,11 @@ def _sum_probe(shape, run) -> str:
             "precision: partial sums rounded to float16 (half precision) or a less exact operation.")
 
 
-def _sum_launch(shape, launch) -> LaunchConfig:
-    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=launch["shared"])
-
-
 REDUCE_SUM = Exercise(
     name="reduce_sum",
     title="Sum of a vector",
-    kernel="reduce_sum",
     signature="reduce_sum(const float* x, float* out, int n)",
-    args=(Arg("x", "in"), Arg("out", "out", init="zeros"), Arg("n", "scalar")),
+    zeroed=("out",),
     make_inputs=_sum_inputs,
     reference=_sum_reference,
     error_scale=_sum_scale,
@@ -175,17 +160,16 @@ REDUCE_SUM = Exercise(
     secret_shapes=_secret_sizes,
     past_one_pass=_past_one_pass,
     launch_keys=(
-        BLOCK,
+        BLOCK_REQUIRED,
         GRID,
         LaunchKey("shared", 0, 227 * 1024, default=lambda shape, launch: 4 * launch["block"],
                   help="bytes of dynamic shared memory per block; default block * 4"),
     ),
-    launch_config=_sum_launch,
+    launch_config=one_dimensional_launch,
     correctness_points=8.0,
     speed_points=4.0,
     reference_kernel=ReferenceKernel(SUM_REFERENCE),
     timing_shape={"n": 2**26 + 3},
-    label=lambda shape: f"n={_n(shape)}",
     description="out[0] = sum of x[0..n) (out is zero before the launch); atomicAdd of per-block partial sums is allowed.",
     probe=_sum_probe,
 )

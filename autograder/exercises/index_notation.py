@@ -21,8 +21,9 @@ import numpy as np
 from kernels import index_notation as generated
 from kernels.comprehensions.examples import MV
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
 from ..exercise import varied as _varied
+from ._parts import from_record, shapes
 
 
 def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
@@ -30,29 +31,24 @@ def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
     return _varied(rng, shape, mean, decades=1.0, spread=0.6)
 
 
-def _f64(a):
-    return np.asarray(a, np.float64)
-
-
 def _no_launch(shape, launch) -> LaunchConfig:
     return LaunchConfig((1, 1, 1), (1, 1, 1), 0)
 
 
-def _tc_exercise(name, title, signature, args, make_inputs, reference, error_scale, visible, hidden, secret,
-                 description, record, label=None) -> Exercise:
-    """An index-notation exercise: correctness only; its reference record is the generated kernel of
-    the comprehension asked for (timed on the last hidden shape, for information only)."""
+def _tc_exercise(name, title, text, make_inputs, visible, hidden, secret, description) -> Exercise:
+    """An index-notation exercise: correctness only.  ``text`` is the comprehension asked for: its first
+    line is the signature the student writes, its generated kernel the reference record (timed on the last
+    hidden shape, for information only), and that record's float64 reference the exercise's."""
+    comprehension = generated.generated(text)
+    definition = comprehension.checked.definition
+    (output,) = definition.outputs
+    record = generated.KERNELS[comprehension.name]
     return Exercise(
-        name=name, title=title, kernel=name, signature=signature, args=args, make_inputs=make_inputs,
-        reference=reference, error_scale=error_scale, visible_shapes=visible,
+        name=name, title=title, kernel=name, signature=text.split("{")[0].strip(), make_inputs=make_inputs,
+        **from_record(record, output, tuple(p.name for p in definition.params)), visible_shapes=visible,
         hidden_shapes=hidden, secret_shapes=secret, launch_keys=(), launch_config=_no_launch,
-        correctness_points=5.0, speed_points=0.0,
-        reference_kernel=ReferenceKernel(generated.KERNELS[record], source=generated.source_of(_TEXT[record])),
-        timing_shape=hidden[-1], label=label, description=description, language="tc")
-
-
-_TEXT = {"batched_matmul": generated.BATCHED_MATMUL, "avgpool2x2": generated.AVGPOOL2X2,
-         "depthwise": generated.DEPTHWISE, "capsule_predict": generated.CAPSULE_PREDICT}
+        correctness_points=5.0, speed_points=0.0, reference_kernel=ReferenceKernel(record, source=generated.source_of(text)),
+        timing_shape=hidden[-1], description=description, language="tc")
 
 
 # ------------------------------------------------------------------------------ 1. batched matrix product
@@ -61,20 +57,14 @@ def _bmm_inputs(s, rng):
             "Z": None}
 
 
-def _bmm_shapes(rows):
-    return tuple(dict(zip(("B", "M", "K", "N"), r)) for r in rows)
-
+BMM = "B M K N"
 
 TC_BATCHED_MATMUL = _tc_exercise(
-    "tc_batched_matmul", "A batched matrix product",
-    "def batched_matmul(float(B,M,K) X, float(B,K,N) Y) -> (Z)",
-    (Arg("X", "in"), Arg("Y", "in"), Arg("Z", "out")), _bmm_inputs,
-    lambda i: {"Z": generated.batched_matmul_reference(i["X"], i["Y"])},
-    lambda i: {"Z": generated.batched_matmul_reference(np.abs(i["X"]), np.abs(i["Y"]))},
-    _bmm_shapes(((1, 2, 3, 4), (3, 5, 7, 6), (2, 17, 9, 33))),
-    _bmm_shapes(((1, 1, 1, 1), (4, 1, 40, 3), (2, 33, 1, 17), (5, 13, 29, 2), (1, 64, 70, 65))),
-    lambda rng, launch: _bmm_shapes([tuple(int(v) for v in rng.integers(2, 20, 4))]),
-    "Z(b,i,j) = sum over k of X(b,i,k) * Y(b,k,j): one matrix product per b.", "batched_matmul")
+    "tc_batched_matmul", "A batched matrix product", generated.BATCHED_MATMUL, _bmm_inputs,
+    shapes(BMM, ((1, 2, 3, 4), (3, 5, 7, 6), (2, 17, 9, 33))),
+    shapes(BMM, ((1, 1, 1, 1), (4, 1, 40, 3), (2, 33, 1, 17), (5, 13, 29, 2), (1, 64, 70, 65))),
+    lambda rng, launch: shapes(BMM, [tuple(int(v) for v in rng.integers(2, 20, 4))]),
+    "Z(b,i,j) = sum over k of X(b,i,k) * Y(b,k,j): one matrix product per b.")
 
 
 # ------------------------------------------------------------------------------ 2. average pooling, stride 2
@@ -82,22 +72,16 @@ def _pool_inputs(s, rng):
     return {"X": varied(rng, (s["N"], s["C"], s["H"], s["W"]), 0.5), "Y": None}
 
 
-def _nchw(rows):
-    return tuple(dict(zip(("N", "C", "H", "W"), r)) for r in rows)
-
+NCHW = "N C H W"
 
 TC_AVGPOOL = _tc_exercise(
-    "tc_avgpool2x2", "Average pooling over 2 x 2 windows with stride 2",
-    "def avgpool2x2(float(N,C,H,W) X) -> (Y)",
-    (Arg("X", "in"), Arg("Y", "out")), _pool_inputs,
-    lambda i: {"Y": generated.avgpool2x2_reference(i["X"])},
-    lambda i: {"Y": generated.avgpool2x2_reference(np.abs(i["X"]))},
-    _nchw(((1, 1, 2, 2), (2, 3, 8, 6), (1, 4, 9, 7))),
-    _nchw(((1, 1, 3, 3), (3, 2, 2, 5), (2, 5, 17, 16), (1, 1, 28, 28), (4, 3, 11, 2))),
-    lambda rng, launch: _nchw([(int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(2, 24)),
-                               int(rng.integers(2, 24)))]),
+    "tc_avgpool2x2", "Average pooling over 2 x 2 windows with stride 2", generated.AVGPOOL2X2, _pool_inputs,
+    shapes(NCHW, ((1, 1, 2, 2), (2, 3, 8, 6), (1, 4, 9, 7))),
+    shapes(NCHW, ((1, 1, 3, 3), (3, 2, 2, 5), (2, 5, 17, 16), (1, 1, 28, 28), (4, 3, 11, 2))),
+    lambda rng, launch: shapes(NCHW, [(int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(2, 24)),
+                                       int(rng.integers(2, 24)))]),
     "Y(n,c,i,j) = the mean of X over the 2 x 2 window at rows 2i, 2i+1 and columns 2j, 2j+1; an odd last row "
-    "or column of X is left out (Y is N x C x floor(H/2) x floor(W/2)).", "avgpool2x2")
+    "or column of X is left out (Y is N x C x floor(H/2) x floor(W/2)).")
 
 
 # ------------------------------------------------------------------------------ 3. depthwise convolution
@@ -106,22 +90,16 @@ def _dw_inputs(s, rng):
             "Y": None}
 
 
-def _dw_shapes(rows):
-    return tuple(dict(zip(("N", "C", "H", "W", "K"), r)) for r in rows)
-
+NCHWK = "N C H W K"
 
 TC_DEPTHWISE = _tc_exercise(
-    "tc_depthwise_conv", "A depthwise convolution",
-    "def depthwise(float(N,C,H,W) X, float(C,KH,KW) F) -> (Y)",
-    (Arg("X", "in"), Arg("F", "in"), Arg("Y", "out")), _dw_inputs,
-    lambda i: {"Y": generated.depthwise_reference(i["X"], i["F"])},
-    lambda i: {"Y": generated.depthwise_reference(np.abs(i["X"]), np.abs(i["F"]))},
-    _dw_shapes(((1, 1, 3, 3, 3), (2, 3, 8, 7, 3), (1, 4, 10, 12, 5))),
-    _dw_shapes(((1, 1, 1, 1, 1), (3, 2, 5, 9, 2), (1, 7, 13, 11, 3), (2, 16, 9, 9, 1), (1, 3, 6, 6, 6))),
-    lambda rng, launch: _dw_shapes([(int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(5, 16)),
-                                     int(rng.integers(5, 16)), int(rng.choice([1, 3, 5])))]),
+    "tc_depthwise_conv", "A depthwise convolution", generated.DEPTHWISE, _dw_inputs,
+    shapes(NCHWK, ((1, 1, 3, 3, 3), (2, 3, 8, 7, 3), (1, 4, 10, 12, 5))),
+    shapes(NCHWK, ((1, 1, 1, 1, 1), (3, 2, 5, 9, 2), (1, 7, 13, 11, 3), (2, 16, 9, 9, 1), (1, 3, 6, 6, 6))),
+    lambda rng, launch: shapes(NCHWK, [(int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(5, 16)),
+                                        int(rng.integers(5, 16)), int(rng.choice([1, 3, 5])))]),
     "Y(n,c,h,w) = sum over kh, kw of X(n,c,h+kh,w+kw) * F(c,kh,kw): each channel with its own filter, no "
-    "sum over channels; no padding, stride 1.", "depthwise")
+    "sum over channels; no padding, stride 1.")
 
 
 # ------------------------------------------------------------------------------ 4. capsule predictions
@@ -130,21 +108,15 @@ def _caps_inputs(s, rng):
             "u_hat": None}
 
 
-def _caps_shapes(rows):
-    return tuple(dict(zip(("B", "I", "E", "J", "D"), r)) for r in rows)
-
+CAPSULE_AXES = "B I E J D"
 
 TC_CAPSULE = _tc_exercise(
-    "tc_capsule_predict", "The capsule layer's predictions",
-    "def capsule_predict(float(B,I,E) u, float(I,J,D,E) W) -> (u_hat)",
-    (Arg("u", "in"), Arg("W", "in"), Arg("u_hat", "out")), _caps_inputs,
-    lambda i: {"u_hat": generated.capsule_predict_reference(i["u"], i["W"])},
-    lambda i: {"u_hat": generated.capsule_predict_reference(np.abs(i["u"]), np.abs(i["W"]))},
-    _caps_shapes(((1, 2, 8, 3, 16), (2, 5, 8, 4, 16), (3, 7, 4, 2, 5))),
-    _caps_shapes(((1, 1, 1, 1, 1), (2, 32, 8, 10, 16), (1, 3, 9, 1, 7), (4, 2, 8, 3, 2))),
-    lambda rng, launch: _caps_shapes([tuple(int(v) for v in rng.integers(1, 10, 5))]),
+    "tc_capsule_predict", "The capsule layer's predictions", generated.CAPSULE_PREDICT, _caps_inputs,
+    shapes(CAPSULE_AXES, ((1, 2, 8, 3, 16), (2, 5, 8, 4, 16), (3, 7, 4, 2, 5))),
+    shapes(CAPSULE_AXES, ((1, 1, 1, 1, 1), (2, 32, 8, 10, 16), (1, 3, 9, 1, 7), (4, 2, 8, 3, 2))),
+    lambda rng, launch: shapes(CAPSULE_AXES, [tuple(int(v) for v in rng.integers(1, 10, 5))]),
     "u_hat(b,i,j,d) = sum over e of W(i,j,d,e) * u(b,i,e): every input capsule i predicts every output capsule j "
-    "through its own D x E matrix W(i,j).", "capsule_predict")
+    "through its own D x E matrix W(i,j).")
 
 
 # ------------------------------------------------------------------------------ 5. beat the generated kernel
@@ -157,22 +129,15 @@ def _mv_inputs(s, rng):
     return {"M": M, "K": K, "A": varied(rng, (M, K), 0.2), "x": varied(rng, K, -0.1), "C": None}
 
 
-def _mv_shapes(rows):
-    return tuple(dict(zip(("M", "K"), r)) for r in rows)
-
-
 MV_FASTER = Exercise(
     name="mv_faster",
     title="Faster than the generated kernel: a matrix-vector product with few rows",
-    kernel="mv_faster",
     signature="mv_faster(int M, int K, const float* A, const float* x, float* C)",
-    args=(Arg("M", "scalar"), Arg("K", "scalar"), Arg("A", "in"), Arg("x", "in"), Arg("C", "out")),
     make_inputs=_mv_inputs,
-    reference=lambda i: {"C": generated.mv_reference(i["A"], i["x"])},
-    error_scale=lambda i: {"C": np.abs(_f64(i["A"])) @ np.abs(_f64(i["x"]))},
-    visible_shapes=_mv_shapes(((1, 1), (7, 33), (64, 100), (3, 1000))),
-    hidden_shapes=_mv_shapes(((1, 5000), (33, 1), (257, 31), (100, 4097), (2, 65), (1000, 3))),
-    secret_shapes=lambda rng, launch: _mv_shapes([(int(rng.integers(2, 300)), int(rng.integers(2, 3000)))]),
+    **from_record(generated.KERNELS["mv"], "C", ("A", "x")),
+    visible_shapes=shapes("M K", ((1, 1), (7, 33), (64, 100), (3, 1000))),
+    hidden_shapes=shapes("M K", ((1, 5000), (33, 1), (257, 31), (100, 4097), (2, 65), (1000, 3))),
+    secret_shapes=lambda rng, launch: shapes("M K", [(int(rng.integers(2, 300)), int(rng.integers(2, 3000)))]),
     launch_keys=(
         LaunchKey("block", 32, 1024, default=256, multiple_of=32, help="threads per block; default 256"),
         LaunchKey("rows", 1, 1024, default=1, help="rows of A per block; default 1 (grid = ceil(M / rows))"),
@@ -184,7 +149,6 @@ MV_FASTER = Exercise(
     reference_kernel=ReferenceKernel(generated.KERNELS["mv"], source=generated.source_of(MV)),
     timing_shape={"M": 64, "K": 1 << 17},
     speed_bands=((4.0, 1.0), (2.0, 0.75), (1.2, 0.5)),
-    label=lambda s: "M={M}, K={K}".format(**s),
     description=("C[i] = sum over k < K of A[i][k] * x[k] for i < M (A is M x K, row-major). Block b computes "
                  "rows b*rows .. b*rows + rows - 1 with `block` threads: grid ceil(M / rows). Speed is measured "
                  "against the naive generated kernel (one thread per row) at M = 64, K = 131072."),

@@ -21,19 +21,14 @@ import numpy as np
 
 from kernels import lsoftmax
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
-
-BLOCK = LaunchKey("block", 1, 1024, default=256, help="threads per block, 1..1024; default 256")
-SHARED = LaunchKey("shared", 0, 227 * 1024, default=0, help="bytes of dynamic shared memory; default 0")
+from ..exercise import Exercise, ReferenceKernel
+from ._parts import BLOCK_256, SHARED, grid_key, one_dimensional_launch
 
 
-def _grid_key(count, what):
-    return LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(count(shape), launch["block"]),
-                     help=f"blocks in the grid; default ceil({what} / block)")
-
-
-def _launch(shape, launch) -> LaunchConfig:
-    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=launch["shared"])
+def _one_thread_per(count, what) -> dict:
+    """The launch of the three exercises: ``grid`` blocks of ``block`` threads, by default one thread per
+    ``count(shape)`` items."""
+    return {"launch_keys": (BLOCK_256, grid_key(count, what), SHARED), "launch_config": one_dimensional_launch}
 
 
 def _away_from_thresholds(c: np.ndarray, m: int, rng) -> np.ndarray:
@@ -43,10 +38,6 @@ def _away_from_thresholds(c: np.ndarray, m: int, rng) -> np.ndarray:
         near = np.abs(c - t) < 1e-5
         c[near] = t + np.where(rng.random(int(near.sum())) < 0.5, -1e-4, 1e-4)
     return c
-
-
-def _label(keys):
-    return lambda shape: ", ".join(f"{k}={shape[k]}" for k in keys)
 
 
 # ------------------------------------------------------------ 1. cos(m theta) and k
@@ -90,9 +81,7 @@ def _cos_secret(rng, launch):
 LSOFTMAX_COS_MTHETA = Exercise(
     name="lsoftmax_cos_mtheta",
     title="L-Softmax: cos(m theta) and k from cos(theta)",
-    kernel="lsoftmax_cos_mtheta",
     signature="lsoftmax_cos_mtheta(const float* cos_theta, float* cos_mtheta, int* k, int n, int m)",
-    args=(Arg("cos_theta", "in"), Arg("cos_mtheta", "out"), Arg("k", "out"), Arg("n", "scalar"), Arg("m", "scalar")),
     make_inputs=_cos_inputs,
     reference=_cos_reference,
     error_scale=_cos_scale,
@@ -100,13 +89,11 @@ LSOFTMAX_COS_MTHETA = Exercise(
     hidden_shapes=(_cos_shape(1, 2), _cos_shape(20011, 4), _cos_shape(5003, 5), _cos_shape(3001, 6),
                    _cos_shape(257, 2), _cos_shape(4099, 3)),
     secret_shapes=_cos_secret,
-    launch_keys=(BLOCK, _grid_key(lambda s: s["n"], "n"), SHARED),
-    launch_config=_launch,
+    **_one_thread_per(lambda s: s["n"], "n"),
     correctness_points=4.0,
     speed_points=1.0,
     reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_cos_mtheta"]),
     timing_shape=_cos_shape(1 << 24, 4),
-    label=_label(("n", "m")),
     description=("For each of the n values c = cos_theta[i] (clamp it to [-1, 1] first: rounding can put it just "
                  "outside), write cos_mtheta[i] = cos(m theta) and k[i], the integer with theta in "
                  "[k pi/m, (k+1) pi/m]. Use no acos: cos(m theta) is a polynomial in c, and k counts the thresholds "
@@ -176,11 +163,8 @@ def _patch_secret(rng, launch):
 LSOFTMAX_PATCH_LOGITS = Exercise(
     name="lsoftmax_patch_logits",
     title="L-Softmax: the label's logit, blended with the margin",
-    kernel="lsoftmax_patch_logits",
     signature=("lsoftmax_patch_logits(const float* logits, const int* labels, const float* x_norm, "
                "const float* w_norm, float* out, int batch, int classes, int m, float lam)"),
-    args=(Arg("logits", "in"), Arg("labels", "in"), Arg("x_norm", "in"), Arg("w_norm", "in"), Arg("out", "out"),
-          Arg("batch", "scalar"), Arg("classes", "scalar"), Arg("m", "scalar"), Arg("lam", "scalar")),
     make_inputs=_patch_inputs,
     reference=_patch_reference,
     error_scale=_patch_scale,
@@ -189,13 +173,11 @@ LSOFTMAX_PATCH_LOGITS = Exercise(
     hidden_shapes=(_layer_shape(1, 1, 4, 0.0), _layer_shape(257, 10, 4, 0.0), _layer_shape(3, 1000, 2, 0.25),
                    _layer_shape(130, 33, 3, 0.0), _layer_shape(50, 5, 5, 2.0), _layer_shape(600, 12, 6, 0.0)),
     secret_shapes=_patch_secret,
-    launch_keys=(BLOCK, _grid_key(lambda s: s["batch"] * s["classes"], "batch * classes"), SHARED),
-    launch_config=_launch,
+    **_one_thread_per(lambda s: s["batch"] * s["classes"], "batch * classes"),
     correctness_points=6.0,
     speed_points=2.0,
     reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_patch_logits"]),
     timing_shape=_layer_shape(4096, 10000, 4, 0.0),
-    label=_label(("batch", "classes", "m", "lam")),
     description=("out is logits with one element per row changed: for sample i with label y = labels[i], "
                  "a = w_norm[y], b = x_norm[i], f = logits[i][y] and c = f / (a b) (clamped to [-1, 1]), "
                  "out[i][y] = (lam f + a b psi(c)) / (1 + lam) with psi = (-1)^k cos(m theta) - 2k. Every other "
@@ -263,12 +245,8 @@ def _grad_secret(rng, launch):
 LSOFTMAX_MARGIN_GRAD_INPUT = Exercise(
     name="lsoftmax_margin_grad_input",
     title="L-Softmax backward: the gradient of the blended label logit with respect to x",
-    kernel="lsoftmax_margin_grad_input",
     signature=("lsoftmax_margin_grad_input(const float* grad_target, const float* X, const float* W, "
                "const int* labels, float* grad_x, int batch, int dim, int classes, int m, float lam)"),
-    args=(Arg("grad_target", "in"), Arg("X", "in"), Arg("W", "in"), Arg("labels", "in"), Arg("grad_x", "out"),
-          Arg("batch", "scalar"), Arg("dim", "scalar"), Arg("classes", "scalar"), Arg("m", "scalar"),
-          Arg("lam", "scalar")),
     make_inputs=_grad_inputs,
     reference=_grad_reference,
     error_scale=_grad_scale,
@@ -279,13 +257,11 @@ LSOFTMAX_MARGIN_GRAD_INPUT = Exercise(
                    _layer_shape(5, 200, 3, 0.1, dim=64), _layer_shape(33, 9, 5, 2.0, dim=2),
                    _layer_shape(64, 10, 6, 0.0, dim=129), _layer_shape(6, 4, 2, 0.0, dim=1)),
     secret_shapes=_grad_secret,
-    launch_keys=(BLOCK, _grid_key(lambda s: s["batch"], "batch"), SHARED),
-    launch_config=_launch,
+    **_one_thread_per(lambda s: s["batch"], "batch"),
     correctness_points=6.0,
     speed_points=2.0,
     reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_margin_grad_input"]),
     timing_shape=_layer_shape(4096, 10000, 4, 0.0, dim=512),
-    label=_label(("batch", "dim", "classes", "m", "lam")),
     description=("grad_x[i][:] = grad_target[i] * dL/dx_i for the blended label logit "
                  "L = (lam f + a b psi(c)) / (1 + lam) of sample i, where y = labels[i], f = x_i . W_y, a = |W_y|, "
                  "b = |x_i|, c = f / (a b): dL/dx = (lam + psi'(c)) / (1 + lam) W_y + (a / b) (psi - c psi'(c)) / "

@@ -22,8 +22,9 @@ import numpy as np
 
 from kernels import fully_connected, perceptron
 
-from ..exercise import Arg, Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied
+from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied
 from ..secret_sizes import size_avoiding
+from ._parts import BLOCK_REQUIRED, SHARED, from_record, grid_key, one_dimensional_launch, shapes, tensor_inputs
 
 FORWARD_REFERENCE = perceptron.KERNELS["perceptron_forward_sigmoid"]
 SUM_REFERENCE = perceptron.KERNELS["gradient_sum_tree"]
@@ -53,23 +54,15 @@ def _forward_scale(inputs):
     return {"y": 0.25 * (np.abs(x) @ np.abs(p[:-1]) + abs(p[-1])) + 1.0}
 
 
-def _forward_launch(shape, launch) -> LaunchConfig:
-    return LaunchConfig(grid=(launch["grid"], 1, 1), block=(launch["block"], 1, 1), shared=0)
-
-
 def _secret_forward_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
     n = size_avoiding(rng, 700, 10_000, int(launch.get("block", 256)), 32)
     return [{"n": n, "d": int(rng.integers(1, 20))}]
 
 
-BLOCK = LaunchKey("block", 1, 1024, required=True, help="threads per block, 1..1024")
-
 PERCEPTRON_FORWARD = Exercise(
     name="perceptron_forward",
     title="Batched perceptron inference",
-    kernel="perceptron_forward",
     signature="perceptron_forward(const float* x, const float* params, float* y, int n, int d)",
-    args=(Arg("x", "in"), Arg("params", "in"), Arg("y", "out"), Arg("n", "scalar"), Arg("d", "scalar")),
     make_inputs=_forward_inputs,
     reference=_forward_reference,
     error_scale=_forward_scale,
@@ -78,17 +71,12 @@ PERCEPTRON_FORWARD = Exercise(
     visible_shapes=({"n": 1, "d": 2}, {"n": 100, "d": 2}, {"n": 256, "d": 3}, {"n": 1000, "d": 5}, {"n": 4099, "d": 2}),
     hidden_shapes=({"n": 31, "d": 1}, {"n": 257, "d": 7}, {"n": 3001, "d": 64}, {"n": 65537, "d": 2}),
     secret_shapes=_secret_forward_shapes,
-    launch_keys=(
-        BLOCK,
-        LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(int(shape["n"]), launch["block"]),
-                  help="blocks in the grid; default ceil(n / block)"),
-    ),
-    launch_config=_forward_launch,
+    launch_keys=(BLOCK_REQUIRED, grid_key(lambda shape: int(shape["n"]), "n")),
+    launch_config=one_dimensional_launch,
     correctness_points=4.0,
     speed_points=0.0,
     reference_kernel=ReferenceKernel(FORWARD_REFERENCE),
     timing_shape={"n": 2**22 + 3, "d": 2},
-    label=lambda shape: f"n={shape['n']}, d={shape['d']}",
     description=("y[i] = sigmoid(params[0] x[i][0] + ... + params[d-1] x[i][d-1] + params[d]) for every sample i < n; "
                  "x is n-by-d, row-major; params holds the d weights and then the bias. One thread per sample."),
 )
@@ -126,9 +114,8 @@ def _secret_sum_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
 GRADIENT_SUM = Exercise(
     name="gradient_sum",
     title="Summing per-sample gradients over a minibatch",
-    kernel="gradient_sum",
     signature="gradient_sum(const float* grads, float* total, int n, int k)",
-    args=(Arg("grads", "in"), Arg("total", "out", init="zeros"), Arg("n", "scalar"), Arg("k", "scalar")),
+    zeroed=("total",),
     make_inputs=_sum_inputs,
     reference=_sum_reference,
     error_scale=_sum_scale,
@@ -136,20 +123,19 @@ GRADIENT_SUM = Exercise(
     hidden_shapes=({"n": 31, "k": 5}, {"n": 257, "k": 4}, {"n": 10007, "k": 3}, {"n": 65537, "k": 2}),
     secret_shapes=_secret_sum_shapes,
     launch_keys=(
-        BLOCK,
+        BLOCK_REQUIRED,
         LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(int(shape["n"]), launch["block"]),
                   help="blocks along x; default ceil(n / block)"),
         LaunchKey("grid_y", 1, 65535, default=lambda shape, launch: int(shape["k"]),
                   help="blocks along y; default k (one row of blocks per column, as the tree reference); "
                        "set grid_y=1 for a kernel that loops over the columns itself"),
-        LaunchKey("shared", 0, 227 * 1024, default=0, help="bytes of dynamic shared memory per block; default 0"),
+        SHARED,
     ),
     launch_config=_sum_launch,
     correctness_points=5.0,
     speed_points=3.0,
     reference_kernel=ReferenceKernel(SUM_REFERENCE),
     timing_shape={"n": 2**24 + 3, "k": 3},
-    label=lambda shape: f"n={shape['n']}, k={shape['k']}",
     description=("total[j] = grads[0][j] + ... + grads[n-1][j] for every column j < k of the n-by-k row-major matrix "
                  "grads (one row of per-sample gradients per sample). total holds zeros before the launch; "
                  "atomicAdd of per-block partial sums is allowed. Speed is compared with gradient_sum_tree."),
@@ -179,10 +165,8 @@ def _secret_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
     return [{"n": n, "in": k, "out": m}]
 
 
-VISIBLE = ({"n": 1, "in": 1, "out": 1}, {"n": 4, "in": 5, "out": 3}, {"n": 16, "in": 16, "out": 16},
-           {"n": 33, "in": 64, "out": 10}, {"n": 100, "in": 20, "out": 40})
-HIDDEN = ({"n": 1, "in": 300, "out": 7}, {"n": 17, "in": 17, "out": 17}, {"n": 128, "in": 64, "out": 64},
-          {"n": 257, "in": 31, "out": 129}, {"n": 7, "in": 513, "out": 2}, {"n": 3, "in": 9, "out": 300})
+VISIBLE = shapes("n in out", ((1, 1, 1), (4, 5, 3), (16, 16, 16), (33, 64, 10), (100, 20, 40)))
+HIDDEN = shapes("n in out", ((1, 300, 7), (17, 17, 17), (128, 64, 64), (257, 31, 129), (7, 513, 2), (3, 9, 300)))
 TIMING = {"n": 4096, "in": 1024, "out": 1024}
 
 
@@ -203,83 +187,43 @@ def _launch(shape, launch) -> LaunchConfig:
     return LaunchConfig(grid=(launch["grid_x"], launch["grid_y"], 1), block=(launch["block_x"], launch["block_y"], 1), shared=0)
 
 
-# ------------------------------------------------------------ dX = dY W
+#: Every matrix of the two exercises: its rows and columns (axes of the shape), and the mean of its test values.
+MATRICES = {"dY": (("n", "out"), 0.5), "W": (("out", "in"), 0.3), "X": (("n", "in"), 0.3),
+            "dX": (("n", "in"), None), "dW": (("out", "in"), None)}
+#: The kernel's name for each axis.
+SIZE_ARGS = {"n": "n", "in": "in_features", "out": "out_features"}
 
 
-def _input_inputs(shape, rng):
-    n, k, m = _dims(shape)
-    return {"dY": varied(rng, (n, m), 0.5), "W": varied(rng, (m, k), 0.3), "dX": None,
-            "n": n, "in_features": k, "out_features": m}
+def _sizes(shape) -> dict:
+    return {SIZE_ARGS[axis]: int(shape[axis]) for axis in SIZE_ARGS}
 
 
-def _input_reference(inputs):
-    return {"dX": INPUT_REFERENCE.reference(inputs["dY"], inputs["W"])}
+def _fc_backward(name: str, title: str, operands: tuple[str, str], output: str, record, description: str) -> Exercise:
+    """``name(const float* a, const float* b, float* output, int n, int in_features, int out_features)`` on a 2-D
+    grid with, by default, one 16 x 16 block per 16 x 16 tile of the output."""
+    rows, columns = MATRICES[output][0]
+    return Exercise(
+        name=name, title=title, description=description,
+        signature=(f"{name}(const float* {operands[0]}, const float* {operands[1]}, float* {output}, "
+                   "int n, int in_features, int out_features)"),
+        make_inputs=tensor_inputs(MATRICES, operands, output, _sizes), **from_record(record, output, operands),
+        visible_shapes=VISIBLE, hidden_shapes=HIDDEN, secret_shapes=_secret_shapes, timing_shape=TIMING, label=_label,
+        launch_keys=_keys(lambda shape, launch: ceil_div(int(shape[columns]), launch["block_x"]),
+                          lambda shape, launch: ceil_div(int(shape[rows]), launch["block_y"]),
+                          f"blocks along x; default ceil({SIZE_ARGS[columns]} / block_x)",
+                          f"blocks along y; default ceil({SIZE_ARGS[rows]} / block_y)"),
+        launch_config=_launch, correctness_points=5.0, speed_points=1.0, reference_kernel=ReferenceKernel(record))
 
 
-def _input_scale(inputs):
-    return {"dX": np.abs(inputs["dY"].astype(np.float64)) @ np.abs(inputs["W"].astype(np.float64))}
+FC_BACKWARD_INPUT = _fc_backward(
+    "fc_backward_input", "Fully connected layer, backward: dE/dX = dE/dY W", ("dY", "W"), "dX", INPUT_REFERENCE,
+    "dX[i][k] = sum over j of dY[i][j] * W[j][k] for every sample i < n and input k < in_features "
+    "(for one sample: dE/dx = W^T dE/dy). dY is n-by-out, W out-by-in, dX n-by-in, all row-major.")
 
-
-#: What the two backward exercises share: shapes, launch, points, the timing shape.
-FC_COMMON = dict(visible_shapes=VISIBLE, hidden_shapes=HIDDEN, secret_shapes=_secret_shapes, launch_config=_launch,
-                 correctness_points=5.0, speed_points=1.0, timing_shape=TIMING, label=_label)
-
-FC_BACKWARD_INPUT = Exercise(
-    name="fc_backward_input",
-    title="Fully connected layer, backward: dE/dX = dE/dY W",
-    kernel="fc_backward_input",
-    signature="fc_backward_input(const float* dY, const float* W, float* dX, int n, int in_features, int out_features)",
-    args=(Arg("dY", "in"), Arg("W", "in"), Arg("dX", "out"), Arg("n", "scalar"), Arg("in_features", "scalar"),
-          Arg("out_features", "scalar")),
-    make_inputs=_input_inputs,
-    reference=_input_reference,
-    error_scale=_input_scale,
-    **FC_COMMON,
-    launch_keys=_keys(lambda shape, launch: ceil_div(_dims(shape)[1], launch["block_x"]),
-                      lambda shape, launch: ceil_div(_dims(shape)[0], launch["block_y"]),
-                      "blocks along x; default ceil(in_features / block_x)",
-                      "blocks along y; default ceil(n / block_y)"),
-    reference_kernel=ReferenceKernel(INPUT_REFERENCE),
-    description=("dX[i][k] = sum over j of dY[i][j] * W[j][k] for every sample i < n and input k < in_features "
-                 "(for one sample: dE/dx = W^T dE/dy). dY is n-by-out, W out-by-in, dX n-by-in, all row-major."),
-)
-
-# ------------------------------------------------------------ dW = dY^T X
-
-
-def _weight_inputs(shape, rng):
-    n, k, m = _dims(shape)
-    return {"dY": varied(rng, (n, m), 0.5), "X": varied(rng, (n, k), 0.3), "dW": None,
-            "n": n, "in_features": k, "out_features": m}
-
-
-def _weight_reference(inputs):
-    return {"dW": WEIGHT_REFERENCE.reference(inputs["dY"], inputs["X"])}
-
-
-def _weight_scale(inputs):
-    return {"dW": np.abs(inputs["dY"].astype(np.float64)).T @ np.abs(inputs["X"].astype(np.float64))}
-
-
-FC_BACKWARD_WEIGHT = Exercise(
-    name="fc_backward_weight",
-    title="Fully connected layer, backward: dE/dW = dE/dY^T X",
-    kernel="fc_backward_weight",
-    signature="fc_backward_weight(const float* dY, const float* X, float* dW, int n, int in_features, int out_features)",
-    args=(Arg("dY", "in"), Arg("X", "in"), Arg("dW", "out"), Arg("n", "scalar"), Arg("in_features", "scalar"),
-          Arg("out_features", "scalar")),
-    make_inputs=_weight_inputs,
-    reference=_weight_reference,
-    error_scale=_weight_scale,
-    **FC_COMMON,
-    launch_keys=_keys(lambda shape, launch: ceil_div(_dims(shape)[1], launch["block_x"]),
-                      lambda shape, launch: ceil_div(_dims(shape)[2], launch["block_y"]),
-                      "blocks along x; default ceil(in_features / block_x)",
-                      "blocks along y; default ceil(out_features / block_y)"),
-    reference_kernel=ReferenceKernel(WEIGHT_REFERENCE),
-    description=("dW[j][k] = sum over samples i of dY[i][j] * X[i][k] for every output j < out_features and input "
-                 "k < in_features: the outer products dE/dy x^T summed over the minibatch. dY is n-by-out, X n-by-in, "
-                 "dW out-by-in, all row-major."),
-)
+FC_BACKWARD_WEIGHT = _fc_backward(
+    "fc_backward_weight", "Fully connected layer, backward: dE/dW = dE/dY^T X", ("dY", "X"), "dW", WEIGHT_REFERENCE,
+    "dW[j][k] = sum over samples i of dY[i][j] * X[i][k] for every output j < out_features and input "
+    "k < in_features: the outer products dE/dy x^T summed over the minibatch. dY is n-by-out, X n-by-in, "
+    "dW out-by-in, all row-major.")
 
 EXERCISES = [PERCEPTRON_FORWARD, GRADIENT_SUM, FC_BACKWARD_INPUT, FC_BACKWARD_WEIGHT]
