@@ -19,7 +19,8 @@ from book.speed_figures import SpeedFigures
 #: the grader's throughput over a class (gradings per minute, see test_cluster_grading_results_agree_with_themselves).
 #: Class-grading figures: one file per machine measured (one GPU: sequential against the cluster; two GPUs).
 CLUSTER_FILES = sorted(RESULTS_DIR.glob("cluster_grading*.json"))
-OWN_LAYOUT = {"emulator_speed"} | {p.stem for p in CLUSTER_FILES}
+#: The profiler's figures: counters per kernel, not times (see tests/test_profiles.py).
+OWN_LAYOUT = {"emulator_speed", "profiles"} | {p.stem for p in CLUSTER_FILES}
 FILES = sorted(p for p in RESULTS_DIR.glob("*.json") if p.stem not in OWN_LAYOUT)
 
 

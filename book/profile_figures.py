@@ -1,0 +1,90 @@
+"""The profiler's figures of a group of kernels, as a chapter shows them.
+
+``benchmarks/profiles.py`` records them with Nsight Compute on a GPU machine
+(``benchmarks/results/profiles.json``); a chapter reads the recorded file, never
+profiles as it runs (a profiler replays each kernel many times, with the caches
+flushed, and needs a process of its own).
+"""
+
+from __future__ import annotations
+
+import html
+
+from book.speed_figures import SpeedFigures
+
+#: The columns of the table: the row's key, the heading, and how a value is written.
+COLUMNS = (
+    ("step", "step", str),
+    ("duration_us", "µs (profiled)", lambda v: f"{v:,.1f}"),
+    ("dram_percent", "DRAM, % of peak", lambda v: f"{v:.0f}"),
+    ("sm_percent", "SM throughput, % of peak", lambda v: f"{v:.0f}"),
+    ("sectors_per_load_request", "sectors per global load", lambda v: f"{v:.1f}"),
+    ("sectors_per_store_request", "sectors per global store", lambda v: f"{v:.1f}"),
+    ("shared_bank_conflicts", "shared-memory bank conflicts", lambda v: f"{v:,.0f}"),
+    ("achieved_occupancy_percent", "achieved occupancy, %", lambda v: f"{v:.0f}"),
+    ("registers_per_thread", "registers per thread", lambda v: f"{v:.0f}"),
+)
+
+
+def recorded() -> SpeedFigures:
+    return SpeedFigures.recorded("profiles")
+
+
+def table_html(rows: list[dict]) -> str:
+    """An HTML table of ``rows`` (a text table is wider than the page's column); a figure the profiler did
+    not give is a dash, a kernel it could not profile says why."""
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in COLUMNS)
+    body = []
+    for r in rows:
+        if "error" in r:
+            cells = f"<td>{html.escape(r['step'])}</td><td colspan='{len(COLUMNS) - 1}'>not profiled: {html.escape(r['error'][:200])}</td>"
+        else:
+            cells = "".join(f"<td>{html.escape(fmt(r[key])) if key in r else '–'}</td>" for key, _, fmt in COLUMNS)
+        body.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def show(group: str, what: str):
+    """The group's table with where it comes from, or a box saying it has not been recorded."""
+    from IPython.display import HTML, display
+
+    figures = recorded()
+    rows = figures.rows(group)
+    if not rows:
+        display(figures.missing(f"profiler figures of the {what} (`benchmarks/profiles.py`, which needs Nsight "
+                                f"Compute's `ncu`)"))
+        return
+    display(HTML(f"<p>Nsight Compute, {html.escape(figures.label)}:</p>" + table_html(rows)))
+
+
+def _figure(rows: list[dict], step: str, key: str) -> float | None:
+    return next((r[key] for r in rows if r["step"] == step and key in r), None)
+
+
+def compare_phrase(rows: list[dict], pairs) -> str | None:
+    """A sentence of recorded figures, one clause per ``(key, what, format, (step, name), (step, name))``
+    whose two figures were recorded; None when none was.  It states numbers, not directions, so that it
+    stays true whatever a later run records."""
+    said = []
+    for key, what, fmt, (step_a, name_a), (step_b, name_b) in pairs:
+        a, b = _figure(rows, step_a, key), _figure(rows, step_b, key)
+        if a is not None and b is not None:
+            said.append(f"{what}: {fmt.format(a)} for {name_a}, {fmt.format(b)} for {name_b}")
+    return "; ".join(said) if said else None
+
+
+#: What the SGEMM chapter's sentence compares: coalescing, shared-memory layouts, and where time goes.
+SGEMM_PAIRS = (
+    ("sectors_per_load_request", "sectors per global load", "{:.1f}", ("naive", "the naive kernel"),
+     ("coalesced", "the coalesced one")),
+    ("shared_bank_conflicts", "shared-memory bank conflicts", "{:,.0f}", ("blocktile_2d", "2-D register blocking"),
+     ("vectorized", "the transposed, vectorised tiles")),
+    ("sm_percent", "SM throughput", "{:.0f} % of peak", ("naive", "the naive kernel"), ("warptile", "warp tiling")),
+)
+
+#: What the convolution chapter's sentence compares on C3.
+C3_PAIRS = (
+    ("achieved_occupancy_percent", "achieved occupancy", "{:.0f} %", ("naive", "the basic kernel"),
+     ("tiled", "the tiled one")),
+    ("dram_percent", "DRAM throughput", "{:.0f} % of peak", ("naive", "the basic kernel"), ("tiled", "the tiled one")),
+)

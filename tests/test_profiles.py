@@ -1,0 +1,109 @@
+"""Reading Nsight Compute's CSV into the profiler figures the convolution-as-GEMM chapter shows.
+
+``benchmarks/profiles.py`` runs under ``ncu`` on a GPU machine; here its reading of ncu's output
+is checked on text laid out as ncu prints it: its own ``==PROF==`` lines first, then either the
+raw page (a column per metric, a row of units) or the details page (a row per metric).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.profiles import METRICS, ProfileError, Target, ncu_command, parse_ncu_csv, profile_row, targets
+from book.profile_figures import SGEMM_PAIRS, compare_phrase, table_html
+
+KERNEL_DECL = "sgemm_coalesced(int, int, int, const float *, const float *, float *)"
+FIGURES = {"gpu__time_duration.sum": ("nsecond", "1,234,567"), "dram__throughput.avg.pct_of_peak_sustained_elapsed": ("%", "12.5"),
+           "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": ("sector", "4,194,304"),
+           "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": ("request", "1,048,576"),
+           "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": ("", "0"),
+           "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": ("", "3"),
+           "sm__warps_active.avg.pct_of_peak_sustained_active": ("%", "n/a")}
+PROF_LINES = ['==PROF== Connected to process 4242 (/usr/bin/python3.11)',
+              '==PROF== Profiling "sgemm_coalesced" - 0: 0%....50%....100% - 9 passes',
+              '==PROF== Disconnected from process 4242']
+
+
+def _quoted(cells) -> str:
+    return ",".join(f'"{c}"' for c in cells)
+
+
+def raw_page(kernel_decl: str = KERNEL_DECL) -> str:
+    fixed = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Block Size", "Grid Size"]
+    names = list(FIGURES)
+    header = _quoted(fixed + names)
+    units = _quoted([""] * len(fixed) + [FIGURES[n][0] for n in names])
+    values = _quoted(["0", "4242", "python3.11", "127.0.0.1", kernel_decl, "(32, 32, 1)", "(64, 64, 1)"]
+                     + [FIGURES[n][1] for n in names])
+    return "\n".join(PROF_LINES + [header, units, values]) + "\n"
+
+
+def details_page() -> str:
+    header = _quoted(["ID", "Process ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value"])
+    rows = [_quoted(["0", "4242", KERNEL_DECL, "Command line profiler metrics", name, unit, value])
+            for name, (unit, value) in FIGURES.items()]
+    return "\n".join(PROF_LINES + [header] + rows) + "\n"
+
+
+@pytest.mark.parametrize("page", [raw_page, details_page], ids=["raw page", "details page"])
+def test_both_pages_give_the_same_figures(page):
+    figures = parse_ncu_csv(page(), "sgemm_coalesced")
+    assert figures["gpu__time_duration.sum"] == pytest.approx(1234.567)  # ns -> µs
+    assert figures["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"] == 4194304  # thousands separators read
+    assert figures["dram__throughput.avg.pct_of_peak_sustained_elapsed"] == 12.5
+    assert "sm__warps_active.avg.pct_of_peak_sustained_active" not in figures  # n/a: not a figure
+
+
+def test_the_row_holds_the_ratios_the_chapter_reads():
+    target = Target("sgemm_coalesced", "sgemm", "coalesced")
+    row = profile_row(target, parse_ncu_csv(raw_page(), "sgemm_coalesced"))
+    assert row["sectors_per_load_request"] == 4.0
+    assert row["shared_bank_conflicts"] == 3
+    assert row["duration_us"] == pytest.approx(1234.567)
+    assert "sectors_per_store_request" not in row and "achieved_occupancy_percent" not in row
+
+
+def test_another_kernel_s_row_is_not_taken():
+    with pytest.raises(ProfileError, match="no figures for sgemm_naive"):
+        parse_ncu_csv(raw_page(), "sgemm_naive")
+
+
+def test_ncu_s_own_error_is_kept():
+    output = "==PROF== Connected to process 1\n==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\n"
+    with pytest.raises(ProfileError, match="ERR_NVGPUCTRPERM"):
+        parse_ncu_csv(output, "sgemm_naive")
+
+
+def test_a_time_in_an_unknown_unit_is_refused():
+    text = raw_page().replace('"nsecond"', '"cycle"')
+    with pytest.raises(ProfileError, match="unknown time unit 'cycle'"):
+        parse_ncu_csv(text, "sgemm_coalesced")
+
+
+def test_every_ladder_step_and_the_c3_versions_are_profiled_by_name():
+    from kernels import sgemm
+
+    chosen = targets()
+    assert [t.step for t in chosen if t.group == "sgemm"] == [name for name, _ in sgemm.VERSIONS]
+    command = ncu_command(chosen[0])
+    assert command[command.index("--kernel-name") + 1] == "regex:^sgemm_naive$"
+    assert command[command.index("--metrics") + 1].split(",") == list(METRICS.values())
+    assert command[-2:] == ["--run-once", "sgemm_naive"]
+
+
+def test_the_chapter_table_shows_what_was_recorded_and_why_a_kernel_was_not():
+    rows = [{"step": "naive", "duration_us": 1500.0, "sectors_per_load_request": 16.5},
+            {"step": "coalesced", "error": "ncu gave no figures for sgemm_coalesced: ==ERROR== <permission>"}]
+    page = table_html(rows)
+    assert "<td>naive</td><td>1,500.0</td>" in page and "<td>16.5</td>" in page
+    assert "not profiled: ncu gave no figures for sgemm_coalesced: ==ERROR== &lt;permission&gt;" in page
+    assert page.count("<tr>") == 3  # the heading and two kernels
+
+
+def test_the_recorded_sentence_states_only_figures_both_sides_of_which_were_recorded():
+    rows = [{"step": "naive", "sectors_per_load_request": 16.0, "sm_percent": 7.2},
+            {"step": "coalesced", "sectors_per_load_request": 4.0}, {"step": "warptile", "sm_percent": 81.0}]
+    assert compare_phrase(rows, SGEMM_PAIRS) == ("sectors per global load: 16.0 for the naive kernel, 4.0 for the "
+                                                 "coalesced one; SM throughput: 7 % of peak for the naive kernel, "
+                                                 "81 % of peak for warp tiling")
+    assert compare_phrase([{"step": "naive", "sm_percent": 7.2}], SGEMM_PAIRS) is None
