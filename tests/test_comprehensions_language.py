@@ -74,65 +74,49 @@ def test_syntax_error_for_a_stray_character():
     at(err, 1, 40)
 
 
-def test_inconsistent_ranges_of_one_index():
-    err = error_of("def mv(float(M,K) A, float(L) x) -> (C) {\n    C(i) +=! A(i,k) * x(k)\n}")
-    at(err, 2, 25)
-    assert "index 'k' ranges over 0:K in A(i,k)" in err.message and "0:L in x(k)" in err.message
+#: (text, line, column, words of the message, words of the hint): an error the checks must find, at its place.
+ERRORS = [
+    pytest.param("def mv(float(M,K) A, float(L) x) -> (C) {\n    C(i) +=! A(i,k) * x(k)\n}", 2, 25,
+                 ("index 'k' ranges over 0:K in A(i,k)", "0:L in x(k)"), (), id="inconsistent ranges of one index"),
+    pytest.param("def f(float(M) A) -> (C) {\n    C(i) = 1\n}", 2, 7,
+                 ("cannot infer the range of index 'i'",), ("where i in",), id="index that cannot be bound"),
+    pytest.param("def f(float(N) X) -> (Y, Z) {\n    Z(i) = Y(i) + X(i)\n    Y(i) = X(i)\n}", 2, 12,
+                 ("Y is read here before any statement has written it",), (), id="output read before written"),
+    pytest.param("def f(float(M,K) A) -> (C) {\n    C(i) += A(i,k)\n}", 2, 10,
+                 ("'+=' adds to C",), ("+=!",), id="accumulating into an unwritten output"),
+    pytest.param("def t(float(N,N) x) -> (a) {\n    a(i,j) = x(i,j)\n    a(i,j) = a(j,i)\n}", 3, 14,
+                 ("in-place",), (), id="in-place transpose"),
+    pytest.param("def f(float(M,K) A) -> (C) {\n    C(i) +=! A(i)\n}", 2, 14,
+                 ("A has 2 dimensions but is accessed with 1 index",), (), id="wrong number of indices"),
+    pytest.param("def f(float(M) A) -> (C) {\n    C(i) = softplus(A(i))\n}", 2, 12,
+                 ("unknown function or tensor 'softplus'",), (), id="unknown function"),
+    pytest.param("def f(float(M) A) -> (C) { A(i) = 1 }", 1, 28, ("'A' is an input",), (), id="writing an input"),
+    pytest.param("def f(float(M) A, float b) -> (C) { C(i) = A(i) * b(i) }", 1, 51,
+                 ("unknown function or tensor 'b'",), (), id="indexing a scalar"),
+    pytest.param("def f(float(M) A) -> (C) { C(i) = A(i + 0.5) }", 1, 41, ("an index must be an integer",), (),
+                 id="fractional index"),
+    pytest.param("def f(float(M,K) A) -> (C) { C(i) +=! A(i, k * k) }", 1, 46, ("affine",), (), id="non-affine index"),
+    pytest.param("def f(float(M) A) -> (C) { C(i) = A(i) where k in 0:2 }", 1, 46, ("does not use",), (),
+                 id="range of an unused index"),
+    pytest.param("def f(float(M) A, float(M) A) -> (C) { C(i) = A(i) }", 1, 28, ("declared twice",), (),
+                 id="parameter declared twice"),
+    pytest.param("def f(float(M) for) -> (C) { C(i) = for(i) }", 1, 16, ("reserved",), (),
+                 id="reserved word as a name"),
+]
 
 
-def test_index_that_cannot_be_bound():
-    err = error_of("def f(float(M) A) -> (C) {\n    C(i) = 1\n}")
-    at(err, 2, 7)
-    assert "cannot infer the range of index 'i'" in err.message and "where i in" in err.hint
-
-
-def test_output_read_before_written():
-    err = error_of("def f(float(N) X) -> (Y, Z) {\n    Z(i) = Y(i) + X(i)\n    Y(i) = X(i)\n}")
-    at(err, 2, 12)
-    assert "Y is read here before any statement has written it" in err.message
-
-
-def test_accumulating_into_an_unwritten_output():
-    err = error_of("def f(float(M,K) A) -> (C) {\n    C(i) += A(i,k)\n}")
-    at(err, 2, 10)
-    assert "'+=' adds to C" in err.message and "+=!" in err.hint
-
-
-def test_in_place_transpose_is_refused():
-    err = error_of("def t(float(N,N) x) -> (a) {\n    a(i,j) = x(i,j)\n    a(i,j) = a(j,i)\n}")
-    at(err, 3, 14)
-    assert "in-place" in err.message
-
-
-def test_wrong_number_of_indices():
-    err = error_of("def f(float(M,K) A) -> (C) {\n    C(i) +=! A(i)\n}")
-    at(err, 2, 14)
-    assert "A has 2 dimensions but is accessed with 1 index" in err.message
-
-
-def test_unknown_function():
-    err = error_of("def f(float(M) A) -> (C) {\n    C(i) = softplus(A(i))\n}")
-    at(err, 2, 12)
-    assert "unknown function or tensor 'softplus'" in err.message
-
-
-@pytest.mark.parametrize("text, line, column, words", [
-    ("def f(float(M) A) -> (C) { A(i) = 1 }", 1, 28, "'A' is an input"),
-    ("def f(float(M) A, float b) -> (C) { C(i) = A(i) * b(i) }", 1, 51, "unknown function or tensor 'b'"),
-    ("def f(float(M) A) -> (C) { C(i) = A(i + 0.5) }", 1, 41, "an index must be an integer"),
-    ("def f(float(M,K) A) -> (C) { C(i) +=! A(i, k * k) }", 1, 46, "affine"),
-    ("def f(float(M) A) -> (C) { C(i) = A(i) where k in 0:2 }", 1, 46, "does not use"),
-    ("def f(float(M) A, float(M) A) -> (C) { C(i) = A(i) }", 1, 28, "declared twice"),
-    ("def f(float(M) for) -> (C) { C(i) = for(i) }", 1, 16, "reserved"),
-    ("def f(float(M) A) -> (C) { C(i) = A(i) }\n", 1, 1, None),
-])
-def test_more_errors(text, line, column, words):
-    if words is None:
-        check_text(text)  # valid
-        return
+@pytest.mark.parametrize("text, line, column, message_words, hint_words", ERRORS)
+def test_error_at_its_line_and_column(text, line, column, message_words, hint_words):
     err = error_of(text)
     at(err, line, column)
-    assert words in err.message
+    for words in message_words:
+        assert words in err.message
+    for words in hint_words:
+        assert words in err.hint
+
+
+def test_a_trailing_newline_is_valid():
+    check_text("def f(float(M) A) -> (C) { C(i) = A(i) }\n")
 
 
 def test_message_shows_the_line_and_a_caret():

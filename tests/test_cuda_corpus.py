@@ -48,6 +48,13 @@ def case(file: str, *features: str):
 rng = np.random.default_rng
 
 
+def output_of(m, kernel: str, x, *args, **launch):
+    """``kernel(x, y, *args)`` run with ``y`` a zeroed array shaped like ``x``; returns ``y``."""
+    y = np.zeros_like(x)
+    m.function(kernel)(x, y, *args, **launch)
+    return y
+
+
 # ---- basics.cu -----------------------------------------------------------------------------
 
 
@@ -78,25 +85,24 @@ def relu_inplace(m):
 @case("basics.cu", "typedef", "using alias")
 def leaky_relu(m):
     x = rng(6).standard_normal(300).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("leaky_relu")(x, y, 0.1, 300, grid=3, block=128)
-    return y, np.where(x > 0, x, np.float32(0.1) * x)
+    return output_of(m, "leaky_relu", x, 0.1, 300, grid=3, block=128), np.where(x > 0, x, np.float32(0.1) * x)
+
+
+def _transpose(m, name, seed):
+    x = rng(seed).standard_normal((37, 53)).astype(np.float32)
+    y = np.zeros((53, 37), np.float32)
+    m.function(name)(x, y, 37, 53, grid=(blocks(53, 16), blocks(37, 16)), block=(16, 16))
+    return y, x.T
 
 
 @case("basics.cu", "2D grid")
 def transpose_naive(m):
-    x = rng(7).standard_normal((37, 53)).astype(np.float32)
-    y = np.zeros((53, 37), np.float32)
-    m.function("transpose_naive")(x, y, 37, 53, grid=(blocks(53, 16), blocks(37, 16)), block=(16, 16))
-    return y, x.T
+    return _transpose(m, "transpose_naive", seed=7)
 
 
 @case("basics.cu", "shared memory tile")
 def transpose_tiled(m):
-    x = rng(8).standard_normal((37, 53)).astype(np.float32)
-    y = np.zeros((53, 37), np.float32)
-    m.function("transpose_tiled")(x, y, 37, 53, grid=(blocks(53, 16), blocks(37, 16)), block=(16, 16))
-    return y, x.T
+    return _transpose(m, "transpose_tiled", seed=8)
 
 
 def _gemm(m, name):
@@ -120,8 +126,7 @@ def matmul_tiled(m):
 @case("basics.cu", "shared-memory reduction", "math intrinsics")
 def softmax_rows(m):
     x = rng(11).standard_normal((6, 300)).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("softmax_rows")(x, y, 300, grid=6, block=128)
+    y = output_of(m, "softmax_rows", x, 300, grid=6, block=128)
     e = np.exp(x - x.max(1, keepdims=True))
     return y, e / e.sum(1, keepdims=True)
 
@@ -164,9 +169,7 @@ def histogram_atomic(m):
 @case("basics.cu", "shared memory double buffer")
 def scan_block(m):
     x = rng(18).integers(-5, 5, 100).astype(np.int32)
-    y = np.zeros_like(x)
-    m.function("scan_block")(x, y, 100, grid=1, block=128)
-    return y, np.cumsum(x).astype(np.int32)
+    return output_of(m, "scan_block", x, 100, grid=1, block=128), np.cumsum(x).astype(np.int32)
 
 
 @case("basics.cu", "elementwise")
@@ -188,16 +191,13 @@ def maxpool2x2(m):
 @case("basics.cu", "float4")
 def scale_float4(m):
     x = rng(22).standard_normal(400).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("scale_float4")(x, y, 3.0, 100, grid=1, block=128)
-    return y, 3 * x
+    return output_of(m, "scale_float4", x, 3.0, 100, grid=1, block=128), 3 * x
 
 
 @case("basics.cu", "__ldg", "math functions")
 def gelu_tanh(m):
     x = rng(23).standard_normal(500).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("gelu_tanh")(x, y, 500, grid=4, block=128)
+    y = output_of(m, "gelu_tanh", x, 500, grid=4, block=128)
     return y, 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))
 
 
@@ -285,8 +285,7 @@ def count_nonzero_syncthreads_count(m):
 @case("basics.cu", "bit intrinsics")
 def bit_tricks(m):
     x = rng(40).integers(1, 2**32 - 1, 200, dtype=np.uint64).astype(np.uint32)
-    y = np.zeros_like(x)
-    m.function("bit_tricks")(x, y, 200, grid=2, block=128)
+    y = output_of(m, "bit_tricks", x, 200, grid=2, block=128)
     popc = np.array([bin(int(v)).count("1") for v in x], np.uint32)
     clz = np.array([32 - int(v).bit_length() for v in x], np.uint32)
     brev = np.array([int(f"{int(v):032b}"[::-1], 2) for v in x], np.uint32)
@@ -296,8 +295,7 @@ def bit_tricks(m):
 @case("basics.cu", "math intrinsics")
 def fast_math(m):
     x = rng(41).standard_normal(300).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("fast_math")(x, y, 300, grid=3, block=128)
+    y = output_of(m, "fast_math", x, 300, grid=3, block=128)
     return y, 1 / (1 + np.exp(-x)) / np.sqrt(x * x + 1) + np.sqrt(np.abs(x))
 
 
@@ -329,8 +327,7 @@ def complex_multiply(m):
 @case("basics.cu", "long long", "size_t")
 def clamp_int64(m):
     x = rng(47).integers(-10**12, 10**12, 100).astype(np.int64)
-    y = np.zeros_like(x)
-    m.function("clamp_int64")(x, y, -10**11, 10**11, 100, grid=1, block=128)
+    y = output_of(m, "clamp_int64", x, -10**11, 10**11, 100, grid=1, block=128)
     return y, np.clip(x, -10**11, 10**11)
 
 
@@ -397,8 +394,7 @@ def half_to_float(m):
 @case("low_precision.cu", "half comparisons")
 def half_relu(m):
     x = rng(57).standard_normal(300).astype(np.float16)
-    y = np.zeros_like(x)
-    m.function("half_relu")(x, y, 300, grid=3, block=128)
+    y = output_of(m, "half_relu", x, 300, grid=3, block=128)
     return y.astype(np.float32), np.maximum(x, 0).astype(np.float32)
 
 
@@ -452,9 +448,7 @@ def half2_scale_sum(m):
 
 def _elementwise(m, name, dtype, fn):
     x = (rng(65).standard_normal(200) * 10).astype(dtype)
-    y = np.zeros_like(x)
-    m.function(name)(x, y, 200, grid=2, block=128)
-    return y, fn(x)
+    return output_of(m, name, x, 200, grid=2, block=128), fn(x)
 
 
 @case("structure.cu", "kernel made by a macro")
@@ -483,8 +477,7 @@ def block_sums_i64(m):
 @case("structure.cu", "namespace", "template device function")
 def softplus_kernel(m):
     x = (rng(67).standard_normal(300) * 10).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("softplus_kernel")(x, y, 300, grid=3, block=128)
+    y = output_of(m, "softplus_kernel", x, 300, grid=3, block=128)
     return y, np.where(x > 20, x, np.log1p(np.exp(np.minimum(x, 20))))
 
 
@@ -499,9 +492,7 @@ def rows_dot8(m):
 @case("structure.cu", "struct with operator()")
 def affine_struct_inside(m):
     x = rng(70).standard_normal(100).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("affine_struct_inside")(x, y, 2.0, -1.0, 100, grid=1, block=128)
-    return y, 2 * x - 1
+    return output_of(m, "affine_struct_inside", x, 2.0, -1.0, 100, grid=1, block=128), 2 * x - 1
 
 
 @case("structure.cu", "using alias", "typedef uint")
@@ -538,16 +529,13 @@ def recursive_device_function(m):
 @case("structure.cu", "__shfl_xor_sync")
 def warp_allreduce_xor(m):
     x = rng(73).standard_normal(32).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("warp_allreduce_xor")(x, y, grid=1, block=32)
-    return y, np.full(32, x.sum(), np.float32)
+    return output_of(m, "warp_allreduce_xor", x, grid=1, block=32), np.full(32, x.sum(), np.float32)
 
 
 @case("structure.cu", "__shfl_up_sync")
 def warp_inclusive_scan(m):
     x = rng(74).integers(-9, 9, 64).astype(np.int32)
-    y = np.zeros_like(x)
-    m.function("warp_inclusive_scan")(x, y, grid=1, block=64)
+    y = output_of(m, "warp_inclusive_scan", x, grid=1, block=64)
     return y, np.concatenate([np.cumsum(x[:32]), np.cumsum(x[32:])]).astype(np.int32)
 
 
@@ -622,20 +610,22 @@ def special_functions(m):
     return y, q / np.sqrt(2) + q + 1 / np.hypot(p, 1) + p
 
 
+def _scale_passed_first(m, name, a, seed):
+    """``name(a, x, y, n)`` computes ``y = a * x``; the kernels differ in how they declare ``a``."""
+    x = rng(seed).standard_normal(100).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function(name)(a, x, y, 100, grid=1, block=128)
+    return y, np.float32(a) * x
+
+
 @case("structure.cu", "__grid_constant__")
 def grid_constant_scale(m):
-    x = rng(92).standard_normal(100).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("grid_constant_scale")(2.5, x, y, 100, grid=1, block=128)
-    return y, np.float32(2.5) * x
+    return _scale_passed_first(m, "grid_constant_scale", 2.5, seed=92)
 
 
 @case("structure.cu", "const T& parameters")
 def const_reference_scale(m):
-    x = rng(98).standard_normal(100).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("const_reference_scale")(1.5, x, y, 100, grid=1, block=128)
-    return y, np.float32(1.5) * x
+    return _scale_passed_first(m, "const_reference_scale", 1.5, seed=98)
 
 
 # ---- cooperative.cu ----------------------------------------------------------------------------------
@@ -660,8 +650,7 @@ def cg_tile16_shfl_down(m):
 @case("cooperative.cu", "cooperative groups", "cg::inclusive_scan")
 def cg_tile_scan(m):
     x = rng(83).integers(-9, 9, 64).astype(np.int32)
-    y = np.zeros_like(x)
-    m.function("cg_tile_scan")(x, y, grid=1, block=64)
+    y = output_of(m, "cg_tile_scan", x, grid=1, block=64)
     return y, np.cumsum(x.reshape(8, 8), axis=1).ravel().astype(np.int32)
 
 
@@ -705,17 +694,13 @@ def wmma_gemm(m):
 @case("templates.cu", "template kernel", "default template argument")
 def template_scale_float(m):
     x = rng(93).standard_normal(300).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("scale<float>")(x, y, 2.0, 300, grid=3, block=128)
-    return y, 2 * x
+    return output_of(m, "scale<float>", x, 2.0, 300, grid=3, block=128), 2 * x
 
 
 @case("templates.cu", "template kernel", "two instantiations")
 def template_scale_double(m):
     x = rng(94).standard_normal(300)
-    y = np.zeros_like(x)
-    m.function("scale<double, 64>")(x, y, 3.0, 300, grid=5, block=64)
-    return y, 3 * x
+    return output_of(m, "scale<double, 64>", x, 3.0, 300, grid=5, block=64), 3 * x
 
 
 @case("templates.cu", "template kernel", "non-type template parameters")
@@ -749,9 +734,7 @@ def template_axpy_in_namespace(m):
 @case("structs.cu", "struct by value", "tuple")
 def struct_affine(m):
     x = rng(120).standard_normal(500).astype(np.float32)
-    y = np.zeros_like(x)
-    m.function("affine")(x, y, (2.5, -1.0), 500, grid=blocks(500, 128), block=128)
-    return y, 2.5 * x - 1.0
+    return output_of(m, "affine", x, (2.5, -1.0), 500, grid=blocks(500, 128), block=128), 2.5 * x - 1.0
 
 
 @case("structs.cu", "struct by value", "padding and alignment", "NumPy structured scalar")
@@ -885,8 +868,7 @@ def grid_jacobi_1d(m):
 @case("grid_sync.cu", "grid.sync()", "scan")
 def grid_blocked_prefix_sum(m):
     x = rng(143).integers(-20, 20, 300).astype(np.int32)
-    y = np.zeros_like(x)
-    m.function("blocked_prefix_sum")(x, y, np.zeros(5, np.int32), 300, grid=5, block=64)
+    y = output_of(m, "blocked_prefix_sum", x, np.zeros(5, np.int32), 300, grid=5, block=64)
     return y, np.cumsum(x).astype(np.int32)
 
 

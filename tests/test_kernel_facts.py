@@ -108,9 +108,32 @@ def _f32(rng, *shape):
 #: the capsule kernels' small problem: u (3, 2, 8), W (2, 3, 4, 8), u_hat and its gradient (3, 2, 3, 4)
 CAPSULES = {"batch": 3, "in_caps": 2, "in_dim": 8, "out_caps": 3, "out_dim": 4}
 
+
+def _capsule_case(topic, kernel, *tensors):
+    """A capsule prediction kernel's case on ``CAPSULES``: its launcher gets the named tensors, in order."""
+    batch, in_caps, in_dim, out_caps, out_dim = CAPSULES.values()
+    dims = {"u": (batch, in_caps, in_dim), "W": (in_caps, out_caps, out_dim, in_dim),
+            "du_hat": (batch, in_caps, out_caps, out_dim)}
+    return topic, kernel, CAPSULES, lambda v, r: v.launcher(*[_f32(r, *dims[name]) for name in tensors])
+
 #: the convolution kernels' small problems: X (2, 2, H, W) and 3 maps of 3 x 3 filters
 CONV_20x19 = {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 3}
 CONV_9x8 = {"N": 2, "C": 2, "H": 9, "W": 8, "M": 3, "K": 3}
+
+
+def _conv_case(topic, kernel, shape, gives):
+    """A convolution kernel's case: its launcher gets the tensors of the pass that ``gives`` the
+    output ("forward"), or the gradient of the "input", "weight" or "bias", on a problem of ``shape``
+    (valid convolution, stride 1)."""
+    N, C, H, W, M, K = (shape[k] for k in "NCHWMK")
+    x, w, dy = (N, C, H, W), (M, C, K, K), (N, M, H - K + 1, W - K + 1)
+    arguments = {
+        "forward": lambda r: (_f32(r, *x), _f32(r, *w), _f32(r, M)),
+        "input": lambda r: (_f32(r, *dy), _f32(r, *w), x),
+        "weight": lambda r: (_f32(r, *x), _f32(r, *dy), K),
+        "bias": lambda r: (_f32(r, *dy),),
+    }[gives]
+    return topic, kernel, shape, lambda v, r: v.launcher(*arguments(r))
 
 
 def _cases():
@@ -130,30 +153,21 @@ def _cases():
          lambda v, r: v.launcher(_f32(r, 5, 7), _f32(r, 7, 33))),
         ("fully_connected", "fc_backward_weight", {"n": 5, "in": 33, "out": 7},
          lambda v, r: v.launcher(_f32(r, 5, 7), _f32(r, 5, 33))),
-        ("conv2d", "conv2d_forward_tiled", CONV_20x19,
-         lambda v, r: v.launcher(_f32(r, 2, 2, 20, 19), _f32(r, 3, 2, 3, 3), _f32(r, 3))),
-        ("conv2d_backward", "conv2d_backward_input", CONV_20x19,
-         lambda v, r: v.launcher(_f32(r, 2, 3, 18, 17), _f32(r, 3, 2, 3, 3), (2, 2, 20, 19))),
-        ("conv2d_backward", "conv2d_backward_weight_naive", CONV_20x19,
-         lambda v, r: v.launcher(_f32(r, 2, 2, 20, 19), _f32(r, 2, 3, 18, 17), 3)),
-        ("conv2d_backward", "conv2d_backward_weight_reduce", CONV_20x19,
-         lambda v, r: v.launcher(_f32(r, 2, 2, 20, 19), _f32(r, 2, 3, 18, 17), 3)),
-        ("conv2d_backward", "conv2d_backward_bias", CONV_20x19,
-         lambda v, r: v.launcher(_f32(r, 2, 3, 18, 17))),
-        ("conv2d_backward", "conv2d_backward_weight_bias_split", {"N": 3, "C": 2, "H": 9, "W": 8, "M": 3, "K": 5},
-         lambda v, r: v.launcher(_f32(r, 3, 2, 9, 8), _f32(r, 3, 3, 5, 4), 5)),
-        ("conv2d_backward", "conv2d_backward_bias_split", {"N": 3, "C": 1, "H": 5, "W": 4, "M": 3, "K": 1},
-         lambda v, r: v.launcher(_f32(r, 3, 3, 5, 4))),
-        ("conv2d_backward", "conv2d_backward_input_shared", {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 5},
-         lambda v, r: v.launcher(_f32(r, 2, 3, 16, 15), _f32(r, 3, 2, 5, 5), (2, 2, 20, 19))),
-        ("conv2d_backward", "conv2d_backward_flip_filters", CONV_9x8,
-         lambda v, r: v.launcher(_f32(r, 2, 3, 7, 6), _f32(r, 3, 2, 3, 3), (2, 2, 9, 8))),
-        ("conv2d_backward", "conv2d_backward_weight_gemm", CONV_9x8,
-         lambda v, r: v.launcher(_f32(r, 2, 2, 9, 8), _f32(r, 2, 3, 7, 6), 3)),
-        ("conv2d_backward", "conv2d_backward_split_sum", CONV_9x8,
-         lambda v, r: v.launcher(_f32(r, 2, 2, 9, 8), _f32(r, 2, 3, 7, 6), 3)),
-        ("conv2d", "conv2d_forward_register_tiled", CONV_20x19,
-         lambda v, r: v.launcher(_f32(r, 2, 2, 20, 19), _f32(r, 3, 2, 3, 3), _f32(r, 3))),
+        _conv_case("conv2d", "conv2d_forward_tiled", CONV_20x19, "forward"),
+        _conv_case("conv2d_backward", "conv2d_backward_input", CONV_20x19, "input"),
+        _conv_case("conv2d_backward", "conv2d_backward_weight_naive", CONV_20x19, "weight"),
+        _conv_case("conv2d_backward", "conv2d_backward_weight_reduce", CONV_20x19, "weight"),
+        _conv_case("conv2d_backward", "conv2d_backward_bias", CONV_20x19, "bias"),
+        _conv_case("conv2d_backward", "conv2d_backward_weight_bias_split",
+                   {"N": 3, "C": 2, "H": 9, "W": 8, "M": 3, "K": 5}, "weight"),
+        _conv_case("conv2d_backward", "conv2d_backward_bias_split", {"N": 3, "C": 1, "H": 5, "W": 4, "M": 3, "K": 1},
+                   "bias"),
+        _conv_case("conv2d_backward", "conv2d_backward_input_shared",
+                   {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 5}, "input"),
+        _conv_case("conv2d_backward", "conv2d_backward_flip_filters", CONV_9x8, "input"),
+        _conv_case("conv2d_backward", "conv2d_backward_weight_gemm", CONV_9x8, "weight"),
+        _conv_case("conv2d_backward", "conv2d_backward_split_sum", CONV_9x8, "weight"),
+        _conv_case("conv2d", "conv2d_forward_register_tiled", CONV_20x19, "forward"),
         ("pooling", "max_pool_forward", {"N": 2, "C": 3, "H": 9, "W": 8, "pool": 2},
          lambda v, r: v.launcher(_f32(r, 2, 3, 9, 8), 2)),
         ("pooling", "subsample_bias_sigmoid_forward", {"N": 2, "C": 3, "H": 9, "W": 8, "pool": 2},
@@ -171,30 +185,19 @@ def _cases():
         ("sgemm", "sgemm_splitk_sum", {"M": 40, "N": 10, "K": 300},
          lambda v, r: v.launcher(_f32(r, 40, 300), _f32(r, 300, 10))),
         ("sgemm", "matrix_transpose", {"rows": 30, "cols": 5}, lambda v, r: v.launcher(_f32(r, 30, 5))),
-        *[("capsule_prediction", kernel, CAPSULES, lambda v, r: v.launcher(_f32(r, 3, 2, 8), _f32(r, 2, 3, 4, 8)))
+        *[_capsule_case("capsule_prediction", kernel, "u", "W")
           for kernel in ("capsule_predict_vectorized", "capsule_predict_naive", "capsule_predict_shared_input",
                          "capsule_predict_streaming")],
         ("capsule_routing", "squash_backward", {"batch": 3, "in_caps": 2, "out_caps": 5, "out_dim": 4},
          lambda v, r: v.launcher(_f32(r, 3, 5, 4), _f32(r, 3, 5, 4))),
         ("capsule_routing", "routing_weighted_sum_backward", {"batch": 3, "in_caps": 2, "out_caps": 5, "out_dim": 4},
          lambda v, r: v.launcher(_f32(r, 3, 2, 5), _f32(r, 3, 5, 4))),
-        ("capsule_prediction_backward", "capsule_grad_input_naive",
-         CAPSULES,
-         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 2, 3, 4, 8))),
-        ("capsule_prediction_backward", "capsule_grad_weight_naive",
-         CAPSULES,
-         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 3, 2, 8))),
-        ("capsule_prediction_backward", "capsule_grad_fused",
-         CAPSULES,
-         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 2, 3, 4, 8), _f32(r, 3, 2, 8))),
-        ("conv2d", "conv2d_bias_act_pool_fused", CONV_9x8,
-         lambda v, r: v.launcher(_f32(r, 2, 2, 9, 8), _f32(r, 3, 2, 3, 3), _f32(r, 3))),
-        ("capsule_prediction_backward", "capsule_grad_input_shared_weights",
-         CAPSULES,
-         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 2, 3, 4, 8))),
-        ("capsule_prediction_backward", "capsule_grad_weight_register_blocked",
-         CAPSULES,
-         lambda v, r: v.launcher(_f32(r, 3, 2, 3, 4), _f32(r, 3, 2, 8))),
+        _capsule_case("capsule_prediction_backward", "capsule_grad_input_naive", "du_hat", "W"),
+        _capsule_case("capsule_prediction_backward", "capsule_grad_weight_naive", "du_hat", "u"),
+        _capsule_case("capsule_prediction_backward", "capsule_grad_fused", "du_hat", "W", "u"),
+        _conv_case("conv2d", "conv2d_bias_act_pool_fused", CONV_9x8, "forward"),
+        _capsule_case("capsule_prediction_backward", "capsule_grad_input_shared_weights", "du_hat", "W"),
+        _capsule_case("capsule_prediction_backward", "capsule_grad_weight_register_blocked", "du_hat", "u"),
         ("softmax", "softmax_cross_entropy_forward", {"n": 300, "c": 10},
          lambda v, r: v.launcher(_f32(r, 300, 10), r.integers(0, 10, 300).astype(np.int32))),
         ("lsoftmax", "lsoftmax_cos_mtheta", {"n": 3001, "m": 3}, lambda v, r: v.launcher(_f32(r, 3001) / 4, 3)),

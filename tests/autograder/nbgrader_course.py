@@ -57,6 +57,15 @@ def submit(course: Path, student: str, notebook: Path, timestamp: str = "2026-11
     return folder
 
 
+def released_course(tmp: Path, samples, **env: str) -> Path:
+    """A course with the assignment released and each named sample notebook submitted by a student of that name."""
+    course = make_course(tmp)
+    run_cli(course, "release", ASSIGNMENT, **env)
+    for name in samples:
+        submit(course, name, SUBMISSIONS / f"{name}.ipynb")
+    return course
+
+
 def gradebook_grades(course: Path) -> dict[str, dict[str, dict]]:
     """student -> grade_id -> the gradebook's row for that grade (read with sqlite, not nbgrader)."""
     db = sqlite3.connect(course / "gradebook.db")

@@ -45,6 +45,21 @@ def bug(name: str) -> KernelSubmission:
     return load(CORPUS / f"{name}.edit")
 
 
+def saxpy_cell(*body: str, block: int = 256, before: tuple[str, ...] = ()) -> str:
+    """A ``%%cuda saxpy`` cell: the body lines inside saxpy's signature (``before``: lines ahead of it)."""
+    signature = "__global__ void saxpy(int n, float alpha, const float* x, float* y) {"
+    lines = [f"%%cuda saxpy block={block}", *before, signature, *(f"    {line}" for line in body), "}"]
+    return "\n".join(lines) + "\n"
+
+
+def failed_launch(cell: str, backend_name: str):
+    """The grade of a cell whose kernel fails at launch: no points; returned for its message."""
+    result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
+    assert result.status in ("launch_error", "crashed"), result.feedback_text()
+    assert result.score == 0
+    return result
+
+
 def feedback(result) -> str:
     return "\n".join([result.message] + [s.hint + " " + s.error for s in result.shapes])
 
@@ -121,13 +136,8 @@ def test_kernels_right_on_the_fixed_visible_sizes_only_fail_check(name, backend_
 
 
 def test_compile_error_is_reported_at_the_cells_own_line(backend_name):
-    cell = (
-        "%%cuda saxpy block=256\n"
-        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
-        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "    if (i < n) y[i] = alpha * x[i] + undefined_name;\n"
-        "}\n"
-    )
+    cell = saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;",
+                      "if (i < n) y[i] = alpha * x[i] + undefined_name;")
     result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
     assert result.status == "compile_error"
     assert re.search(r"saxpy\.cu:4\b", result.message), result.message
@@ -149,12 +159,7 @@ def test_including_files_is_refused(backend_name):
 
 
 def test_an_infinite_loop_costs_only_that_exercise(backend_name):
-    hang = (
-        "%%cuda saxpy block=256\n"
-        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
-        "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 0) y[i] = alpha * x[i] + y[i];\n"
-        "}\n"
-    )
+    hang = saxpy_cell("for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 0) y[i] = alpha * x[i] + y[i];")
     start = time.monotonic()
     result = grade_submission(submission_from_cell(hang), mode="hidden", secret=SECRET, timeout_s=10, backend=backend_name)
     assert time.monotonic() - start < 25
@@ -168,31 +173,16 @@ def test_an_infinite_loop_costs_only_that_exercise(backend_name):
 def test_an_out_of_bounds_write_far_from_the_array_is_caught(backend_name):
     if backend_name != "cpu":
         pytest.skip("on a GPU a write far past a buffer faults or hits another allocation unseen; near ones hit the guard")
-    cell = (
-        "%%cuda saxpy block=256\n"
-        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
-        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
-        "    if (i == 0) y[n + 100000] = 1.0f;\n"
-        "}\n"
-    )
-    result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
-    assert result.status in ("launch_error", "crashed"), result.feedback_text()
-    assert result.score == 0
+    result = failed_launch(saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;",
+                                      "if (i < n) y[i] = alpha * x[i] + y[i];",
+                                      "if (i == 0) y[n + 100000] = 1.0f;"), backend_name)
     assert re.search(r"out[- ]of[- ]bounds|outside", result.message, re.I), result.message
 
 
 def test_a_crashing_kernel_is_a_clear_error(backend_name):
-    cell = (
-        "%%cuda saxpy block=32\n"
-        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
-        "    float* nowhere = (float*)0;\n"
-        "    y[0] = nowhere[threadIdx.x];\n"
-        "}\n"
-    )
-    result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
-    assert result.status in ("launch_error", "crashed"), result.feedback_text()
-    assert result.score == 0 and result.message
+    cell = saxpy_cell("float* nowhere = (float*)0;", "y[0] = nowhere[threadIdx.x];", block=32)
+    result = failed_launch(cell, backend_name)
+    assert result.message
 
 
 def test_grading_runs_in_a_separate_process(monkeypatch, backend_name):
@@ -267,14 +257,8 @@ def test_speed_is_measured_against_the_reference_on_a_gpu():
 @pytest.mark.gpu
 def test_a_write_just_before_a_buffer_hits_the_guard_on_a_gpu():
     """y[-1] on a GPU lands in the guard the grader puts before every buffer (no fault, no other allocation)."""
-    cell = (
-        "%%cuda saxpy block=256\n"
-        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
-        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
-        "    if (i == 0) y[-1] = 1.0f;\n"
-        "}\n"
-    )
+    cell = saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;", "if (i < n) y[i] = alpha * x[i] + y[i];",
+                      "if (i == 0) y[-1] = 1.0f;")
     result = grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id="gpu", backend="gpu")
     assert result.status == "launch_error" and result.score == 0, result.feedback_text()
     assert "before the start of 'y'" in result.message, result.message
@@ -283,14 +267,8 @@ def test_a_write_just_before_a_buffer_hits_the_guard_on_a_gpu():
 @pytest.mark.gpu
 def test_kernels_that_skip_work_when_timed_are_caught_on_a_gpu():
     """Correct on the correctness sizes, but does nothing for large n: the re-validation of timed calls fails it."""
-    cell = (
-        "%%cuda saxpy block=256\n"
-        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
-        "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "    if (n > 4000000) return;\n"
-        "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
-        "}\n"
-    )
+    cell = saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;", "if (n > 4000000) return;",
+                      "if (i < n) y[i] = alpha * x[i] + y[i];")
     result = grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id="gpu", backend="gpu")
     assert result.status != "passed" and result.speed_score == 0, result.feedback_text()
 
@@ -300,14 +278,9 @@ def test_a_kernel_cannot_write_files_while_graded(tmp_path, backend_name):
     if backend_name != "cpu":
         pytest.skip("device code cannot open files on a GPU")
     target = tmp_path / "written_by_kernel"
-    cell = (
-        "%%cuda saxpy block=32\n"
-        "#include <cstdio>\n"
-        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
-        f'    FILE* f = fopen("{target}", "w");\n'
-        '    if (f) { fputs("gradebook", f); fclose(f); }\n'
-        "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = alpha * x[i] + y[i];\n"
-        "}\n"
-    )
+    cell = saxpy_cell(f'FILE* f = fopen("{target}", "w");', 'if (f) { fputs("gradebook", f); fclose(f); }',
+                      "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)"
+                      " y[i] = alpha * x[i] + y[i];",
+                      block=32, before=("#include <cstdio>",))
     grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
     assert not target.exists()

@@ -30,6 +30,7 @@ from nbgrader_course import (
     gradebook_grades,
     make_course,
     manifest,
+    released_course,
     results_file,
     run_cli,
     submit,
@@ -135,12 +136,8 @@ def test_the_course_config_names_the_trusted_grading_pass():
 def standin_course(tmp_path_factory):
     """A course graded with the stand-in: the samples, the Python-level hostiles and a canary."""
     tmp = tmp_path_factory.mktemp("standin")
-    course = make_course(tmp)
-    run_cli(course, "release", ASSIGNMENT)
-    names = ["correct", "wrong", "blank", "input_transformer", "monkeypatch", "print_score",
-             "read_hidden", "write_gradebook", "forged_metadata"]
-    for name in names:
-        submit(course, name, SUBMISSIONS / f"{name}.ipynb")
+    course = released_course(tmp, ["correct", "wrong", "blank", "input_transformer", "monkeypatch",
+                                   "print_score", "read_hidden", "write_gradebook", "forged_metadata"])
 
     # A canary: correct kernels, plus Python that would leave a file behind if it ever ran.
     canary_file = tmp / "the-notebook-ran"

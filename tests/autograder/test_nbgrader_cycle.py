@@ -25,13 +25,11 @@ from nbgrader_course import (
     ASSIGNMENT,
     NOTEBOOK,
     POINTS,
-    SUBMISSIONS,
     gradebook_grades,
-    make_course,
     manifest,
+    released_course,
     results_file,
     run_cli,
-    submit,
 )
 
 # The module's grading run (about 4-5 minutes on two busy cores) happens in the
@@ -54,11 +52,8 @@ CELLS = {"saxpy": ("saxpy_correctness", "saxpy_speed"), "reduce_sum": ("reduce_s
 @pytest.fixture(scope="module")
 def cycle(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cycle")
-    course = make_course(tmp)
-    run_cli(course, "release", ASSIGNMENT)
     students = sorted(n for n in manifest() if n not in PYTHON_ONLY)
-    for name in students:
-        submit(course, name, SUBMISSIONS / f"{name}.ipynb")
+    course = released_course(tmp, students)
     graded = run_cli(course, "grade", ASSIGNMENT, "--timeout", str(TIMEOUT_S), DLK_GRADER_SECRET="test-secret")
     print(graded.stdout)  # the per-student grading times, in pytest's report
     feedback = run_cli(course, "feedback", ASSIGNMENT)
@@ -236,10 +231,7 @@ def gpu_cycle(tmp_path_factory):
     if not _gpu_present():
         pytest.skip("needs a CUDA GPU")
     tmp = tmp_path_factory.mktemp("gpu_cycle")
-    course = make_course(tmp)
-    run_cli(course, "release", ASSIGNMENT, DLK_BACKEND="gpu")
-    for name in GPU_STUDENTS:
-        submit(course, name, SUBMISSIONS / f"{name}.ipynb")
+    course = released_course(tmp, GPU_STUDENTS, DLK_BACKEND="gpu")
     graded = run_cli(course, "grade", ASSIGNMENT, "--timeout", "120", DLK_BACKEND="gpu")
     print(graded.stdout)
     run_cli(course, "export", ASSIGNMENT, "--csv", str(tmp / "grades.csv"), DLK_BACKEND="gpu")

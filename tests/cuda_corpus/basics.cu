@@ -111,17 +111,23 @@ __global__ void layernorm_rows(const float* x, const float* gamma, const float* 
     for (int j = threadIdx.x; j < cols; j += 32) y[blockIdx.x * cols + j] = (in[j] - mean) * rstd * gamma[j] + beta[j];
 }
 
+// the block's sum of each thread's v, in a tree through the shared buffer buf (blockDim.x floats),
+// added to *out by thread 0: the shared array comes in as a plain pointer
+__device__ void block_sum_atomic_add(float* buf, float v, float* out) {
+    buf[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) buf[threadIdx.x] += buf[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) atomicAdd(out, buf[0]);
+}
+
 __global__ void reduce_shared_atomic(const float* x, float* out, int n) {
     __shared__ float partial[BLOCK];
     float v = 0.0f;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) v += x[i];
-    partial[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) atomicAdd(out, partial[0]);
+    block_sum_atomic_add(partial, v, out);
 }
 
 __global__ void reduce_warp_shuffle(const float* x, float* out, int n) {
@@ -202,13 +208,7 @@ __global__ void dot_dynamic_shared(const float* a, const float* b, float* out, i
     extern __shared__ float cache[];
     float v = 0.0f;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) v += a[i] * b[i];
-    cache[threadIdx.x] = v;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) cache[threadIdx.x] += cache[threadIdx.x + s];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) atomicAdd(out, cache[0]);
+    block_sum_atomic_add(cache, v, out);
 }
 
 // argmax of each row, one warp per row: the (value, index) pair is shuffled

@@ -20,6 +20,8 @@ from kernels.runtime import (
 )
 from kernels.runtime.emulator import EmulatorBackend
 
+from emulator_reports import reported
+
 
 def line_of(source: str, text: str) -> int:
     """1-based line of the first line of ``source`` containing ``text``."""
@@ -43,9 +45,7 @@ SCALE_FIXED = SCALE.replace("if (i < n)", "if (i < n - 1)")
 def test_out_of_bounds_global_read(emu_build):
     x = np.arange(100, dtype=np.float32)
     y = np.zeros(100, np.float32)
-    with pytest.raises(KernelMemoryError) as info:
-        emu_build(SCALE).function("forward_difference")(x, y, 100, grid=1, block=128)
-    message = str(info.value)
+    message = reported(KernelMemoryError, emu_build(SCALE).function("forward_difference"), x, y, 100, grid=1, block=128)
     assert f"line {line_of(SCALE, 'x[i + 1] - x[i]')}" in message
     assert "out-of-bounds read of 4 bytes from argument 'x' (100 float32 values) at element 100" in message
     assert "thread (99,0,0)" in message
@@ -71,9 +71,7 @@ __global__ void vector_add(const float* a, const float* b, float* c, int n) {
 def test_out_of_bounds_global_write(emu_build):
     a = np.ones(100, np.float32)
     c = np.zeros(100, np.float32)
-    with pytest.raises(KernelMemoryError) as info:
-        emu_build(ADD).function("vector_add")(a, a, c, 100, grid=1, block=128)
-    message = str(info.value)
+    message = reported(KernelMemoryError, emu_build(ADD).function("vector_add"), a, a, c, 100, grid=1, block=128)
     assert "out-of-bounds write of 4 bytes to argument 'c' (100 float32 values) at element 100" in message
     assert f"line {line_of(ADD, 'if (i <= n)')}" in message
     assert "block (0,0,0) thread (100,0,0)" in message
@@ -104,9 +102,7 @@ __global__ void smooth(const float* x, float* y, int n) {
 def test_out_of_bounds_shared_write(emu_build):
     x = np.arange(128, dtype=np.float32)
     y = np.zeros(128, np.float32)
-    with pytest.raises(KernelMemoryError) as info:
-        emu_build(STENCIL).function("smooth")(x, y, 128, grid=2, block=64)
-    message = str(info.value)
+    message = reported(KernelMemoryError, emu_build(STENCIL).function("smooth"), x, y, 128, grid=2, block=64)
     assert "shared array 'tile'" in message and "element 65" in message and "write" in message
     assert f"line {line_of(STENCIL, 'tile[BLOCK + 1] =')}" in message
 
@@ -154,9 +150,8 @@ __global__ void block_sum(const float* x, float* sums, int n) {
 def test_uninitialized_shared_read(emu_build):
     x = np.ones(200, np.float32)
     sums = np.zeros(2, np.float32)
-    with pytest.raises(UninitializedSharedMemoryError) as info:
-        emu_build(BLOCK_SUM).function("block_sum")(x, sums, 200, grid=2, block=128)
-    message = str(info.value)
+    kernel = emu_build(BLOCK_SUM).function("block_sum")
+    message = reported(UninitializedSharedMemoryError, kernel, x, sums, 200, grid=2, block=128)
     assert "shared array 'partial' (line 3): elements 72-127 of 128 were never written in block (1,0,0)" in message
     assert "argument 'sums'" in message
 
@@ -265,9 +260,7 @@ __global__ void normalize(float* x, int n) {
 
 def test_barrier_divergence_by_early_return(emu_build):
     x = np.ones(50, np.float32)
-    with pytest.raises(BarrierDivergenceError) as info:
-        emu_build(EARLY_RETURN).function("normalize")(x, 50, grid=1, block=64)
-    message = str(info.value)
+    message = reported(BarrierDivergenceError, emu_build(EARLY_RETURN).function("normalize"), x, 50, grid=1, block=64)
     assert f"line {line_of(EARLY_RETURN, '__syncthreads')}" in message
     assert "50 of the block's 64 threads" in message and "exited" in message
 
@@ -294,9 +287,8 @@ __global__ void halves(float* x) {
 
 
 def test_barrier_in_divergent_branch(emu_build):
-    with pytest.raises(BarrierDivergenceError) as info:
-        emu_build(BRANCH).function("halves")(np.zeros(64, np.float32), grid=1, block=64)
-    message = str(info.value)
+    kernel = emu_build(BRANCH).function("halves")
+    message = reported(BarrierDivergenceError, kernel, np.zeros(64, np.float32), grid=1, block=64)
     first = line_of(BRANCH, "__syncthreads();                     // BUG")
     assert "different __syncthreads()" in message
     assert f"line {first}" in message and f"line {first + 3}" in message

@@ -10,6 +10,8 @@ import pytest
 from kernels.runtime import KernelCompileError, KernelLaunchError, empty, to_device
 from kernels.runtime.emulator import EmulatorBackend
 
+from block_sums import BLOCK_TREE_SUM
+
 
 def test_vector_add_with_partial_last_block(emu_build):
     source = r"""
@@ -135,14 +137,7 @@ def test_dynamic_shared_memory_sized_at_launch(emu_build):
 def test_file_scope_extern_shared_and_shared_reduction(emu_build):
     source = r"""
     extern __shared__ float partial[];
-    __global__ void block_sums(const float* x, float* sums, int n) {
-        int i = blockIdx.x * blockDim.x + threadIdx.x;
-        partial[threadIdx.x] = i < n ? x[i] : 0.0f;
-        __syncthreads();
-        for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-            if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-            __syncthreads();
-        }
+    __global__ void block_sums(const float* x, float* sums, int n) {""" + BLOCK_TREE_SUM + r"""
         if (threadIdx.x == 0) sums[blockIdx.x] = partial[0];
     }
     """
@@ -472,13 +467,18 @@ def test_syncthreads_count(emu_build):
     assert out.tolist() == [5, 1, 1]
 
 
-def test_compile_error_names_the_readers_line(emu_build):
-    source = "__global__ void broken(float* x) {\n    int i = threadIdx.x;\n    x[i] = undefined_value;\n}\n"
+@pytest.mark.parametrize("name, wrong_line", [
+    ("broken.cu", "x[i] = undefined_value;"),
+    # the error is raised inside the emulator's atomicAdd, but shown where the reader called it
+    ("builtin.cu", 'atomicAdd(x, "one");'),
+], ids=["undefined name", "inside a builtin"])
+def test_compile_error_names_the_readers_line(emu_build, name, wrong_line):
+    source = f"__global__ void k(float* x) {{\n    int i = threadIdx.x;\n    {wrong_line}\n}}\n"
     with pytest.raises(KernelCompileError) as info:
-        emu_build(source, name="broken.cu")
+        emu_build(source, name=name)
     message = str(info.value)
-    assert "broken.cu:3" in message and "undefined_value" in message
-    assert "x[i] = undefined_value;" in message  # the line itself is quoted
+    assert f"{name}:3" in message
+    assert wrong_line in message  # the line itself is quoted
     assert "prelude.h" not in message
 
 
@@ -590,15 +590,6 @@ def test_device_variables_survive_when_idle_workers_are_stopped(emu_build):
     assert first.compiled._worker is None
     first.function("bump")(seen, grid=1, block=1)
     assert seen[0] == 3 and first.get_global("counter", np.int32, 1)[0] == 3
-
-
-def test_compile_error_inside_a_builtin_is_shown_at_the_readers_line(emu_build):
-    source = "__global__ void k(float* x) {\n    int i = threadIdx.x;\n    atomicAdd(x, \"one\");\n}\n"
-    with pytest.raises(KernelCompileError) as info:
-        emu_build(source, name="builtin.cu")
-    message = str(info.value)
-    assert "builtin.cu:3" in message and 'atomicAdd(x, "one");' in message
-    assert "prelude.h" not in message
 
 
 def test_editing_an_included_header_rebuilds(emu_build, tmp_path):

@@ -16,17 +16,12 @@ import pytest
 from kernels.runtime import to_device
 from kernels.runtime.errors import KernelRaceError
 
+from block_sums import BLOCK_TREE_SUM
+from emulator_reports import reported
+
 
 TREE = r"""
-    __shared__ float partial[128];
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    partial[threadIdx.x] = i < n ? x[i] : 0.0f;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s /= 2) {
-        if (threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-        __syncthreads();
-    }
-"""
+    __shared__ float partial[128];""" + BLOCK_TREE_SUM
 
 BLOCK_SUM_PLAIN = r"""
 __global__ void reduce_sum(const float* x, float* out, int n) {""" + TREE + r"""
@@ -48,9 +43,7 @@ def _ones(n=1000):
 
 
 def race_message(kernel, *args, **launch) -> str:
-    with pytest.raises(KernelRaceError) as info:
-        kernel(*args, **launch)
-    return str(info.value)
+    return reported(KernelRaceError, kernel, *args, **launch)
 
 
 def test_thread_zero_of_every_block_adds_without_atomic(emu_build):
