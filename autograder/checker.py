@@ -23,6 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kernels.runtime import errors as E
+
 from . import case_outputs
 from .causes import refine_hint
 from .comparison import CaseError
@@ -86,36 +88,36 @@ def check_signature(ex: Exercise, module) -> str:
     return ""
 
 
+#: (exception, status, hint) for a launch that raised, subclasses before their bases: the first match names it.
+_LAUNCH_FAILURES = (
+    (E.LaunchConfigError, "invalid_launch", ""),
+    (E.KernelTimeoutError, "timeout", "A loop that never ends: check that the loop index advances (grid-stride step) "
+                                      "and that every thread of a block reaches the same __syncthreads()."),
+    (E.KernelRaceError, "launch_error", "A race: threads read shared or global memory that other threads write "
+                                        "without a __syncthreads() (or an atomic) in between."),
+    (E.BarrierDivergenceError, "launch_error", "Some threads of a block wait at a __syncthreads() that others never "
+                                               "reach: keep barriers outside branches that depend on the thread (e.g. "
+                                               "put the bounds check around the loads, not around the barrier)."),
+    (E.UninitializedSharedMemoryError, "launch_error", "Shared memory read before any thread wrote it: initialise it "
+                                                       "(and __syncthreads()) first."),
+    (E.KernelMemoryError, "launch_error", "An access outside a buffer: a missing or wrong bounds check (if (i < n)) "
+                                          "or wrong index arithmetic."),
+    (E.KernelLaunchError, "launch_error", ""),
+    (E.KernelArgumentError, "compile_error", ""),
+    (MemoryError, "crashed", "The case needs more memory than the grader allows."),
+)
+#: A GPU's own launch errors for an access outside every buffer (the emulator raises KernelMemoryError instead).
+_OUT_OF_BOUNDS_CUDA_ERRORS = ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED")
+
+
 def _classify(exc: BaseException) -> tuple[str, str]:
     """(status, hint) for an exception from a launch."""
-    from kernels.runtime import errors as E
-
-    if isinstance(exc, E.LaunchConfigError):
-        return "invalid_launch", ""
-    if isinstance(exc, E.KernelTimeoutError):
-        return "timeout", ("A loop that never ends: check that the loop index advances (grid-stride step) and that "
-                           "every thread of a block reaches the same __syncthreads().")
-    if isinstance(exc, E.KernelRaceError):
-        return "launch_error", ("A race: threads read shared or global memory that other threads write without a "
-                                "__syncthreads() (or an atomic) in between.")
-    if isinstance(exc, E.BarrierDivergenceError):
-        return "launch_error", ("Some threads of a block wait at a __syncthreads() that others never reach: keep "
-                                "barriers outside branches that depend on the thread (e.g. put the bounds check around "
-                                "the loads, not around the barrier).")
-    if isinstance(exc, E.UninitializedSharedMemoryError):
-        return "launch_error", "Shared memory read before any thread wrote it: initialise it (and __syncthreads()) first."
-    if isinstance(exc, E.KernelMemoryError):
-        return "launch_error", ("An access outside a buffer: a missing or wrong bounds check (if (i < n)) or wrong index "
-                                "arithmetic.")
-    if isinstance(exc, E.KernelLaunchError):
-        if getattr(exc, "cuda_error", None) in ("CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED"):
-            return "launch_error", ("An access outside every buffer: a missing or wrong bounds check (if (i < n)) or "
-                                    "wrong index arithmetic.")
-        return "launch_error", ""
-    if isinstance(exc, E.KernelArgumentError):
-        return "compile_error", ""
-    if isinstance(exc, MemoryError):
-        return "crashed", "The case needs more memory than the grader allows."
+    for kind, status, hint in _LAUNCH_FAILURES:
+        if isinstance(exc, kind):
+            if kind is E.KernelLaunchError and getattr(exc, "cuda_error", None) in _OUT_OF_BOUNDS_CUDA_ERRORS:
+                hint = ("An access outside every buffer: a missing or wrong bounds check (if (i < n)) or wrong index "
+                        "arithmetic.")
+            return status, hint
     return "crashed", ""
 
 

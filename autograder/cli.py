@@ -535,24 +535,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="autograder", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--course-dir", default=".", help="course root (holds nbgrader_config.py)")
-        sp.add_argument("--db", default=None, help="gradebook database URL (default sqlite:///<course-dir>/gradebook.db)")
-        sp.add_argument("-v", "--verbose", action="store_true", help="show nbgrader's log")
+    commands = []
 
-    sp = sub.add_parser("release", help="generate the student notebooks (nbgrader generate_assignment)")
+    def command(name: str, func, help: str) -> argparse.ArgumentParser:
+        """A subcommand running ``func``; the options every command takes are added after its own."""
+        sp = sub.add_parser(name, help=help)
+        sp.set_defaults(func=func)
+        commands.append(sp)
+        return sp
+
+    sp = command("release", cmd_release, help="generate the student notebooks (nbgrader generate_assignment)")
     sp.add_argument("assignment", nargs="+", help="assignment folder(s) under solutions/, or 'all'")
     sp.add_argument("--exchange", help="also release to this nbgrader exchange directory")
-    common(sp)
-    sp.set_defaults(func=cmd_release)
 
-    sp = sub.add_parser("collect", help="collect submissions from an nbgrader exchange into submitted/")
+    sp = command("collect", cmd_collect, help="collect submissions from an nbgrader exchange into submitted/")
     sp.add_argument("assignment")
     sp.add_argument("--exchange", help="the nbgrader exchange directory (default: nbgrader's)")
-    common(sp)
-    sp.set_defaults(func=cmd_collect)
 
-    sp = sub.add_parser("grade", help="autograde submissions into the gradebook, never executing them")
+    sp = command("grade", cmd_grade, help="autograde submissions into the gradebook, never executing them")
     sp.add_argument("assignment")
     sp.add_argument("--student", action="append", help="grade only this student (repeatable)")
     sp.add_argument("--secret-file", help="file holding the secret the hidden seeds derive from "
@@ -574,37 +574,29 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--regrade", action="store_true", help="with --cluster: grade every submission again, "
                     "even those graded before and unchanged")
     sp.add_argument("--no-progress", action="store_true", help="with --cluster: no progress bar")
-    common(sp)
-    sp.set_defaults(func=cmd_grade)
 
-    sp = sub.add_parser("feedback", help="generate HTML feedback (nbgrader generate_feedback) and the leaderboard")
+    sp = command("feedback", cmd_feedback, help="generate HTML feedback (nbgrader generate_feedback) and the leaderboard")
     sp.add_argument("assignment")
     sp.add_argument("--student", action="append")
     sp.add_argument("--leaderboard-names", action="store_true",
                     help="show students' names on the leaderboard (default: their course alias)")
     sp.add_argument("--secret-file", help="the course secret the leaderboard aliases derive from "
                     "(default: $DLK_GRADER_SECRET, else <course>/course_secret)")
-    common(sp)
-    sp.set_defaults(func=cmd_feedback)
 
-    sp = sub.add_parser("leaderboard", help="the class leaderboard: per exercise, the fastest correct kernels (HTML)")
+    sp = command("leaderboard", cmd_leaderboard, help="the class leaderboard: per exercise, the fastest correct kernels (HTML)")
     sp.add_argument("assignment")
     sp.add_argument("--leaderboard-names", "--names", action="store_true", dest="leaderboard_names",
                     help="show students' names (default: their course alias)")
     sp.add_argument("--top", type=int, default=10, help="kernels shown per exercise (default %(default)s)")
     sp.add_argument("--out", help="the HTML file (default feedback/leaderboard_<assignment>.html)")
     sp.add_argument("--secret-file", help="the course secret the aliases derive from")
-    common(sp)
-    sp.set_defaults(func=cmd_leaderboard)
 
-    sp = sub.add_parser("export", help="export grades: CSV and/or Gradescope results.json")
+    sp = command("export", cmd_export, help="export grades: CSV and/or Gradescope results.json")
     sp.add_argument("assignment")
     sp.add_argument("--csv", help="CSV file to write")
     sp.add_argument("--gradescope", help="directory for <student>/results.json")
-    common(sp)
-    sp.set_defaults(func=cmd_export)
 
-    sp = sub.add_parser("grade-notebook", help="grade one notebook file without a gradebook")
+    sp = command("grade-notebook", cmd_grade_notebook, help="grade one notebook file without a gradebook")
     sp.add_argument("notebook")
     sp.add_argument("--assignment", required=True)
     sp.add_argument("--source", help="instructor notebook (default solutions/<assignment>/<same name>)")
@@ -612,8 +604,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--results-json", help="write Gradescope's results.json here")
     sp.add_argument("--secret-file")
     sp.add_argument("--timeout", type=float, default=None)
-    common(sp)
-    sp.set_defaults(func=cmd_grade_notebook)
+
+    for sp in commands:  # the options every command takes
+        sp.add_argument("--course-dir", default=".", help="course root (holds nbgrader_config.py)")
+        sp.add_argument("--db", default=None, help="gradebook database URL (default sqlite:///<course-dir>/gradebook.db)")
+        sp.add_argument("-v", "--verbose", action="store_true", help="show nbgrader's log")
     return p
 
 

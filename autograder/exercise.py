@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from operator import attrgetter
 
 import numpy as np
 
@@ -98,13 +99,8 @@ class ReferenceKernel:
     #: Use this source instead of kernels/<topic>.cu (a provisional reference).
     source: str | None = None
 
-    @property
-    def topic(self) -> str:
-        return self.version.topic
-
-    @property
-    def kernel(self) -> str:
-        return self.version.kernel
+    topic = property(attrgetter("version.topic"), doc="The version's topic (kernels/<topic>.cu).")
+    kernel = property(attrgetter("version.kernel"), doc="The version's CUDA kernel name.")
 
     @property
     def defines(self) -> dict:

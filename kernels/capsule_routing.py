@@ -315,32 +315,38 @@ def _over(count):
     return lambda shape: launch_1d(_grid(count(*_sizes(shape))), BLOCK)
 
 
-def _u_hat_bytes(b, i, j, d) -> float:
-    return 4.0 * b * i * j * d
+def _times(factor: float, count):
+    """``factor * count(b, i, j, d)`` for a shape: a kernel's bytes or flops, per element it covers."""
+    return lambda shape: factor * count(*_sizes(shape))
+
+
+# What the kernels cover, counted in elements of a shape (b, i, j, d).
+def _logits(b, i, j, d):  # a routing logit (or coupling) per sample, in capsule and out capsule
+    return b * i * j
+
+
+def _out_vectors(b, i, j, d):  # the out capsules' vectors (s, v, dE/dv, dE/ds)
+    return b * j * d
+
+
+def _u_hat(b, i, j, d):  # the predictions u_hat (and dE/du_hat)
+    return b * i * j * d
 
 
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "routing_softmax", softmax, _over(lambda b, i, j, d: b * i),
-                  bytes=lambda shape: 8.0 * _sizes(shape)[0] * _sizes(shape)[1] * _sizes(shape)[2],
-                  flops=lambda shape: 4.0 * _sizes(shape)[0] * _sizes(shape)[1] * _sizes(shape)[2],
-                  reference=softmax_reference),
-    KernelVersion(TOPIC, "routing_weighted_sum", weighted_sum, _over(lambda b, i, j, d: b * j * d),
-                  bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
-                  flops=lambda shape: 2.0 * np.prod(_sizes(shape)), reference=weighted_sum_reference),
+                  bytes=_times(8.0, _logits), flops=_times(4.0, _logits), reference=softmax_reference),
+    KernelVersion(TOPIC, "routing_weighted_sum", weighted_sum, _over(_out_vectors),
+                  bytes=_times(4.0, _u_hat), flops=_times(2.0, _u_hat), reference=weighted_sum_reference),
     KernelVersion(TOPIC, "squash_forward", squash, _over(lambda b, i, j, d: b * j),
-                  bytes=lambda shape: 8.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
-                  flops=lambda shape: 4.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
-                  reference=squash_reference),
-    KernelVersion(TOPIC, "routing_agreement", agreement, _over(lambda b, i, j, d: b * i * j),
-                  bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
-                  flops=lambda shape: 2.0 * np.prod(_sizes(shape)), reference=agreement_reference),
+                  bytes=_times(8.0, _out_vectors), flops=_times(4.0, _out_vectors), reference=squash_reference),
+    KernelVersion(TOPIC, "routing_agreement", agreement, _over(_logits),
+                  bytes=_times(4.0, _u_hat), flops=_times(2.0, _u_hat), reference=agreement_reference),
     # s and dE/dv read, dE/ds written: the out capsules' vectors; two dot products and an update per element
     KernelVersion(TOPIC, "squash_backward", squash_backward, _over(lambda b, i, j, d: b * j),
-                  bytes=lambda shape: 12.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
-                  flops=lambda shape: 8.0 * _sizes(shape)[0] * _sizes(shape)[2] * _sizes(shape)[3],
+                  bytes=_times(12.0, _out_vectors), flops=_times(8.0, _out_vectors),
                   reference=squash_backward_reference),
     # dE/du_hat written once (c and dE/ds are small beside it): one product per element
-    KernelVersion(TOPIC, "routing_weighted_sum_backward", weighted_sum_backward,
-                  _over(lambda b, i, j, d: b * i * j * d), bytes=lambda shape: _u_hat_bytes(*_sizes(shape)),
-                  flops=lambda shape: float(np.prod(_sizes(shape))), reference=weighted_sum_backward_reference),
+    KernelVersion(TOPIC, "routing_weighted_sum_backward", weighted_sum_backward, _over(_u_hat),
+                  bytes=_times(4.0, _u_hat), flops=_times(1.0, _u_hat), reference=weighted_sum_backward_reference),
 )

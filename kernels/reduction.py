@@ -69,58 +69,35 @@ def _run(kernel_name: str, x, out, zero_out: bool, grid: int, block: int, shared
     return float((out.get() if isinstance(out, DeviceBuffer) else out).reshape(-1)[0])
 
 
-def reduce_sum_atomic(
-    x,
-    *,
-    out=None,
-    zero_out: bool = True,
-    block: int = 256,
-    grid: int | None = None,
-    sync: bool = True,
-    prepare_only: bool = False,
-):
-    """Version 1: one atomicAdd per element (a grid-stride loop; by default one thread per element)."""
-    n = int(x.size)
-    grid = blocks_for(n, block) if grid is None else grid
-    return _run("reduce_sum_atomic", x, out, zero_out, grid, block, 0, sync, prepare_only)
-
-
-def _check_power_of_two(block: int) -> None:
+def _power_of_two(kernel: str, block: int) -> str:
+    """'' or why ``block`` does not suit a kernel that halves the block at each step."""
     if block < 1 or block & (block - 1):
-        raise ValueError(f"reduce_sum_shared_tree halves the block at each step: block ({block}) must be a power of two")
+        return f"{kernel} halves the block at each step: block ({block}) must be a power of two"
+    return ""
 
 
-def reduce_sum_shared_tree(
-    x,
-    *,
-    out=None,
-    zero_out: bool = True,
-    block: int = 256,
-    grid: int | None = None,
-    sync: bool = True,
-    prepare_only: bool = False,
-):
-    """Version 2: shared-memory tree per block, one atomicAdd per block; ``block`` a power of two."""
-    _check_power_of_two(block)
-    grid = grid_stride_blocks(int(x.size), block) if grid is None else grid
-    return _run("reduce_sum_shared_tree", x, out, zero_out, grid, block, block * 4, sync, prepare_only)
+def _whole_warps(kernel: str, block: int) -> str:
+    """'' or why ``block`` does not suit a kernel that works in whole warps."""
+    return f"{kernel} works in whole warps: block ({block}) must be a multiple of 32" if block % 32 else ""
 
 
-def reduce_sum_warp_shuffle(
-    x,
-    *,
-    out=None,
-    zero_out: bool = True,
-    block: int = 256,
-    grid: int | None = None,
-    sync: bool = True,
-    prepare_only: bool = False,
-):
-    """Version 3: warp shuffles, one atomicAdd per block; ``block`` a multiple of 32."""
-    if block % 32:
-        raise ValueError(f"reduce_sum_warp_shuffle works in whole warps: block ({block}) must be a multiple of 32")
-    grid = grid_stride_blocks(int(x.size), block) if grid is None else grid
-    return _run("reduce_sum_warp_shuffle", x, out, zero_out, grid, block, 0, sync, prepare_only)
+def _launcher(kernel: str, blocks, *, doc: str, default_block: int = 256, shared_per_thread: int = 0,
+              block_rule=None):
+    """The launcher of one kernel of reduction.cu: ``blocks(n, block)`` blocks by default (a grid-stride
+    loop covers the rest), ``shared_per_thread * block`` bytes of shared memory, and ``block_rule`` (which
+    says what is wrong with a block size) checked first."""
+
+    def launcher(x, *, out=None, zero_out: bool = True, block: int = default_block, grid: int | None = None,
+                 sync: bool = True, prepare_only: bool = False):
+        problem = block_rule(kernel, block) if block_rule else ""
+        if problem:
+            raise ValueError(problem)
+        grid = blocks(int(x.size), block) if grid is None else grid
+        return _run(kernel, x, out, zero_out, grid, block, shared_per_thread * block, sync, prepare_only)
+
+    launcher.__name__ = launcher.__qualname__ = kernel
+    launcher.__doc__ = doc
+    return launcher
 
 
 def vectorized_blocks(n: int, block: int = VECTORIZED_BLOCK) -> int:
@@ -128,21 +105,18 @@ def vectorized_blocks(n: int, block: int = VECTORIZED_BLOCK) -> int:
     return grid_stride_blocks(max(1, -(-n // 4)), block)
 
 
-def reduce_sum_vectorized(
-    x,
-    *,
-    out=None,
-    zero_out: bool = True,
-    block: int = VECTORIZED_BLOCK,
-    grid: int | None = None,
-    sync: bool = True,
-    prepare_only: bool = False,
-):
-    """Version 4: float4 loads, two in flight per thread, warp shuffles; ``block`` a multiple of 32."""
-    if block % 32:
-        raise ValueError(f"reduce_sum_vectorized works in whole warps: block ({block}) must be a multiple of 32")
-    grid = vectorized_blocks(int(x.size), block) if grid is None else grid
-    return _run("reduce_sum_vectorized", x, out, zero_out, grid, block, 0, sync, prepare_only)
+reduce_sum_atomic = _launcher(
+    "reduce_sum_atomic", blocks_for,
+    doc="Version 1: one atomicAdd per element (a grid-stride loop; by default one thread per element).")
+reduce_sum_shared_tree = _launcher(
+    "reduce_sum_shared_tree", grid_stride_blocks, shared_per_thread=4, block_rule=_power_of_two,
+    doc="Version 2: shared-memory tree per block, one atomicAdd per block; ``block`` a power of two.")
+reduce_sum_warp_shuffle = _launcher(
+    "reduce_sum_warp_shuffle", grid_stride_blocks, block_rule=_whole_warps,
+    doc="Version 3: warp shuffles, one atomicAdd per block; ``block`` a multiple of 32.")
+reduce_sum_vectorized = _launcher(
+    "reduce_sum_vectorized", vectorized_blocks, default_block=VECTORIZED_BLOCK, block_rule=_whole_warps,
+    doc="Version 4: float4 loads, two in flight per thread, warp shuffles; ``block`` a multiple of 32.")
 
 
 LAUNCHERS = {

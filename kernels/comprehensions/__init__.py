@@ -15,6 +15,8 @@ comprehensions of the chapter.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from .codegen import GeneratedProgram, generate
 from .errors import TcError, TcSemanticError, TcShapeError, TcSyntaxError
 from .parser import parse
@@ -31,13 +33,8 @@ class Comprehension:
         self.schedule = schedule
         self.program = generate(checked, schedule)
 
-    @property
-    def name(self) -> str:
-        return self.checked.name
-
-    @property
-    def source(self) -> str:
-        return self.program.source
+    name = property(attrgetter("checked.name"), doc="The definition's name.")
+    source = property(attrgetter("program.source"), doc="The generated CUDA C.")
 
     @property
     def ranges(self) -> str:

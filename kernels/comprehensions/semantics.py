@@ -13,6 +13,7 @@ Every error names the line and column of the TC text it is about.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from . import sizes as S
 from .errors import TcSemanticError
@@ -91,13 +92,8 @@ class CheckedDefinition:
     size_names: tuple  # in order of first appearance in the parameters
     statements: list
 
-    @property
-    def name(self) -> str:
-        return self.definition.name
-
-    @property
-    def text(self) -> str:
-        return self.definition.text
+    name = property(attrgetter("definition.name"), doc="The definition's name.")
+    text = property(attrgetter("definition.text"), doc="The definition's source text.")
 
     @property
     def inputs(self) -> list:

@@ -99,10 +99,10 @@ class Extreme(Size):
 
 @dataclass(frozen=True)
 class Sum(Size):
-    """A non-affine size plus an affine one (e.g. floor(M/2) - 1)."""
+    """A non-affine size plus another size: an affine one (floor(M/2) - 1) or a non-affine one."""
 
     a: Size
-    b: Lin
+    b: Size
 
     def eval(self, env):
         return self.a.eval(env) + self.b.eval(env)
@@ -112,7 +112,8 @@ class Sum(Size):
 
     def __str__(self):
         b = str(self.b)
-        return f"{self.a} - {b[1:]}" if b.startswith("-") else f"{self.a} + {b}"
+        # an affine b that starts negative reads as a difference: floor(M/2) - 1, not floor(M/2) + -1
+        return f"{self.a} - {b[1:]}" if isinstance(self.b, Lin) and b.startswith("-") else f"{self.a} + {b}"
 
     def c(self):
         return f"({self.a.c()} + {self.b.c()})"
@@ -167,30 +168,9 @@ def add(a: Size, b: Size) -> Size:
     if isinstance(b, Lin):
         if not b.terms and b.const == 0:
             return a
-        if isinstance(a, Sum):
-            return add(a.a, add(a.b, b))
-        return Sum(a, b)
-    return _Pair(a, b)
-
-
-@dataclass(frozen=True)
-class _Pair(Size):
-    """The sum of two non-affine sizes."""
-
-    a: Size
-    b: Size
-
-    def eval(self, env):
-        return self.a.eval(env) + self.b.eval(env)
-
-    def names(self):
-        return self.a.names() | self.b.names()
-
-    def __str__(self):
-        return f"{self.a} + {self.b}"
-
-    def c(self):
-        return f"({self.a.c()} + {self.b.c()})"
+        if isinstance(a, Sum) and isinstance(a.b, Lin):
+            return add(a.a, add(a.b, b))  # one affine part: (floor(M/2) - 1) + 1 is floor(M/2)
+    return Sum(a, b)
 
 
 def scale(a: Size, k: int) -> Size:

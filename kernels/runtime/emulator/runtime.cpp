@@ -1183,6 +1183,13 @@ void crash_handler(int sig) {
 #if defined(__linux__) && defined(__x86_64__)
 #define DENY(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM)
 #define ARG_LO(i) (offsetof(struct seccomp_data, args) + 8 * (i))
+// An open-like call whose flags are argument `flags_arg`: refused when the flags would write.
+#define READ_ONLY(call, flags_arg)                                       \
+  BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)), \
+  BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (call), 0, 3),                     \
+  BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(flags_arg)),                 \
+  BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, write_flags, 0, 1),               \
+  BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM)
 
 bool install_sandbox() {
   unsigned pid = (unsigned)getpid();
@@ -1222,16 +1229,8 @@ bool install_sandbox() {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       // open(path, flags) / openat(dir, path, flags): reading only
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_open, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(1)),
-      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, write_flags, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
-      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, write_flags, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      READ_ONLY(SYS_open, 1),
+      READ_ONLY(SYS_openat, 2),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
   struct sock_fprog prog = {(unsigned short)(sizeof filter / sizeof filter[0]), filter};
@@ -1242,6 +1241,33 @@ bool install_sandbox() {
 bool install_sandbox() { return false; }
 #endif
 
+// The three waits of kernel code (__syncthreads, warp operations, grid.sync) share their
+// way in and out of the scheduler.
+
+// True when kernel code waits outside the fibers (the call then returns at once). A fast run
+// (threads one after another, no scheduler) cannot wait: it is abandoned here (a longjmp) and
+// the launch runs again under the fibers.
+bool waits_outside_fibers() {
+  if (g_in_fiber) return false;
+  if (g_fast_mode) longjmp(g_fast_escape, 1);
+  return true;
+}
+
+// The running thread stops at a wait on `line`: its race segment ends there.
+Thread* stop_at(State state, int line) {
+  race::end_segment();
+  Thread* t = g_current;
+  t->state = state;
+  t->line = line;
+  return t;
+}
+
+// Hand over to the other threads until the scheduler has completed the wait, then go on as t.
+void wait_for_others(Thread* t) {
+  switch_away(false);
+  threadIdx = t->idx;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -1251,61 +1277,40 @@ extern "C" {
 void __dlk_syncthreads(int line) { __dlk_syncthreads_reduce(-1, 0, line); }
 
 void __dlk_grid_sync(int line) {
-  if (!g_in_fiber) {
-    if (g_fast_mode) longjmp(g_fast_escape, 1);
-    return;
-  }
+  if (waits_outside_fibers()) return;
   if (!g_cooperative) {
     char text[300];
     snprintf(text, sizeof text, "grid.sync() on line %d needs a cooperative launch, and this launch is not one (%s)", line,
              where(g_current).c_str());
     fail_in_kernel(ERR_OTHER, text);
   }
-  race::end_segment();
-  Thread* t = g_current;
-  t->state = AT_GRID;
-  t->line = line;
+  Thread* t = stop_at(AT_GRID, line);
   if (g_at_grid++ == 0) g_grid_line = line;
   else if (line != g_grid_line) g_grid_mixed = true;
-  switch_away(false);
-  threadIdx = t->idx;
+  wait_for_others(t);
 }
 
 int __dlk_syncthreads_reduce(int op, int predicate, int line) {
-  if (!g_in_fiber) {
-    if (g_fast_mode) longjmp(g_fast_escape, 1);
-    return predicate;
-  }
-  race::end_segment();
-  Thread* t = g_current;
-  t->state = AT_BARRIER;
-  t->line = line;
+  if (waits_outside_fibers()) return predicate;
+  Thread* t = stop_at(AT_BARRIER, line);
   t->op = op;
   t->value = predicate != 0;
   if (g_at_barrier++ == 0) g_barrier_line = line;
   else if (line != g_barrier_line) g_barrier_mixed = true;
-  switch_away(false);
-  threadIdx = t->idx;
+  wait_for_others(t);
   return (int)t->result;
 }
 
 unsigned long long __dlk_warp_op(int op, unsigned mask, unsigned long long value, int param, int width, int line) {
-  if (!g_in_fiber) {
-    if (g_fast_mode) longjmp(g_fast_escape, 1);
-    return value;
-  }
-  race::end_segment();
-  Thread* t = g_current;
-  t->state = AT_WARP;
+  if (waits_outside_fibers()) return value;
+  Thread* t = stop_at(AT_WARP, line);
   t->op = op;
   t->mask = mask;
   t->value = value;
   t->param = param;
   t->width = width;
-  t->line = line;
   ++g_at_warp;
-  switch_away(false);
-  threadIdx = t->idx;
+  wait_for_others(t);
   return t->result;
 }
 

@@ -131,3 +131,22 @@ static inline float __dlk_bfloat16_bits_to_float(unsigned short b) {
   static inline T2 __low2##S2(T2 a) { return T2(a.x, a.x); }                                                \
   static inline T2 __high2##S2(T2 a) { return T2(a.y, a.y); }
 
+// The conversions both 16-bit types have, named from S (half, bfloat16) and S2 (half2,
+// bfloat162): __float2S, __float2S_rn, __double2S, __S2float, __int2S_rn, __float2S2_rn,
+// __floats2S2_rn, __float22S2_rn, __S22float2, __S2S2, __S_as_ushort, __S_as_short,
+// __ushort_as_S, __short_as_S (e.g. __float2half, __bfloat1622float2).
+#define DLK_LOW_PRECISION_CONVERSIONS(T, T2, S, S2)                                                     \
+  static inline T __float2##S(float f) { return T(f); }                                               \
+  static inline T __float2##S##_rn(float f) { return T(f); }                                          \
+  static inline T __double2##S(double f) { return T(f); }                                             \
+  static inline float __##S##2float(T h) { return (float)h; }                                         \
+  static inline T __int2##S##_rn(int i) { return T(i); }                                              \
+  static inline T2 __float2##S2##_rn(float f) { return T2(T(f), T(f)); }                              \
+  static inline T2 __floats2##S2##_rn(float a, float b) { return T2(T(a), T(b)); }                    \
+  static inline T2 __float22##S2##_rn(float2 f) { return T2(T(f.x), T(f.y)); }                        \
+  static inline float2 __##S2##2float2(T2 h) { return make_float2((float)h.x, (float)h.y); }          \
+  static inline T2 __##S##2##S2(T h) { return T2(h, h); }                                             \
+  static inline unsigned short __##S##_as_ushort(T h) { return h.__x; }                               \
+  static inline short __##S##_as_short(T h) { return (short)h.__x; }                                  \
+  static inline T __ushort_as_##S(unsigned short b) { T h; h.__x = b; return h; }                     \
+  static inline T __short_as_##S(short b) { T h; h.__x = (unsigned short)b; return h; }
