@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
 import shutil
 import subprocess
 import sys
@@ -179,7 +178,7 @@ def measure(only: str | None = None, verbose: bool = False) -> dict:
         sys.exit(f"no profiled kernel is called {only!r} (known: {', '.join(t.kernel for t in targets())})")
     rows = []
     for target in chosen:
-        done = subprocess.run(ncu_command(target), capture_output=True, text=True, env=dict(os.environ), timeout=600)
+        done = subprocess.run(ncu_command(target), capture_output=True, text=True, timeout=600)
         try:
             rows.append(profile_row(target, parse_ncu_csv(done.stdout, target.kernel)))
         except ProfileError as exc:
