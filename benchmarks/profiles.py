@@ -43,6 +43,7 @@ METRICS = {
 TIME_UNITS_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3,
                  "second": 1e6, "s": 1e6}
 
+PROFILE_TIMEOUT_S = 600  # one kernel's replays; the naive SGEMM's take the longest
 SGEMM_SIZE = 2048  # square: large enough that every step fills the GPU, as in the chapter's ladder
 C3 = {"N": 64, "C": 6, "H": 14, "W": 14, "M": 16, "K": 5}  # LeNet's second convolution, batch 64
 
@@ -178,12 +179,17 @@ def measure(only: str | None = None, verbose: bool = False) -> dict:
         sys.exit(f"no profiled kernel is called {only!r} (known: {', '.join(t.kernel for t in targets())})")
     rows = []
     for target in chosen:
-        done = subprocess.run(ncu_command(target), capture_output=True, text=True, timeout=600)
+        failed = {"name": target.kernel, "group": target.group, "step": target.step}
+        try:
+            done = subprocess.run(ncu_command(target), capture_output=True, text=True, timeout=PROFILE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            rows.append({**failed, "error": f"ncu did not finish within {PROFILE_TIMEOUT_S} s"})
+            log(rows[-1])
+            continue
         try:
             rows.append(profile_row(target, parse_ncu_csv(done.stdout, target.kernel)))
         except ProfileError as exc:
-            rows.append({"name": target.kernel, "group": target.group, "step": target.step,
-                         "error": f"{exc} (exit {done.returncode}; {done.stderr.strip()[-300:]})"})
+            rows.append({**failed, "error": f"{exc} (exit {done.returncode}; {done.stderr.strip()[-300:]})"})
         log(rows[-1])
     return {"sgemm_size": SGEMM_SIZE, "conv2d_c3": C3, "metrics": METRICS, "results": rows}
 
