@@ -118,10 +118,14 @@ def connect(address: str | None, workers: int | None) -> tuple:
     return Client(cluster), cluster
 
 
+def _workers(client):
+    """What the scheduler knows of each of its workers (resources, threads)."""
+    return client.scheduler_info(n_workers=-1).get("workers", {}).values()
+
+
 def cluster_gpus(client) -> int:
     """How many workers offer a GPU resource."""
-    info = client.scheduler_info(n_workers=-1)
-    return sum(1 for w in info.get("workers", {}).values() if (w.get("resources") or {}).get("GPU", 0) >= 1)
+    return sum(1 for w in _workers(client) if (w.get("resources") or {}).get("GPU", 0) >= 1)
 
 
 @dataclass
@@ -154,7 +158,7 @@ def failure_reason(exc: BaseException) -> str:
 
 def grading_slots(client, on_gpus: bool) -> int:
     """How many gradings the cluster runs at once: its GPUs, else its workers' threads (at least one)."""
-    workers = client.scheduler_info(n_workers=-1).get("workers", {}).values()
+    workers = _workers(client)
     if on_gpus:
         return max(1, sum(int((w.get("resources") or {}).get("GPU", 0)) for w in workers))
     return max(1, sum(int(w.get("nthreads") or 1) for w in workers))

@@ -145,12 +145,6 @@ def _gpu_device(gpus: list[str]) -> dict:
     return {"name": ", ".join(dict.fromkeys(names)), "gpus": list(gpus)}
 
 
-def _now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def _earlier_runs(path: Path, device: dict, class_size: int) -> list[dict]:
     """The runs of an earlier results file, if it measured this GPU model and class size (else a clear stop)."""
     try:
@@ -191,7 +185,7 @@ def main() -> None:
         raise SystemExit("--no-sequential and --sequential-only: nothing left to measure")
 
     from autograder.cluster import visible_gpus
-    from benchmarks.common import software_versions
+    from benchmarks.common import now_utc, software_versions
 
     gpus = visible_gpus()
     on_gpu = bool(gpus)
@@ -220,7 +214,7 @@ def main() -> None:
                       f"{w['command_seconds']:.1f} s the whole command", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    now = _now()
+    now = now_utc()
     runs = sorted(earlier + [{**r, "date": now} for r in runs],
                   key=lambda r: (r["path"] != "sequential", r["workers"]))
     measured = [(r["path"], r["workers"]) for r in runs]

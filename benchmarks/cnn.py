@@ -34,7 +34,7 @@ import time
 import numpy as np
 
 
-from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
+from benchmarks.common import now_utc, require_gpu_backend, timed_row, untimed_row, write_results
 
 NAME = "cnn"
 BACKWARD_NAME = "cnn_backward"  # the backward group's results file: benchmarks/results/cnn_backward.json
@@ -497,13 +497,11 @@ def measure(epochs: int = TRAIN_EPOCHS) -> dict:
 
 def measure_backward(variants: bool = True) -> dict:
     """The backward figures of the chapter, measured now (GPU only): ``cnn_backward.json``."""
-    import datetime as dt
-
     from kernels.tools.roofline import peaks_as_dict
 
     backend, torch, peaks = _setup()
     rows = bench_backward(peaks, np.random.default_rng(1), variants=variants)
-    return {"benchmark": BACKWARD_NAME, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    return {"benchmark": BACKWARD_NAME, "date": now_utc(),
             "device": backend.describe(), "peaks": peaks_as_dict(peaks), "tf32": False,
             "cudnn_version": torch.backends.cudnn.version(), "summary": {"goal": backward_goals(rows)},
             "results": rows}

@@ -33,6 +33,11 @@ def require_gpu_backend():
     return backend
 
 
+def now_utc() -> str:
+    """The date and time a results file records: UTC, to the second."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
 def software_versions() -> dict:
     versions = {"python": platform.python_version()}
     for module in ("numpy", "pycuda", "torch", "cupy"):
@@ -116,7 +121,7 @@ def write_results(name: str, payload: dict) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     data = {
         "benchmark": name,
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": now_utc(),
         "device": selection.current_backend().describe(),
         "software": software_versions(),
     }

@@ -19,7 +19,6 @@ Usage: python3 -m benchmarks.emulator_speed [--repeats N]
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import RESULTS_DIR
+from benchmarks.common import RESULTS_DIR, now_utc
 from kernels.runtime import compile_source
 from kernels.runtime.emulator import EmulatorBackend
 
@@ -176,7 +175,7 @@ def main() -> None:
     info = backend.describe()
     result = {
         "benchmark": "emulator_speed",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": now_utc(),
         "device": info["name"],
         "cpu_model": info["cpu"],
         "machine": platform.machine(),

@@ -56,35 +56,3 @@ def show(group: str, what: str):
         return
     display(HTML(f"<p>Nsight Compute, {html.escape(figures.label)}:</p>" + table_html(rows)))
 
-
-def _figure(rows: list[dict], step: str, key: str) -> float | None:
-    return next((r[key] for r in rows if r["step"] == step and key in r), None)
-
-
-def compare_phrase(rows: list[dict], pairs) -> str | None:
-    """A sentence of recorded figures, one clause per ``(key, what, format, (step, name), (step, name))``
-    whose two figures were recorded; None when none was.  It states numbers, not directions, so that it
-    stays true whatever a later run records."""
-    said = []
-    for key, what, fmt, (step_a, name_a), (step_b, name_b) in pairs:
-        a, b = _figure(rows, step_a, key), _figure(rows, step_b, key)
-        if a is not None and b is not None:
-            said.append(f"{what}: {fmt.format(a)} for {name_a}, {fmt.format(b)} for {name_b}")
-    return "; ".join(said) if said else None
-
-
-#: What the SGEMM chapter's sentence compares: coalescing, shared-memory layouts, and where time goes.
-SGEMM_PAIRS = (
-    ("sectors_per_load_request", "sectors per global load", "{:.1f}", ("naive", "the naive kernel"),
-     ("coalesced", "the coalesced one")),
-    ("shared_bank_conflicts", "shared-memory bank conflicts", "{:,.0f}", ("blocktile_2d", "2-D register blocking"),
-     ("vectorized", "the transposed, vectorised tiles")),
-    ("sm_percent", "SM throughput", "{:.0f} % of peak", ("naive", "the naive kernel"), ("warptile", "warp tiling")),
-)
-
-#: What the convolution chapter's sentence compares on C3.
-C3_PAIRS = (
-    ("achieved_occupancy_percent", "achieved occupancy", "{:.0f} %", ("naive", "the basic kernel"),
-     ("tiled", "the tiled one")),
-    ("dram_percent", "DRAM throughput", "{:.0f} % of peak", ("naive", "the basic kernel"), ("tiled", "the tiled one")),
-)

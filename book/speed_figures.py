@@ -16,12 +16,11 @@ no such file yet it says so instead of showing nothing::
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
 import json
 from pathlib import Path
 
-from benchmarks.common import RESULTS_DIR
+from benchmarks.common import RESULTS_DIR, now_utc
 from kernels.runtime import selection
 
 
@@ -43,7 +42,7 @@ class SpeedFigures:
             live = False
         if live:
             data = run_benchmark(name, **measure_kwargs)
-            data.setdefault("date", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+            data.setdefault("date", now_utc())
             data.setdefault("device", selection.current_backend().describe())
             return cls(name, data, True, results_path(name, results_dir))
         return cls.recorded(name, results_dir)

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.profiles import METRICS, ProfileError, Target, ncu_command, parse_ncu_csv, profile_row, targets
-from book.profile_figures import SGEMM_PAIRS, compare_phrase, table_html
+from book.profile_figures import table_html
+from book.prose import SGEMM_PROFILE_PAIRS, profiled_side_by_side
 
 KERNEL_DECL = "sgemm_coalesced(int, int, int, const float *, const float *, float *)"
 FIGURES = {"gpu__time_duration.sum": ("nsecond", "1,234,567"), "dram__throughput.avg.pct_of_peak_sustained_elapsed": ("%", "12.5"),
@@ -103,7 +104,7 @@ def test_the_chapter_table_shows_what_was_recorded_and_why_a_kernel_was_not():
 def test_the_recorded_sentence_states_only_figures_both_sides_of_which_were_recorded():
     rows = [{"step": "naive", "sectors_per_load_request": 16.0, "sm_percent": 7.2},
             {"step": "coalesced", "sectors_per_load_request": 4.0}, {"step": "warptile", "sm_percent": 81.0}]
-    assert compare_phrase(rows, SGEMM_PAIRS) == ("sectors per global load: 16.0 for the naive kernel, 4.0 for the "
+    assert profiled_side_by_side(rows, SGEMM_PROFILE_PAIRS) == ("sectors per global load: 16.0 for the naive kernel, 4.0 for the "
                                                  "coalesced one; SM throughput: 7 % of peak for the naive kernel, "
                                                  "81 % of peak for warp tiling")
-    assert compare_phrase([{"step": "naive", "sm_percent": 7.2}], SGEMM_PAIRS) is None
+    assert profiled_side_by_side([{"step": "naive", "sm_percent": 7.2}], SGEMM_PROFILE_PAIRS) is None
