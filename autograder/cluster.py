@@ -251,6 +251,9 @@ def run_tasks(client, tasks: Iterable[Task], *, record_result: Callable[[Task, J
                 except BaseException as error:  # a cancelled future raises instead of returning its exception
                     exc = error
                 give_up_or_retry(task, failure_reason(exc))
+            # Handled: the scheduler forgets it now, not when the garbage collector frees the future (a
+            # result it still held would be graded again on another worker if its worker died).
+            future.release()
         if pending:
             _stop_overdue(client, pending, task_timeout, give_up_or_retry)
         try:

@@ -7,7 +7,9 @@ and then recorded as a failure with the reason, never as a result.
 
 from __future__ import annotations
 
+import gc
 import os
+import time
 
 import pytest
 
@@ -68,8 +70,24 @@ def _run(client, grade_fn, retries: int, task_timeout: float = 600):
     return task, results, failures
 
 
+def _tasks_on_the_scheduler(client, wait_s: float = 10.0) -> list[str]:
+    """The keys the scheduler still holds, once it has had ``wait_s`` to forget released ones."""
+    end = time.monotonic() + wait_s
+    while True:
+        keys = client.run_on_scheduler(lambda dask_scheduler: [str(k) for k in dask_scheduler.tasks])
+        if not keys or time.monotonic() > end:
+            return keys
+        time.sleep(0.2)
+
+
 def test_a_worker_that_dies_is_retried_and_the_result_recorded(client, tmp_path):
-    task, results, failures = _run(client, DiesOnce(str(tmp_path / "died")), retries=1)
+    gc.disable()  # the driver itself lets go of what it recorded, not the garbage collector some time later
+    try:
+        task, results, failures = _run(client, DiesOnce(str(tmp_path / "died")), retries=1)
+        # A result left on the cluster would be graded again, on another worker, if its worker died.
+        assert _tasks_on_the_scheduler(client) == []
+    finally:
+        gc.enable()
     assert failures == [] and task.attempts == 2
     (outcome,) = results
     grading = outcome.gradings[NOTEBOOK]
