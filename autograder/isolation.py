@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import kernel_images, sandbox
+from . import emulator_builds, kernel_images, sandbox
 from .case_plan import plan_cases
 from .exercise import Exercise, LaunchError
 from .result import ExerciseResult, ShapeResult
@@ -96,9 +96,12 @@ def _build_cache_dir(student_id: str = "") -> str:
     """Where the child caches compiled kernels: one folder per student (emulator builds are
     keyed by a hash of the source and verified on use), so that nothing one student's
     grading leaves in a cache is ever used for another's."""
-    base = Path(os.environ.get("DLK_CACHE_DIR") or Path.home() / ".cache" / "dlk-grader")
     who = hashlib.sha256(student_id.encode()).hexdigest()[:20] if student_id else "check"
-    return str(base / "students" / who)
+    return str(_grader_cache() / "students" / who)
+
+
+def _grader_cache() -> Path:
+    return Path(os.environ.get("DLK_CACHE_DIR") or Path.home() / ".cache" / "dlk-grader")
 
 
 #: Seconds one emulator launch may run unless $DLK_EMULATOR_TIMEOUT says otherwise (the README states it).
@@ -113,7 +116,9 @@ def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default
     return max(2.0, min(float(os.environ.get(variable, default)), LAUNCH_SHARE_OF_LIMIT * limit))
 
 
-def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None, images: str | None = None) -> dict:
+def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None,
+               shared: dict[str, str] | None = None) -> dict:
+    """The child's whole environment; ``shared`` names the read-only folders of the grader's own builds."""
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -128,8 +133,7 @@ def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | Non
     })
     if backend:
         env["DLK_BACKEND"] = backend
-    if images:
-        env["DLK_KERNEL_IMAGES"] = images
+    env.update(shared or {})
     return env
 
 
@@ -275,10 +279,16 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         pass_fds = [write_fd]
         sandboxed = not sandbox.unavailable_reason()
         launch = None
+        shared = {"DLK_KERNEL_IMAGES": images} if images else {}
         if sandboxed:
+            if not gpu:
+                # the emulator's runtime, built by this process (only a sandbox keeps the child from writing it)
+                prebuilt = emulator_builds.folder(_grader_cache())
+                if prebuilt:
+                    shared["DLK_EMULATOR_PREBUILT"] = prebuilt
             # Everything the child and the student's code will ever run starts inside this sandbox.
             launch = sandbox.command(child, tmp, writable=[cache_dir or _build_cache_dir()], gpu=gpu,
-                                     import_path=_import_path(), readonly=[images] if images else [])
+                                     import_path=_import_path(), readonly=list(shared.values()))
             child = launch.argv
             pass_fds += launch.pass_fds
             request["sandbox_uid"] = launch.drop_to
@@ -294,7 +304,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=tmp,
-                env=_child_env(tmp, backend, limit, cache_dir, images),
+                env=_child_env(tmp, backend, limit, cache_dir, shared),
                 pass_fds=tuple(pass_fds),
                 start_new_session=True,
             )

@@ -1,7 +1,8 @@
 """Benchmark of the chapter "Convolutional layers": every direct-convolution kernel against cuDNN, and LeNet-5.
 
-    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn                  # both results files below
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn                  # the three results files below
     PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn --only backward  # cnn_backward.json alone (~2 min)
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn --only training-step  # cnn_training_step.json
 
 * forward: every version of kernels/conv2d.cu on LeNet's C1 and C3 at batch 64 and on a larger layer
   (N 128, C 64, 56 x 56, M 64, 3 x 3, no padding), against cuDNN (torch.nn.functional.conv2d with TF32
@@ -9,6 +10,9 @@
   version 7 with pooling) against cuDNN's convolution alone and against torch's conv2d + relu + max_pool2d;
 * LeNet-5 trained on scikit-learn's digits (32 x 32) with the book's kernels: loss and accuracy per
   epoch, and the time per training step;
+* the whole training step (its own file, ``cnn_training_step.json``): LeNet-5's forward, backward and
+  update with the book's kernels against the same network, weights and minibatches in PyTorch, from the
+  host minibatch to the loss and predictions back on the host, same run (wall time per step, median);
 * backward (its own results file, ``cnn_backward.json``, so that it can be measured alone): every
   version of kernels/conv2d_backward.cu on the same three layers, the newer ones in a few
   configurations each (``backward_variants``), against PyTorch's own gradients measured in the same
@@ -421,6 +425,73 @@ def bench_lenet(epochs: int) -> dict:
             "seconds_per_epoch": history.seconds, "total_seconds": total, "step_ms_wall": step_ms}
 
 
+TRAINING_STEP_NAME = "cnn_training_step"
+#: Steps of the epoch timed (after as many untimed ones): the digits give 23 minibatches of 64 an epoch.
+TIMED_STEPS = 20
+
+
+def _torch_lenet_step():
+    """The same LeNet-5 and SGD step in PyTorch (cuDNN, TF32 off), from the same initial weights:
+    ``step(X, labels) -> (mean loss, predicted classes)``, host arrays in and out as the book's model takes them."""
+    import torch
+    import torch.nn.functional as F
+
+    from kernels.models import lenet
+
+    P = {k: tuple(torch.tensor(a, device="cuda", requires_grad=True) for a in pair)
+         for k, pair in lenet.init_params(seed=0).items()}
+    flat = [t for pair in P.values() for t in pair]
+
+    def step(X, labels):
+        x, y = torch.from_numpy(X).cuda(), torch.from_numpy(labels.astype(np.int64)).cuda()
+        h = F.max_pool2d(F.relu(F.conv2d(x, *P["C1"])), lenet.POOL)
+        h = F.max_pool2d(F.relu(F.conv2d(h, *P["C3"])), lenet.POOL)
+        h = F.relu(F.conv2d(h, *P["C5"])).flatten(1)
+        z = F.linear(F.relu(F.linear(h, *P["F6"])), *P["output"])
+        loss = F.cross_entropy(z, y)
+        grads = torch.autograd.grad(loss, flat)
+        with torch.no_grad():
+            for p, g in zip(flat, grads):
+                p.sub_(TRAIN_LR * g)
+        return loss.item(), z.argmax(1).cpu().numpy()
+
+    return step
+
+
+def measure_training_step() -> dict:
+    """One LeNet-5 training step, forward, backward and update, from a host minibatch to the loss and the
+    predictions back on the host: the book's kernels (``KernelLeNet``) against the same network in PyTorch,
+    same run (GPU only): ``cnn_training_step.json``. The first step of each, from the same weights on the
+    same minibatch, must give the same loss."""
+    from kernels.models import lenet
+
+    backend, torch, peaks = _setup()
+    X_train, _, y_train, _ = lenet.load_digits_32()
+    batches = lenet.epoch_batches(len(X_train), TRAIN_BATCH, np.random.default_rng(1))
+    batches = (batches * 2)[: 2 * TIMED_STEPS]
+    ours = lenet.KernelLeNet(lenet.init_params(seed=0))
+    steps = {"KernelLeNet.train_step (the book's kernels)": lambda X, y: ours.train_step(X, y, TRAIN_LR),
+             "PyTorch (cuDNN) forward, autograd, SGD update": _torch_lenet_step()}
+    rows, first_loss = [], {}
+    for (name, step), kind in zip(steps.items(), ("kernel", "peer")):
+        times = []
+        for i, batch in enumerate(batches):
+            t0 = time.perf_counter()
+            loss, _ = step(X_train[batch], y_train[batch])  # both end on the host: the step is over
+            times.append((time.perf_counter() - t0) * 1e3)
+            if i == 0:
+                first_loss[kind] = loss
+        timed = times[TIMED_STEPS:]
+        rows.append(timed_row(name, "training_step", kind, float(np.median(timed)), None, None, None,
+                              min_ms=float(np.min(timed)), samples=len(timed), layer=f"LeNet-5, batch {TRAIN_BATCH}",
+                              first_step_loss=first_loss[kind]))
+    agree = abs(first_loss["kernel"] - first_loss["peer"]) <= 1e-4 * max(1.0, abs(first_loss["peer"]))
+    rows[0]["speedup_vs_torch"] = rows[1]["median_ms"] / rows[0]["median_ms"]
+    rows[0]["correct"] = bool(agree)
+    return {"device": backend.describe(), "tf32": False, "cudnn_version": torch.backends.cudnn.version(),
+            "batch_size": TRAIN_BATCH, "learning_rate": TRAIN_LR, "results": rows}
+
+
 def print_summary(results: dict) -> None:
     rows = results["results"]
     print()
@@ -529,18 +600,28 @@ def print_backward_summary(results: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=TRAIN_EPOCHS, help="LeNet training epochs (0 skips training)")
-    parser.add_argument("--only", choices=("forward", "backward"),
-                        help="measure one group only: forward (cnn.json, with the training run) or backward "
-                             "(cnn_backward.json, about two minutes)")
+    parser.add_argument("--only", choices=("forward", "backward", "training-step"),
+                        help="measure one group only: forward (cnn.json, with the training run), backward "
+                             "(cnn_backward.json, about two minutes) or training-step (cnn_training_step.json, "
+                             "LeNet-5's whole step against PyTorch's)")
     parser.add_argument("--defaults-only", action="store_true",
                         help="backward: time each version in its default configuration only, not the variants")
     args = parser.parse_args()
-    if args.only != "backward":
+    if args.only in (None, "training-step"):
+        step = measure_training_step()
+        path = write_results(TRAINING_STEP_NAME, {k: v for k, v in step.items() if k != "device"})
+        print(f"wrote {path}")
+        for r in step["results"]:
+            print(f"{r['name']:<48} {r['median_ms']:.3f} ms per step (median of {r['samples']}), "
+                  f"first step's loss {r['first_step_loss']:.6f}")
+        print(f"ours vs PyTorch: {step['results'][0]['speedup_vs_torch']:.2f}x; same first loss: "
+              f"{step['results'][0]['correct']}")
+    if args.only in (None, "forward"):
         results = measure(epochs=args.epochs)
         path = write_results(NAME, {k: v for k, v in results.items() if k != "device"})
         print(f"wrote {path}")
         print_summary(results)
-    if args.only != "forward":
+    if args.only in (None, "backward"):
         backward = measure_backward(variants=not args.defaults_only)
         path = write_results(BACKWARD_NAME, {k: v for k, v in backward.items()
                                              if k not in ("device", "benchmark", "date")})

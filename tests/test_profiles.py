@@ -108,3 +108,30 @@ def test_the_recorded_sentence_states_only_figures_both_sides_of_which_were_reco
                                                  "coalesced one; SM throughput: 7 % of peak for the naive kernel, "
                                                  "81 % of peak for warp tiling")
     assert profiled_side_by_side([{"step": "naive", "sm_percent": 7.2}], SGEMM_PROFILE_PAIRS) is None
+
+
+def _recorded_step(group: str, step: str) -> dict:
+    from book import profile_figures
+
+    rows = {r["step"]: r for r in profile_figures.recorded().rows(group) if "error" not in r}
+    if step not in rows:
+        pytest.skip(f"{group} {step} is not profiled in benchmarks/results/profiles.json")
+    return rows[step]
+
+
+def test_what_the_gemm_chapter_says_of_bank_conflicts_follows_the_recorded_counters():
+    """conv_as_gemm.md: step 6's float4 loads of the transposed tile conflict as often as step 5's loads;
+    step 7's loads do not conflict at all."""
+    step5, step6, step7 = (_recorded_step("sgemm", s)["shared_load_bank_conflicts"]
+                           for s in ("blocktile_2d", "vectorized", "warptile"))
+    assert 0.8 * step5 <= step6 <= 1.25 * step5 and step5 > 1e6
+    assert step7 == 0
+
+
+def test_what_the_cnn_chapter_says_of_the_c3_tiles_follows_the_recorded_counters():
+    """cnn.md: on C3 the tiles save global loads, yet the tiled kernel is no faster than the basic one, whose
+    loads the caches served (DRAM busy under 1 % of the time); the tiled kernel's shared reads conflict."""
+    naive, tiled = _recorded_step("conv2d_c3", "naive"), _recorded_step("conv2d_c3", "tiled")
+    assert tiled["global_load_requests"] * 10 < naive["global_load_requests"]
+    assert naive["dram_percent"] < 1 and tiled["shared_bank_conflicts"] > 0
+    assert tiled["duration_us"] >= naive["duration_us"]

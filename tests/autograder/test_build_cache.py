@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
+from autograder import emulator_builds, sandbox
 from autograder.isolation import _build_cache_dir, grade_submission
 from autograder.submission import submission_from_cell
 
@@ -70,3 +72,19 @@ def test_a_build_cannot_leave_ballast_behind(cache):
     assert result.status == "compile_error" and "more than 64 MB" in result.message, result.feedback_text()
     assert result.score == 0 <= twin.score
     assert max(p.stat().st_size for p in cache.rglob("*") if p.is_file()) < 32 * 2**20
+
+
+@pytest.mark.skipif(bool(sandbox.unavailable_reason()), reason="the prebuilt runtime is given only to sandboxed gradings")
+def test_a_sandboxed_grading_links_with_the_runtime_the_grader_built(cache):
+    result = _grade(HONEST, "alice")
+    assert result.status == "passed", result.feedback_text()
+    assert _modules("alice") and not list((Path(_build_cache_dir("alice")) / "emulator").glob("runtime-*"))
+
+
+def test_the_runtime_folders_of_ended_grading_processes_are_removed(tmp_path):
+    gone, alive = tmp_path / f"prebuilt-{2**22 + 12345}-x1", tmp_path / f"prebuilt-{os.getpid()}-x2"
+    for folder in (gone, alive):
+        folder.mkdir()
+        (folder / "runtime-0.o").write_bytes(b"built")
+    emulator_builds._remove_orphans(tmp_path)
+    assert not gone.exists() and alive.exists()

@@ -135,6 +135,28 @@ def test_nothing_outside_the_scratch_directory_can_be_written(course, honest_twi
     assert result.score <= honest_twin.score
 
 
+def test_the_emulator_runtime_the_grader_built_cannot_be_changed(honest_twin, cache):
+    """Every grading on the emulator links with the runtime the grader built once (autograder.emulator_builds):
+    the attack overwrites, removes and adds files there, for the next student's grading to link with."""
+    from autograder import emulator_builds
+
+    folder = Path(emulator_builds.folder(cache)) if _on_emulator(honest_twin) else None
+    built = {p.name: p.read_bytes() for p in folder.iterdir()} if folder else {}
+    result = _grade(_with_constructor(
+        'system("(ls $DLK_EMULATOR_PREBUILT; for f in $DLK_EMULATOR_PREBUILT/*; do echo pwned > $f; rm -f $f; done; '
+        'echo pwned > $DLK_EMULATOR_PREBUILT/runtime-planted.o; echo tried) > $DLK_CACHE_DIR/tamper.txt 2>&1");'),
+        "tamperer")
+    assert result.score <= honest_twin.score
+    if folder:
+        probe = (_student_cache(cache, "tamperer") / "tamper.txt").read_text()
+        assert "tried" in probe and any(name in probe for name in built), \
+            "the constructor did not see the runtime: this test would prove nothing"
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == built
+        assert any(name.startswith("runtime-") and name.endswith(".o") for name in built)
+    again = _grade(HEAD + HONEST, "after-the-tamperer")
+    assert again.status == "passed" and again.score == honest_twin.score, again.feedback_text()
+
+
 def test_the_grader_s_files_and_processes_are_not_visible(course, honest_twin, cache):
     """Every /proc entry it can see, the course folder, the solutions: printed to its own output."""
     from autograder.sandbox import REPO_ROOT

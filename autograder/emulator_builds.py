@@ -1,0 +1,62 @@
+"""The emulator's runtime, built once per grading process for every sandboxed grading on the CPU to link with.
+
+A grading child on the CPU emulator links the student's kernel with the
+emulator's runtime (``kernels/runtime/emulator/runtime.cpp``). Each student has
+a build cache of their own (nothing one grading leaves in a cache is used for
+another's), so built in the child the runtime costs g++ several seconds for
+every student, for sources that never change: more than a whole grading of a
+blank notebook. So the grading process (trusted: no student code runs in it)
+builds it here once, into a folder of its own, and every sandboxed child gets
+that folder read-only (``$DLK_EMULATOR_PREBUILT``); the emulator takes the
+runtime from it when the name -- a hash of the compiler, its flags and every
+source of the runtime -- matches, and builds its own otherwise. A child can
+read the folder but never write it, so nothing a grading does reaches another.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+_lock = threading.Lock()
+_folder: str | None = None
+
+
+def folder(cache_base: Path) -> str | None:
+    """The folder holding the runtime, made below ``cache_base`` (beside the students' build caches, on a
+    file system their builds run from); None when it cannot be built here: the child then builds its own."""
+    global _folder
+    with _lock:
+        if _folder is not None and os.path.isdir(_folder):
+            return _folder
+        try:
+            from kernels.runtime.emulator import build
+
+            cache_base.mkdir(parents=True, exist_ok=True)
+            _remove_orphans(cache_base)
+            made = tempfile.mkdtemp(prefix=f"prebuilt-{os.getpid()}-", dir=cache_base)
+            os.chmod(made, 0o755)  # the sandbox's processes run as a uid of their own: they read, never write
+            atexit.register(shutil.rmtree, made, True)
+            build.toolchain(Path(made))
+            for built in Path(made).iterdir():
+                built.chmod(0o644)  # written private (mkstemp): made readable to the sandbox's uid
+        except Exception:  # noqa: BLE001 - the prebuilt runtime only saves time: without it the child builds
+            return None
+        _folder = made
+        return _folder
+
+
+def _remove_orphans(cache_base: Path) -> None:
+    """The folders of grading processes that ended without their exit handlers (a cluster worker that was
+    killed): a few megabytes each, nothing else removes them."""
+    for orphan in cache_base.glob("prebuilt-*-*"):
+        try:
+            os.kill(int(orphan.name.split("-")[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(orphan, ignore_errors=True)
+        except (ValueError, PermissionError):
+            continue
