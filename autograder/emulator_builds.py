@@ -26,9 +26,11 @@ _lock = threading.Lock()
 _folder: str | None = None
 
 
-def folder(cache_base: Path) -> str | None:
-    """The folder holding the runtime, made below ``cache_base`` (beside the students' build caches, on a
-    file system their builds run from); None when it cannot be built here: the child then builds its own."""
+def folder(cache_base: Path, child_env: dict) -> str | None:
+    """The folder holding the runtime a grading child with environment ``child_env`` links with (the
+    compiler and the emulator's settings are the child's, which may differ from this process's), made
+    below ``cache_base`` (beside the students' build caches, on a file system their builds run from);
+    None when it cannot be built here: the child then builds its own."""
     global _folder
     with _lock:
         if _folder is not None and os.path.isdir(_folder):
@@ -41,7 +43,7 @@ def folder(cache_base: Path) -> str | None:
             made = tempfile.mkdtemp(prefix=f"prebuilt-{os.getpid()}-", dir=cache_base)
             os.chmod(made, 0o755)  # the sandbox's processes run as a uid of their own: they read, never write
             atexit.register(shutil.rmtree, made, True)
-            build.toolchain(Path(made))
+            build.toolchain(Path(made), env=child_env)
             for built in Path(made).iterdir():
                 built.chmod(0o644)  # written private (mkstemp): made readable to the sandbox's uid
         except Exception:  # noqa: BLE001 - the prebuilt runtime only saves time: without it the child builds
@@ -60,3 +62,8 @@ def _remove_orphans(cache_base: Path) -> None:
             shutil.rmtree(orphan, ignore_errors=True)
         except (ValueError, PermissionError):
             continue
+
+
+def built_folder() -> str | None:
+    """The folder this process has built, if any (what every sandboxed CPU grading since got read-only)."""
+    return _folder

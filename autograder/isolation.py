@@ -283,7 +283,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         if sandboxed:
             if not gpu:
                 # the emulator's runtime, built by this process (only a sandbox keeps the child from writing it)
-                prebuilt = emulator_builds.folder(_grader_cache())
+                prebuilt = emulator_builds.folder(_grader_cache(), _child_env(tmp, backend, limit, cache_dir))
                 if prebuilt:
                     shared["DLK_EMULATOR_PREBUILT"] = prebuilt
             # Everything the child and the student's code will ever run starts inside this sandbox.

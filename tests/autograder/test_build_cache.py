@@ -88,3 +88,16 @@ def test_the_runtime_folders_of_ended_grading_processes_are_removed(tmp_path):
         (folder / "runtime-0.o").write_bytes(b"built")
     emulator_builds._remove_orphans(tmp_path)
     assert not gone.exists() and alive.exists()
+
+
+def test_the_runtime_is_built_with_the_compiler_the_grading_child_will_use(tmp_path, monkeypatch):
+    """The grader's own $CXX is not passed to a grading child, which builds with its own default: the runtime
+    lent to it is built as it would build it, whatever this process's $CXX says."""
+    from autograder.isolation import _child_env
+
+    monkeypatch.setattr(emulator_builds, "_folder", None)
+    monkeypatch.setenv("CXX", "no-such-compiler")
+    child_env = _child_env(str(tmp_path), "cpu", 60.0)
+    assert "CXX" not in child_env
+    folder = emulator_builds.folder(tmp_path / "grader-cache", child_env)
+    assert folder and list(Path(folder).glob("runtime-*.o"))

@@ -140,7 +140,7 @@ def test_the_emulator_runtime_the_grader_built_cannot_be_changed(honest_twin, ca
     the attack overwrites, removes and adds files there, for the next student's grading to link with."""
     from autograder import emulator_builds
 
-    folder = Path(emulator_builds.folder(cache)) if _on_emulator(honest_twin) else None
+    folder = Path(emulator_builds.built_folder()) if _on_emulator(honest_twin) else None
     built = {p.name: p.read_bytes() for p in folder.iterdir()} if folder else {}
     result = _grade(_with_constructor(
         'system("(ls $DLK_EMULATOR_PREBUILT; for f in $DLK_EMULATOR_PREBUILT/*; do echo pwned > $f; rm -f $f; done; '

@@ -48,8 +48,9 @@ def cache_dir() -> Path:
     return path
 
 
-def compiler() -> str:
-    return os.environ.get("CXX", "g++")
+def compiler(env=None) -> str:
+    """The C++ compiler a process with environment ``env`` (default: this one's) builds with."""
+    return (os.environ if env is None else env).get("CXX", "g++")
 
 
 @functools.lru_cache(maxsize=None)
@@ -222,14 +223,16 @@ def _asan_links(cxx: str, flags, obj: Path, directory: Path) -> bool:
         return subprocess.run(cmd, capture_output=True).returncode == 0
 
 
-def toolchain(directory: Path | None = None) -> Toolchain:
+def toolchain(directory: Path | None = None, env=None) -> Toolchain:
     """The compiler, its flags and the emulator's runtime built with them, in ``directory`` (default: the
-    build cache), unless a prebuilt one is found (``$DLK_EMULATOR_PREBUILT``)."""
+    build cache), unless a prebuilt one is found (``$DLK_EMULATOR_PREBUILT``); chosen as a process with
+    environment ``env`` (default: this one's) chooses them, so that a grader can build a child's runtime."""
+    env = os.environ if env is None else env
     # DLK_EMULATOR_ASAN=0 builds without AddressSanitizer (faster; out-of-bounds accesses go unnoticed)
-    use_asan = os.environ.get("DLK_EMULATOR_ASAN", "1").strip().lower() not in ("0", "false", "no", "off")
+    use_asan = env.get("DLK_EMULATOR_ASAN", "1").strip().lower() not in ("0", "false", "no", "off")
     # DLK_EMULATOR_UCONTEXT=1 switches fibers with the C library's ucontext (the portable path)
-    ucontext = os.environ.get("DLK_EMULATOR_UCONTEXT", "0").strip().lower() in ("1", "true", "yes", "on")
-    return _toolchain_for(compiler(), str(directory or cache_dir()), use_asan, ucontext)
+    ucontext = env.get("DLK_EMULATOR_UCONTEXT", "0").strip().lower() in ("1", "true", "yes", "on")
+    return _toolchain_for(compiler(env), str(directory or cache_dir()), use_asan, ucontext)
 
 
 def _usable_options(options: tuple[str, ...], include_dirs: tuple[str, ...]) -> list[str]:
