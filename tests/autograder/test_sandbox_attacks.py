@@ -140,7 +140,10 @@ def test_the_emulator_runtime_the_grader_built_cannot_be_changed(honest_twin, ca
     the attack overwrites, removes and adds files there, for the next student's grading to link with."""
     from autograder import emulator_builds
 
-    folder = Path(emulator_builds.built_folder()) if _on_emulator(honest_twin) else None
+    folder = emulator_builds.built_folder() if _on_emulator(honest_twin) else None
+    if _on_emulator(honest_twin):
+        assert folder, "the grader lent no runtime to the honest twin's grading: this test would prove nothing"
+        folder = Path(folder)
     built = {p.name: p.read_bytes() for p in folder.iterdir()} if folder else {}
     result = _grade(_with_constructor(
         'system("(ls $DLK_EMULATOR_PREBUILT; for f in $DLK_EMULATOR_PREBUILT/*; do echo pwned > $f; rm -f $f; done; '

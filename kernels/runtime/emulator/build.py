@@ -109,7 +109,8 @@ def _record(path: Path) -> None:
 
 def _verified(path: Path, remove_stale: bool = True) -> bool:
     """A cached build that may be used: a regular file (no link) whose bytes hash to the
-    recorded hash.  Anything else under that name is removed, to be built again."""
+    recorded hash.  Anything else under that name is removed, to be built again (unless
+    ``remove_stale`` is false: a folder of builds this process only reads)."""
     side = Path(f"{path}.sha256")
     try:
         if path.is_symlink() or not path.is_file() or side.is_symlink():
