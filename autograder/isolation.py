@@ -116,9 +116,7 @@ def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default
     return max(2.0, min(float(os.environ.get(variable, default)), LAUNCH_SHARE_OF_LIMIT * limit))
 
 
-def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None,
-               shared: dict[str, str] | None = None) -> dict:
-    """The child's whole environment; ``shared`` names the read-only folders of the grader's own builds."""
+def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None) -> dict:
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
@@ -133,7 +131,6 @@ def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | Non
     })
     if backend:
         env["DLK_BACKEND"] = backend
-    env.update(shared or {})
     return env
 
 
@@ -279,11 +276,12 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
         pass_fds = [write_fd]
         sandboxed = not sandbox.unavailable_reason()
         launch = None
-        shared = {"DLK_KERNEL_IMAGES": images} if images else {}
+        env = _child_env(tmp, backend, limit, cache_dir)
+        shared = {"DLK_KERNEL_IMAGES": images} if images else {}  # the grader's own builds, lent read-only
         if sandboxed:
             if not gpu:
                 # the emulator's runtime, built by this process (only a sandbox keeps the child from writing it)
-                prebuilt = emulator_builds.folder(_grader_cache(), _child_env(tmp, backend, limit, cache_dir))
+                prebuilt = emulator_builds.folder(_grader_cache(), env)
                 if prebuilt:
                     shared["DLK_EMULATOR_PREBUILT"] = prebuilt
             # Everything the child and the student's code will ever run starts inside this sandbox.
@@ -292,6 +290,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
             child = launch.argv
             pass_fds += launch.pass_fds
             request["sandbox_uid"] = launch.drop_to
+        env.update(shared)
         lock_fd = lock.open_for_child() if lock is not None else None  # closed here with the others once passed
         if lock_fd is not None:
             request["gpu_lock_fd"] = lock_fd
@@ -304,7 +303,7 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 cwd=tmp,
-                env=_child_env(tmp, backend, limit, cache_dir, shared),
+                env=env,
                 pass_fds=tuple(pass_fds),
                 start_new_session=True,
             )

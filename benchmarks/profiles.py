@@ -6,7 +6,7 @@ the share of the DRAM bandwidth and of the multiprocessors' throughput the kerne
 the warps resident per multiprocessor (achieved occupancy).  Each profiled kernel runs once, in
 a process of its own started under ``ncu``, which replays that launch as often as the counters
 need (with the caches flushed before each replay) and prints them as CSV; this module reads the
-CSV and writes ``benchmarks/results/profiles.json``, which the convolution-as-GEMM chapter shows.
+CSV and writes ``benchmarks/results/profiles.json``, which the CNN and convolution-as-GEMM chapters show.
 
 Run on a GPU machine with Nsight Compute's ``ncu`` on the PATH: ``make bench``, or
 ``DLK_BACKEND=gpu python3 -m benchmarks.profiles`` (``--only sgemm_naive`` for one kernel).
