@@ -83,6 +83,14 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
     torch.backends.cudnn.allow_tf32 = False
     peaks = measure_peaks()
     bw = peaks.bandwidth_gbs * 1e9
+    from kernels import sgemm_hopper
+    from kernels.runtime.errors import KernelError
+
+    try:  # the tensor-core version runs on Hopper GPUs only
+        sgemm_hopper.require_hopper()
+        hopper = True
+    except KernelError:
+        hopper = False
     rows, summary = [], {"batch": batch, "dim": dim, "margin": m, "lambda": lam, "per_classes": {}}
 
     for C in classes:
@@ -121,7 +129,7 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
         # our layer, every version
         Xd, Wd, yd = to_device(X), to_device(W), to_device(labels)
         layer_ms = {}
-        for version, _ in L.VERSIONS:
+        for version, _ in (*L.VERSIONS, *((L.TENSOR_CORES,) if hopper else ())):
             layer = L.LargeMarginSoftmax(m, version)
             loss = layer.forward(Xd, Wd, yd, lam)
             dX, dW = layer.backward()
@@ -232,6 +240,21 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
         rows.append(row("3 GEMMs + W transposed (sgemm: version 7 or 8 by shape)", f"gemm_C{C}", "kernel", t_ours, layer_bytes,
                         gemm_flops, peaks))
         rows.append(row("3 GEMMs (cuBLAS, torch.matmul)", f"gemm_C{C}", "peer", t_cublas, layer_bytes, gemm_flops, peaks))
+        t_tensor = None
+        if hopper:  # the same three products on the tensor cores (3xTF32, version 10), X^T written first
+            from kernels import sgemm_hopper
+
+            Xt = empty((dim, batch))
+            tc_steps = (sgemm_hopper.sgemm_tf32x3_wgmma(Xd, Wd, out=out_f, b_transposed=True, prepare_only=True),
+                        sgemm_hopper.sgemm_tf32x3_wgmma(Gt, Wd, out=out_dx, prepare_only=True),
+                        sgemm.transpose(Xd, Xt, prepare_only=True),
+                        sgemm_hopper.sgemm_tf32x3_wgmma(Xt, Gt, out=out_dwt, prepare_only=True))
+            for enqueue in tc_steps:
+                enqueue()
+            check("dX GEMM on the tensor cores", out_dx.get(), dx_ref, 1e-4)
+            t_tensor = time_kernel(lambda: [enqueue() for enqueue in tc_steps], repeat=repeat)
+            rows.append(row("3 GEMMs + X transposed (3xTF32 tensor cores, version 10)", f"gemm_C{C}", "kernel", t_tensor,
+                            layer_bytes, gemm_flops, peaks))
 
         fastest = min(layer_ms, key=layer_ms.get)
         summary["per_classes"][str(C)] = {
@@ -248,6 +271,7 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
             "forward_epilogue_us": t_fwd_epilogue.median_ms * 1e3,
             "gemms_ours_us": t_ours.median_ms * 1e3,
             "gemms_cublas_us": t_cublas.median_ms * 1e3,
+            "gemms_tensor_cores_us": t_tensor.median_ms * 1e3 if t_tensor else None,
             "goals_met": {
                 "layer_1.5x_faster_than_torch": peer.median_ms / layer_ms[fastest] >= 1.5,
                 "after_gemm_within_1.5x_of_floor": t_fused.median_s / floor_s <= 1.5,
@@ -264,9 +288,11 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=DIM)
     parser.add_argument("--classes", type=int, nargs="+", default=list(CLASSES))
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--name", default="large_margin_softmax",
+                        help="results file name (benchmarks/results/<name>.json), e.g. large_margin_softmax_h200")
     args = parser.parse_args()
     data = measure(args.batch, args.dim, tuple(args.classes), repeat=args.repeat)
-    path = write_results("large_margin_softmax", data)
+    path = write_results(args.name, data)
     print(f"\nresults written to {path}")
     print(f"device {data['peaks']['device']}: copy bandwidth {data['peaks']['bandwidth_gbs']:.0f} GB/s")
     print_table(data["results"], "L-Softmax layer, every version and its peers")

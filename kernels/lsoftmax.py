@@ -33,6 +33,7 @@ import sys
 import numpy as np
 
 from . import sgemm as _sgemm
+from . import sgemm_hopper as _sgemm_hopper
 from . import softmax as _softmax
 from .lsoftmax_layer_facts import layer_records
 from .runtime import DeviceBuffer, Module, blocks_for
@@ -55,6 +56,10 @@ VERSIONS = (
     ("fused", "margin + softmax + cross-entropy in one kernel each way, after the GEMM"),
     ("epilogue", "the label's logit and each tile's softmax partials in the forward GEMM's epilogue"),
 )
+
+#: Version 3 with its three products on the tensor cores at float32 accuracy (the GEMM chapter's version 10,
+#: 3xTF32 with wgmma): Hopper GPUs only, so it is not one of VERSIONS, which run everywhere.
+TENSOR_CORES = ("tensor_cores", "version 3 (fused) with its three GEMMs on the tensor cores (3xTF32, Hopper)")
 
 
 def module() -> Module:
@@ -425,13 +430,22 @@ def backward_naive(G, X, W, labels, saved, m, lam, alloc=_new):
 # --------------------------------------------------------------------------- version 2: the factored backward
 
 
-def _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, dWt=None, gamma=None, dX=None, dW=None):
-    """dX = G~ W + diag(beta) X and dW = (X^T G~)^T + diag(gamma) W, gamma[j] = sum of delta over class j."""
+def _gemm_backward(Gt, beta, delta, Xd, Wd, yd, N, C, D, dWt=None, gamma=None, dX=None, dW=None, Xt=None):
+    """dX = G~ W + diag(beta) X and dW = (X^T G~)^T + diag(gamma) W, gamma[j] = sum of delta over class j.
+
+    With ``Xt`` (a D x N buffer) the two products run on the tensor cores (version 10 of the GEMM chapter,
+    3xTF32, Hopper only), which take A row-major only: X^T is written there first."""
     kernels = module()
-    dX = _sgemm.sgemm(Gt, Wd, out=dX, sync=False)                         # N x C times C x D
+    if Xt is None:
+        dX = _sgemm.sgemm(Gt, Wd, out=dX, sync=False)                     # N x C times C x D
+    else:
+        dX = _sgemm_hopper.sgemm_tf32x3_wgmma(Gt, Wd, out=dX, sync=False)
     kernels.function("lsoftmax_add_scaled_rows")(dX, Xd, beta, N, D, grid=_row_grid(N, D), block=BLOCK, sync=False)
-    # X^T G~ (D x N times N x C) with X read as the transposed operand: no transpose of X.
-    dWt = _sgemm.sgemm_splitk(Xd, Gt, out=dWt, a_transposed=True, sync=False)
+    if Xt is None:
+        # X^T G~ (D x N times N x C) with X read as the transposed operand: no transpose of X.
+        dWt = _sgemm.sgemm_splitk(Xd, Gt, out=dWt, a_transposed=True, sync=False)
+    else:
+        dWt = _sgemm_hopper.sgemm_tf32x3_wgmma(_sgemm.transpose(Xd, out=Xt), Gt, out=dWt, sync=False)
     gamma = empty((C,)) if gamma is None else gamma
     kernels.function("lsoftmax_class_sums")(yd, delta, gamma, N, C, grid=grid_stride_blocks(C * BLOCK, BLOCK),
                                             block=BLOCK, sync=False)  # one block per class
@@ -561,8 +575,11 @@ class LargeMarginSoftmax:
 
     def __init__(self, m, version: str = "fused"):
         self.m = check_margin(m)
-        if version not in dict(VERSIONS):
-            raise ValueError(f"version must be one of {', '.join(dict(VERSIONS))}, got {version!r}")
+        known = dict((*VERSIONS, TENSOR_CORES))
+        if version not in known:
+            raise ValueError(f"version must be one of {', '.join(known)}, got {version!r}")
+        if version == TENSOR_CORES[0]:
+            _sgemm_hopper.require_hopper()
         self.version = version
         self._saved = None
         self._buffers: dict = {}
@@ -585,9 +602,11 @@ class LargeMarginSoftmax:
                 target=self._buffer("target", (N,)), partial=self._buffer("partial", (N, blocks_for(C, _sgemm.WARPTILE_DEFAULT["WT_BN"]), 2)),
                 loss=loss, stats=self._buffer("stats", (N, 4)))
             saved = {"stats": stats}
+        elif self.version == TENSOR_CORES[0]:
+            F = _sgemm_hopper.sgemm_tf32x3_wgmma(Xd, Wd, out=self._buffer("F", (N, C)), b_transposed=True, sync=False)
         else:
             F = fc_forward(Xd, Wd, Wt=self._buffer("Wt", (D, C)), out=self._buffer("F", (N, C)))
-        if self.version == "fused":
+        if self.version in ("fused", TENSOR_CORES[0]):
             stats = self._buffer("stats", (N, 4))
             fused_forward(F, Xd, Wd, yd, m, lam, loss=loss, stats=stats)
             saved = {"stats": stats}
@@ -606,7 +625,7 @@ class LargeMarginSoftmax:
         s = self._saved
         N, C, D = s["shape"]
         m, lam = self.m, s["lam"]
-        if self.version in ("fused", "epilogue"):
+        if self.version in ("fused", "epilogue", TENSOR_CORES[0]):
             grad = self._buffers.get("grad_loss")
             if grad is None or tuple(grad.shape) != (N,):
                 grad = self._buffers["grad_loss"] = to_device(np.full(N, 1.0 / N, np.float32))
@@ -616,7 +635,8 @@ class LargeMarginSoftmax:
             dX, dW = _gemm_backward(Gt, beta, delta, s["X"], s["W"], s["labels"], N, C, D,
                                     dWt=self._buffer("dWt", (D, C)),
                                     gamma=self._buffer("gamma", (C,)), dX=self._buffer("dX", (N, D)),
-                                    dW=self._buffer("dW", (C, D)))
+                                    dW=self._buffer("dW", (C, D)),
+                                    Xt=self._buffer("Xt", (D, N)) if self.version == TENSOR_CORES[0] else None)
         else:
             G = _softmax.cross_entropy_backward(s["P"], s["labels"], out=self._buffer("G", (N, C)))
             saved = {k: s[k] for k in ("x_norm", "w_norm", "cos_theta")}

@@ -29,9 +29,16 @@
 //                               compare a few; kernels/sgemm.py's default is 128x128x16, WT_NQ = 4
 //                               (4 warps of 64x64, 8x16 results per thread).
 //
+//   8. sgemm_splitk             tiles sized for the shape and K split across blocks (skinny products).
+//   9. sgemm_tf32x3_wmma        float32 accuracy on the tensor cores: each input split into two TF32
+//                               numbers and three tensor-core products summed (CUDA's WMMA API).
+//   (10. kernels/sgemm_hopper.cu: the same split with Hopper's warpgroup MMA, GPU only.)
+//
 // Launch (done by kernels/sgemm.py): versions 1-3 use 32x32 threads; 4 uses 512 threads per 64x64
 // tile; 5 and 6 use 256 threads per 128x128 tile; 7 uses (WT_BM/64)*(WT_BN/(16*WT_NQ)) warps per tile.
 // grid.x runs over column tiles of C, grid.y over row tiles.
+
+#include <mma.h>
 
 // ------------------------------------------------------------------------------------------------
 // 1. Naive: C[i][j] = sum_k A[i][k] B[k][j], one thread each.  i comes from threadIdx.x, so the
@@ -567,6 +574,119 @@ __global__ void sgemm_splitk_sum(const float* __restrict__ partial, int splits, 
         for (int z = 0; z < splits; ++z) s += partial[z * total + e];
         C[e] = s;
     }
+}
+
+// ------------------------------------------------------------------------------------------------
+// 9. Tensor cores at float32 accuracy: 3xTF32 with CUDA's WMMA API.  Versions 1-8 use the FP32 units;
+//    a tensor core multiplies 16 x 8 by 8 x 16 tiles of TF32 numbers (float's exponent, 10 mantissa
+//    bits instead of 23) at 8x their rate.  Plain TF32 loses float's last 13 bits; the split keeps them:
+//        big = tf32(x),  small = tf32(x - big)        (x - big is exact in float)
+//        A B ~ A_small B_big + A_big B_small + A_big B_big
+//    three tensor-core products into one float accumulator (A_small B_small, ~2^-22 of the product,
+//    is dropped), small ones first, and each k-tile's sum added to a float total by the FP32 units.  The split is elementwise, so it works on WMMA fragments whatever
+//    their (unspecified) layout: load a fragment, then big.x[i] and small.x[i] from raw.x[i].
+//
+//    A block of 8 warps computes a 128 x 128 tile; each warp 64 x 32 of it as 4 x 2 WMMA tiles of
+//    16 x 16.  k-tiles of 32 pass through shared memory (rows padded by 4 floats), read with bounds
+//    checks (zeros outside A and B); results go out through a small per-warp staging tile so that
+//    stores outside C are skipped.  Version 10 (kernels/sgemm_hopper.cu) does the same product with
+//    Hopper's warpgroup MMA, which this API cannot reach.
+#define TC_BM 128
+#define TC_BN 128
+#define TC_BK 32
+#define TC_THREADS 256
+#define TC_PAD 4
+// A fragment of floats (as loaded) -> its big and small TF32 parts, element by element.
+template <class Fragment>
+__device__ __forceinline__ void split_tf32(Fragment& big, Fragment& small)
+{
+    #pragma unroll
+    for (int e = 0; e < big.num_elements; ++e) {
+        float x = big.x[e];
+        big.x[e] = nvcuda::wmma::__float_to_tf32(x);
+        small.x[e] = nvcuda::wmma::__float_to_tf32(x - big.x[e]);
+    }
+}
+
+__global__ void __launch_bounds__(TC_THREADS)
+sgemm_tf32x3_wmma(int M, int N, int K, const float* A, const float* B, float* C)
+{
+    using namespace nvcuda;
+    __shared__ __align__(32) float As[TC_BM][TC_BK + TC_PAD];
+    __shared__ __align__(32) float Bs[TC_BK][TC_BN + TC_PAD];
+    __shared__ __align__(32) float staging[TC_THREADS / 32][16][16 + TC_PAD];
+    int t = threadIdx.x, warp = t / 32, lane = t % 32;
+    int tile_i = blockIdx.y * TC_BM, tile_j = blockIdx.x * TC_BN;
+    int wr = (warp / 4) * 64, wc = (warp % 4) * 32;       // this warp's 64 x 32 piece of the tile
+
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[4][2], part[4][2];
+    #pragma unroll
+    for (int i = 0; i < 4; ++i)
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            wmma::fill_fragment(acc[i][j], 0.0f);
+            wmma::fill_fragment(part[i][j], 0.0f);
+        }
+
+    for (int k0 = 0; k0 < K; k0 += TC_BK) {
+        for (int e = t; e < TC_BM * TC_BK; e += TC_THREADS) {
+            int r = e / TC_BK, c = e % TC_BK;
+            As[r][c] = (tile_i + r < M && k0 + c < K) ? A[(size_t)(tile_i + r) * K + k0 + c] : 0.0f;
+        }
+        for (int e = t; e < TC_BK * TC_BN; e += TC_THREADS) {
+            int r = e / TC_BN, c = e % TC_BN;
+            Bs[r][c] = (k0 + r < K && tile_j + c < N) ? B[(size_t)(k0 + r) * N + tile_j + c] : 0.0f;
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int k = 0; k < TC_BK; k += 8) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a_big[4], a_small[4];
+            wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b_big[2], b_small[2];
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                wmma::load_matrix_sync(a_big[i], &As[wr + 16 * i][k], TC_BK + TC_PAD);
+                split_tf32(a_big[i], a_small[i]);
+            }
+            #pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                wmma::load_matrix_sync(b_big[j], &Bs[k][wc + 16 * j], TC_BN + TC_PAD);
+                split_tf32(b_big[j], b_small[j]);
+            }
+            #pragma unroll
+            for (int i = 0; i < 4; ++i)
+                #pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    wmma::mma_sync(part[i][j], a_small[i], b_big[j], part[i][j]);
+                    wmma::mma_sync(part[i][j], a_big[i], b_small[j], part[i][j]);
+                    wmma::mma_sync(part[i][j], a_big[i], b_big[j], part[i][j]);
+                }
+        }
+        __syncthreads();
+        // The tensor cores' float sums truncate; summed over all of K that bias grows to 10x an FP32
+        // product's error (K = 4096).  So each k-tile's sum starts from zero and is added to acc here,
+        // rounded to nearest by the FP32 units: elementwise, like the split.
+        #pragma unroll
+        for (int i = 0; i < 4; ++i)
+            #pragma unroll
+            for (int j = 0; j < 2; ++j)
+                #pragma unroll
+                for (int e = 0; e < acc[i][j].num_elements; ++e) {
+                    acc[i][j].x[e] += part[i][j].x[e];
+                    part[i][j].x[e] = 0.0f;
+                }
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; ++i)
+        #pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            wmma::store_matrix_sync(&staging[warp][0][0], acc[i][j], 16 + TC_PAD, wmma::mem_row_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                int r = tile_i + wr + 16 * i + e / 16, c = tile_j + wc + 16 * j + e % 16;
+                if (r < M && c < N) C[(size_t)r * N + c] = staging[warp][e / 16][e % 16];
+            }
+            __syncwarp();
+        }
 }
 
 // ------------------------------------------------------------------------------------------------

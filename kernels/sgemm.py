@@ -37,6 +37,12 @@ VERSIONS = (
     ("splitk", "tiles sized for the shape and K split across blocks, for skinny and small products"),
 )
 
+#: Beyond the FP32 units: the tensor-core versions (9 here, 10 in kernels/sgemm_hopper.py), not part of the
+#: FP32 ladder's figures (which thread owns which element of C is the WMMA API's own, unspecified layout).
+TENSOR_CORE_VERSIONS = (
+    ("tf32x3_wmma", "float32 accuracy on the tensor cores: each input split into two TF32 parts, three products (WMMA)"),
+)
+
 TILE = 32  # sgemm.cu: TILE (versions 1-3 use TILE x TILE threads)
 BT1 = (64, 64, 512)  # BT1_BM, BT1_BN, threads
 BT2 = (128, 128, 256)  # BT2_BM, BT2_BN, threads (and VEC_*)
@@ -48,6 +54,23 @@ WARPTILE_DEFAULT = {"WT_BM": 128, "WT_BN": 128, "WT_BK": 16, "WT_MIN_BLOCKS": 2,
 def reference(A, B) -> np.ndarray:
     """C = A B in float64."""
     return np.asarray(A, np.float64) @ np.asarray(B, np.float64)
+
+
+def tf32(x) -> np.ndarray:
+    """``x`` rounded to TF32 (10 mantissa bits; to nearest, ties away from zero), as float32: the NumPy
+    model of CUDA's ``__float_to_tf32`` and PTX's ``cvt.rna.tf32.f32`` (finite inputs)."""
+    bits = np.array(x, dtype=np.float32).view(np.uint32)  # a copy, contiguous, of the same shape
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def tf32x3_reference(A, B) -> np.ndarray:
+    """The 3xTF32 product in float64: A_small B_big + A_big B_small + A_big B_big, big = tf32(x) and
+    small = tf32(x - big) (what versions 9 and 10 compute, before their float rounding)."""
+    A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
+    a_big, b_big = tf32(A), tf32(B)
+    a_small, b_small = tf32(A - a_big), tf32(B - b_big)
+    f = lambda x: x.astype(np.float64)  # noqa: E731
+    return f(a_small) @ f(b_big) + f(a_big) @ f(b_small) + f(a_big) @ f(b_big)
 
 
 def flops(M: int, N: int, K: int) -> float:
@@ -274,6 +297,15 @@ def sgemm_splitk(A, B, out=None, *, bias=None, plan: dict | None = None, partial
     if prepare_only:
         return first if second is None else (lambda: (first(), second()))
     return C
+
+
+TC = (128, 128, 256)  # sgemm.cu: TC_BM, TC_BN, TC_THREADS
+
+
+def sgemm_tf32x3_wmma(A, B, out=None, *, sync=True, prepare_only=False):
+    """Version 9: 3xTF32 on the tensor cores through WMMA, a 128x128 tile per block of 8 warps."""
+    return _run("sgemm_tf32x3_wmma", A, B, out, lambda M, N: (blocks_for(N, TC[1]), blocks_for(M, TC[0])),
+                TC[2], sync, prepare_only)
 
 
 def fastest_plan(M: int, N: int, K: int) -> tuple[str, dict | None]:

@@ -891,6 +891,133 @@ def test_corpus_is_large_enough():
     assert len(CASES) >= 60, len(CASES)
 
 
+# ---- tf32.cu: TF32 tensor cores through wmma (both backends; the truncation check on the emulator) --------
+
+
+def tf32_module(backend):
+    arch = getattr(backend, "arch", "sm_80")
+    if int(arch.split("_")[1]) < 80:
+        pytest.skip(f"TF32 tensor cores need sm_80 or newer; this GPU is {arch}")
+    return module(backend, "tf32.cu")
+
+
+def tf32_rna(x):
+    """NumPy model of cvt.rna.tf32.f32, in float64 arithmetic (not bit tricks): round to the nearest
+    multiple of the TF32 ulp (10 explicit mantissa bits, the float32 exponent range), ties away from zero;
+    infinities and NaNs are kept, and a rounding past the largest TF32 value gives infinity."""
+    x = np.asarray(x, np.float32)
+    out = x.astype(np.float64)
+    finite = np.isfinite(out) & (out != 0)
+    mag = np.abs(out[finite])
+    ulp = np.exp2(np.maximum(np.floor(np.log2(mag)), -126) - 10)
+    out[finite] = np.sign(out[finite]) * np.floor(mag / ulp + 0.5) * ulp
+    with np.errstate(over="ignore"):
+        return out.astype(np.float32)
+
+
+def tf32_truncated(x):
+    """What the tensor cores read of a tf32 input: its top 19 bits (the low 13 mantissa bits zeroed)."""
+    return (np.asarray(x, np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def gemm_error(C, A, B):
+    """The largest error of ``C`` against the float64 product, each element's error relative to
+    ``(|A| |B|)_ij``, the scale of a dot product's rounding errors (a near-zero element from cancellation
+    does not blow it up)."""
+    A, B = A.astype(np.float64), B.astype(np.float64)
+    return float(np.max(np.abs(C.astype(np.float64) - A @ B) / (np.abs(A) @ np.abs(B))))
+
+
+def float32_gemm(A, B):
+    """A plain float32 GEMM: one float32 multiply and one float32 add per step of k."""
+    C = np.zeros((A.shape[0], B.shape[1]), np.float32)
+    for k in range(A.shape[1]):
+        C = C + A[:, k, None] * B[None, k, :]
+    return C
+
+
+TF32_SPECIAL = np.float32([
+    1 + 2**-11, -(1 + 2**-11),                  # ties: away from zero (ties to even would give 1 and -1)
+    1 + 5 * 2**-11, -(1 + 5 * 2**-11),          # ties whose nearest even neighbour is below
+    1 + 3 * 2**-11,                             # a tie whose even neighbour is also the one away from zero
+    1 + 2**-11 - 2**-23, 1 + 2**-11 + 2**-23,   # just below and just above a tie
+    2 - 2**-11, -(2 - 2**-11), 2 - 2**-23,      # rounding that carries into the exponent: to 2 and -2
+    2.0**100 * (2 - 2**-12), -(2.0**-100) * (2 - 2**-12),  # carries far from 1: to 2**101 and -2**-99
+    0.0, -0.0, 1.0, -3.0, 1e-30, -6.5e30, np.inf, -np.inf, np.nan,
+])
+
+
+@pytest.mark.backend
+def test_float_to_tf32_rounds_to_nearest_ties_away_like_cvt_rna(backend):
+    m = tf32_module(backend)
+    x = np.concatenate([TF32_SPECIAL, (rng(150).standard_normal(2000) * 10.0 ** rng(151).uniform(-30, 30, 2000))
+                        .astype(np.float32)])
+    y = output_of(m, "tf32_round", x, x.size, grid=blocks(x.size, 128), block=128)
+    expected = tf32_rna(x)
+    nan = np.isnan(x)
+    assert np.isnan(y[nan]).all(), y[nan]
+    np.testing.assert_array_equal(y[~nan].view(np.uint32), expected[~nan].view(np.uint32))
+    assert not (y[~nan].view(np.uint32) & 0x1FFF).any()
+    # the ties went away from zero and the carries reached the exponent
+    np.testing.assert_array_equal(y[:11], np.float32([1 + 2**-10, -(1 + 2**-10), 1 + 3 * 2**-10, -(1 + 3 * 2**-10),
+                                                      1 + 2 * 2**-10, 1, 1 + 2**-10, 2, -2, 2, 2.0**101]))
+    if backend.name == "cpu":
+        # past the largest TF32 value the carry reaches infinity, as ptxas's code for cvt.rna does; checked on
+        # the emulator only, since the PTX manual does not say so for the conversion without .satfinite
+        big = np.float32([np.finfo(np.float32).max, -np.finfo(np.float32).max])
+        np.testing.assert_array_equal(output_of(m, "tf32_round", big, 2, grid=1, block=32), [np.inf, -np.inf])
+
+
+@pytest.mark.backend
+def test_tf32_mma_of_converted_inputs_is_their_exact_product_accumulated_in_float(backend):
+    m = tf32_module(backend)
+    A = rng(152).standard_normal((16, 8)).astype(np.float32)
+    B = rng(153).standard_normal((8, 16)).astype(np.float32)
+    C = np.zeros((16, 16), np.float32)
+    m.function("tf32_gemm")(A, B, C, 16, 16, 8, 1, grid=(1, 1), block=32)
+    At, Bt = tf32_rna(A), tf32_rna(B)
+    # the products of TF32 values are exact; the float additions (on hardware perhaps rounded toward
+    # zero) are the only error: within 2 K float32 ulps of the scale |A_t| |B_t|
+    bound = 2 * 8 * 2.0**-23
+    assert gemm_error(C, At, Bt) <= bound, gemm_error(C, At, Bt)
+    # and that is TF32's product, not float32's: the unrounded inputs' product is far outside it
+    assert gemm_error(C, A, B) > 10 * bound
+
+
+@pytest.mark.backend
+def test_3xtf32_split_recovers_float32_accuracy(backend):
+    m = tf32_module(backend)
+    M = N = 32
+    K = 64
+    A = rng(154).standard_normal((M, K)).astype(np.float32)
+    B = rng(155).standard_normal((K, N)).astype(np.float32)
+    C3, C1 = np.zeros((M, N), np.float32), np.zeros((M, N), np.float32)
+    m.function("tf32x3_gemm")(A, np.ascontiguousarray(B.T), C3, M, N, K, grid=(N // 16, M // 16), block=32)
+    m.function("tf32_gemm")(A, B, C1, M, N, K, 1, grid=(N // 16, M // 16), block=32)
+    err3, err1, err32 = gemm_error(C3, A, B), gemm_error(C1, A, B), gemm_error(float32_gemm(A, B), A, B)
+    assert err3 <= 8 * err32, (err3, err32)
+    assert err1 >= 100 * err3, (err1, err3)
+
+
+def test_tf32_mma_reads_only_the_top_19_bits_of_unconverted_inputs_on_the_emulator():
+    """A kernel that forgets __float_to_tf32 gets the truncated inputs' product (the emulator models the
+    tensor cores reading 19 bits), never float32 accuracy.  Emulator only: the hardware's treatment of
+    unconverted inputs is not documented."""
+    from kernels.runtime.emulator import EmulatorBackend
+
+    m = compile_source((CORPUS / "tf32.cu").read_text(), "tf32.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    A = rng(156).standard_normal((16, 16)).astype(np.float32)
+    B = rng(157).standard_normal((16, 16)).astype(np.float32)
+    # every low mantissa bit set: truncation moves each input by almost a TF32 ulp
+    A, B = ((x.view(np.uint32) | np.uint32(0x1FFF)).view(np.float32) for x in (A, B))
+    C = np.zeros((16, 16), np.float32)
+    m.function("tf32_gemm")(A, B, C, 16, 16, 16, 0, grid=(1, 1), block=32)
+    bound = 16 * 2.0**-24
+    At, Bt = tf32_truncated(A), tf32_truncated(B)
+    assert gemm_error(C, At, Bt) <= bound, gemm_error(C, At, Bt)
+    assert gemm_error(C, A, B) > 10 * bound and gemm_error(C, tf32_rna(A), tf32_rna(B)) > 10 * bound
+
+
 # ---- what the emulator cannot run: one sentence, at the line ------------------------------------
 
 UNSUPPORTED = {

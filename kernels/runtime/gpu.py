@@ -154,10 +154,22 @@ def compiler_log(exc) -> str:
     return log.decode("utf-8", "replace") if isinstance(log, (bytes, bytearray)) else str(log)
 
 
+#: A source compiled with ``-DDLK_ARCH_SPECIFIC=1`` uses instructions of its device's own architecture
+#: only (Hopper's warpgroup MMA, wgmma, exists for sm_90a, not for the sm_90 that later GPUs also run):
+#: its image is built for that exact target.
+ARCH_SPECIFIC_OPTION = "-DDLK_ARCH_SPECIFIC=1"
+
+
+def compile_target(arch: str, options) -> str:
+    """The nvcc target for a device of ``arch`` (``sm_90``) and these options (``sm_90a`` when arch-specific)."""
+    return arch + "a" if ARCH_SPECIFIC_OPTION in options else arch
+
+
 def _compile_image(text: str, options, include_dirs, arch: str) -> bytes:
     from pycuda.compiler import compile as compile_to_cubin
 
-    return compile_to_cubin(text, options=list(options), no_extern_c=True, include_dirs=list(include_dirs), arch=arch)
+    return compile_to_cubin(text, options=list(options), no_extern_c=True, include_dirs=list(include_dirs),
+                            arch=compile_target(arch, options))
 
 
 def store_image(folder: str, source: str, source_name: str, options, include_dirs, signatures, arch: str) -> str:

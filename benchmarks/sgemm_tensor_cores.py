@@ -1,0 +1,117 @@
+"""Benchmark of the GEMM chapter's tensor-core versions: float32 accuracy from TF32 tensor cores (3xTF32).
+
+    PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.sgemm_tensor_cores   # -> benchmarks/results/sgemm_tensor_cores.json
+
+At M = N = K = 1024, 4096 and 8192, in one run on one GPU: version 10 (kernels/sgemm_hopper.cu, wgmma; Hopper
+only), version 9 (kernels/sgemm.cu, WMMA), version 7 (the FP32 units' best), cuBLAS FP32 (torch.matmul, TF32
+off) and cuBLAS TF32 (torch.matmul with TF32 allowed: faster, and as inaccurate as TF32 is).  Every row
+records its time and its error: the largest |C - C64| / (|A| |B|) over the elements, against a float64
+product of the same inputs (torch on the GPU).  At 4096 version 10 is also run with a few tile
+configurations (the "search" group) and without its float partial sums (H_PROMOTE = 0), to show what they
+buy in accuracy.  Times include version 10's split of B into TF32 parts (a kernel of its own).
+
+``--name`` names the results file (``sgemm_tensor_cores_h200`` for a run on an H200, say).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
+
+NAME = "sgemm_tensor_cores"
+SIZES = (1024, 4096, 8192)
+SEARCH = (  # version 10's tile configurations tried at 4096 (sgemm_hopper.cu's H_* defines)
+    {"H_WARPGROUPS": 2, "H_STAGES": 4, "H_PROMOTE": 4},
+    {"H_WARPGROUPS": 2, "H_STAGES": 4, "H_PROMOTE": 2},
+    {"H_WARPGROUPS": 2, "H_STAGES": 4, "H_PROMOTE": 8},
+    {"H_WARPGROUPS": 2, "H_STAGES": 4, "H_PROMOTE": 1, "H_INFLIGHT": 0},
+    {"H_WARPGROUPS": 2, "H_BK": 16, "H_STAGES": 8, "H_PROMOTE": 8},
+    {"H_WARPGROUPS": 3, "H_STAGES": 3, "H_PROMOTE": 1, "H_INFLIGHT": 0},
+    {"H_WARPGROUPS": 4, "H_STAGES": 3, "H_PROMOTE": 0},
+)
+
+
+def measure(sizes=SIZES) -> dict:
+    require_gpu_backend()
+    import torch
+
+    from kernels import sgemm, sgemm_hopper
+    from kernels.runtime import empty, to_device
+    from kernels.runtime.timing import time_kernel, time_torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rng = np.random.default_rng(11)
+    rows = []
+    for n in sizes:
+        A = rng.standard_normal((n, n), dtype=np.float32)
+        B = rng.standard_normal((n, n), dtype=np.float32)
+        tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+        ref = tA.double() @ tB.double()
+        scale = tA.double().abs() @ tB.double().abs()
+        flops = sgemm.flops(n, n, n)
+        nbytes = sgemm.min_bytes(n, n, n)
+        Ad, Bd, Cd = to_device(A), to_device(B), empty((n, n))
+        repeat = 10 if n >= 8192 else 20
+        group = f"square {n}"
+        sizes_ = {"M": n, "N": n, "K": n}
+
+        def error_of(C) -> float:
+            c = C if isinstance(C, torch.Tensor) else torch.from_numpy(C).cuda()
+            return float(((c.double() - ref).abs() / scale).max())
+
+        out = torch.empty(n, n, device="cuda")
+        for allow, name in ((False, "cuBLAS FP32 (TF32 off)"), (True, "cuBLAS TF32")):
+            torch.backends.cuda.matmul.allow_tf32 = allow
+            err = error_of(torch.matmul(tA, tB))
+            t = time_torch(lambda: torch.matmul(tA, tB, out=out), repeat=repeat)
+            rows.append(timed_row(name, group, "peer", t.median_ms, nbytes, flops, None, min_ms=t.min_ms,
+                                  samples=len(t.samples_ms), max_error=err, **sizes_))
+        torch.backends.cuda.matmul.allow_tf32 = False
+        cublas_err = rows[-2]["max_error"]
+
+        def ours(name, launcher, group=group, **extra):
+            try:
+                Cd.set(np.full((n, n), np.nan, np.float32))
+                launcher(Ad, Bd, out=Cd)
+                err = error_of(Cd.get())
+                t = time_kernel(launcher(Ad, Bd, out=Cd, prepare_only=True), repeat=repeat)
+            except Exception as exc:  # noqa: BLE001 - recorded as a row that says why
+                rows.append(untimed_row(name, group, "kernel", error=str(exc)[:300], **sizes_, **extra))
+                return
+            rows.append(timed_row(name, group, "kernel", t.median_ms, nbytes, flops, None, min_ms=t.min_ms,
+                                  samples=len(t.samples_ms), max_error=err,
+                                  error_vs_cublas_fp32=err / cublas_err, correct=bool(err <= 1e-5), **sizes_, **extra))
+            print(f"{n}^3 {name:<44} {t.median_ms:8.3f} ms  max error {err:.2e}", flush=True)
+
+        ours("version 10: 3xTF32, wgmma", sgemm_hopper.sgemm_tf32x3_wgmma)
+        ours("version 9: 3xTF32, WMMA", sgemm.sgemm_tf32x3_wmma)
+        ours("version 7: FP32 warptile", sgemm.sgemm_warptile)
+        if n == 4096:
+            ours("version 10 without float partial sums (H_PROMOTE=0)",
+                 lambda *a, **k: sgemm_hopper.sgemm_tf32x3_wgmma(*a, config={"H_PROMOTE": 0}, **k),
+                 group="square 4096, no partial sums")
+            for config in SEARCH:
+                ours("version 10 " + " ".join(f"{k[2:]}={v}" for k, v in config.items()),
+                     lambda *a, config=config, **k: sgemm_hopper.sgemm_tf32x3_wgmma(*a, config=config, **k),
+                     group="search 4096", config=config)
+        for r in rows:
+            if r["group"] == group and r["kind"] == "peer":
+                print(f"{n}^3 {r['name']:<44} {r['median_ms']:8.3f} ms  max error {r['max_error']:.2e}", flush=True)
+    return {"tf32_peer_allowed": "cuBLAS TF32 only", "sizes": list(sizes), "results": rows,
+            "default_config": sgemm_hopper.DEFAULT_CONFIG}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", default=NAME, help="results file name (benchmarks/results/<name>.json)")
+    parser.add_argument("--sizes", type=int, nargs="*", default=SIZES)
+    args = parser.parse_args(argv)
+    path = write_results(args.name, measure(tuple(args.sizes)))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
