@@ -7,7 +7,7 @@ A chapter called ``<name>`` with number ``N`` has
   ``solutions/NN_<name>/<name>.ipynb`` and the released ``exercises/NN_<name>/<name>.ipynb``;
 * its exercises, declared in ``autograder/exercises/<name>.py`` (``EXERCISES``);
 * its benchmark ``benchmarks/<name>.py`` and results ``benchmarks/results/<name>.json``
-  (or none);
+  (or none), and any benchmarks it measures apart (``more_benchmarks``);
 * the kernel topics it teaches, ``kernels/<topic>.cu`` and ``kernels/<topic>.py``.
 
 ``tests/test_chapters.py`` checks the repository against this list, and
@@ -31,6 +31,9 @@ class Chapter:
     pages: tuple[str, ...]  # book/<page>.md, in reading order
     topics: tuple[str, ...]  # kernels/<topic>.cu the chapter teaches
     has_benchmark: bool = True
+    #: Benchmarks of the chapter measured apart from ``benchmarks/<name>.py`` (``benchmarks/<b>.py``, results
+    #: ``benchmarks/results/<b>.json``): kernels for one kind of GPU only, say.
+    more_benchmarks: tuple[str, ...] = ()
     #: Has graded exercises (an assignment, an exercise module); False for a chapter that only teaches.
     graded: bool = True
     #: Run the whole nbgrader cycle (release, submit, autograde) in the tests: slow, so not for every chapter.
@@ -74,7 +77,8 @@ CHAPTERS = (
     Chapter(3, "cnn", "Convolutional networks", ("cnn", "lenet"), ("conv2d", "conv2d_backward", "pooling"),
             graded_end_to_end=True),
     Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication", ("conv_as_gemm",),
-            ("im2col", "sgemm", "conv2d_gemm"), graded_end_to_end=True),
+            ("im2col", "sgemm", "sgemm_hopper", "conv2d_gemm"), graded_end_to_end=True,
+            more_benchmarks=("sgemm_tensor_cores",)),  # version 10 of the GEMM needs a Hopper GPU
     Chapter(5, "capsules", "Capsule networks", ("capsules",),
             ("capsule_prediction", "capsule_prediction_backward", "capsule_routing")),
     Chapter(6, "large_margin_softmax", "Large-margin softmax", ("large_margin_softmax",), ("lsoftmax",),

@@ -352,6 +352,7 @@ KERNELS = kernel_table(
     _facts("sgemm_blocktile_2d", sgemm_blocktile_2d, BT2[0], BT2[1], BT2[2]),
     _facts("sgemm_vectorized", sgemm_vectorized, BT2[0], BT2[1], BT2[2]),
     _facts("sgemm_warptile", sgemm_warptile, WARPTILE_DEFAULT["WT_BM"], WARPTILE_DEFAULT["WT_BN"], warptile_threads()),
+    _facts("sgemm_tf32x3_wmma", sgemm_tf32x3_wmma, TC[0], TC[1], TC[2]),
 )
 
 

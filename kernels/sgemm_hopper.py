@@ -17,6 +17,7 @@ from kernels.runtime import DeviceBuffer, blocks_for, selection
 from kernels.runtime.errors import KernelError
 from kernels.runtime.gpu import ARCH_SPECIFIC_OPTION
 from kernels.runtime.loader import launch, load_topic, output_like
+from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
 
 TOPIC = "sgemm_hopper"
 BN = 128                            # sgemm_hopper.cu: H_BN
@@ -108,3 +109,69 @@ def sgemm_tf32x3_wgmma(A, B, out=None, *, b_transposed: bool = False, sync=True,
     if prepare_only:
         return lambda: (split(), product())
     return C
+
+
+def split_b_reference(B, b_transposed: bool = False, bk: int = DEFAULT_CONFIG["H_BK"]) -> np.ndarray:
+    """What ``tf32x3_split_b`` writes, in NumPy: for each n-tile and k-tile, B_big then B_small in the order
+    [k-step s][core matrix along k c][n group][n][k] with the k order of the kernel's header comment."""
+    from kernels.sgemm import tf32
+
+    Bm = np.asarray(B, np.float32).T if b_transposed else np.asarray(B, np.float32)   # K x N
+    K, N = Bm.shape
+    k_tiles, n_tiles = blocks_for(K, bk), blocks_for(N, BN)
+    padded = np.zeros((k_tiles * bk, n_tiles * BN), np.float32)
+    padded[:K, :N] = Bm
+    e = np.arange(BN * bk)
+    kk, nr, ng, c, s = e % 4, (e // 4) % 8, (e // 32) % (BN // 8), (e // (4 * BN)) % 2, e // (8 * BN)
+    k_in_tile, n_in_tile = (bk // 4) * kk + 2 * s + c, ng * 8 + nr
+    out = np.empty((n_tiles, k_tiles, 2, BN * bk), np.float32)
+    for nt in range(n_tiles):
+        for kt in range(k_tiles):
+            v = padded[kt * bk + k_in_tile, nt * BN + n_in_tile]
+            big = tf32(v)
+            out[nt, kt, 0], out[nt, kt, 1] = big, tf32(v - big)
+    return out.ravel()
+
+
+def _mnk(shape) -> tuple[int, int, int]:
+    return int(shape["M"]), int(shape["N"]), int(shape["K"])
+
+
+def _product_launch(shape):
+    M, N, _ = _mnk(shape)
+    g = _geometry(DEFAULT_CONFIG)
+    return as_launch(blocks_for(M, g["BM"]) * blocks_for(N, BN), g["THREADS"], g["SHARED_BYTES"])
+
+
+def _split_launch(shape):
+    _, N, K = _mnk(shape)
+    return as_launch((blocks_for(K, DEFAULT_CONFIG["H_BK"]), blocks_for(N, BN)), SPLIT_THREADS)
+
+
+def _reference(A, B):
+    from kernels.sgemm import reference
+
+    return reference(A, B)
+
+
+_DEFINES = {"DLK_ARCH_SPECIFIC": 1, **DEFAULT_CONFIG}
+
+def _split_bytes(shape) -> float:
+    """B read once, its big and small parts (padded to whole tiles) written once."""
+    _, N, K = _mnk(shape)
+    return 4.0 * K * N + 4.0 * split_floats(K, N, DEFAULT_CONFIG["H_BK"])
+
+
+def _product_bytes(shape) -> float:
+    """A read and C written once, the split B read once."""
+    M, N, K = _mnk(shape)
+    return 4.0 * (M * K + M * N) + 4.0 * split_floats(K, N, DEFAULT_CONFIG["H_BK"])
+
+
+KERNELS = kernel_table(
+    KernelVersion(TOPIC, "tf32x3_split_b", sgemm_tf32x3_wgmma, _split_launch, bytes=_split_bytes,
+                  flops=lambda shape: 0.0, reference=split_b_reference, defines=_DEFINES),
+    KernelVersion(TOPIC, "sgemm_tf32x3_wgmma", sgemm_tf32x3_wgmma, _product_launch, bytes=_product_bytes,
+                  flops=lambda shape: 2.0 * _mnk(shape)[0] * _mnk(shape)[1] * _mnk(shape)[2],
+                  reference=_reference, defines=_DEFINES),
+)

@@ -78,6 +78,24 @@ def test_version_10_is_as_accurate_as_float32(backend, shape):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_version_10_splits_b_into_the_layout_the_chapter_describes(backend, b_transposed):
+    """tf32x3_split_b writes what the NumPy model of its layout (split_b_reference) says, bit for bit."""
+    from kernels.runtime.loader import launch, load_topic
+
+    H = _hopper(backend)
+    K, N = 70, 130  # partial tiles both ways
+    B = operands(1, N, K, seed=5)[1]
+    given = np.ascontiguousarray(B.T) if b_transposed else B
+    out = np.full(H.split_floats(K, N, H.DEFAULT_CONFIG["H_BK"]), np.nan, np.float32)
+    record = H.KERNELS["tf32x3_split_b"]
+    config = record.launch({"M": 1, "N": N, "K": K})
+    launch(load_topic(H.TOPIC, dict(record.defines)).function("tf32x3_split_b"), (given, K, N, int(b_transposed), out),
+           grid=config.grid, block=config.block)
+    np.testing.assert_array_equal(out, H.split_b_reference(B))
+
+
+@pytest.mark.gpu
 def test_version_10_on_device_buffers_and_its_checks(backend):
     from kernels.runtime import empty, to_device
 

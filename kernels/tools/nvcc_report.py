@@ -48,17 +48,12 @@ def nvcc_path() -> str | None:
 
 
 def wrap_extern_c(source: str, source_name: str) -> str:
-    """Wrap source in ``extern "C"`` as the runtime does: ``#include`` lines hoisted, line numbers kept."""
-    includes: list[str] = []
-    body: list[str] = []
-    for line in source.splitlines():
-        if re.match(r"\s*#\s*include\b", line):
-            includes.append(line)
-            body.append("")
-        else:
-            body.append(line)
-    escaped = source_name.replace("\\", "\\\\").replace('"', '\\"')
-    return "\n".join(includes) + f'\nextern "C" {{\n#line 1 "{escaped}"\n' + "\n".join(body) + "\n}\n"
+    """The text nvcc compiles, made as the GPU runtime makes it (``kernels.runtime.gpu``): ``extern "C"``
+    in front of each kernel that is not a template, so that kernels keep their own names while templates
+    and overloaded device functions compile as C++; line numbers kept."""
+    from kernels.runtime.gpu import _wrap_source
+
+    return _wrap_source(source, source_name)
 
 
 def parse_ptxas_log(log: str) -> list[KernelResources]:
@@ -135,9 +130,14 @@ def compile_report(
 
 def report_topic(topic: str, arch: str = DEFAULT_ARCH) -> list[KernelResources]:
     """:func:`compile_report` of ``kernels/<topic>.cu``, kernels in the order the file defines them."""
+    from kernels.runtime.gpu import ARCH_SPECIFIC_OPTION, compile_target
+
     path = source_path(topic)
     source = path.read_text()
-    found = {r.kernel: r for r in compile_report(source, path.name, arch, include_dirs=(str(KERNEL_DIR),))}
+    # A topic written for one architecture only (Hopper's wgmma) is compiled as its loader compiles it.
+    options = (ARCH_SPECIFIC_OPTION,) if re.search(r"\bDLK_ARCH_SPECIFIC\b", source) else ()
+    found = {r.kernel: r for r in compile_report(source, path.name, compile_target(arch, options),
+                                                 include_dirs=(str(KERNEL_DIR),), options=options)}
     order = [m.group(1) for m in re.finditer(r"__global__\s+void\s+(\w+)", source)]
     return [found[k] for k in order if k in found] + [r for k, r in found.items() if k not in order]
 
