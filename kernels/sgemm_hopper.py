@@ -15,7 +15,6 @@ import numpy as np
 
 from kernels.runtime import DeviceBuffer, blocks_for, selection
 from kernels.runtime.errors import KernelError
-from kernels.runtime.gpu import ARCH_SPECIFIC_OPTION
 from kernels.runtime.loader import launch, load_topic, output_like
 from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
 
