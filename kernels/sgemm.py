@@ -37,12 +37,6 @@ VERSIONS = (
     ("splitk", "tiles sized for the shape and K split across blocks, for skinny and small products"),
 )
 
-#: Beyond the FP32 units: the tensor-core versions (9 here, 10 in kernels/sgemm_hopper.py), not part of the
-#: FP32 ladder's figures (which thread owns which element of C is the WMMA API's own, unspecified layout).
-TENSOR_CORE_VERSIONS = (
-    ("tf32x3_wmma", "float32 accuracy on the tensor cores: each input split into two TF32 parts, three products (WMMA)"),
-)
-
 TILE = 32  # sgemm.cu: TILE (versions 1-3 use TILE x TILE threads)
 BT1 = (64, 64, 512)  # BT1_BM, BT1_BN, threads
 BT2 = (128, 128, 256)  # BT2_BM, BT2_BN, threads (and VEC_*)

@@ -17,6 +17,7 @@ from kernels.runtime import DeviceBuffer, blocks_for, selection
 from kernels.runtime.errors import KernelError
 from kernels.runtime.loader import launch, load_topic, output_like
 from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
+from kernels.sgemm import _workspace  # the device buffer kept per backend and shape (version 8's partial sums)
 
 TOPIC = "sgemm_hopper"
 BN = 128                            # sgemm_hopper.cu: H_BN
@@ -39,7 +40,10 @@ def split_floats(K: int, N: int, bk: int) -> int:
     return blocks_for(N, BN) * blocks_for(K, bk) * 2 * BN * bk
 
 
-_capability: dict = {}  # id(backend) -> (backend, "major.minor"): asked once (describe() takes about a millisecond)
+def is_hopper(backend=None) -> bool:
+    """Whether ``backend`` (default: the current one) is a GPU of compute capability 9.0, where version 10 runs."""
+    backend = backend or selection.current_backend()
+    return backend.name == "gpu" and backend.arch == "sm_90"
 
 
 def require_hopper(backend=None) -> None:
@@ -50,28 +54,8 @@ def require_hopper(backend=None) -> None:
             "version 10 (3xTF32 with wgmma) runs on a Hopper GPU only: wgmma is PTX assembly, which the CPU "
             "emulator cannot run. Version 9 (kernels.sgemm.sgemm_tf32x3_wmma) is the same split in CUDA C."
         )
-    cc = _capability.get(id(backend))
-    if cc is None or cc[0] is not backend:
-        cc = _capability[id(backend)] = (backend, backend.describe().get("compute_capability"))
-    cc = cc[1]
-    if cc != "9.0":
-        raise KernelError(f"version 10 (3xTF32 with wgmma) needs a Hopper GPU (compute capability 9.0); this one is {cc}")
-
-
-_workspaces: dict = {}
-
-
-def _split_buffer(floats: int, like):
-    if not isinstance(like, DeviceBuffer):
-        return np.empty(floats, np.float32)
-    from kernels.runtime.module import empty
-
-    backend = selection.current_backend()
-    key = (id(backend), floats)
-    hit = _workspaces.get(key)
-    if hit is None or hit[0] is not backend:
-        hit = _workspaces[key] = (backend, empty((floats,)))
-    return hit[1]
+    if not is_hopper(backend):
+        raise KernelError(f"version 10 (3xTF32 with wgmma) needs a Hopper GPU (sm_90); this one is {backend.arch}")
 
 
 def sgemm_tf32x3_wgmma(A, B, out=None, *, b_transposed: bool = False, sync=True, prepare_only=False,
@@ -98,7 +82,8 @@ def sgemm_tf32x3_wgmma(A, B, out=None, *, b_transposed: bool = False, sync=True,
     config = {**DEFAULT_CONFIG, **(config or {})}
     g = _geometry(config)
     module = load_topic(TOPIC, {"DLK_ARCH_SPECIFIC": 1, **config})
-    Bp = _split_buffer(split_floats(K, N, g["BK"]), A)
+    floats = split_floats(K, N, g["BK"])
+    Bp = _workspace((floats,)) if isinstance(A, DeviceBuffer) else np.empty(floats, np.float32)
     split = launch(module.function("tf32x3_split_b"), (B, K, N, int(b_transposed), Bp),
                    grid=(blocks_for(K, g["BK"]), blocks_for(N, BN)), block=SPLIT_THREADS, sync=False,
                    prepare_only=prepare_only)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kernels import lsoftmax as L
 from kernels import lsoftmax_pitfalls as P
+from kernels import sgemm_hopper
 from kernels.tools.gradcheck import check_gradients
 
 MARGINS = (1, 2, 3, 4)
@@ -413,19 +414,12 @@ def test_layer_at_a_realistic_size_on_the_gpu(version):
     assert np.abs(dW - dW_ref).max() <= 1e-4 * np.abs(dW_ref).max()
 
 
-def _on_hopper() -> bool:
-    from kernels.runtime import selection
-
-    backend = selection.current_backend()
-    return backend.name == "gpu" and backend.describe().get("compute_capability") == "9.0"
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(512, 1000, 128), (300, 10, 52)], ids=["1000 classes", "10 classes"])
 def test_tensor_core_layer_at_a_realistic_size_on_a_hopper_gpu(shape):
     """The layer with its three GEMMs on the tensor cores (3xTF32): as accurate as the FP32 versions; 10
     classes make the dX product's K = 10, not a multiple of 4 (A's rows copied float by float)."""
-    if not _on_hopper():
+    if not sgemm_hopper.is_hopper():
         pytest.skip("the tensor-core version needs a Hopper GPU (compute capability 9.0)")
     X, W, labels = layer_data(*shape, seed=9)
     X *= 0.2
@@ -441,7 +435,7 @@ def test_tensor_core_layer_at_a_realistic_size_on_a_hopper_gpu(shape):
 def test_tensor_core_layer_names_the_gpu_it_needs_elsewhere(backend):
     from kernels.runtime.errors import KernelError
 
-    if _on_hopper():
+    if sgemm_hopper.is_hopper():
         pytest.skip("this GPU is a Hopper: the tensor-core version runs here")
     with pytest.raises(KernelError, match="Hopper"):
         L.LargeMarginSoftmax(2, L.TENSOR_CORES[0])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import sgemm
+from kernels import sgemm, sgemm_hopper
 from kernels.runtime.errors import KernelError
 from tests.test_sgemm import assert_product, operands
 
@@ -45,9 +45,7 @@ def test_plain_tf32_misses_the_bound_the_split_meets():
 
 @pytest.mark.backend
 def test_version_10_names_what_it_needs_off_a_hopper_gpu(backend):
-    from kernels import sgemm_hopper
-
-    if backend.name == "gpu" and backend.describe().get("compute_capability") == "9.0":
+    if sgemm_hopper.is_hopper(backend):
         pytest.skip("this GPU is a Hopper: version 10 runs here")
     A, B = operands(8, 8, 8, seed=0)
     with pytest.raises(KernelError, match="Hopper"):
@@ -55,10 +53,8 @@ def test_version_10_names_what_it_needs_off_a_hopper_gpu(backend):
 
 
 def _hopper(backend):
-    if backend.describe().get("compute_capability") != "9.0":
+    if not sgemm_hopper.is_hopper(backend):
         pytest.skip("version 10 needs a Hopper GPU (compute capability 9.0)")
-    from kernels import sgemm_hopper
-
     return sgemm_hopper
 
 
