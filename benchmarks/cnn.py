@@ -238,6 +238,12 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
                 {"rows": tile_rows, "defines": defines},
                 lambda: (cb.input_shared_plan(shape, tile_rows, defines)["rows"], rw, cbk, staging),
                 f"input_shared RW={rw} CB={cbk} rows={label(tile_rows)}{'' if staging else ' via registers'}")
+        for rw, cbk in ((2, 1), (1, 1), (2, 2), (1, 2), (2, 3)):
+            if cbk > C:
+                continue
+            defines = {"BI_RW": rw, "BI_CB": cbk}
+            add("input", "conv2d_backward_input_fixed", cb.backward_input_fixed, {"defines": defines},
+                lambda: (rw, cbk), f"input_fixed RW={rw} CB={cbk}")
     for splits in (None, N, N // 2) if small else (None, 8, 32, 128):
         add("bias", "conv2d_backward_bias_split", cb.backward_bias_split, {"splits": splits},
             lambda: cb.bias_split_plan(shape, splits)["splits"], f"bias_split S={label(splits)}")
@@ -606,6 +612,8 @@ def main() -> None:
                              "LeNet-5's whole step against PyTorch's)")
     parser.add_argument("--defaults-only", action="store_true",
                         help="backward: time each version in its default configuration only, not the variants")
+    parser.add_argument("--backward-name", default=BACKWARD_NAME,
+                        help="backward: the results file's name, for a second GPU's run (e.g. cnn_backward_h200)")
     args = parser.parse_args()
     if args.only in (None, "training-step"):
         step = measure_training_step()
@@ -623,7 +631,7 @@ def main() -> None:
         print_summary(results)
     if args.only in (None, "backward"):
         backward = measure_backward(variants=not args.defaults_only)
-        path = write_results(BACKWARD_NAME, {k: v for k, v in backward.items()
+        path = write_results(args.backward_name, {k: v for k, v in backward.items()
                                              if k not in ("device", "benchmark", "date")})
         print(f"wrote {path}")
         print_backward_summary(backward)

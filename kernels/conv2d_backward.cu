@@ -141,7 +141,7 @@ __global__ void conv2d_backward_bias(const float* dY, float* db, int N, int M, i
 }
 
 // ================================================================================================
-// Versions 5-10: the same gradients in as few launches as the problem allows.
+// Versions 5-11: the same gradients in as few launches as the problem allows.
 //
 // The layers of LeNet are tiny (C3's weight gradient is 2400 sums of 6400 products, about 15 M
 // multiply-adds, under a microsecond of the whole GPU's arithmetic), so what versions 1-4 pay for
@@ -179,6 +179,10 @@ __global__ void conv2d_backward_bias(const float* dY, float* db, int N, int M, i
 //  10. conv2d_backward_split_sum      the fixed-order sum of version 9's S partial tiles: one thread
 //                                     per output, the whole GPU reading them (a partial tile is too
 //                                     big for one last block to add quickly).
+//  11. conv2d_backward_input_fixed    version 7 with the layer's sizes compiled in (BF_M, BF_H, BF_W)
+//                                     and the whole height per block: the padded rows are zeroed with
+//                                     16-byte stores and dY copied in with indices divided by constants,
+//                                     where version 7 divided by run-time sizes for every float.
 
 // The last of `count` blocks to reach this point (per `counter`) gets true, after every block's
 // earlier global writes are visible to it; it also resets the counter for the next launch.  Every
@@ -405,6 +409,64 @@ __global__ void conv2d_backward_bias_split(const float* dY, float* db, float* pa
 #define BI_CB 1                            // input channels per block (each thread computes all of them)
 #endif
 
+// The filters of channels c0 .. c0 + BI_CB - 1, rotated by 180 degrees, as Fs[cb][m][p][q] (zeros past C):
+// thread t of `threads` copies every threads-th value.
+__device__ __forceinline__ void stage_rotated_filters(float* Fs, const float* Wf, int c0, int C, int M, int t,
+                                                      int threads)
+{
+    const int K = BI_K;
+    for (int i = t; i < BI_CB * M * K * K; i += threads) {
+        int cb = i / (M * K * K), m = (i / (K * K)) % M, pq = i % (K * K);
+        Fs[i] = (c0 + cb < C) ? Wf[((size_t)m * C + c0 + cb) * K * K + (K * K - 1 - pq)] : 0.0f;
+    }
+}
+
+// The multiply-adds of versions 7 and 11, once the block's rows of dY (zero-padded by K - 1, hp rows
+// of wp floats per output map) and its rotated filters are in shared memory: thread (x, y) adds up
+// dX[n][c0 + cb][h0 + y][x * BI_RW + r] for cb < BI_CB, r < BI_RW, and writes the ones inside dX.
+// Inlined, so that version 11's compile-time sizes reach the loops.
+__device__ __forceinline__ void input_shared_products(const float* Ys, const float* Fs, float* dX, int n, int c0,
+                                                      int h0, int C, int H, int W, int M, int hp, int wp)
+{
+    const int K = BI_K;
+    float acc[BI_CB][BI_RW];
+    #pragma unroll
+    for (int cb = 0; cb < BI_CB; ++cb)
+        #pragma unroll
+        for (int r = 0; r < BI_RW; ++r) acc[cb][r] = 0.0f;
+    int w0 = threadIdx.x * BI_RW;
+    for (int m = 0; m < M; ++m) {
+        #pragma unroll
+        for (int p = 0; p < K; ++p) {
+            const float* y = Ys + (m * hp + threadIdx.y + p) * wp + w0;
+            float seg[BI_RW + BI_K - 1];
+            #pragma unroll
+            for (int i = 0; i < BI_RW + K - 1; ++i) seg[i] = y[i];
+            #pragma unroll
+            for (int cb = 0; cb < BI_CB; ++cb) {
+                const float* f = Fs + ((cb * M + m) * K + p) * K;
+                #pragma unroll
+                for (int q = 0; q < K; ++q) {
+                    float wq = f[q];
+                    #pragma unroll
+                    for (int r = 0; r < BI_RW; ++r) acc[cb][r] += seg[r + q] * wq;
+                }
+            }
+        }
+    }
+    int h = h0 + threadIdx.y;
+    if (h >= H) return;
+    #pragma unroll
+    for (int cb = 0; cb < BI_CB; ++cb) {
+        if (c0 + cb >= C) break;
+        float* x = dX + (((size_t)n * C + c0 + cb) * H + h) * W;
+        #pragma unroll
+        for (int r = 0; r < BI_RW; ++r)
+            if (w0 + r < W) x[w0 + r] = acc[cb][r];
+    }
+}
+
+
 // 7. Launch: block (ceil(W / BI_RW), rows), grid (ceil(C / BI_CB), ceil(H / rows), N), dynamic shared
 //    memory (M * (rows + K - 1) * wp + BI_CB * M * K * K) * 4 bytes with wp = ceil(W / BI_RW) * BI_RW + K - 1.
 //    dX[n][c][h][w] = sum_{m, p, q} dYpad[m][h + p][w + q] * W[m][c][K-1-p][K-1-q], dYpad being dY with
@@ -447,50 +509,55 @@ __global__ void conv2d_backward_input_shared(const float* dY, const float* Wf, f
             if (base + u * threads < staged) Ys[base + u * threads] = v[u];
     }
 #endif
-    for (int i = t; i < BI_CB * M * K * K; i += threads) {
-        int cb = i / (M * K * K), m = (i / (K * K)) % M, pq = i % (K * K);
-        Fs[i] = (c0 + cb < C) ? Wf[((size_t)m * C + c0 + cb) * K * K + (K * K - 1 - pq)] : 0.0f;
-    }
+    stage_rotated_filters(Fs, Wf, c0, C, M, t, threads);
 #if STAGE_ASYNC
     __pipeline_wait_prior(0);                             // the filters' loads overlapped the copies
 #endif
     __syncthreads();
 
-    float acc[BI_CB][BI_RW];
-    #pragma unroll
-    for (int cb = 0; cb < BI_CB; ++cb)
-        #pragma unroll
-        for (int r = 0; r < BI_RW; ++r) acc[cb][r] = 0.0f;
-    int w0 = threadIdx.x * BI_RW;
-    for (int m = 0; m < M; ++m) {
-        #pragma unroll
-        for (int p = 0; p < K; ++p) {
-            const float* y = Ys + (m * hp + threadIdx.y + p) * wp + w0;
-            float seg[BI_RW + BI_K - 1];
-            #pragma unroll
-            for (int i = 0; i < BI_RW + K - 1; ++i) seg[i] = y[i];
-            #pragma unroll
-            for (int cb = 0; cb < BI_CB; ++cb) {
-                const float* f = Fs + ((cb * M + m) * K + p) * K;
-                #pragma unroll
-                for (int q = 0; q < K; ++q) {
-                    float wq = f[q];
-                    #pragma unroll
-                    for (int r = 0; r < BI_RW; ++r) acc[cb][r] += seg[r + q] * wq;
-                }
-            }
-        }
+    input_shared_products(Ys, Fs, dX, n, c0, h0, C, H, W, M, hp, wp);
+}
+
+// 11. Version 7 for one layer shape, compiled in (BF_M output maps of BF_H x BF_W inputs, BI_K x BI_K
+//     filters): a block holds the whole height, and its staging no longer divides by run-time sizes.
+//     On LeNet's C3 version 7 spent more instructions copying dY into its padded rows (a division
+//     and two remainders per float, by sizes known only at run time) than multiplying; here the
+//     block zeroes the padded rows with 16-byte stores, then copies dY[n] (contiguous) into their
+//     middle, its indices divided by constants.  Launch: block (ceil(BF_W / BI_RW), BF_H), grid
+//     (ceil(C / BI_CB), 1, N), dynamic shared memory (BF_M * hp * wp + BI_CB * BF_M * K * K) * 4
+//     bytes with hp = BF_H + K - 1, wp = ceil(BF_W / BI_RW) * BI_RW + K - 1.
+#ifndef BF_M
+#define BF_M 16                            // version 11's layer: output maps, input height and width
+#endif                                     // (LeNet's C3 by default; the launcher sets the layer's)
+#ifndef BF_H
+#define BF_H 14
+#endif
+#ifndef BF_W
+#define BF_W 14
+#endif
+__global__ void conv2d_backward_input_fixed(const float* dY, const float* Wf, float* dX, int N, int C)
+{
+    extern __shared__ __align__(16) float shared[];
+    constexpr int K = BI_K, M = BF_M, H = BF_H, W = BF_W;
+    constexpr int H_out = H - K + 1, W_out = W - K + 1, P = H_out * W_out;
+    constexpr int wp = (W + BI_RW - 1) / BI_RW * BI_RW + K - 1, hp = H + K - 1, staged = M * hp * wp;
+    float* Ys = shared;                                   // M x hp x wp: rows -(K-1) .. H-1 of dY, padded
+    float* Fs = shared + staged;                          // BI_CB x M x K x K, rotated
+    int c0 = blockIdx.x * BI_CB, n = blockIdx.z;
+    int t = threadIdx.y * blockDim.x + threadIdx.x, threads = blockDim.x * blockDim.y;
+
+    for (int i = t; i < staged / 4; i += threads)
+        reinterpret_cast<float4*>(Ys)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int i = staged / 4 * 4 + t; i < staged; i += threads) Ys[i] = 0.0f;
+    stage_rotated_filters(Fs, Wf, c0, C, M, t, threads);
+    __syncthreads();                                      // the zeros are down before the values go in
+    const float* y = dY + (size_t)n * M * P;
+    for (int i = t; i < M * P; i += threads) {
+        int m = i / P, ho = (i / W_out) % H_out, wo = i % W_out;
+        Ys[(m * hp + ho + K - 1) * wp + wo + K - 1] = y[i];
     }
-    int h = h0 + threadIdx.y;
-    if (h >= H) return;
-    #pragma unroll
-    for (int cb = 0; cb < BI_CB; ++cb) {
-        if (c0 + cb >= C) break;
-        float* x = dX + (((size_t)n * C + c0 + cb) * H + h) * W;
-        #pragma unroll
-        for (int r = 0; r < BI_RW; ++r)
-            if (w0 + r < W) x[w0 + r] = acc[cb][r];
-    }
+    __syncthreads();
+    input_shared_products(Ys, Fs, dX, n, c0, 0, C, H, W, M, hp, wp);
 }
 
 // 8. Wt[c][m][p][q] = W[m][c][K-1-p][K-1-q]: one thread per weight, grid-stride.

@@ -6,13 +6,14 @@ Shapes as in :mod:`kernels.conv2d`: ``X`` ``(N, C, H, W)``, filters ``Wf``
 versions) ``dE/dW`` summed over the minibatch, :func:`backward_bias` ``dE/db``
 (versions 1-4, written for clarity).
 
-Versions 5-10 do the same in few launches, each ending its split reductions in
+Versions 5-11 do the same in few launches, each ending its split reductions in
 a sum of fixed order (the same bits on every run): :func:`backward_weight_bias_split`
 (dW and db in one launch, for layers whose samples fit shared memory, as LeNet's),
 :func:`backward_bias_split`, :func:`backward_input_shared` (dX from shared memory),
 :func:`backward_input_gemm` and :func:`backward_weight_bias_gemm` (implicit GEMM,
-for large layers).  Each takes its design choices (splits, tiles) as arguments, and
-``*_plan`` says what it launches for a shape.
+for large layers).  Version 11, :func:`backward_input_fixed`, is version 7 compiled
+for one layer's sizes, for small layers.  Each takes its design choices (splits,
+tiles) as arguments, and ``*_plan`` says what it launches for a shape.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ AUTO_REDUCE_PRODUCTS = 1024  # products per weight from which backward_weight_au
 WEIGHT_VERSIONS = {"naive": backward_weight_naive, "reduce": backward_weight, "auto": backward_weight_auto}
 
 
-# --------------------------------------------------------------------------- versions 5-10: few launches
+# --------------------------------------------------------------------------- versions 5-11: few launches
 
 #: Most threads a block of version 5 may have, and most (c, p, row) tasks one thread keeps (WB_TASKS).
 SPLIT_MAX_THREADS = 1024
@@ -339,6 +340,38 @@ def backward_input_shared(dY, Wf, x_shape, *, rows: int | None = None, defines: 
     return enqueue if prepare_only else dX
 
 
+def input_fixed_plan(shape, defines: dict | None = None) -> dict:
+    """Version 11's launch: block (ceil(W / RW), H), grid (ceil(C / CB), 1, N), shared bytes, and the defines
+    that compile the layer's sizes in."""
+    N, C, H, W, M, K = layer(shape)
+    d = {**INPUT_SHARED_DEFINES, **(defines or {})}
+    cols = -(-W // d["BI_RW"])
+    wp, hp = cols * d["BI_RW"] + K - 1, H + K - 1
+    return {"block": (cols, H, 1), "grid": (-(-C // d["BI_CB"]), 1, N),
+            "shared": 4 * (M * hp * wp + d["BI_CB"] * M * K * K),
+            "defines": {**d, "BI_K": K, "BF_M": M, "BF_H": H, "BF_W": W}}
+
+
+def backward_input_fixed(dY, Wf, x_shape, *, defines: dict | None = None, out=None, prepare_only=False):
+    """Version 11: ``conv2d_backward_input_fixed``, version 7 compiled for this layer's sizes (a module per
+    shape), a block per channel group and sample holding the whole height.  For small layers: a block of
+    ceil(W / BI_RW) x H threads must stay within 1024, and all M maps of a sample within shared memory.
+    """
+    dY, Wf = float32_operand(dY), float32_operand(Wf)
+    N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
+    plan = input_fixed_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, defines)
+    threads = plan["block"][0] * plan["block"][1]
+    if threads > 1024 or plan["shared"] > SHARED_LIMIT:
+        raise ValueError(f"conv2d_backward_input_fixed holds a whole sample per block: {threads} threads and "
+                         f"{plan['shared']} bytes of shared memory for {M} maps of {H} x {W} (at most 1024 threads "
+                         f"and {SHARED_LIMIT} bytes); use backward_input_shared or backward_input_gemm")
+    dX = result_array(out, (N, C, H, W), any_layout=True) if out is not None else output_like(dY, (N, C, H, W))
+    kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_input_fixed")
+    enqueue = launch(kernel, (dY, Wf, dX, N, C), grid=plan["grid"], block=plan["block"], shared=plan["shared"],
+                     prepare_only=prepare_only)
+    return enqueue if prepare_only else dX
+
+
 def backward_input_gemm(dY, Wf, x_shape, *, config: dict | None = None, out=None, prepare_only=False):
     """Versions 8 + the GEMM chapter's implicit GEMM: dE/dX = dY padded by K - 1, convolved with the
     transposed filter bank (``conv2d_backward_flip_filters``) by ``conv2d_implicit_gemm``.
@@ -478,6 +511,11 @@ def _input_shared_launch(shape) -> LaunchConfig:
     return LaunchConfig(plan["grid"], plan["block"], plan["shared"])
 
 
+def _input_fixed_launch(shape) -> LaunchConfig:
+    plan = input_fixed_plan(shape)
+    return LaunchConfig(plan["grid"], plan["block"], plan["shared"])
+
+
 def _weight_gemm_launch(shape) -> LaunchConfig:
     plan = weight_gemm_plan(shape)
     return LaunchConfig(plan["grid"], (plan["threads"], 1, 1), 0)
@@ -528,4 +566,7 @@ KERNELS = kernel_table(
                   _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_GEMM_DEFINES),
     KernelVersion(TOPIC, "conv2d_backward_split_sum", backward_weight_bias_gemm, _split_sum_launch,
                   _split_sum_bytes, _split_sum_flops, backward_weight_bias_reference),
+    # Version 11 compiles the layer's sizes in: its launcher adds BF_M, BF_H, BF_W (LeNet C3's by default).
+    KernelVersion(TOPIC, "conv2d_backward_input_fixed", backward_input_fixed, _input_fixed_launch,
+                  _conv_bytes, _conv_flops, backward_input_reference, defines=INPUT_SHARED_DEFINES),
 )

@@ -102,7 +102,7 @@ def test_backward_input_is_a_convolution_with_the_transposed_filters(backend):
     np.testing.assert_allclose(cb.backward_input(dY, Wf, X.shape), via_forward, rtol=1e-5, atol=1e-5)
 
 
-# ----------------------------------------------------------------------- versions 5-10: few launches
+# ----------------------------------------------------------------------- versions 5-11: few launches
 
 #: Shapes for the LeNet-sized versions (5-7): N = 1, odd sizes, maps of one pixel, 3x3 and 5x5 filters.
 FEW_LAUNCH_SHAPES = [
@@ -161,6 +161,26 @@ def test_input_shared(backend, shape, defines):
     rows = None if defines is None else max(1, shape[2] // 3 + 1)
     got = cb.backward_input_shared(dY, Wf, x_shape, rows=rows, defines=defines)
     assert_within(got, cb.backward_input_reference(dY, Wf), scale)
+
+
+@pytest.mark.parametrize("shape", FEW_LAUNCH_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("defines", [None, {"BI_RW": 1, "BI_CB": 2}, {"BI_RW": 4, "BI_CB": 3}],
+                         ids=["default", "rw1-cb2", "rw4-cb3"])
+def test_input_fixed(backend, shape, defines):
+    """Version 11, compiled for each shape: channel groups that do not divide C, rows of pixels that do
+    not divide W, padded rows whose float count is no multiple of 4 (the zeroing's scalar tail)."""
+    _, Wf, dY = data(*shape)
+    scale = cb.backward_input_reference(np.abs(dY), np.abs(Wf))
+    got = cb.backward_input_fixed(dY, Wf, shape[:4], defines=defines)
+    assert_within(got, cb.backward_input_reference(dY, Wf), scale)
+
+
+def test_input_fixed_compiles_the_layer_in():
+    plan = cb.input_fixed_plan({"N": 64, "C": 6, "H": 14, "W": 14, "M": 16, "K": 5})
+    assert plan["block"] == (7, 14, 1) and plan["grid"] == (6, 1, 64)
+    assert {k: plan["defines"][k] for k in ("BF_M", "BF_H", "BF_W", "BI_K")} == {"BF_M": 16, "BF_H": 14, "BF_W": 14,
+                                                                                "BI_K": 5}
+    assert plan["shared"] == 4 * (16 * 18 * 18 + 16 * 25)
 
 
 #: Shapes for the implicit-GEMM versions (8-10), whose tiles are 64 maps x 64 or 128 taps.
@@ -274,6 +294,8 @@ def test_too_much_shared_memory_is_refused_with_the_way_out():
     X, Wf, dY = data(1, 1, 30, 30, 64, 3)
     with pytest.raises(ValueError, match="pass fewer rows"):
         cb.backward_input_shared(dY, Wf, X.shape, rows=30)
+    with pytest.raises(ValueError, match="use backward_input_shared or backward_input_gemm"):
+        cb.backward_input_fixed(dY, Wf, X.shape)
 
 
 # ----------------------------------------------------------------------- the benchmark's layers, on a GPU
@@ -297,7 +319,8 @@ def test_fast_versions_on_the_benchmark_layers(backend, shape):
             ((cb.backward_bias_split(dY),), ((db_ref, db_scale),))]
     if K == 5:  # the shared-memory versions: LeNet's layers
         runs += [(cb.backward_weight_bias_split(X, dY, K), weight_and_bias),
-                 ((cb.backward_input_shared(dY, Wf, X.shape),), ((dX_ref, dX_scale),))]
+                 ((cb.backward_input_shared(dY, Wf, X.shape),), ((dX_ref, dX_scale),)),
+                 ((cb.backward_input_fixed(dY, Wf, X.shape),), ((dX_ref, dX_scale),))]
     for results, refs in runs:
         for got, (ref, scale) in zip(results, refs):
             assert_within(got, ref, scale)

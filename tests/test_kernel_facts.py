@@ -164,6 +164,8 @@ def _cases():
                    "bias"),
         _conv_case("conv2d_backward", "conv2d_backward_input_shared",
                    {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 5}, "input"),
+        _conv_case("conv2d_backward", "conv2d_backward_input_fixed",
+                   {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 5}, "input"),
         _conv_case("conv2d_backward", "conv2d_backward_flip_filters", CONV_9x8, "input"),
         _conv_case("conv2d_backward", "conv2d_backward_weight_gemm", CONV_9x8, "weight"),
         _conv_case("conv2d_backward", "conv2d_backward_split_sum", CONV_9x8, "weight"),
