@@ -518,14 +518,6 @@ __global__ void conv2d_backward_input_shared(const float* dY, const float* Wf, f
     input_shared_products(Ys, Fs, dX, n, c0, h0, C, H, W, M, hp, wp);
 }
 
-// 11. Version 7 for one layer shape, compiled in (BF_M output maps of BF_H x BF_W inputs, BI_K x BI_K
-//     filters): a block holds the whole height, and its staging no longer divides by run-time sizes.
-//     On LeNet's C3 version 7 spent more instructions copying dY into its padded rows (a division
-//     and two remainders per float, by sizes known only at run time) than multiplying; here the
-//     block zeroes the padded rows with 16-byte stores, then copies dY[n] (contiguous) into their
-//     middle, its indices divided by constants.  Launch: block (ceil(BF_W / BI_RW), BF_H), grid
-//     (ceil(C / BI_CB), 1, N), dynamic shared memory (BF_M * hp * wp + BI_CB * BF_M * K * K) * 4
-//     bytes with hp = BF_H + K - 1, wp = ceil(BF_W / BI_RW) * BI_RW + K - 1.
 #ifndef BF_M
 #define BF_M 16                            // version 11's layer: output maps, input height and width
 #endif                                     // (LeNet's C3 by default; the launcher sets the layer's)
@@ -535,6 +527,15 @@ __global__ void conv2d_backward_input_shared(const float* dY, const float* Wf, f
 #ifndef BF_W
 #define BF_W 14
 #endif
+
+// 11. Version 7 for one layer shape, compiled in (BF_M output maps of BF_H x BF_W inputs, BI_K x BI_K
+//     filters): a block holds the whole height, and its staging no longer divides by run-time sizes.
+//     On LeNet's C3 version 7 spent more instructions copying dY into its padded rows (a division
+//     and two remainders per float, by sizes known only at run time) than multiplying; here the
+//     block zeroes the padded rows with 16-byte stores, then copies dY[n] (contiguous) into their
+//     middle, its indices divided by constants.  Launch: block (ceil(BF_W / BI_RW), BF_H), grid
+//     (ceil(C / BI_CB), 1, N), dynamic shared memory (BF_M * hp * wp + BI_CB * BF_M * K * K) * 4
+//     bytes with hp = BF_H + K - 1, wp = ceil(BF_W / BI_RW) * BI_RW + K - 1.
 __global__ void conv2d_backward_input_fixed(const float* dY, const float* Wf, float* dX, int N, int C)
 {
     extern __shared__ __align__(16) float shared[];
