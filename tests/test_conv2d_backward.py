@@ -163,9 +163,16 @@ def test_input_shared(backend, shape, defines):
     assert_within(got, cb.backward_input_reference(dY, Wf), scale)
 
 
-@pytest.mark.parametrize("shape", FEW_LAUNCH_SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("defines", [None, {"BI_RW": 1, "BI_CB": 2}, {"BI_RW": 4, "BI_CB": 3}],
-                         ids=["default", "rw1-cb2", "rw4-cb3"])
+#: Version 11 compiles a module per shape and tile: every shape with the default tile, and the two other
+#: tiles on the shapes whose channels they do not divide.
+INPUT_FIXED_CASES = ([(shape, None) for shape in FEW_LAUNCH_SHAPES]
+                     + [(shape, defines) for shape in ((1, 5, 19, 21, 7, 5), (5, 3, 11, 10, 4, 5))
+                        for defines in ({"BI_RW": 1, "BI_CB": 2}, {"BI_RW": 4, "BI_CB": 3})])
+
+
+@pytest.mark.parametrize("shape, defines", INPUT_FIXED_CASES,
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple)
+                         else "default" if v is None else f"rw{v['BI_RW']}-cb{v['BI_CB']}")
 def test_input_fixed(backend, shape, defines):
     """Version 11, compiled for each shape: channel groups that do not divide C, rows of pixels that do
     not divide W, padded rows whose float count is no multiple of 4 (the zeroing's scalar tail)."""
