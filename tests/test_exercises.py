@@ -12,7 +12,7 @@ For every exercise of every chapter (:data:`book.chapters.CHAPTERS`):
 
 Graded on the CPU emulator (make test), which finds every planted race and
 out-of-bounds access; the GPU grading of the solutions is in
-tests/autograder/test_solutions_on_gpu.py.
+tests/autograder/test_solutions_on_gpu*.py.
 """
 
 from __future__ import annotations
