@@ -301,23 +301,31 @@ def backward_bias_split(dY, *, splits: int | None = None, out=None, prepare_only
     return enqueue if prepare_only else db
 
 
-def input_shared_plan(shape, rows: int | None = None, defines: dict | None = None) -> dict:
-    """Version 7's launch: block (ceil(W / RW), rows), grid (ceil(C / CB), ceil(H / rows), N), shared bytes.
-
-    ``rows`` defaults to the whole height when a block of it stays within 256 threads, else to as many
-    rows as 256 threads cover.
-    """
+def _input_rows_launch(shape, rows: int, defines: dict | None) -> dict:
+    """The launch of versions 7 and 11 for blocks of ``rows`` rows: block (ceil(W / RW), rows), grid
+    (ceil(C / CB), ceil(H / rows), N), shared bytes (M maps of rows + K - 1 padded rows, and the filters)."""
     N, C, H, W, M, K = layer(shape)
     d = {**INPUT_SHARED_DEFINES, **(defines or {})}
     cols = -(-W // d["BI_RW"])
-    if rows is None:
-        rows = min(H, max(1, 256 // cols))
-    if not 1 <= rows <= H or rows * cols > 1024:
-        raise ValueError(f"rows must be between 1 and H = {H} with rows x {cols} threads <= 1024, got {rows}")
     wp = cols * d["BI_RW"] + K - 1
     shared = 4 * (M * (rows + K - 1) * wp + d["BI_CB"] * M * K * K)
     return {"rows": rows, "block": (cols, rows, 1), "grid": (-(-C // d["BI_CB"]), -(-H // rows), N),
             "shared": shared, "defines": {**d, "BI_K": K}}
+
+
+def input_shared_plan(shape, rows: int | None = None, defines: dict | None = None) -> dict:
+    """Version 7's launch (:func:`_input_rows_launch`).
+
+    ``rows`` defaults to the whole height when a block of it stays within 256 threads, else to as many
+    rows as 256 threads cover.
+    """
+    H, W = layer(shape)[2:4]
+    cols = -(-W // {**INPUT_SHARED_DEFINES, **(defines or {})}["BI_RW"])
+    if rows is None:
+        rows = min(H, max(1, 256 // cols))
+    if not 1 <= rows <= H or rows * cols > 1024:
+        raise ValueError(f"rows must be between 1 and H = {H} with rows x {cols} threads <= 1024, got {rows}")
+    return _input_rows_launch(shape, rows, defines)
 
 
 def backward_input_shared(dY, Wf, x_shape, *, rows: int | None = None, defines: dict | None = None, out=None,
@@ -341,15 +349,11 @@ def backward_input_shared(dY, Wf, x_shape, *, rows: int | None = None, defines: 
 
 
 def input_fixed_plan(shape, defines: dict | None = None) -> dict:
-    """Version 11's launch: block (ceil(W / RW), H), grid (ceil(C / CB), 1, N), shared bytes, and the defines
-    that compile the layer's sizes in."""
+    """Version 11's launch: version 7's with blocks of the whole height (block (ceil(W / RW), H), grid
+    (ceil(C / CB), 1, N)), and the defines that compile the layer's sizes in."""
     N, C, H, W, M, K = layer(shape)
-    d = {**INPUT_SHARED_DEFINES, **(defines or {})}
-    cols = -(-W // d["BI_RW"])
-    wp, hp = cols * d["BI_RW"] + K - 1, H + K - 1
-    return {"block": (cols, H, 1), "grid": (-(-C // d["BI_CB"]), 1, N),
-            "shared": 4 * (M * hp * wp + d["BI_CB"] * M * K * K),
-            "defines": {**d, "BI_K": K, "BF_M": M, "BF_H": H, "BF_W": W}}
+    plan = _input_rows_launch(shape, H, defines)
+    return {**plan, "defines": {**plan["defines"], "BF_M": M, "BF_H": H, "BF_W": W}}
 
 
 def backward_input_fixed(dY, Wf, x_shape, *, defines: dict | None = None, out=None, prepare_only=False):
