@@ -224,9 +224,11 @@ def capsule_backward_against_torch(data: dict) -> str:
     return "; ".join(parts)
 
 
-def training_step_against_torch(data: dict, launches: int) -> str:
-    """LeNet-5's whole training step with the book's kernels next to the same step in PyTorch (``cnn_training_step``)."""
+def training_step_against_torch(data: dict) -> str:
+    """LeNet-5's whole training step with the book's kernels next to the same step in PyTorch (``cnn_training_step``),
+    with the number of launches the step made, as recorded."""
     ours = next(r for r in data["results"] if r["kind"] == "kernel")
+    launches = ours["launches"]
     peer = next(r for r in data["results"] if r["kind"] == "peer")
     agree = "the same" if ours.get("correct") else "a different"
     return (f"{ours['median_ms']:.2f} ms per step with the book's kernels, {peer['median_ms']:.2f} ms with PyTorch: "

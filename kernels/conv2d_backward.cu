@@ -141,7 +141,7 @@ __global__ void conv2d_backward_bias(const float* dY, float* db, int N, int M, i
 }
 
 // ================================================================================================
-// Versions 5-11: the same gradients in as few launches as the problem allows.
+// Versions 5-12: the same gradients in as few launches as the problem allows.
 //
 // The layers of LeNet are tiny (C3's weight gradient is 2400 sums of 6400 products, about 15 M
 // multiply-adds, under a microsecond of the whole GPU's arithmetic), so what versions 1-4 pay for
@@ -183,6 +183,10 @@ __global__ void conv2d_backward_bias(const float* dY, float* db, int N, int M, i
 //                                     and the whole height per block: the padded rows are zeroed with
 //                                     16-byte stores and dY copied in with indices divided by constants,
 //                                     where version 7 divided by run-time sizes for every float.
+//  12. conv2d_backward_bias_planes    version 6 reading dY four floats per load (float4), plane by plane,
+//                                     its position in the split kept as (plane, offset) and stepped
+//                                     without dividing: version 6 divided and took a remainder by the
+//                                     run-time plane size for every float it loaded.
 
 // The last of `count` blocks to reach this point (per `counter`) gets true, after every block's
 // earlier global writes are visible to it; it also resets the counter for the next launch.  Every
@@ -367,6 +371,23 @@ conv2d_backward_weight_bias_split(const float* X, const float* dY, float* dW, fl
     }
 }
 
+// The end of versions 6 and 12: the block's sum of `acc` is split s's partial of db[m]; the last of map m's
+// S blocks to finish adds the S partials, split 0 first, into db[m].  Every thread of the block must call it.
+__device__ __forceinline__ void finish_bias_split(float acc, float* db, float* partial, unsigned int* counters,
+                                                  int m, int s, int S, int M)
+{
+    __shared__ float warp_sums[32];
+    float total = block_sum_fixed(acc, warp_sums);
+    if (threadIdx.x == 0) partial[(size_t)s * M + m] = total;
+    if (!arrive_last(&counters[m], S)) return;
+    if (threadIdx.x == 0) {
+        float sum = 0.0f;
+        #pragma unroll 8
+        for (int t = 0; t < S; ++t) sum += __ldcg(&partial[(size_t)t * M + m]);
+        db[m] = sum;
+    }
+}
+
 // 6. db alone.  Launch: grid (M, S), any blockDim.x that is a multiple of 32; `partial` S * M floats,
 //    `counters` M unsigned ints (zero before the first launch).  Block (m, s) sums dY[n][m] for the
 //    samples of split s, read as one run of values (consecutive threads, consecutive pixels: coalesced),
@@ -374,7 +395,6 @@ conv2d_backward_weight_bias_split(const float* X, const float* dY, float* dW, fl
 __global__ void conv2d_backward_bias_split(const float* dY, float* db, float* partial, unsigned int* counters,
                                            int N, int M, int P, int chunk)
 {
-    __shared__ float warp_sums[32];
     int m = blockIdx.x, s = blockIdx.y, S = gridDim.y;
     int n0 = s * chunk, values = (min(N, n0 + chunk) - n0) * P;   // the split's samples, as one run of values
     float acc = 0.0f;
@@ -388,15 +408,7 @@ __global__ void conv2d_backward_bias_split(const float* dY, float* db, float* pa
         #pragma unroll
         for (int u = 0; u < STAGE_BATCH; ++u) acc += v[u];
     }
-    float total = block_sum_fixed(acc, warp_sums);
-    if (threadIdx.x == 0) partial[(size_t)s * M + m] = total;
-    if (!arrive_last(&counters[m], S)) return;
-    if (threadIdx.x == 0) {
-        float sum = 0.0f;
-        #pragma unroll 8
-        for (int t = 0; t < S; ++t) sum += __ldcg(&partial[(size_t)t * M + m]);
-        db[m] = sum;
-    }
+    finish_bias_split(acc, db, partial, counters, m, s, S, M);
 }
 
 #ifndef BI_K
@@ -710,4 +722,51 @@ __global__ void conv2d_backward_split_sum(const float* partial, float* dW, float
         if (i < weights) dW[i] = sum;
         else db[i - weights] = sum;
     }
+}
+
+// 12. db as version 6, read BP_VEC floats per load.  Launch: grid (M, S), blockDim.x a multiple of 32, `partial`
+//     S * M floats, `counters` M unsigned ints (zero before the first launch).  Build with BP_VEC 4 when P is a
+//     multiple of 4 (dY being a whole allocation, every plane dY[n][m] then starts on a 16-byte boundary), else 1.
+//     Block (m, s) reads the planes dY[n][m] of split s's samples as vectors numbered plane by plane; each thread
+//     keeps its place as (plane, offset) and moves it blockDim.x vectors on by whole planes plus a rest, so that
+//     no load waits for a division.
+#ifndef BP_VEC
+#define BP_VEC 4
+#endif
+#if BP_VEC == 4
+typedef float4 bias_vector;
+__device__ __forceinline__ bias_vector bias_vector_zero() { return make_float4(0.0f, 0.0f, 0.0f, 0.0f); }
+__device__ __forceinline__ float bias_vector_sum(bias_vector v) { return (v.x + v.y) + (v.z + v.w); }
+#elif BP_VEC == 1
+typedef float bias_vector;
+__device__ __forceinline__ bias_vector bias_vector_zero() { return 0.0f; }
+__device__ __forceinline__ float bias_vector_sum(bias_vector v) { return v; }
+#else
+#error "BP_VEC must be 4 or 1"
+#endif
+
+__global__ void conv2d_backward_bias_planes(const float* dY, float* db, float* partial, unsigned int* counters,
+                                            int N, int M, int P, int chunk)
+{
+    int m = blockIdx.x, s = blockIdx.y, S = gridDim.y;
+    int n0 = s * chunk, planes = min(N, n0 + chunk) - n0;
+    int width = P / BP_VEC;                               // vectors per plane
+    const bias_vector* first = reinterpret_cast<const bias_vector*>(dY) + ((size_t)n0 * M + m) * width;
+    size_t plane_stride = (size_t)M * width;              // vectors from plane (n, m) to plane (n + 1, m)
+    int plane = threadIdx.x / width, offset = threadIdx.x % width;
+    int step_planes = blockDim.x / width, step_rest = blockDim.x % width;
+    float acc = 0.0f;
+    while (plane < planes) {
+        bias_vector v[STAGE_BATCH];                       // STAGE_BATCH loads in flight, then the adds
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u) {
+            v[u] = plane < planes ? first[plane * plane_stride + offset] : bias_vector_zero();
+            plane += step_planes;
+            offset += step_rest;
+            if (offset >= width) { offset -= width; ++plane; }
+        }
+        #pragma unroll
+        for (int u = 0; u < STAGE_BATCH; ++u) acc += bias_vector_sum(v[u]);
+    }
+    finish_bias_split(acc, db, partial, counters, m, s, S, M);
 }

@@ -102,7 +102,7 @@ def test_backward_input_is_a_convolution_with_the_transposed_filters(backend):
     np.testing.assert_allclose(cb.backward_input(dY, Wf, X.shape), via_forward, rtol=1e-5, atol=1e-5)
 
 
-# ----------------------------------------------------------------------- versions 5-11: few launches
+# ----------------------------------------------------------------------- versions 5-12: few launches
 
 #: Shapes for the LeNet-sized versions (5-7): N = 1, odd sizes, maps of one pixel, 3x3 and 5x5 filters.
 FEW_LAUNCH_SHAPES = [
@@ -147,6 +147,24 @@ def test_bias_split_of_one_pixel_maps(backend):
     """An (N, M) dY, as a network keeps the gradient of a layer with 1 x 1 outputs."""
     dY = data(3, 1, 1, 1, 7, 1)[2].reshape(3, 7)
     np.testing.assert_allclose(cb.backward_bias_split(dY, splits=2), dY.astype(np.float64).sum(axis=0), rtol=1e-5)
+
+
+#: dY shapes (N, M, H_out, W_out) for version 12: planes of 64 floats (16 float4s, 16 planes a step of 256
+#: threads), of 1,040 floats (260 float4s, more than a block: a step within the plane), of 42 floats (built
+#: with scalar loads, a step of 6 planes and 4 values), and 1 x 1 maps kept as (N, M).
+BIAS_PLANES_SHAPES = [(5, 3, 8, 8), (3, 2, 26, 40), (4, 3, 7, 6), (3, 7)]
+
+
+@pytest.mark.parametrize("shape", BIAS_PLANES_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_bias_planes(backend, shape):
+    """Version 12, for one split, for every sample its own split, and for splits of uneven size."""
+    dY = (np.random.default_rng(3).standard_normal(shape) + 0.2).astype(np.float32)
+    axes = (0, 2, 3) if dY.ndim == 4 else (0,)
+    db_ref, db_scale = dY.astype(np.float64).sum(axis=axes), np.abs(dY).astype(np.float64).sum(axis=axes)
+    assert cb.bias_planes_plan({"N": shape[0], "C": 1, "H": (shape + (1, 1))[2], "W": (shape + (1, 1))[3],
+                                "M": shape[1], "K": 1})["defines"]["BP_VEC"] == (4 if dY[0, 0].size % 4 == 0 else 1)
+    for splits in sorted({1, shape[0], 2}):
+        assert_within(cb.backward_bias_planes(dY, splits=splits), db_ref, db_scale)
 
 
 @pytest.mark.parametrize("shape", FEW_LAUNCH_SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -257,6 +275,7 @@ def test_split_versions_run_again_from_the_state_they_leave(backend):
         (_device_run(cb.backward_weight_bias_split, X, dY, K=3, splits=3, outs=[(5, 3, 3, 3), (5,)]), (dW_ref, db_ref)),
         (_device_run(cb.backward_weight_bias_gemm, X, dY, K=3, splits=5, outs=[(5, 3, 3, 3), (5,)]), (dW_ref, db_ref)),
         (_device_run(cb.backward_bias_split, dY, splits=2, outs=[(5,)]), (db_ref,)),
+        (_device_run(cb.backward_bias_planes, dY, splits=3, outs=[(5,)]), (db_ref,)),
     ]
     for results, refs in runs:
         for result in results:
@@ -266,14 +285,17 @@ def test_split_versions_run_again_from_the_state_they_leave(backend):
 
 
 def test_split_versions_are_deterministic(backend):
-    """Versions 5, 6 and 9 + 10 end in a fixed-order sum: run after run, the same bits (on a GPU blocks finish
-    in a different order each time; a floating-point atomicAdd would change the last bits)."""
+    """Versions 5, 6, 9 + 10 and 12 end in a fixed-order sum: run after run, the same bits (on a GPU blocks
+    finish in a different order each time; a floating-point atomicAdd would change the last bits)."""
     X, Wf, dY = data(8, 3, 12, 11, 6, 5, seed=11)
-    first = [cb.backward_weight_bias_split(X, dY, 5, splits=8), (cb.backward_bias_split(dY, splits=8),),
-             cb.backward_weight_bias_gemm(X, dY, 5, splits=9)]
+
+    def run():
+        return [cb.backward_weight_bias_split(X, dY, 5, splits=8), (cb.backward_bias_split(dY, splits=8),),
+                cb.backward_weight_bias_gemm(X, dY, 5, splits=9), (cb.backward_bias_planes(dY, splits=8),)]
+
+    first = run()
     for _ in range(3):
-        again = [cb.backward_weight_bias_split(X, dY, 5, splits=8), (cb.backward_bias_split(dY, splits=8),),
-                 cb.backward_weight_bias_gemm(X, dY, 5, splits=9)]
+        again = run()
         for a, b in zip(first, again):
             for x, y in zip(a, b):
                 np.testing.assert_array_equal(x, y)
@@ -283,6 +305,8 @@ def test_split_versions_are_deterministic(backend):
     (lambda X, Wf, dY: cb.backward_weight_bias_split(X, dY, 3, splits=0), "splits must be between 1 and the batch"),
     (lambda X, Wf, dY: cb.backward_weight_bias_split(X, dY, 3, splits=5), "splits must be between 1 and the batch"),
     (lambda X, Wf, dY: cb.backward_bias_split(dY[0], splits=1), "dY must be"),
+    (lambda X, Wf, dY: cb.backward_bias_planes(dY[0]), "dY must be"),
+    (lambda X, Wf, dY: cb.backward_bias_planes(dY, splits=5), "splits must be between 1 and the batch"),
     (lambda X, Wf, dY: cb.backward_input_shared(dY, Wf, X.shape, rows=0), "rows must be between 1 and H"),
     (lambda X, Wf, dY: cb.backward_weight_bias_gemm(X, dY, 3, splits=10**6), "splits must be between 1 and"),
     (lambda X, Wf, dY: cb.backward_weight_bias_gemm(X, dY[:, :, :-1], 3), "dY has shape"),
@@ -323,7 +347,8 @@ def test_fast_versions_on_the_benchmark_layers(backend, shape):
     weight_and_bias = ((dW_ref, dW_scale), (db_ref, db_scale))
     runs = [(cb.backward_weight_bias_gemm(X, dY, K), weight_and_bias),
             ((cb.backward_input_gemm(dY, Wf, X.shape),), ((dX_ref, dX_scale),)),
-            ((cb.backward_bias_split(dY),), ((db_ref, db_scale),))]
+            ((cb.backward_bias_split(dY),), ((db_ref, db_scale),)),
+            ((cb.backward_bias_planes(dY),), ((db_ref, db_scale),))]
     if K == 5:  # the shared-memory versions: LeNet's layers
         runs += [(cb.backward_weight_bias_split(X, dY, K), weight_and_bias),
                  ((cb.backward_input_shared(dY, Wf, X.shape),), ((dX_ref, dX_scale),)),
@@ -339,7 +364,7 @@ def test_split_versions_give_the_same_bits_every_run_at_lenet_size(backend):
     X, _, dY = data(64, 6, 14, 14, 16, 5, seed=4)
 
     def run():
-        return (cb.backward_weight_bias_split(X, dY, 5) + (cb.backward_bias_split(dY),)
+        return (cb.backward_weight_bias_split(X, dY, 5) + (cb.backward_bias_split(dY), cb.backward_bias_planes(dY))
                 + cb.backward_weight_bias_gemm(X, dY, 5))
 
     first = run()

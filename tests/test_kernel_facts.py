@@ -162,6 +162,8 @@ def _cases():
                    {"N": 3, "C": 2, "H": 9, "W": 8, "M": 3, "K": 5}, "weight"),
         _conv_case("conv2d_backward", "conv2d_backward_bias_split", {"N": 3, "C": 1, "H": 5, "W": 4, "M": 3, "K": 1},
                    "bias"),
+        _conv_case("conv2d_backward", "conv2d_backward_bias_planes", {"N": 3, "C": 1, "H": 6, "W": 4, "M": 3, "K": 1},
+                   "bias"),
         _conv_case("conv2d_backward", "conv2d_backward_input_shared",
                    {"N": 2, "C": 2, "H": 20, "W": 19, "M": 3, "K": 5}, "input"),
         _conv_case("conv2d_backward", "conv2d_backward_input_fixed",

@@ -31,14 +31,16 @@ def test_parameter_count():
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("activation, pooling_kind", [("relu", "max"), ("tanh", "avg")])
-def test_kernel_gradients_match_the_numpy_twin(backend, digits, activation, pooling_kind):
+@pytest.mark.parametrize("activation, pooling_kind, kernels", [
+    ("relu", "max", {"weight_grad": "naive"}), ("tanh", "avg", {"weight_grad": "naive"}),
+    ("relu", "max", lenet.FASTEST)], ids=["relu-max", "tanh-avg", "relu-max-fastest"])
+def test_kernel_gradients_match_the_numpy_twin(backend, digits, activation, pooling_kind, kernels):
     X_train, _, y_train, _ = digits
     params = lenet.init_params(seed=1)
     rng = np.random.default_rng(0)
     for W, b in params.values():  # non-zero biases, so that a bias gradient or a bias term cannot hide
         b += rng.uniform(-0.1, 0.1, b.shape).astype(np.float32)
-    kernel = lenet.KernelLeNet(params, activation, pooling_kind, weight_grad="naive")
+    kernel = lenet.KernelLeNet(params, activation, pooling_kind, **kernels)
     twin = lenet.NumpyLeNet(params, activation, pooling_kind)
     X, y = X_train[:6], y_train[:6]
     loss_k, probs = kernel.gradients(X, y)
@@ -76,9 +78,35 @@ def test_fused_inference_matches_the_layer_by_layer_forward(backend, digits):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("conv", ["naive", "tiled_multimap"])
-def test_lenet_reaches_95_percent_on_the_digits(digits, conv):
+@pytest.mark.parametrize("kernels", [{"conv": "naive"}, {"conv": "tiled_multimap"}, lenet.FASTEST],
+                         ids=["naive", "tiled_multimap", "fastest"])
+def test_lenet_reaches_95_percent_on_the_digits(digits, kernels):
     X_train, X_test, y_train, y_test = digits
-    model = lenet.KernelLeNet(lenet.init_params(seed=0), conv=conv)
+    model = lenet.KernelLeNet(lenet.init_params(seed=0), **kernels)
     history = lenet.train(model, X_train, y_train, X_test, y_test, epochs=15, batch_size=64, learning_rate=0.05)
     assert history.test_accuracy[-1] > 0.95, history.test_accuracy
+
+
+@pytest.mark.parametrize("option, value", [("conv", "fft"), ("weight_grad", "atomic"), ("input_grad", "gemm"),
+                                           ("dense", "gemm")])
+def test_an_unknown_kernel_choice_is_named_with_the_known_ones(option, value):
+    with pytest.raises(ValueError, match=f"unknown .*{value!r}; known: "):
+        lenet.KernelLeNet(lenet.init_params(seed=0), **{option: value})
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("kernels, launches", [({"weight_grad": "naive"}, 43), (lenet.FASTEST, 40)],
+                         ids=["teaching", "fastest"])
+def test_a_step_makes_the_launches_it_counts(backend, digits, monkeypatch, kernels, launches):
+    """The count the chapter divides the step's time by; version 5 gives a layer's filter and bias gradients in
+    one launch, so the fastest step makes three fewer."""
+    from kernels.runtime.module import Kernel
+
+    made = []
+    launch_prepared = Kernel.launch_prepared
+    monkeypatch.setattr(Kernel, "launch_prepared", lambda self, *a, **k: (made.append(self.name),
+                                                                          launch_prepared(self, *a, **k)))
+    X_train, _, y_train, _ = digits
+    model = lenet.KernelLeNet(lenet.init_params(seed=0), **kernels)
+    model.train_step(X_train[:2], y_train[:2], 0.05)
+    assert len(made) == model.launches_per_training_step() == launches

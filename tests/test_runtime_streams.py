@@ -1,4 +1,5 @@
-"""Launching on a stream the runtime did not create (``kernels/runtime/streams.py``), without a GPU.
+"""Launching on a stream the runtime did not create (``kernels/runtime/streams.py``), and queueing
+launches without waiting for each (``kernels/runtime/queueing.py``), without a GPU.
 
 A framework's op queues the book's kernels on the framework's current stream.  Here a fake backend
 records what reaches it, and the GPU backend's module is driven with a fake CUDA driver library: a
@@ -14,7 +15,7 @@ import threading
 import numpy as np
 import pytest
 
-from kernels.runtime import KernelError, compile_source, current_stream, launching_on
+from kernels.runtime import KernelError, compile_source, current_stream, launching_on, queued
 from kernels.runtime.backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits
 
 SOURCE = r"""
@@ -102,6 +103,52 @@ def test_launches_inside_launching_on_carry_the_stream_and_others_none():
     scale(x, y, 8, 2.0, grid=1, block=8, sync=False)
     assert backend.launches == [("scale", {}, 0), ("scale", {"stream": 0xBEEF}, 1), ("scale", {"stream": 0}, 2),
                                 ("scale", {"stream": 0xBEEF}, 1), ("scale", {}, 0)]
+
+
+class WaitRecordingBackend(RecordingBackend):
+    """Records launches and waits in the order they happen."""
+
+    def __init__(self):
+        super().__init__()
+        self.events = []
+        self.launches = self  # RecordingModule appends its launches here
+
+    def append(self, launch):
+        self.events.append(launch[0])
+
+    def synchronize(self):
+        self.events.append("wait")
+
+    def to_device(self, host):
+        return Buffer(host.shape, host.dtype)
+
+
+def test_launches_inside_queued_wait_once_at_the_end():
+    backend = WaitRecordingBackend()
+    scale = compile_source(SOURCE, backend=backend).function("scale")
+    x, y = Buffer((8,)), Buffer((8,))
+    scale(x, y, 8, 2.0, grid=1, block=8)
+    with queued(backend=backend):
+        for _ in range(3):
+            scale(x, y, 8, 2.0, grid=1, block=8)
+        assert backend.events == ["scale", "wait", "scale", "scale", "scale"]
+        scale(x, np.zeros(8, np.float32), 8, 2.0, grid=1, block=8)  # a result copied back to NumPy must wait
+        assert backend.events[-2:] == ["scale", "wait"]
+    assert backend.events[-3:] == ["scale", "wait", "wait"]
+    scale(x, y, 8, 2.0, grid=1, block=8)
+    assert backend.events[-2:] == ["scale", "wait"]
+
+
+def test_an_error_inside_queued_is_not_hidden_by_the_wait():
+    backend = WaitRecordingBackend()
+    scale = compile_source(SOURCE, backend=backend).function("scale")
+    with pytest.raises(ValueError, match="raised in the block"):
+        with queued(backend=backend):
+            scale(Buffer((8,)), Buffer((8,)), 8, 2.0, grid=1, block=8)
+            raise ValueError("raised in the block")
+    assert backend.events == ["scale"]
+    scale(Buffer((8,)), Buffer((8,)), 8, 2.0, grid=1, block=8)  # and launches wait again after it
+    assert backend.events == ["scale", "scale", "wait"]
 
 
 def test_the_stream_belongs_to_the_thread_that_named_it():

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import activations, conv2d, conv2d_backward, fully_connected, pooling, sgd, softmax
 from .mlp import History, epoch_batches, evaluate, train  # noqa: F401  (re-exported for the chapter)
-from ..runtime import empty, to_device
+from ..runtime import empty, queued, to_device
 
 # (name, input maps, output maps, filter size) of the three convolutions; the two dense layers.
 CONV_LAYERS = (("C1", 1, 6, 5), ("C3", 6, 16, 5), ("C5", 16, 120, 5))
@@ -37,8 +37,6 @@ DENSE_LAYERS = (("F6", 120, 84), ("output", 84, 10))
 LAYER_NAMES = tuple(name for name, *_ in CONV_LAYERS) + tuple(name for name, *_ in DENSE_LAYERS)
 IMAGE_SIZE = 32
 POOL = 2
-#: Kernel launches of one :meth:`KernelLeNet.train_step`: 13 forward, 20 backward, 10 updates.
-LAUNCHES_PER_TRAINING_STEP = 13 + 20 + 10
 
 
 def init_params(seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -174,24 +172,56 @@ class NumpyLeNet:
         return {k: (W.copy(), b.copy()) for k, (W, b) in self.params.items()}
 
 
+def _input_fixed_where_it_fits(dY, Wf, x_shape, out):
+    """Version 11 of the input gradient where a sample fits one block (C3), else version 1 (C5: its 120 maps
+    of dY, padded to 9 x 9, and their filters exceed 48 KiB of shared memory)."""
+    try:
+        return conv2d_backward.backward_input_fixed(dY, Wf, x_shape, out=out)
+    except ValueError:
+        return conv2d_backward.backward_input(dY, Wf, x_shape, out=out)
+
+
+#: The input-gradient kernels a :class:`KernelLeNet` can train with: version 1, or version 11 where it fits.
+INPUT_GRADS = {"naive": conv2d_backward.backward_input, "fixed": _input_fixed_where_it_fits}
+#: The filter-gradient kernels: those of :data:`kernels.conv2d_backward.WEIGHT_VERSIONS` (the bias then by
+#: version 4), or "split", version 5, which computes the filter and the bias gradients in one launch.
+WEIGHT_GRADS = (*conv2d_backward.WEIGHT_VERSIONS, "split")
+#: The fastest correct kernel of every step of training on a GPU at batch 64 (``benchmarks/cnn.py``:
+#: ``cnn.json`` and ``cnn_backward.json``): the whole-sample forward convolution, versions 5 and 11
+#: backward, the tiled dense layer.  The defaults of :class:`KernelLeNet` are the teaching versions, which
+#: are also the cheapest on the CPU emulator.
+FASTEST = {"conv": "whole_sample", "weight_grad": "split", "input_grad": "fixed", "dense": "tiled"}
+
+
 class KernelLeNet:
     """LeNet-5 with every step a kernel launch; parameters, gradients and activations live on the device.
 
     ``conv`` picks the forward convolution of :data:`kernels.conv2d.FORWARDS`
-    used in training, ``weight_grad`` the filter-gradient kernel of
-    :data:`kernels.conv2d_backward.WEIGHT_VERSIONS` ("naive" is the cheapest on
-    the CPU emulator, where every barrier of a block costs a switch between its threads).  A training step launches 13 kernels forward, 20 backward
-    and 10 updates.
+    used in training, ``dense`` the dense layers' forward kernel of
+    :data:`kernels.fully_connected.FORWARDS` ("naive" or "tiled"), ``weight_grad`` the
+    filter-gradient kernel of :data:`WEIGHT_GRADS` ("naive" is the cheapest on the
+    CPU emulator, where every barrier of a block costs a switch between its
+    threads) and ``input_grad`` the input-gradient kernel of :data:`INPUT_GRADS`.
+    ``KernelLeNet(params, **FASTEST)`` trains with the fastest kernels on a GPU.
+    :meth:`launches_per_training_step` counts the kernels a step launches.
     """
 
     def __init__(self, params, activation: str = "relu", pooling_kind: str = "max", conv: str = "naive",
-                 weight_grad: str = "auto"):
+                 weight_grad: str = "auto", input_grad: str = "naive", dense: str = "naive"):
         _check_activation(activation, pooling_kind)
         if conv not in conv2d.FORWARDS:
             raise ValueError(f"unknown convolution {conv!r}; known: {', '.join(conv2d.FORWARDS)}")
-        if weight_grad not in conv2d_backward.WEIGHT_VERSIONS:
-            raise ValueError(f"unknown weight gradient {weight_grad!r}; known: {', '.join(conv2d_backward.WEIGHT_VERSIONS)}")
-        self.weight_grad = conv2d_backward.WEIGHT_VERSIONS[weight_grad]
+        if weight_grad not in WEIGHT_GRADS:
+            raise ValueError(f"unknown weight gradient {weight_grad!r}; known: {', '.join(WEIGHT_GRADS)}")
+        if input_grad not in INPUT_GRADS:
+            raise ValueError(f"unknown input gradient {input_grad!r}; known: {', '.join(INPUT_GRADS)}")
+        if dense not in ("naive", "tiled"):
+            raise ValueError(f"unknown dense layer {dense!r}; known: naive, tiled")
+        # "split": version 5 gives the bias gradient too, so no separate bias launch.
+        self.weight_and_bias = weight_grad == "split"
+        self.weight_grad = None if self.weight_and_bias else conv2d_backward.WEIGHT_VERSIONS[weight_grad]
+        self.input_grad = INPUT_GRADS[input_grad]
+        self.dense = fully_connected.FORWARDS[dense]
         self.activation = activation
         self.pooling_kind = pooling_kind
         self.conv = conv2d.FORWARDS[conv]
@@ -243,9 +273,9 @@ class KernelLeNet:
         self._pool(b["h3"], b["p3"])
         self.conv(b["p3"], W["C5"], B["C5"], out=b["a5"])   # N x 120 x 1 x 1, kept as N x 120
         self._act(b["a5"], b["h5"])
-        fully_connected.forward_naive(b["h5"], W["F6"], B["F6"], out=b["a6"])
+        self.dense(b["h5"], W["F6"], B["F6"], out=b["a6"])
         self._act(b["a6"], b["h6"])
-        fully_connected.forward_naive(b["h6"], W["output"], B["output"], out=b["z"])
+        self.dense(b["h6"], W["output"], B["output"], out=b["z"])
         return b
 
     def logits(self, X, batch_size: int = 512) -> np.ndarray:
@@ -268,15 +298,24 @@ class KernelLeNet:
         conv2d.forward_fused(b["p1"], W["C3"], B["C3"], self.activation, out=b["p3"])
         self.conv(b["p3"], W["C5"], B["C5"], out=b["a5"])
         self._act(b["a5"], b["h5"])
-        fully_connected.forward_naive(b["h5"], W["F6"], B["F6"], out=b["a6"])
+        self.dense(b["h5"], W["F6"], B["F6"], out=b["a6"])
         self._act(b["a6"], b["h6"])
-        fully_connected.forward_naive(b["h6"], W["output"], B["output"], out=b["z"])
+        self.dense(b["h6"], W["output"], B["output"], out=b["z"])
         return b["z"].get()
 
     def gradients(self, X, labels) -> tuple[float, np.ndarray]:
-        """Forward and backward on one minibatch; fills ``weight_grads`` / ``bias_grads``.  Returns (mean loss, logits)."""
+        """Forward and backward on one minibatch; fills ``weight_grads`` / ``bias_grads``.  Returns (mean loss, logits).
+
+        The launches are queued and waited for once (:func:`kernels.runtime.queued`): waiting for each of
+        them would cost more than most of the kernels take.
+        """
         X = to_device(np.ascontiguousarray(X, np.float32))
         labels = to_device(np.ascontiguousarray(labels, np.int32))
+        with queued():
+            b = self._launch_gradients(X, labels)
+        return float(b["loss"].get().mean()), b["probs"].get()
+
+    def _launch_gradients(self, X, labels) -> dict:
         n = int(X.shape[0])
         b = self._forward(X, n)
         W, dW, dB = self.weights, self.weight_grads, self.bias_grads
@@ -292,29 +331,41 @@ class KernelLeNet:
         fully_connected.backward_input(b["da6"], W["F6"], out=b["dh5"])
         self._act_back(b["a5"], b["h5"], b["dh5"], b["da5"])
         # C5: its N x 120 gradient read as N x 120 x 1 x 1.
-        self.weight_grad(b["p3"], b["da5"], 5, out=dW["C5"])
-        conv2d_backward.backward_bias(b["da5"], out=dB["C5"])
-        conv2d_backward.backward_input(b["da5"], W["C5"], b["p3"].shape, out=b["dp3"])
+        self._conv_backward("C5", b["p3"], b["da5"], out=b["dp3"])
         # S4, C3.
         self._pool_back(b["h3"], b["dp3"], b["dh3"])
         self._act_back(b["a3"], b["h3"], b["dh3"], b["da3"])
-        self.weight_grad(b["p1"], b["da3"], 5, out=dW["C3"])
-        conv2d_backward.backward_bias(b["da3"], out=dB["C3"])
-        conv2d_backward.backward_input(b["da3"], W["C3"], b["p1"].shape, out=b["dp1"])
+        self._conv_backward("C3", b["p1"], b["da3"], out=b["dp1"])
         # S2, C1 (no gradient for the images).
         self._pool_back(b["h1"], b["dp1"], b["dh1"])
         self._act_back(b["a1"], b["h1"], b["dh1"], b["da1"])
-        self.weight_grad(X, b["da1"], 5, out=dW["C1"])
-        conv2d_backward.backward_bias(b["da1"], out=dB["C1"])
-        return float(b["loss"].get().mean()), b["probs"].get()
+        self._conv_backward("C1", X, b["da1"])
+        return b
+
+    def _conv_backward(self, name, x, dy, out=None):
+        """The filter and bias gradients of layer ``name``, and the input gradient into ``out`` if given."""
+        dW, dB = self.weight_grads[name], self.bias_grads[name]
+        if self.weight_and_bias:
+            conv2d_backward.backward_weight_bias_split(x, dy, 5, out=dW, out_bias=dB)
+        else:
+            self.weight_grad(x, dy, 5, out=dW)
+            conv2d_backward.backward_bias(dy, out=dB)
+        if out is not None:
+            self.input_grad(dy, self.weights[name], x.shape, out=out)
+
+    def launches_per_training_step(self) -> int:
+        """Kernels one :meth:`train_step` launches: 13 forward, 20 backward (17 when one launch gives a
+        layer's filter and bias gradients) and 10 updates."""
+        return 13 + (17 if self.weight_and_bias else 20) + 10
 
     def train_step(self, X, labels, learning_rate: float) -> tuple[float, np.ndarray]:
         """One SGD step on a minibatch; returns (mean loss, predicted classes)."""
         loss, probs = self.gradients(X, labels)
         # Update only after every gradient is computed: the input gradients needed the old weights.
-        for name in LAYER_NAMES:
-            sgd.sgd_update(self.weights[name], self.weight_grads[name], learning_rate)
-            sgd.sgd_update(self.biases[name], self.bias_grads[name], learning_rate)
+        with queued():
+            for name in LAYER_NAMES:
+                sgd.sgd_update(self.weights[name], self.weight_grads[name], learning_rate)
+                sgd.sgd_update(self.biases[name], self.bias_grads[name], learning_rate)
         return loss, probs.argmax(axis=1)
 
     def parameters(self):

@@ -21,6 +21,7 @@ from .errors import (
     UninitializedSharedMemoryError,
 )
 from .module import Kernel, Module, blocks_for, borrow, compile_source, empty, to_device, zeros
+from .queueing import queued
 from .selection import current_backend, on_gpu, use_backend
 from .streams import current_stream, launching_on
 from .signature import KernelSignature, Parameter, parse_kernels
@@ -31,6 +32,6 @@ __all__ = [
     "KernelLaunchError", "KernelMemoryError", "KernelNotFoundError", "KernelRaceError",
     "KernelTimeoutError", "LaunchConfigError", "NoGPUError", "UninitializedSharedMemoryError",
     "Kernel", "Module", "blocks_for", "borrow", "compile_source", "empty", "to_device", "zeros",
-    "current_backend", "on_gpu", "use_backend", "current_stream", "launching_on",
+    "current_backend", "on_gpu", "use_backend", "current_stream", "launching_on", "queued",
     "KernelSignature", "Parameter", "parse_kernels",
 ]

@@ -21,12 +21,14 @@ Arguments are checked against the kernel's own declaration before launch:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from . import selection, streams
+from .queueing import queueing
 from .backend import Backend, CompiledModule, DeviceBuffer, Dim3
 from .errors import KernelArgumentError, KernelNotFoundError, LaunchConfigError
 from .signature import KernelSignature, Parameter, parse_kernels, template_instance
@@ -77,6 +79,13 @@ def validate_launch(backend: Backend, kernel: str, grid: Dim3, block: Dim3, shar
         )
 
 
+@functools.lru_cache(maxsize=None)
+def _int_bounds(dtype: np.dtype) -> tuple[int, int]:
+    """The range of an integer dtype (np.iinfo takes microseconds, and a launch may check several integers)."""
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
 def _number(dtype: np.dtype, value, kernel: str, label: str):
     """``value`` as one scalar of ``dtype``, or an error naming ``label`` (the parameter, or its field)."""
     if dtype.kind in "iub":
@@ -86,9 +95,9 @@ def _number(dtype: np.dtype, value, kernel: str, label: str):
             raise KernelArgumentError(f"{kernel}: {label} needs a number, got {type(value).__name__}")
         ivalue = int(value)
         if dtype.kind != "b":
-            info = np.iinfo(dtype)
-            if not info.min <= ivalue <= info.max:
-                raise KernelArgumentError(f"{kernel}: {ivalue} does not fit {label} ({info.min}..{info.max})")
+            low, high = _int_bounds(dtype)
+            if not low <= ivalue <= high:
+                raise KernelArgumentError(f"{kernel}: {ivalue} does not fit {label} ({low}..{high})")
         return dtype.type(ivalue)
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
         raise KernelArgumentError(f"{kernel}: {label} needs a number, got {type(value).__name__}")
@@ -236,7 +245,7 @@ class Kernel:
             self.module.compiled.launch(self.signature, device_args, grid3, block3, shared)
         else:  # inside launching_on(): a framework's stream
             self.module.compiled.launch(self.signature, device_args, grid3, block3, shared, stream=stream)
-        if sync or copy_back:
+        if (sync and not queueing()) or copy_back:
             self.module.backend.synchronize()
         for host, buf in copy_back:
             host[...] = buf.get().reshape(host.shape)
