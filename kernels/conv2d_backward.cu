@@ -726,7 +726,7 @@ __global__ void conv2d_backward_split_sum(const float* partial, float* dW, float
 
 // 12. db as version 6, read BP_VEC floats per load.  Launch: grid (M, S), blockDim.x a multiple of 32, `partial`
 //     S * M floats, `counters` M unsigned ints (zero before the first launch).  Build with BP_VEC 4 when P is a
-//     multiple of 4 (dY being a whole allocation, every plane dY[n][m] then starts on a 16-byte boundary), else 1.
+//     multiple of 4 and dY starts on a 16-byte boundary (every plane dY[n][m] then does too), else 1.
 //     Block (m, s) reads the planes dY[n][m] of split s's samples as vectors numbered plane by plane; each thread
 //     keeps its place as (plane, offset) and moves it blockDim.x vectors on by whole planes plus a rest, so that
 //     no load waits for a division.

@@ -186,10 +186,12 @@ INPUT_GRADS = {"naive": conv2d_backward.backward_input, "fixed": _input_fixed_wh
 #: The filter-gradient kernels: those of :data:`kernels.conv2d_backward.WEIGHT_VERSIONS` (the bias then by
 #: version 4), or "split", version 5, which computes the filter and the bias gradients in one launch.
 WEIGHT_GRADS = (*conv2d_backward.WEIGHT_VERSIONS, "split")
-#: The fastest correct kernel of every step of training on a GPU at batch 64 (``benchmarks/cnn.py``:
-#: ``cnn.json`` and ``cnn_backward.json``): the whole-sample forward convolution, versions 5 and 11
-#: backward, the tiled dense layer.  The defaults of :class:`KernelLeNet` are the teaching versions, which
-#: are also the cheapest on the CPU emulator.
+#: The fastest correct kernels for training on a GPU at batch 64, as the benchmarks measured them on C1 and
+#: C3 (``cnn.json``, ``cnn_backward.json``) and on the digits-sized dense layer (``perceptrons_mlp.json``):
+#: the whole-sample forward convolution, version 5 (filter and bias gradients in one launch), version 11
+#: for the input gradient (version 1 for C5, whose sample does not fit one block of version 11), the tiled
+#: dense layer.  C5 takes the same versions as C3; it has no benchmark of its own.  The defaults of
+#: :class:`KernelLeNet` are the teaching versions, which are also the cheapest on the CPU emulator.
 FASTEST = {"conv": "whole_sample", "weight_grad": "split", "input_grad": "fixed", "dense": "tiled"}
 
 
