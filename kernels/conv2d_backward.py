@@ -140,15 +140,20 @@ def backward_weight(X, dY, K: int, out=None):
     return dW
 
 
+def _bias_operand(dY):
+    """dY as float32 and its (N, M, H_out, W_out), for the bias versions: (N, M) is read as maps of one pixel."""
+    dY = float32_operand(dY)
+    if len(dY.shape) not in (2, 4):
+        raise ValueError(f"dY must be (N, M, H_out, W_out) or (N, M), got shape {tuple(dY.shape)}")
+    return (dY, *(tuple(int(s) for s in dY.shape) + (1, 1))[:4])
+
+
 def backward_bias(dY, out=None):
     """Version 4: ``conv2d_backward_bias``; one block per output map.
 
     ``dY`` is ``(N, M, H_out, W_out)``, or ``(N, M)`` for maps of one pixel.
     """
-    dY = float32_operand(dY)
-    if len(dY.shape) not in (2, 4):
-        raise ValueError(f"dY must be (N, M, H_out, W_out) or (N, M), got shape {tuple(dY.shape)}")
-    N, M, H_out, W_out = (tuple(int(s) for s in dY.shape) + (1, 1))[:4]
+    dY, N, M, H_out, W_out = _bias_operand(dY)
     db = result_array(out, (M,), any_layout=True)
     module().function("conv2d_backward_bias")(dY, db, N, M, H_out, W_out, grid=M, block=REDUCE_BLOCK)
     return db
@@ -287,16 +292,18 @@ def bias_split_plan(shape, splits: int | None = None) -> dict:
 
 def backward_bias_split(dY, *, splits: int | None = None, out=None, prepare_only=False):
     """Version 6: ``conv2d_backward_bias_split``; dE/db in one launch of M x S blocks, deterministic."""
-    dY = float32_operand(dY)
-    if len(dY.shape) not in (2, 4):
-        raise ValueError(f"dY must be (N, M, H_out, W_out) or (N, M), got shape {tuple(dY.shape)}")
-    N, M, H_out, W_out = (tuple(int(s) for s in dY.shape) + (1, 1))[:4]
+    dY, N, M, H_out, W_out = _bias_operand(dY)
     plan = bias_split_plan({"N": N, "C": 1, "H": H_out, "W": W_out, "M": M, "K": 1}, splits)
+    return _launch_bias_split(module().function("conv2d_backward_bias_split"), dY, plan, out, prepare_only)
+
+
+def _launch_bias_split(kernel, dY, plan: dict, out, prepare_only: bool):
+    """Versions 6 and 12 take the same arguments and grid (M, S): ``plan`` from :func:`bias_split_plan`."""
+    N, M, H_out, W_out = (tuple(int(s) for s in dY.shape) + (1, 1))[:4]
     db = result_array(out, (M,), any_layout=True) if out is not None else output_like(dY, (M,))
     S = plan["splits"]
     partial, counters = _workspace(dY, (S * M,)), _workspace(dY, (M,), np.uint32)
-    enqueue = launch(module().function("conv2d_backward_bias_split"),
-                     (dY, db, partial, counters, N, M, H_out * W_out, plan["chunk"]),
+    enqueue = launch(kernel, (dY, db, partial, counters, N, M, H_out * W_out, plan["chunk"]),
                      grid=(M, S, 1), block=(plan["threads"], 1, 1), prepare_only=prepare_only)
     return enqueue if prepare_only else db
 
@@ -311,20 +318,12 @@ def bias_planes_plan(shape, splits: int | None = None, aligned: bool = True) -> 
 
 def backward_bias_planes(dY, *, splits: int | None = None, out=None, prepare_only=False):
     """Version 12: ``conv2d_backward_bias_planes``; version 6 with 16-byte loads and no division per load."""
-    dY = float32_operand(dY)
-    if len(dY.shape) not in (2, 4):
-        raise ValueError(f"dY must be (N, M, H_out, W_out) or (N, M), got shape {tuple(dY.shape)}")
-    N, M, H_out, W_out = (tuple(int(s) for s in dY.shape) + (1, 1))[:4]
+    dY, N, M, H_out, W_out = _bias_operand(dY)
     # A buffer of the runtime starts on a 256-byte boundary; a view into one (as the grader passes) may not.
     aligned = getattr(dY, "ptr", 0) % 16 == 0
     plan = bias_planes_plan({"N": N, "C": 1, "H": H_out, "W": W_out, "M": M, "K": 1}, splits, aligned)
-    db = result_array(out, (M,), any_layout=True) if out is not None else output_like(dY, (M,))
-    S = plan["splits"]
-    partial, counters = _workspace(dY, (S * M,)), _workspace(dY, (M,), np.uint32)
     kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_bias_planes")
-    enqueue = launch(kernel, (dY, db, partial, counters, N, M, H_out * W_out, plan["chunk"]),
-                     grid=(M, S, 1), block=(plan["threads"], 1, 1), prepare_only=prepare_only)
-    return enqueue if prepare_only else db
+    return _launch_bias_split(kernel, dY, plan, out, prepare_only)
 
 
 def _input_rows_launch(shape, rows: int, defines: dict | None) -> dict:
@@ -382,6 +381,12 @@ def input_fixed_plan(shape, defines: dict | None = None) -> dict:
     return {**plan, "defines": {**plan["defines"], "BF_M": M, "BF_H": H, "BF_W": W}}
 
 
+def input_fixed_fits(plan: dict) -> bool:
+    """Whether version 11's launch ``plan`` (:func:`input_fixed_plan`) fits one block: at most 1024 threads and
+    SHARED_LIMIT bytes of shared memory."""
+    return plan["block"][0] * plan["block"][1] <= 1024 and plan["shared"] <= SHARED_LIMIT
+
+
 def backward_input_fixed(dY, Wf, x_shape, *, defines: dict | None = None, out=None, prepare_only=False):
     """Version 11: ``conv2d_backward_input_fixed``, version 7 compiled for this layer's sizes (a module per
     shape), a block per channel group and sample holding the whole height.  For small layers: a block of
@@ -390,8 +395,8 @@ def backward_input_fixed(dY, Wf, x_shape, *, defines: dict | None = None, out=No
     dY, Wf = float32_operand(dY), float32_operand(Wf)
     N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
     plan = input_fixed_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}, defines)
-    threads = plan["block"][0] * plan["block"][1]
-    if threads > 1024 or plan["shared"] > SHARED_LIMIT:
+    if not input_fixed_fits(plan):
+        threads = plan["block"][0] * plan["block"][1]
         raise ValueError(f"conv2d_backward_input_fixed holds a whole sample per block: {threads} threads and "
                          f"{plan['shared']} bytes of shared memory for {M} maps of {H} x {W} (at most 1024 threads "
                          f"and {SHARED_LIMIT} bytes); use backward_input_shared or backward_input_gemm")

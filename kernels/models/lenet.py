@@ -175,10 +175,11 @@ class NumpyLeNet:
 def _input_fixed_where_it_fits(dY, Wf, x_shape, out):
     """Version 11 of the input gradient where a sample fits one block (C3), else version 1 (C5: its 120 maps
     of dY, padded to 9 x 9, and their filters exceed 48 KiB of shared memory)."""
-    try:
+    (N, C, H, W), (M, _, K, _) = x_shape, Wf.shape
+    plan = conv2d_backward.input_fixed_plan({"N": N, "C": C, "H": H, "W": W, "M": M, "K": K})
+    if conv2d_backward.input_fixed_fits(plan):
         return conv2d_backward.backward_input_fixed(dY, Wf, x_shape, out=out)
-    except ValueError:
-        return conv2d_backward.backward_input(dY, Wf, x_shape, out=out)
+    return conv2d_backward.backward_input(dY, Wf, x_shape, out=out)
 
 
 #: The input-gradient kernels a :class:`KernelLeNet` can train with: version 1, or version 11 where it fits.
