@@ -18,6 +18,9 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist): one per core of a CI machine; a test file stays in one process.
 TEST_JOBS ?= 2
+# A GPU runner's test processes.  The GPU tests' grading children compile and sandbox on the runner's
+# cores, so more processes make each test slower: on a 16-core H100 runner the tests' summed time grew
+# by half from 8 processes to 12, which finished later (351 s against 310 to 346 s).
 GPU_TEST_JOBS ?= 8
 
 .PHONY: help book lab kernelspec student-copy test test-gpu bench clean distclean
@@ -81,7 +84,7 @@ bench:
 	@mkdir -p benchmarks/results
 	@failed=""; for script in benchmarks/*.py; do \
 		case "$$(basename $$script)" in common.py|_*|emulator_*) continue;; esac; \
-		echo "== $$script"; $(GPU_ENV) python3 -m benchmarks.$$(basename $$script .py) || failed="$$failed $$script"; \
+		echo "== $$script"; $(GPU_ENV) $(if $(TAG),DLK_RESULTS_TAG=$(TAG)) python3 -m benchmarks.$$(basename $$script .py) || failed="$$failed $$script"; \
 	 done; \
 	 if [ -n "$$failed" ]; then echo "make bench: failed:$$failed"; exit 1; fi
 

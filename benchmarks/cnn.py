@@ -38,7 +38,8 @@ import time
 import numpy as np
 
 
-from benchmarks.common import now_utc, require_gpu_backend, timed_row, untimed_row, write_results
+from benchmarks.common import (now_utc, require_gpu_backend, time_training_steps, timed_row, torch_sgd_step,
+                               untimed_row, write_results)
 
 NAME = "cnn"
 BACKWARD_NAME = "cnn_backward"  # the backward group's results file: benchmarks/results/cnn_backward.json
@@ -457,10 +458,7 @@ def _torch_lenet_step():
         h = F.relu(F.conv2d(h, *P["C5"])).flatten(1)
         z = F.linear(F.relu(F.linear(h, *P["F6"])), *P["output"])
         loss = F.cross_entropy(z, y)
-        grads = torch.autograd.grad(loss, flat)
-        with torch.no_grad():
-            for p, g in zip(flat, grads):
-                p.sub_(TRAIN_LR * g)
+        torch_sgd_step(torch, flat, loss, TRAIN_LR)
         return loss.item(), z.argmax(1).cpu().numpy()
 
     return step
@@ -482,14 +480,7 @@ def measure_training_step() -> dict:
              "PyTorch (cuDNN) forward, autograd, SGD update": _torch_lenet_step()}
     rows, first_loss = [], {}
     for (name, step), kind in zip(steps.items(), ("kernel", "peer")):
-        times = []
-        for i, batch in enumerate(batches):
-            t0 = time.perf_counter()
-            loss, _ = step(X_train[batch], y_train[batch])  # both end on the host: the step is over
-            times.append((time.perf_counter() - t0) * 1e3)
-            if i == 0:
-                first_loss[kind] = loss
-        timed = times[TIMED_STEPS:]
+        timed, first_loss[kind] = time_training_steps(step, X_train, y_train, batches, TIMED_STEPS)
         rows.append(timed_row(name, "training_step", kind, float(np.median(timed)), None, None, None,
                               min_ms=float(np.min(timed)), samples=len(timed), layer=f"LeNet-5, batch {TRAIN_BATCH}",
                               first_step_loss=first_loss[kind]))
@@ -615,8 +606,6 @@ def main() -> None:
                              "LeNet-5's whole step against PyTorch's)")
     parser.add_argument("--defaults-only", action="store_true",
                         help="backward: time each version in its default configuration only, not the variants")
-    parser.add_argument("--backward-name", default=BACKWARD_NAME,
-                        help="backward: the results file's name, for a second GPU's run (e.g. cnn_backward_h200)")
     args = parser.parse_args()
     if args.only in (None, "training-step"):
         step = measure_training_step()
@@ -634,7 +623,7 @@ def main() -> None:
         print_summary(results)
     if args.only in (None, "backward"):
         backward = measure_backward(variants=not args.defaults_only)
-        path = write_results(args.backward_name, {k: v for k, v in backward.items()
+        path = write_results(BACKWARD_NAME, {k: v for k, v in backward.items()
                                              if k not in ("device", "benchmark", "date")})
         print(f"wrote {path}")
         print_backward_summary(backward)

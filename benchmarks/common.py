@@ -7,13 +7,20 @@ flops, median time, bandwidth, % of peak, and what only that benchmark records),
 and optionally a ``summary`` and sections of their own (a sweep, a training
 history).  The book reads these files, through ``book/speed_figures.py``, when
 it is built without a GPU.
+
+A run on a second kind of GPU is kept beside the first: with ``DLK_RESULTS_TAG=h200``
+(``make bench TAG=h200``) a benchmark writes ``<name>_h200.json``, which still names
+its benchmark ``<name>``; the chapters show ``<name>.json`` and the scoreboard shows
+every GPU's file (:func:`recorded_runs`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import platform
+import re
 import sys
 from pathlib import Path
 
@@ -114,10 +121,60 @@ def time_version(version, shape: dict, args, group: str, peaks, sizes: dict | No
                **(shape if sizes is None else sizes), **extra)
 
 
+#: The environment variable that tags a results file with the GPU it was measured on (see the module's doc).
+RESULTS_TAG_VARIABLE = "DLK_RESULTS_TAG"
+
+
+def results_tag() -> str | None:
+    """The tag of this run's results files (``$DLK_RESULTS_TAG``: lowercase letters and digits), or None."""
+    tag = os.environ.get(RESULTS_TAG_VARIABLE, "").strip()
+    if not tag:
+        return None
+    if not re.fullmatch(r"[a-z0-9]+", tag):
+        sys.exit(f"{RESULTS_TAG_VARIABLE}={tag!r}: a tag is lowercase letters and digits, such as h200")
+    return tag
+
+
+def recorded_runs(name: str, results_dir: Path | str | None = None) -> list[Path]:
+    """Every results file of benchmark ``name``: ``<name>.json`` first, then its tagged files (other GPUs)."""
+    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    found = [folder / f"{name}.json"] if (folder / f"{name}.json").exists() else []
+    for path in sorted(folder.glob(f"{name}_*.json")):
+        # cnn_backward.json is a benchmark of its own, not a tagged cnn.json: the file says whose it is.
+        if re.fullmatch(r"[a-z0-9]+", path.stem[len(name) + 1:]) and json.loads(path.read_text()).get("benchmark") == name:
+            found.append(path)
+    return found
+
+
+def time_training_steps(step, X, labels, batches: list, timed: int) -> tuple[list[float], float]:
+    """A whole training step's wall time, host minibatch in, loss and predictions back on the host:
+    ``step(X[batch], labels[batch]) -> (loss, predictions)`` over ``batches``, the last ``timed`` of them
+    timed (the ones before warm up).  Returns the timed steps' milliseconds and the first step's loss."""
+    import time
+
+    times, first_loss = [], None
+    for i, batch in enumerate(batches):
+        t0 = time.perf_counter()
+        loss, _ = step(X[batch], labels[batch])  # it ends on the host: the step is over
+        times.append((time.perf_counter() - t0) * 1e3)
+        if i == 0:
+            first_loss = loss
+    return times[-timed:], first_loss
+
+
+def torch_sgd_step(torch, params: list, loss, learning_rate: float) -> None:
+    """PyTorch's side of a training step's end: autograd's gradients of ``loss``, then plain SGD in place."""
+    grads = torch.autograd.grad(loss, params)
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            p.sub_(learning_rate * g)
+
+
 def write_results(name: str, payload: dict) -> Path:
-    """Write ``benchmarks/results/<name>.json`` with the date and device facts added."""
+    """Write ``benchmarks/results/<name>.json`` (``<name>_<tag>.json`` under a tag) with the date and device facts added."""
     from kernels.runtime import selection
 
+    tag = results_tag()
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     data = {
         "benchmark": name,
@@ -126,7 +183,7 @@ def write_results(name: str, payload: dict) -> Path:
         "software": software_versions(),
     }
     data.update(payload)
-    path = RESULTS_DIR / f"{name}.json"
+    path = RESULTS_DIR / (f"{name}_{tag}.json" if tag else f"{name}.json")
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     return path
 

@@ -283,11 +283,9 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=DIM)
     parser.add_argument("--classes", type=int, nargs="+", default=list(CLASSES))
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--name", default="large_margin_softmax",
-                        help="results file name (benchmarks/results/<name>.json), e.g. large_margin_softmax_h200")
     args = parser.parse_args()
     data = measure(args.batch, args.dim, tuple(args.classes), repeat=args.repeat)
-    path = write_results(args.name, data)
+    path = write_results("large_margin_softmax", data)
     print(f"\nresults written to {path}")
     print(f"device {data['peaks']['device']}: copy bandwidth {data['peaks']['bandwidth_gbs']:.0f} GB/s")
     print_table(data["results"], "L-Softmax layer, every version and its peers")

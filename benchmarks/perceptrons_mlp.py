@@ -17,7 +17,11 @@ Groups of rows (``kind`` is "kernel" for ours, "peer" for PyTorch):
   network's size (128 x 64 -> 64) and at 4096 x 1024 -> 1024, and the same
   three products on the GEMM chapter's kernels (transposes and bias included),
   against cuBLAS through torch (TF32 off, so float32 against float32);
-* ``softmax``: softmax + cross-entropy and ReLU at 65536 x 10.
+* ``softmax``: softmax + cross-entropy and ReLU at 65536 x 10;
+* ``training_step``: the chapter's whole training step (the 64-64-10 network on the
+  digits, minibatches of 64), from a host minibatch to the loss and predictions back
+  on the host: ``KernelMLP`` with its teaching kernels and with ``mlp.FASTEST``
+  against the same network and SGD step in PyTorch, from the same weights.
 """
 
 from __future__ import annotations
@@ -26,12 +30,17 @@ import argparse
 
 import numpy as np
 
-from benchmarks.common import print_table, require_gpu_backend, row, time_version, write_results
+from benchmarks.common import (print_table, require_gpu_backend, row, time_training_steps, time_version, timed_row,
+                               torch_sgd_step, write_results)
 
 SWEEP = tuple(1 << p for p in range(10, 25, 2))
 PERCEPTRON_N = 1 << 24
 FC_SHAPES = (("fc_digits", (128, 64, 64)), ("fc_large", (4096, 1024, 1024)))
 SOFTMAX_N = 1 << 16
+#: The chapter's network and step: layer sizes, minibatch, learning rate (book/mlp_backprop.md).
+STEP_SIZES, STEP_BATCH, STEP_LR = (64, 64, 10), 64, 0.2
+#: Training steps timed, after as many untimed ones (the digits give 23 minibatches of 64 an epoch).
+TIMED_STEPS = 20
 
 
 def _torch():
@@ -170,6 +179,9 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
         rows.append(row("torch relu", "softmax", "peer", time_torch(lambda: torch.relu(tZ)), relu.bytes({"n": count}),
                         relu.flops({"n": count}), peaks, **shape))
 
+    rows += measure_training_step(torch)
+    log("training_step: done")
+
     return {
         "peaks": {"bandwidth_gbs": peaks.bandwidth_gbs, "fp32_gflops": peaks.fp32_gflops},
         "peer": "torch (cuBLAS, TF32 off)" if torch is not None else "none (torch not available)",
@@ -177,12 +189,72 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     }
 
 
+def _torch_mlp_step(torch):
+    """The chapter's network and SGD step in PyTorch, from the same initial weights:
+    ``step(X, labels) -> (mean loss, predicted classes)``, host arrays in and out as ``KernelMLP`` takes them."""
+    import torch.nn.functional as F
+
+    from kernels.models import mlp
+
+    layers = [tuple(torch.tensor(a, device="cuda", requires_grad=True) for a in pair)
+              for pair in mlp.init_params(list(STEP_SIZES), seed=0)]
+    flat = [t for pair in layers for t in pair]
+
+    def step(X, labels):
+        h, y = torch.from_numpy(X).cuda(), torch.from_numpy(labels.astype(np.int64)).cuda()
+        for i, (W, b) in enumerate(layers):
+            h = F.linear(h, W, b)
+            if i < len(layers) - 1:
+                h = F.relu(h)
+        loss = F.cross_entropy(h, y)
+        torch_sgd_step(torch, flat, loss, STEP_LR)
+        return loss.item(), h.argmax(1).cpu().numpy()
+
+    return step
+
+
+def measure_training_step(torch) -> list[dict]:
+    """Rows of the ``training_step`` group: the time of one whole step, host minibatch in, loss and
+    predictions out (median of TIMED_STEPS after as many untimed), for our kernels with the teaching
+    versions and with ``mlp.FASTEST``, and for PyTorch.  The first step of each, from the same weights on
+    the same minibatch, must give the same loss (``correct``)."""
+    from kernels.models import mlp
+
+    X_train, _, y_train, _ = mlp.load_digits_split()
+    batches = mlp.epoch_batches(len(X_train), STEP_BATCH, np.random.default_rng(1))
+    batches = (batches * 2)[: 2 * TIMED_STEPS]
+    start = mlp.init_params(list(STEP_SIZES), seed=0)
+    steps = {("KernelMLP.train_step, teaching kernels", "kernel"): (mlp.KernelMLP(start), {"forward": "naive"}),
+             ("KernelMLP.train_step, mlp.FASTEST", "kernel"): (mlp.KernelMLP(start, **mlp.FASTEST), mlp.FASTEST)}
+    if torch is not None:
+        steps[("PyTorch forward, autograd, SGD update", "peer")] = (_torch_mlp_step(torch), None)
+    rows, first_loss = [], {}
+    for (name, kind), (model, kernels) in steps.items():
+        step = model if kernels is None else (lambda X, y, model=model: model.train_step(X, y, STEP_LR))
+        timed, first_loss[name] = time_training_steps(step, X_train, y_train, batches, TIMED_STEPS)
+        extra = {} if kernels is None else {"kernels": kernels}
+        rows.append(timed_row(name, "training_step", kind, float(np.median(timed)), None, None, None,
+                              min_ms=float(np.min(timed)), samples=len(timed), batch=STEP_BATCH,
+                              layers="-".join(map(str, STEP_SIZES)), first_step_loss=first_loss[name], **extra))
+    peer = next((r for r in rows if r["kind"] == "peer"), None)
+    for r in rows:
+        if r["kind"] == "kernel" and peer is not None:
+            r["speedup_vs_torch"] = peer["median_ms"] / r["median_ms"]
+            r["correct"] = bool(abs(r["first_step_loss"] - peer["first_step_loss"])
+                                <= 1e-4 * max(1.0, abs(peer["first_step_loss"])))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args()
     results = measure(verbose=True)
     path = write_results("perceptrons_mlp", results)
-    print_table(results["results"], f"\nmeasured peak {results['peaks']['bandwidth_gbs']:,.0f} GB/s")
+    print_table([r for r in results["results"] if "gbs" in r],
+                f"\nmeasured peak {results['peaks']['bandwidth_gbs']:,.0f} GB/s")
+    for r in (r for r in results["results"] if r["group"] == "training_step"):
+        print(f"{r['name']:<48} {r['median_ms']:.3f} ms per step, first step's loss {r['first_step_loss']:.6f}"
+              + (f", {r['speedup_vs_torch']:.2f}x PyTorch" if "speedup_vs_torch" in r else ""))
     print(f"\nwrote {path}")
 
 

@@ -10,7 +10,8 @@ product of the same inputs (torch on the GPU).  At 4096 version 10 is also run w
 configurations (the "search" group) and without its float partial sums (H_PROMOTE = 0), to show what they
 buy in accuracy.  Times include version 10's split of B into TF32 parts (a kernel of its own).
 
-``--name`` names the results file (``sgemm_tensor_cores_h200`` for a run on an H200, say).
+On a second kind of GPU, ``DLK_RESULTS_TAG=h200`` writes ``sgemm_tensor_cores_h200.json`` beside it
+(benchmarks/common.py).
 """
 
 from __future__ import annotations
@@ -112,10 +113,9 @@ def measure(sizes=SIZES) -> dict:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--name", default=NAME, help="results file name (benchmarks/results/<name>.json)")
     parser.add_argument("--sizes", type=int, nargs="*", default=SIZES)
     args = parser.parse_args(argv)
-    path = write_results(args.name, measure(tuple(args.sizes)))
+    path = write_results(NAME, measure(tuple(args.sizes)))
     print(f"wrote {path}")
 
 

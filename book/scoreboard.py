@@ -7,7 +7,10 @@ against ``benchmarks/results/`` (read by :meth:`SpeedFigures.recorded`, the one 
 :class:`Score`: the fastest timed, correct kernel row, the fastest peer row measured in the same
 run (same file, same part of it, same group and layer), the ratio peer time / our time (above 1:
 ours is faster) and how close our kernel comes to the physical limit of the GPU it ran on.
-An entry whose file or rows are missing becomes a "not measured" score, never a missing line::
+A benchmark run on more than one kind of GPU has a file per GPU (``<file>.json`` and tagged
+files such as ``<file>_h200.json``, see ``benchmarks/common.py``): a comparison then has a score
+per GPU, each from one file.  An entry whose file or rows are missing becomes a "not measured"
+score, never a missing line::
 
     from book import scoreboard
     scores = scoreboard.scoreboard()
@@ -19,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchmarks.common import recorded_runs
 from book.chapters import chapter
 from book.speed_figures import SpeedFigures
 
@@ -61,7 +65,7 @@ class Score:
     chapter: str  # "3. Convolutional networks"
     label: str  # what is compared, in a few words
     what: str  # the label, with the shape where measured
-    source: str  # the results file (and part) its figures come from
+    source: str  # the results file (and part) its figures come from: cnn.json, cnn_h200.json
     kernel: str | None = None
     kernel_ms: float | None = None
     peer: str | None = None
@@ -80,6 +84,16 @@ class Score:
     def ratio(self) -> float | None:
         """The peer's time over ours: above 1, our kernel is the faster."""
         return self.peer_ms / self.kernel_ms if self.measured else None
+
+    @property
+    def gpu_short(self) -> str:
+        """The GPU's model, as a column names it: "H100" for "NVIDIA H100 80GB HBM3"."""
+        return short_gpu_name(self.gpu) if self.gpu else ""
+
+
+def short_gpu_name(name: str) -> str:
+    words = [w for w in name.split() if w.upper() not in ("NVIDIA", "TESLA", "GEFORCE")]
+    return words[0] if words else name
 
 
 # --- which rows are compared ---------------------------------------------------------------------
@@ -121,6 +135,9 @@ COMPARISONS: tuple[Comparison, ...] = (
                shape="{n:,} × {c}"),
     Comparison("perceptrons_mlp", "ReLU", "perceptrons_mlp", ("softmax",), kernels={"name": "relu_forward"},
                peers={"name": "torch relu"}, shape="{n:,} × {c}"),
+    # The whole training step of the digits network, host minibatch to host loss, against PyTorch's.
+    Comparison("perceptrons_mlp", "MLP training step", "perceptrons_mlp", ("training_step",),
+               shape="{layers} network, batch {batch}"),
     # 3. Convolutional networks: the forward versions against cuDNN's convolution; the fused layer
     # (convolution, bias, ReLU, pooling) against PyTorch's chain of calls; each gradient against autograd.
     *(Comparison("cnn", f"conv forward {layer}", "cnn", ("forward",), layer=layer, shape="batch {N}")
@@ -204,29 +221,30 @@ class _Run:
     date: str
     peaks: dict | None
     fields: dict  # scalars of the file and its summary, for the shapes
+    source: str  # the file (and part): "cnn_h200.json", "conv_as_gemm.json, sgemm_shapes"
 
 
-def _run(comparison: Comparison, results_dir) -> _Run | str:
-    figures = SpeedFigures.recorded(comparison.results, results_dir)
-    if not figures.available:
-        return f"no {comparison.results}.json"
+def _run(comparison: Comparison, path: Path) -> _Run | str:
+    """The run a comparison reads in one of its benchmark's files, or why there is none."""
+    figures = SpeedFigures.recorded(path.stem, path.parent)
     data = figures.data
+    source = path.name + (f", {comparison.section}" if comparison.section else "")
     fields = {k: v for k, v in data.items() if isinstance(v, (int, float, str))}
     summary = figures.summary()
     fields.update({k: v for k, v in summary.items() if isinstance(v, (int, float, str))})
     fields.update(summary.get("shape", {}) if isinstance(summary.get("shape"), dict) else {})
     if comparison.section is None:
-        return _Run(figures.rows(), figures.device_name, figures.date, figures.section("peaks"), fields)
+        return _Run(figures.rows(), figures.device_name, figures.date, figures.section("peaks"), fields, source)
     if comparison.section not in SECTIONS:
         raise ValueError(f"section {comparison.section!r} of {comparison.results}.json: the scoreboard reads "
                          f"only the sections {sorted(SECTIONS)}")
     section = figures.section(comparison.section)
     if not section:
-        return f"no {comparison.section} in {comparison.results}.json"
+        return f"no {comparison.section} in {path.name}"
     # A section's device and date are its own; where it names none, it was measured with the file.
     device = section.get("device", data.get("device", {}))
     return _Run(SECTIONS[comparison.section](section), str(device.get("name", figures.device_name)),
-                str(section.get("date", data.get("date", "")))[:10], section.get("peaks"), fields)
+                str(section.get("date", data.get("date", "")))[:10], section.get("peaks"), fields, source)
 
 
 def _matches(row: dict, wanted: Filter) -> bool:
@@ -279,32 +297,44 @@ def _shape(comparison: Comparison, fields: dict) -> str:
         return ""  # a file without the fields this shape names: the label alone
 
 
-def resolve(comparison: Comparison, results_dir: Path | str | None = None) -> Score:
-    """The comparison's score from ``<results_dir>/<file>.json`` (default: benchmarks/results)."""
-    found = chapter(comparison.chapter)
-    title = f"{found.number}. {found.title}"
-    run = _run(comparison, results_dir)
-    if isinstance(run, str):
-        return Score(title, comparison.label, comparison.label, comparison.source, missing=run)
+def _score(comparison: Comparison, title: str, path: Path) -> Score:
+    """The comparison's score from one results file."""
+    run = _run(comparison, path)
+    if isinstance(run, str):  # the file is there, the part of it this comparison reads is not
+        figures = SpeedFigures.recorded(path.stem, path.parent)
+        return Score(title, comparison.label, comparison.label, f"{path.name}, {comparison.section}",
+                     gpu=figures.device_name, date=figures.date, missing=run)
     kernels = _candidates(comparison, run.rows, "kernel", comparison.kernels)
     peers = _candidates(comparison, run.rows, "peer", comparison.peers)
     if not kernels or not peers:
-        return Score(title, comparison.label, comparison.label, comparison.source,
-                     missing=f"no timed {'kernel' if not kernels else 'peer'} rows in {comparison.source}")
+        return Score(title, comparison.label, comparison.label, run.source, gpu=run.gpu, date=run.date,
+                     missing=f"no timed {'kernel' if not kernels else 'peer'} rows in {run.source}")
     ours = min(kernels, key=lambda r: r["median_ms"])
     peer = min(peers, key=lambda r: r["median_ms"])
     shape = _shape(comparison, {**run.fields, **peer, **ours})
     percent, roof = limit(ours, run.peaks)
     return Score(title, comparison.label, f"{comparison.label}, {shape}" if shape else comparison.label,
-                 comparison.source,
+                 run.source,
                  kernel=ours["name"], kernel_ms=ours["median_ms"], peer=peer["name"], peer_ms=peer["median_ms"],
                  percent_of_limit=percent, roof=roof, gpu=run.gpu, date=run.date)
 
 
+def resolve(comparison: Comparison, results_dir: Path | str | None = None) -> list[Score]:
+    """The comparison's scores from ``<results_dir>/<file>.json`` (default: benchmarks/results): one per
+    GPU its benchmark was run on (the file and its tagged files), or one "not measured" if there is none."""
+    found = chapter(comparison.chapter)
+    title = f"{found.number}. {found.title}"
+    paths = recorded_runs(comparison.results, results_dir)
+    if not paths:
+        return [Score(title, comparison.label, comparison.label, comparison.source,
+                      missing=f"no {comparison.results}.json")]
+    return [_score(comparison, title, path) for path in paths]
+
+
 def scoreboard(results_dir: Path | str | None = None,
                comparisons: tuple[Comparison, ...] = COMPARISONS) -> list[Score]:
-    """One score per comparison, in the book's order."""
-    return [resolve(c, results_dir) for c in comparisons]
+    """The scores of every comparison, in the book's order; a comparison's GPUs in the order of its files."""
+    return [score for c in comparisons for score in resolve(c, results_dir)]
 
 
 # --- showing it ----------------------------------------------------------------------------------
@@ -327,31 +357,32 @@ _LEFT = ' style="text-align: left"'
 _FASTER = ' style="font-weight: bold; background: #e3f0fb"'
 
 
-def _heading(score: Score) -> str:
-    """A chapter's heading in the table, with the GPU and date of the run its rows come from."""
-    return f"{score.chapter} · {score.gpu}, {score.date}" if score.measured else score.chapter
-
-
 def html_table(scores: list[Score]) -> str:
     """The scoreboard as an HTML table; a ratio of 1 or more (ours the faster) in bold on blue with ▲.
-    Rows are headed by their chapter with the GPU and date of their run (a new heading where the run
-    changes), rather than repeating them in columns of every row: the table keeps the page's width."""
+    Rows are headed by their chapter; a comparison measured on several GPUs has a row per GPU under
+    one "compared" cell.  The dates are in :func:`sources_text`: the table keeps the page's width."""
     from html import escape
 
     head = "".join(f"<th{_LEFT if left else ''}>{name}</th>" for name, left in (
-        ("compared", True), ("our fastest kernel", True), ("µs", False), ("peer", True), ("µs", False),
-        ("peer ÷ ours", False), ("of the limit", False)))
-    body, previous = [], None
-    for s in scores:
-        if _heading(s) != previous:
-            previous = _heading(s)
-            body.append(f'<tr><th colspan="7"{_LEFT}>{escape(previous)}</th></tr>')
+        ("compared", True), ("GPU", True), ("our fastest kernel", True), ("µs", False), ("peer", True),
+        ("µs", False), ("peer ÷ ours", False), ("of the limit", False)))
+    body = []
+    for i, s in enumerate(scores):
+        if i == 0 or s.chapter != scores[i - 1].chapter:
+            body.append(f'<tr><th colspan="8"{_LEFT}>{escape(s.chapter)}</th></tr>')
+        cells = ""
+        if i == 0 or (s.chapter, s.label) != (scores[i - 1].chapter, scores[i - 1].label):
+            span = 1
+            while i + span < len(scores) and (scores[i + span].chapter, scores[i + span].label) == (s.chapter, s.label):
+                span += 1
+            what = next((x.what for x in scores[i:i + span] if x.measured), s.what)
+            cells += f'<td{_LEFT} rowspan="{span}">{escape(what)}</td>' if span > 1 else f"<td{_LEFT}>{escape(what)}</td>"
+        cells += f"<td{_LEFT}>{escape(s.gpu_short)}</td>"
         if not s.measured:
-            body.append(f"<tr><td{_LEFT}>{escape(s.what)}</td><td colspan=\"6\"{_LEFT}>not measured "
-                        f"({escape(s.missing)})</td></tr>")
+            body.append(f'<tr>{cells}<td colspan="6"{_LEFT}>not measured ({escape(s.missing)})</td></tr>')
             continue
         ratio = (f"<td{_FASTER}>{s.ratio:.2f}×&nbsp;▲</td>" if s.ratio >= 1 else f"<td>{s.ratio:.2f}×</td>")
-        body.append(f"<tr><td{_LEFT}>{escape(s.what)}</td><td{_LEFT}><code>{escape(s.kernel)}</code></td>"
+        body.append(f"<tr>{cells}<td{_LEFT}><code>{escape(s.kernel)}</code></td>"
                     f"<td>{_us(s.kernel_ms)}</td><td{_LEFT}>{escape(s.peer)}</td><td>{_us(s.peer_ms)}</td>{ratio}"
                     f"<td>{_percent(s)}</td></tr>")
     return f'<table style="font-size: 0.8rem"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
@@ -379,19 +410,34 @@ def sources_text(scores: list[Score]) -> str:
     return text
 
 
-def plot_ratios(scores: list[Score], ax=None):
-    """The ratio of each row as a horizontal bar on a log axis, a line at 1 (right of it: ours is faster)."""
+def plot_ratios(scores: list[Score]):
+    """The ratio of each comparison as a horizontal bar on a log axis, a line at 1 (right of it: ours is
+    faster); one panel per GPU, the comparisons in the same rows of each.  Returns the panels' axes."""
     import matplotlib.pyplot as plt
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7.6, 0.19 * len(scores) + 1.3))
-    labels = [f"{s.chapter.split('.')[0]}. {s.label}" for s in scores]
-    labels = [label if len(label) <= 50 else label[:49] + "…" for label in labels]
+    gpus = list(dict.fromkeys(s.gpu_short for s in scores if s.measured)) or [""]
+    compared = list(dict.fromkeys((s.chapter, s.label) for s in scores))
+    _, axes = plt.subplots(1, len(gpus), figsize=(7.6 + 2.6 * (len(gpus) - 1), 0.19 * len(compared) + 1.3),
+                           sharey=True, squeeze=False)
     measured = [s.ratio for s in scores if s.measured]
-    low = min(measured + [1.0]) / 1.6
-    y = list(range(len(scores)))
+    xlim = (min(measured + [1.0]) / 1.6, max(measured + [1.0]) * 2.2)
+    for ax, gpu in zip(axes[0], gpus):
+        on_gpu = {(s.chapter, s.label): s for s in scores if s.measured and s.gpu_short == gpu}
+        _ratio_panel(ax, compared, [on_gpu.get(key) for key in compared], xlim)
+        ax.set_title(f"{gpu}: our fastest kernel against its peer" if gpu else
+                     "our fastest kernel against its peer", fontsize=9)
+    labels = [f"{chapter_title.split('.')[0]}. {label}" for chapter_title, label in compared]
+    axes[0][0].set_yticks(range(len(compared)), [x if len(x) <= 50 else x[:49] + "…" for x in labels], fontsize=7)
+    axes[0][0].set_ylim(len(compared) - 0.4, -0.6)
+    return axes[0]
+
+
+def _ratio_panel(ax, compared: list[tuple[str, str]], scores: list[Score | None], xlim) -> None:
+    """One GPU's bars: ``scores[i]`` is the score of ``compared[i]`` on that GPU, None where not measured."""
+    import matplotlib.pyplot as plt
+
     for i, s in enumerate(scores):
-        if s.measured:
+        if s is not None:
             faster = s.ratio >= 1
             # Bars start at 1: the length of a bar says by how many times one side is faster.
             ax.barh(i, s.ratio - 1 if faster else 1 - s.ratio, left=1 if faster else s.ratio, height=0.7,
@@ -400,20 +446,15 @@ def plot_ratios(scores: list[Score], ax=None):
                     ha="left" if faster else "right", fontsize=7)
         else:
             ax.text(1.06, i, "not measured", va="center", ha="left", fontsize=7, color="gray")
-    chapters = [s.chapter for s in scores]
-    for i in range(1, len(scores)):
-        if chapters[i] != chapters[i - 1]:
+    for i in range(1, len(compared)):
+        if compared[i][0] != compared[i - 1][0]:
             ax.axhline(i - 0.5, color="#ccc", lw=0.6)
     ax.axvline(1.0, color="black", lw=1)
     ax.set_xscale("log")
-    ax.set_xlim(low, max(measured + [1.0]) * 2.2)
-    ax.set_yticks(y, labels, fontsize=7)
-    ax.set_ylim(len(scores) - 0.4, -0.6)
+    ax.set_xlim(*xlim)
     ax.set_xlabel("peer's time ÷ ours (right of 1: ours is faster)", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
-    ax.set_xticks([t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]])
+    ax.set_xticks([t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50) if xlim[0] <= t <= xlim[1]])
     ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}×"))
     ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.grid(axis="x", which="major", alpha=0.3)
-    ax.set_title("our fastest kernel against its peer, each row one run", fontsize=9)
-    return ax

@@ -155,7 +155,8 @@ def test_sgd_update(backend, count):
     np.testing.assert_allclose(sgd.sgd_update(param.copy(), grad, 0.25), expected, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("activation, forward", [("relu", "naive"), ("tanh", "naive"), ("relu", "gemm")])
+@pytest.mark.parametrize("activation, forward", [("relu", "naive"), ("tanh", "naive"), ("relu", "gemm"),
+                                                 ("relu", mlp.FASTEST["forward"])])
 def test_mlp_steps_agree_with_numpy(backend, activation, forward):
     X_train, X_test, y_train, y_test = mlp.load_digits_split()
     start = mlp.init_params([64, 16, 10], seed=3)
@@ -170,3 +171,24 @@ def test_mlp_steps_agree_with_numpy(backend, activation, forward):
     assert runs[0].test_accuracy == runs[1].test_accuracy
     # The parameters moved: four steps changed them by more than rounding.
     assert max(np.abs(W - W0).max() for (W, _), (W0, _) in zip(kernel_net.parameters(), start)) > 1e-3
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("kernels", [{}, mlp.FASTEST], ids=["teaching", "fastest"])
+def test_a_step_queues_the_launches_the_chapter_counts(backend, monkeypatch, kernels):
+    """The chapter's 15 launches of a 64-64-10 step (3 forward, 2 for the loss, 6 backward, 4 updates), every
+    one of them queued: none waits for its kernel before the step's one wait."""
+    from kernels.runtime.module import Kernel
+    from kernels.runtime.queueing import queueing
+
+    made = []
+    launch_prepared = Kernel.launch_prepared
+    monkeypatch.setattr(Kernel, "launch_prepared", lambda self, *a, **k: (made.append((self.name, queueing())),
+                                                                          launch_prepared(self, *a, **k))[1])
+    X_train, _, y_train, _ = mlp.load_digits_split()
+    model = mlp.KernelMLP(mlp.init_params([64, 64, 10], seed=0), **kernels)
+    loss, predictions = model.train_step(X_train[:8], y_train[:8], 0.2)
+    assert len(made) == 15 and all(queued for _, queued in made), made
+    assert np.isfinite(loss) and predictions.shape == (8,)
+    forward = {name for name, _ in made[:1]}
+    assert forward == {"fc_forward_tiled" if kernels else "fc_forward_naive"}
