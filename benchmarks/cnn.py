@@ -38,8 +38,8 @@ import time
 import numpy as np
 
 
-from benchmarks.common import (now_utc, require_gpu_backend, time_training_steps, timed_row, torch_sgd_step,
-                               untimed_row, write_results)
+from benchmarks.common import (losses_agree, now_utc, require_gpu_backend, time_training_steps, timed_row,
+                               torch_sgd_step, untimed_row, write_results)
 
 NAME = "cnn"
 BACKWARD_NAME = "cnn_backward"  # the backward group's results file: benchmarks/results/cnn_backward.json
@@ -484,9 +484,8 @@ def measure_training_step() -> dict:
         rows.append(timed_row(name, "training_step", kind, float(np.median(timed)), None, None, None,
                               min_ms=float(np.min(timed)), samples=len(timed), layer=f"LeNet-5, batch {TRAIN_BATCH}",
                               first_step_loss=first_loss[kind]))
-    agree = abs(first_loss["kernel"] - first_loss["peer"]) <= 1e-4 * max(1.0, abs(first_loss["peer"]))
     rows[0]["speedup_vs_torch"] = rows[1]["median_ms"] / rows[0]["median_ms"]
-    rows[0]["correct"] = bool(agree)
+    rows[0]["correct"] = losses_agree(first_loss["kernel"], first_loss["peer"])
     rows[0].update(launches=ours.launches_per_training_step(), kernels=lenet.FASTEST)
     return {"device": backend.describe(), "tf32": False, "cudnn_version": torch.backends.cudnn.version(),
             "batch_size": TRAIN_BATCH, "learning_rate": TRAIN_LR, "results": rows}

@@ -162,6 +162,12 @@ def time_training_steps(step, X, labels, batches: list, timed: int) -> tuple[lis
     return times[-timed:], first_loss
 
 
+def losses_agree(ours: float, peer: float) -> bool:
+    """Whether two first training steps from the same weights on the same minibatch gave the same loss
+    (to float32 rounding): the check that a timed step and its peer's do the same work."""
+    return bool(abs(ours - peer) <= 1e-4 * max(1.0, abs(peer)))
+
+
 def torch_sgd_step(torch, params: list, loss, learning_rate: float) -> None:
     """PyTorch's side of a training step's end: autograd's gradients of ``loss``, then plain SGD in place."""
     grads = torch.autograd.grad(loss, params)

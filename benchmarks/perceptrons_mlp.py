@@ -30,8 +30,8 @@ import argparse
 
 import numpy as np
 
-from benchmarks.common import (print_table, require_gpu_backend, row, time_training_steps, time_version, timed_row,
-                               torch_sgd_step, write_results)
+from benchmarks.common import (losses_agree, print_table, require_gpu_backend, row, time_training_steps, time_version,
+                               timed_row, torch_sgd_step, write_results)
 
 SWEEP = tuple(1 << p for p in range(10, 25, 2))
 PERCEPTRON_N = 1 << 24
@@ -240,8 +240,7 @@ def measure_training_step(torch) -> list[dict]:
     for r in rows:
         if r["kind"] == "kernel" and peer is not None:
             r["speedup_vs_torch"] = peer["median_ms"] / r["median_ms"]
-            r["correct"] = bool(abs(r["first_step_loss"] - peer["first_step_loss"])
-                                <= 1e-4 * max(1.0, abs(peer["first_step_loss"])))
+            r["correct"] = losses_agree(r["first_step_loss"], peer["first_step_loss"])
     return rows
 
 

@@ -222,10 +222,11 @@ class _Run:
     peaks: dict | None
     fields: dict  # scalars of the file and its summary, for the shapes
     source: str  # the file (and part): "cnn_h200.json", "conv_as_gemm.json, sgemm_shapes"
+    missing: str | None = None  # why the file holds no such run (the part this comparison reads is not there)
 
 
-def _run(comparison: Comparison, path: Path) -> _Run | str:
-    """The run a comparison reads in one of its benchmark's files, or why there is none."""
+def _run(comparison: Comparison, path: Path) -> _Run:
+    """The run a comparison reads in one of its benchmark's files (``missing`` says why there is none)."""
     figures = SpeedFigures.recorded(path.stem, path.parent)
     data = figures.data
     source = path.name + (f", {comparison.section}" if comparison.section else "")
@@ -240,7 +241,8 @@ def _run(comparison: Comparison, path: Path) -> _Run | str:
                          f"only the sections {sorted(SECTIONS)}")
     section = figures.section(comparison.section)
     if not section:
-        return f"no {comparison.section} in {path.name}"
+        return _Run([], figures.device_name, figures.date, None, fields, source,
+                    missing=f"no {comparison.section} in {path.name}")
     # A section's device and date are its own; where it names none, it was measured with the file.
     device = section.get("device", data.get("device", {}))
     return _Run(SECTIONS[comparison.section](section), str(device.get("name", figures.device_name)),
@@ -300,10 +302,9 @@ def _shape(comparison: Comparison, fields: dict) -> str:
 def _score(comparison: Comparison, title: str, path: Path) -> Score:
     """The comparison's score from one results file."""
     run = _run(comparison, path)
-    if isinstance(run, str):  # the file is there, the part of it this comparison reads is not
-        figures = SpeedFigures.recorded(path.stem, path.parent)
-        return Score(title, comparison.label, comparison.label, f"{path.name}, {comparison.section}",
-                     gpu=figures.device_name, date=figures.date, missing=run)
+    if run.missing:
+        return Score(title, comparison.label, comparison.label, run.source, gpu=run.gpu, date=run.date,
+                     missing=run.missing)
     kernels = _candidates(comparison, run.rows, "kernel", comparison.kernels)
     peers = _candidates(comparison, run.rows, "peer", comparison.peers)
     if not kernels or not peers:
