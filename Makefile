@@ -20,7 +20,9 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= 2
 # A GPU runner's test processes.  The GPU tests' grading children compile and sandbox on the runner's
 # cores, so more processes make each test slower: on a 16-core H100 runner the tests' summed time grew
-# by half from 8 processes to 12, which finished later (351 s against 310 to 346 s).
+# by half from 8 processes to 12, which finished later (351 s against 310 to 346 s).  The longest files
+# start first (--heavy-first, tests/suite_order.py): ordered by test count, a file of two two-minute
+# tests started last and the other processes waited for it (333 s against 276 s, two runs otherwise alike).
 GPU_TEST_JOBS ?= 8
 
 .PHONY: help book lab kernelspec student-copy test test-gpu bench clean distclean
@@ -75,7 +77,8 @@ GPU_ENV = DLK_BACKEND=gpu PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"
 test-gpu:
 	@$(GPU_ENV) python3 -c "import sys; from kernels.runtime.selection import _gpu_usable; \
 		sys.exit(0 if _gpu_usable() else 'make test-gpu: no usable GPU (is PyCUDA importable? is there a CUDA device?)')"
-	$(GPU_ENV) python3 -m pytest -p no:cacheprovider -m "gpu or backend" -n $(GPU_TEST_JOBS) --dist loadfile $(PYTEST_ARGS)
+	$(GPU_ENV) python3 -m pytest -p no:cacheprovider -m "gpu or backend" -n $(GPU_TEST_JOBS) --dist loadfile \
+		--heavy-first --no-loadscope-reorder $(PYTEST_ARGS)
 
 # Every GPU benchmark, each in its own process; a failing one does not stop the
 # others, but fails the target.  (emulator_*.py measure the CPU emulator: run those

@@ -228,9 +228,10 @@ def grade_submission(
         memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
     timing_sets = None
     if mode == "hidden" and times_kernel(ex, lock.wants_gpu, mode):
-        # The grader chooses the timing's input sets and draws them itself while the child runs: it checks the
-        # output of the last timed call against its own float64 reference of that call's inputs.
-        timing_sets = TimingSets.fresh(ex, timed_shape(ex))
+        # The grader chooses the timing's input sets and draws them itself once the child is timing (a kernel
+        # that fails a case is never timed): it checks the output of the last timed call against its own
+        # float64 reference of that call's inputs.
+        timing_sets = TimingSets.fresh(ex, timed_shape(ex), start=False)
         request["timing_seeds"] = list(timing_sets.seeds)
     # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
     images = kernel_images.folder_for(ex) if lock.wants_gpu else None
@@ -368,6 +369,9 @@ def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float,
                             waiting_since = None
                         if msg.get("event") == "result":
                             final = msg.get("result")
+                        elif timing_sets is not None and msg.get("event") == "stage" and msg.get("stage") == "timing":
+                            timing_sets.start()  # drawn beside the child's timing, in time for the verdict
+                            events.append(msg)
                         elif (lock_fd is not None and msg.get("event") == "stage"
                               and msg.get("stage") == GpuTurn.WAITING
                               and not any(e.get("stage") == GpuTurn.WAITING for e in events)):

@@ -106,22 +106,26 @@ def draw_pair(ex: Exercise, shape: dict, seed_a: int, seed_b: int) -> tuple[dict
 
 
 class TimingSets:
-    """The two input sets of one timing, drawn on a thread of their own from the moment their seeds are known.
+    """The two input sets of one timing, drawn on a thread of their own once started.
 
     Drawing them takes seconds at timing sizes.  The grading child starts it before compiling, so that it
-    overlaps the compilation and the correctness cases; the grading process, which chose the seeds, starts it
-    before the child and has the sets at hand when it checks the timed call's output.  With
-    ``with_reference`` set A's float64 reference and error scale are computed too (the first timed call is
-    checked against them).
+    overlaps the compilation and the correctness cases.  The grading process, which chose the seeds,
+    starts it when the child says it is timing (the ``timing`` stage), so that no CPU goes to drawing the
+    sets of a kernel that fails its cases (most of a class's first submissions, several gradings of a
+    course on one machine at once); :meth:`get` starts it if nothing did.  With ``with_reference`` set
+    A's float64 reference and error scale are computed too (the first timed call is checked against them).
     """
 
-    def __init__(self, ex: Exercise, shape: dict, seed_a: int, seed_b: int, with_reference: bool = False):
+    def __init__(self, ex: Exercise, shape: dict, seed_a: int, seed_b: int, with_reference: bool = False,
+                 start: bool = True):
         import threading
 
         self.seeds = (int(seed_a), int(seed_b))
         self._done = threading.Event()
         self._value: tuple | None = None
         self._error: BaseException | None = None
+        self._started = False
+        self._start_lock = threading.Lock()
 
         def draw() -> None:
             try:
@@ -136,14 +140,31 @@ class TimingSets:
             finally:
                 self._done.set()
 
-        threading.Thread(target=draw, name="timing-sets", daemon=True).start()
+        self._draw = draw
+        if start:
+            self.start()
 
     @classmethod
-    def fresh(cls, ex: Exercise, shape: dict, with_reference: bool = False) -> "TimingSets":
-        return cls(ex, shape, _new_seed(), _new_seed(), with_reference)
+    def fresh(cls, ex: Exercise, shape: dict, with_reference: bool = False, start: bool = True) -> "TimingSets":
+        return cls(ex, shape, _new_seed(), _new_seed(), with_reference, start)
+
+    def start(self) -> None:
+        """Start drawing the sets on a thread (once: later calls do nothing)."""
+        import threading
+
+        with self._start_lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._draw, name="timing-sets", daemon=True).start()
+
+    @property
+    def started(self) -> bool:
+        return self._started
 
     def get(self) -> tuple:
         """(set A, set B) and, drawn ``with_reference``, (A's float64 outputs, A's error scales); waits for the draw."""
+        self.start()
         self._done.wait()
         if self._error is not None:
             raise self._error

@@ -66,7 +66,7 @@ def forward(name: str, z, out=None):
         raise ValueError(f"unknown activation {name!r}; known: {', '.join(NAMES)}")
     z = float32_operand(z)
     y = _out(out, tuple(z.shape))
-    count = int(np.prod(z.shape))
+    count = int(z.size)
     module().function(f"{name}_forward")(z, y, count, grid=blocks_for(count, BLOCK), block=BLOCK)
     return y
 
@@ -79,7 +79,7 @@ def backward(name: str, saved, dY, out=None):
     if tuple(saved.shape) != tuple(dY.shape):
         raise ValueError(f"saved {SAVES[name]} has shape {tuple(saved.shape)} but dY has {tuple(dY.shape)}")
     dZ = _out(out, tuple(dY.shape))
-    count = int(np.prod(dY.shape))
+    count = int(dY.size)
     module().function(f"{name}_backward")(saved, dY, dZ, count, grid=blocks_for(count, BLOCK), block=BLOCK)
     return dZ
 

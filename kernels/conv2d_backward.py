@@ -21,8 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 from .conv2d import bytes_moved, flops, layer, output_shape, tile_grid
-from .runtime import Module, blocks_for
+from .runtime import DeviceBuffer, Module, blocks_for
 from .runtime.loader import float32_operand, launch, load_topic, output_like, result_array
+from .runtime.scratch import kept_buffer
 from .runtime.versions import KernelVersion, LaunchConfig, kernel_table
 
 TOPIC = "conv2d_backward"
@@ -192,11 +193,10 @@ SPLIT_SUM_THREADS = 256
 
 
 def _workspace(like, shape, dtype=np.float32):
-    """Scratch for split partials and arrival counters: zeros, on the device when the operands are there."""
-    from .runtime import DeviceBuffer
-    from .runtime.module import zeros
-
-    return zeros(shape, dtype) if isinstance(like, DeviceBuffer) else np.zeros(shape, dtype)
+    """Scratch for split partials and arrival counters, zero before the first launch: on the device when the
+    operands are there, kept between launches (every version leaves its counters zero, and writes each
+    partial before it reads it), so that a training step allocates nothing and never waits on a free."""
+    return kept_buffer(shape, dtype, zeroed=True) if isinstance(like, DeviceBuffer) else np.zeros(shape, dtype)
 
 
 def _weight_operands(X, dY, K):

@@ -22,7 +22,7 @@ def sgd_update_reference(param, grad, learning_rate: float) -> np.ndarray:
 
 def sgd_update(param, grad, learning_rate: float):
     """``sgd_update``, in place on ``param`` (a float32 array or a device buffer)."""
-    count = int(np.prod(param.shape))
+    count = int(param.size)
     module().function("sgd_update")(param, grad, float(learning_rate), count, grid=blocks_for(count, BLOCK), block=BLOCK)
     return param
 

@@ -21,6 +21,7 @@ import math
 
 from kernels.runtime import DeviceBuffer, blocks_for
 from kernels.runtime.loader import grid_stride_blocks, launch, load_topic, multiprocessors, output_like
+from kernels.runtime.scratch import kept_buffer
 from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
 
 TOPIC = "sgemm"
@@ -196,21 +197,10 @@ def sgemm_plan(M: int, N: int, K: int, sms: int | None = None) -> dict:
     return {"config": name, "tiles": tiles, "splits": math.ceil(k_tiles / per), "tiles_per_split": per}
 
 
-_workspaces: dict = {}
-
-
 def _workspace(shape) -> DeviceBuffer:
-    """A device buffer for the split products, kept per backend and shape: the launches of one stream run in
-    order, so consecutive products can share it, and a training step allocates nothing."""
-    from kernels.runtime import selection
-    from kernels.runtime.module import empty
-
-    backend = selection.current_backend()
-    key = (id(backend), tuple(shape))
-    hit = _workspaces.get(key)
-    if hit is None or hit[0] is not backend:
-        hit = _workspaces[key] = (backend, empty(shape))
-    return hit[1]
+    """A device buffer for the split products, kept between launches (:func:`kernels.runtime.scratch.kept_buffer`):
+    consecutive products share it, and a training step allocates nothing."""
+    return kept_buffer(shape)
 
 
 class _Shape:

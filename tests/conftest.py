@@ -13,6 +13,8 @@ import functools
 
 import pytest
 
+from suite_order import HEAVY_FIRST
+
 
 @functools.lru_cache(maxsize=1)
 def gpu_usable() -> bool:
@@ -21,12 +23,21 @@ def gpu_usable() -> bool:
     return _gpu_usable()
 
 
+def pytest_addoption(parser):
+    parser.addoption("--heavy-first", action="store_true", default=False,
+                     help="run the files of HEAVY_FIRST (tests/suite_order.py) first; with pytest-xdist, "
+                          "add --no-loadscope-reorder so that it keeps this order")
+
+
 NO_GPU_REASON = (
     "no usable GPU here (PyCUDA missing or no CUDA device): these tests run on a GPU machine with `make test-gpu`"
 )
 
 
 def pytest_collection_modifyitems(config, items):
+    if config.getoption("heavy_first"):
+        rank = {path: index for index, path in enumerate(HEAVY_FIRST)}
+        items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))  # stable: the rest keep their order
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items or gpu_usable():
         return

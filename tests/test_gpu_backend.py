@@ -47,6 +47,27 @@ def test_constant_memory_and_launch_roundtrip(gpu):
     np.testing.assert_array_equal(y, 2 * x + 1)
 
 
+def test_every_plain_scalar_type_reaches_the_kernel_at_its_place_in_the_parameter_block(gpu):
+    """Pointers and plain numbers go packed by one format per kernel (PyCUDA's prepared call): each value, of
+    every width, lands where nvcc reads it, padding included (a char before a double, a bool before a pointer)."""
+    from kernels.runtime import compile_source, to_device
+    from kernels.runtime.gpu import packed_format
+
+    module = compile_source(
+        "__global__ void spread(char a, double b, unsigned char c, short d, unsigned short e, int f, bool g,\n"
+        "                       double* out, unsigned int h, long long i, unsigned long long j, float k) {\n"
+        "  out[0] = a; out[1] = b; out[2] = c; out[3] = d; out[4] = e; out[5] = f; out[6] = g;\n"
+        "  out[7] = h; out[8] = (double)i; out[9] = (double)j; out[10] = k;\n}\n",
+        "spread.cu", backend=gpu)
+    kernel = module.function("spread")
+    assert packed_format(kernel.signature) == "bdBhHi?PIlLf"
+    values = [-7, 2.5e300, 250, -30000, 65000, -2_000_000_000, True, 4_000_000_000, -(2**62), 2**63 + 2**20, 0.375]
+    out = to_device(np.zeros(11))
+    for _ in range(2):  # the second launch takes the format made by the first
+        kernel(*values[:7], out, *values[7:], grid=1, block=1)
+        np.testing.assert_array_equal(out.get(), np.array(values, dtype=np.float64))
+
+
 def test_dynamic_shared_memory_over_48k(gpu):
     from kernels.runtime import compile_source
 

@@ -500,3 +500,22 @@ def test_a_cooperative_grid_that_cannot_be_resident_is_refused_in_one_sentence()
                                                 r"the H100, which grid.sync\(\) \(this_grid\(\), line 3\) needs: launch at "
                                                 r"most 264 blocks"):
         check_co_resident("k", 3, (265, 1, 1), (256, 1, 1), 264, "the H100")
+
+
+def test_only_pointers_and_plain_numbers_go_packed_by_one_format():
+    """The GPU's quick launch path packs a kernel's arguments by one struct format; a struct or vector
+    by value, a const T& (an address of a copy) and a 16-bit float (which PyCUDA's packing does not
+    take) go the general way, laid out by the runtime itself."""
+    from kernels.runtime.gpu import packed_format
+
+    sigs = parse_kernels(
+        "#include <cuda_fp16.h>\n"
+        "struct Pair { int a; float b; };\n"
+        "__global__ void plain(const float* x, float* y, int n, double s, unsigned char c) {}\n"
+        "__global__ void by_value(float4 v, float* y) {}\n"
+        "__global__ void by_struct(Pair p, float* y) {}\n"
+        "__global__ void by_reference(const int& n, float* y) {}\n"
+        "__global__ void in_half(__half h, __half* y) {}\n",
+        "formats.cu")
+    assert packed_format(sigs["plain"]) == "PPidB"
+    assert [packed_format(sigs[name]) for name in ("by_value", "by_struct", "by_reference", "in_half")] == [None] * 4

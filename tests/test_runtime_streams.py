@@ -211,7 +211,24 @@ class PyCudaModule:
         self.calls = []
 
     def get_function(self, name):
-        return lambda *args, **kwargs: self.calls.append((name, args, kwargs))
+        return PyCudaFunction(name, self.calls)
+
+
+class PyCudaFunction:
+    """A PyCUDA function: called with its arguments, or prepared with their struct format and called so."""
+
+    def __init__(self, name, calls):
+        self.name, self.calls, self.arg_format = name, calls, None
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append((self.name, args, kwargs))
+
+    def prepare(self, arg_format):
+        self.arg_format = arg_format
+        return self
+
+    def prepared_call(self, grid, block, *args, shared_size=0):
+        self.calls.append((f"{self.name} [{self.arg_format}]", args, {"grid": grid, "block": block, "shared": shared_size}))
 
 
 class FakeGPUBackend(RecordingBackend):
@@ -256,5 +273,7 @@ def test_the_gpu_backend_queues_a_stream_launch_on_the_handle_through_the_driver
     scale(x, y, 8, 2.0, grid=2, block=4, sync=False)
     assert len(driver.launches) == 2 and len(backend.pycuda_module.calls) == 2
     name, args, kwargs = backend.pycuda_module.calls[0]
-    assert name == "scale" and [int(a) for a in args[:2]] == [0xA000, 0xB000]
+    # pointers and plain numbers: packed by the kernel's own format (PyCUDA's prepared call)
+    assert name == "scale [PPif]" and [int(a) for a in args[:2]] == [0xA000, 0xB000]
+    assert args[2:] == (8, 2.0) and (args[2].dtype, args[3].dtype) == (np.int32, np.float32)
     assert kwargs == {"grid": (2, 1, 1), "block": (4, 1, 1), "shared": 0}

@@ -355,6 +355,25 @@ def argument_block(params, values) -> bytes:
     return bytes(block)
 
 
+#: Scalar types PyCUDA packs itself (its struct module takes neither float16 nor bfloat16).
+_PACKED_KINDS = set("bBhHiIlLqQfd?")
+
+
+def packed_format(signature: KernelSignature) -> str | None:
+    """The parameter block of ``signature`` as a struct format PyCUDA packs (``P`` for a pointer, the
+    scalar's own code for a number), where every parameter is a pointer or a plain number; else None
+    (a struct or vector taken by value, a ``const T&``, a 16-bit float: those take the general path)."""
+    codes = []
+    for param in signature.params:
+        if param.is_pointer:
+            codes.append("P")
+        elif param.record is None and not param.is_reference and param.dtype.char in _PACKED_KINDS:
+            codes.append(param.dtype.char)
+        else:
+            return None
+    return "".join(codes)
+
+
 class GPUModule(CompiledModule):
     def __init__(self, backend: "GPUBackend", module, source_name: str, aliases: dict[str, str] | None = None,
                  grid_sync_line: int = 0, cubin=None):
@@ -370,6 +389,8 @@ class GPUModule(CompiledModule):
         self._globals_set: dict[str, np.ndarray] = {}  # what set_global wrote, for a driver copy loaded later
         self._last_on_copy = False  # whether the last launch ran the driver copy (get_global reads that one)
         self._references: list = []
+        # id(signature) -> (signature, PyCUDA function prepared with its argument format, or None)
+        self._prepared: dict[int, tuple] = {}
 
     def _function(self, name: str):
         if name not in self._functions:
@@ -401,6 +422,15 @@ class GPUModule(CompiledModule):
         function = self._function(signature.name)
         if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
             function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
+        prepared = self._prepared_function(signature)
+        if prepared is not None and all(isinstance(a, (_DeviceMemory, np.generic)) for a in args):
+            # Pointers and plain numbers: packed by one format made once per kernel (PyCUDA's prepared call).
+            # A launch of a small layer takes a few microseconds on the GPU: Python's share decides its time.
+            values = [a.ptr if isinstance(a, _DeviceMemory) else a for a in args]
+            self._references = []
+            self._call(signature, grid, block, shared_bytes,
+                       lambda: prepared.prepared_call(grid, block, *values, shared_size=shared_bytes))
+            return
         # a half or bfloat16 scalar goes as its 16 bits (PyCUDA packs arguments with struct, which takes
         # neither: "bad char in struct format");
         # a const T& parameter is an address in the kernel's ABI: that of a device copy of the value
@@ -425,8 +455,22 @@ class GPUModule(CompiledModule):
             # a struct or vector type by value: PyCUDA packs a NumPy record unaligned, so the whole
             # parameter block is laid out here, each argument at its alignment as nvcc places it
             converted = [np.void(argument_block(signature.params, converted))]
+        self._call(signature, grid, block, shared_bytes,
+                   lambda: function(*converted, grid=grid, block=block, shared=shared_bytes))
+
+    def _prepared_function(self, signature: KernelSignature):
+        """The kernel's PyCUDA function prepared with its argument format, or None where it has none."""
+        entry = self._prepared.get(id(signature))
+        if entry is None or entry[0] is not signature:
+            fmt = packed_format(signature)
+            entry = (signature, None if fmt is None else self._function(signature.name).prepare(fmt))
+            self._prepared[id(signature)] = entry
+        return entry[1]
+
+    def _call(self, signature: KernelSignature, grid: Dim3, block: Dim3, shared_bytes: int, start) -> None:
+        """Run ``start`` (which queues the launch), naming what went wrong if it could not."""
         try:
-            function(*converted, grid=grid, block=block, shared=shared_bytes)
+            start()
         except cuda.Error as exc:
             name = cuda_error_name(exc)
             if name in ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE"):

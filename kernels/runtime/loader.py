@@ -9,9 +9,11 @@ new one.
 
 from __future__ import annotations
 
+import numpy as np
+
 from . import selection
-from .backend import Backend
-from .module import Module, blocks_for, compile_source
+from .backend import Backend, DeviceBuffer
+from .module import Module, blocks_for, compile_source, empty
 from .sources import KERNEL_DIR, source_path
 
 
@@ -22,7 +24,7 @@ _modules: dict[tuple, tuple[Backend, Module]] = {}
 def load_topic(topic: str, defines: dict[str, object] | None = None, backend: Backend | None = None) -> Module:
     """The compiled ``kernels/<topic>.cu`` (with ``kernels/`` on the include path)."""
     backend = backend or selection.current_backend()
-    frozen = tuple(sorted((k, str(v)) for k, v in (defines or {}).items()))
+    frozen = tuple(sorted((k, str(v)) for k, v in defines.items())) if defines else ()
     key = (id(backend), topic, frozen)
     hit = _modules.get(key)
     if hit is not None and hit[0] is backend:
@@ -73,11 +75,6 @@ def output_like(template, shape=None, dtype=None):
     NumPy outputs are filled with NaN, so that an element a kernel forgot to
     write shows up in a comparison instead of passing by luck.
     """
-    import numpy as np
-
-    from .backend import DeviceBuffer
-    from .module import empty
-
     shape = template.shape if shape is None else shape
     dtype = template.dtype if dtype is None else np.dtype(dtype)
     if isinstance(template, DeviceBuffer):
@@ -87,10 +84,6 @@ def output_like(template, shape=None, dtype=None):
 
 def float32_operand(a):
     """A launcher's input: NumPy data as a contiguous float32 array, a device buffer as it is."""
-    import numpy as np
-
-    from .backend import DeviceBuffer
-
     return a if isinstance(a, DeviceBuffer) else np.ascontiguousarray(a, dtype=np.float32)
 
 
@@ -100,8 +93,6 @@ def result_array(out, shape, any_layout: bool = False):
     With ``any_layout``, any buffer of as many elements will do (read as ``shape``: a
     network may keep an N x M x 1 x 1 result as an N x M matrix for the next layer).
     """
-    import numpy as np
-
     if out is None:
         return np.empty(shape, np.float32)
     fits = int(np.prod(out.shape)) == int(np.prod(shape)) if any_layout else tuple(out.shape) == tuple(shape)

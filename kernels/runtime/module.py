@@ -36,6 +36,10 @@ from .signature import KernelSignature, Parameter, parse_kernels, template_insta
 
 def as_dim3(value: int | Sequence[int], what: str) -> Dim3:
     """``256`` -> ``(256, 1, 1)``; ``(16, 16)`` -> ``(16, 16, 1)``, validated as positive integers."""
+    if type(value) is int and value >= 1:  # the common cases, on every launch
+        return (value, 1, 1)
+    if type(value) is tuple and len(value) in (2, 3) and all(type(v) is int and v >= 1 for v in value):
+        return value if len(value) == 3 else (value[0], value[1], 1)
     if isinstance(value, (int, np.integer)):
         items = [value]
     else:
@@ -86,21 +90,33 @@ def _int_bounds(dtype: np.dtype) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-def _number(dtype: np.dtype, value, kernel: str, label: str):
-    """``value`` as one scalar of ``dtype``, or an error naming ``label`` (the parameter, or its field)."""
-    if dtype.kind in "iub":
+def _said(label) -> str:
+    return label if isinstance(label, str) else label()
+
+
+def _number(dtype: np.dtype, value, kernel: str, label):
+    """``value`` as one scalar of ``dtype``, or an error naming ``label`` (the parameter, or its field; a
+    callable giving it is called only for an error: a launch converts several numbers)."""
+    kind = dtype.kind
+    if type(value) is float and kind == "f":  # the common cases first
+        return dtype.type(value)
+    if type(value) is int and kind in "iu":
+        low, high = _int_bounds(dtype)
+        if low <= value <= high:
+            return dtype.type(value)
+    if kind in "iub":
         if isinstance(value, (float, np.floating)) and not float(value).is_integer():
-            raise KernelArgumentError(f"{kernel}: {label} is an integer, got {value!r}")
+            raise KernelArgumentError(f"{kernel}: {_said(label)} is an integer, got {value!r}")
         if not isinstance(value, (int, np.integer, bool, np.bool_, float, np.floating)):
-            raise KernelArgumentError(f"{kernel}: {label} needs a number, got {type(value).__name__}")
+            raise KernelArgumentError(f"{kernel}: {_said(label)} needs a number, got {type(value).__name__}")
         ivalue = int(value)
         if dtype.kind != "b":
             low, high = _int_bounds(dtype)
             if not low <= ivalue <= high:
-                raise KernelArgumentError(f"{kernel}: {ivalue} does not fit {label} ({low}..{high})")
+                raise KernelArgumentError(f"{kernel}: {ivalue} does not fit {_said(label)} ({low}..{high})")
         return dtype.type(ivalue)
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
-        raise KernelArgumentError(f"{kernel}: {label} needs a number, got {type(value).__name__}")
+        raise KernelArgumentError(f"{kernel}: {_said(label)} needs a number, got {type(value).__name__}")
     return dtype.type(value)
 
 
@@ -162,7 +178,7 @@ def _convert_scalar(param: Parameter, value, kernel: str):
         raise KernelArgumentError(
             f"{kernel}: parameter '{param.describe()}' is a scalar, but an array was passed"
         )
-    return _number(param.dtype, value, kernel, f"parameter '{param.describe()}'")
+    return _number(param.dtype, value, kernel, lambda: f"parameter '{param.describe()}'")
 
 
 def _check_array(param: Parameter, array, kernel: str) -> None:
@@ -209,8 +225,12 @@ class Kernel:
             )
         grid3 = as_dim3(grid, "grid")
         block3 = as_dim3(block, "block")
-        validate_launch(self.module.backend, self.name, grid3, block3, shared)
         backend = self.module.backend
+        checked = self.module.checked_launches
+        if type(shared) is not int or (grid3, block3, shared) not in checked:
+            validate_launch(backend, self.name, grid3, block3, shared)
+            if len(checked) < 4096:  # a launcher repeats a few configurations; a sweep may try thousands
+                checked.add((grid3, block3, shared))
         device_args: list = []
         copy_back: list[tuple[np.ndarray, DeviceBuffer]] = []
         for param, value in zip(sig.params, args):
@@ -271,6 +291,9 @@ class Module:
         self.compiled = compiled
         self.signatures = signatures
         self._build = (tuple(options), tuple(include_dirs), dict(defines or {}))
+        self._kernels: dict[str, Kernel] = {}
+        #: (grid, block, shared bytes) already checked against the device's limits (a launch checks each once).
+        self.checked_launches: set[tuple] = set()
 
     @property
     def kernel_names(self) -> list[str]:
@@ -279,6 +302,9 @@ class Module:
     def function(self, name: str) -> Kernel:
         """The kernel called ``name``; for a template kernel, an instantiation such as ``"sgemm<64, 64, 8>"``
         (the module is compiled again with it)."""
+        kernel = self._kernels.get(name)
+        if kernel is not None:  # launchers ask on every launch
+            return kernel
         if name not in self.signatures and "<" in name:
             options, include_dirs, defines = self._build
             instance = template_instance(self.source, name, self.name, defines)
@@ -287,11 +313,11 @@ class Module:
                     signatures = {**self.signatures, instance.name: instance}
                     self.compiled = self.backend.compile(self.source, self.name, options, include_dirs, signatures)
                     self.signatures = signatures
-                return Kernel(self, self.signatures[instance.name])
+                return self._kernels.setdefault(name, Kernel(self, self.signatures[instance.name]))
         if name not in self.signatures:
             known = ", ".join(self.signatures) or "none"
             raise KernelNotFoundError(f"{self.name} has no __global__ function '{name}' (kernels defined: {known})")
-        return Kernel(self, self.signatures[name])
+        return self._kernels.setdefault(name, Kernel(self, self.signatures[name]))
 
     __getitem__ = function
 

@@ -82,11 +82,34 @@ def backend_name():
     return name
 
 
+@pytest.fixture
+def timing_draws(monkeypatch):
+    """The timing sets the grading process started drawing (the child's own draws are in its own process)."""
+    from autograder.timing_policy import TimingSets
+
+    started = []
+    start = TimingSets.start
+
+    def recording(self):
+        if not self.started:
+            started.append(self.seeds)
+        start(self)
+
+    monkeypatch.setattr(TimingSets, "start", recording)
+    return started
+
+
+def timed_at_the_timing_size(result) -> bool:
+    return any("timing size" in s.label for s in result.shapes)
+
+
 @pytest.mark.parametrize("path", HONEST, ids=corpus_id)
-def test_honest_solution_gets_every_correctness_point(path, backend_name):
+def test_honest_solution_gets_every_correctness_point(path, backend_name, timing_draws):
     sub = load(path)
     result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="honest", backend=backend_name)
     ex = get_exercise(sub.exercise)
+    # the grader draws the timing's inputs for the verdict on a timed kernel, and only on the GPU
+    assert len(timing_draws) == (1 if backend_name == "gpu" else 0)
     timing_size = re.search(r"^// gpu-timing-size: (.+)$", sub.source, re.M)
     if backend_name == "gpu" and timing_size:
         # Right on every correctness case, wrong at the (much larger) timing size.
@@ -108,11 +131,13 @@ def test_honest_solution_gets_every_correctness_point(path, backend_name):
 
 
 @pytest.mark.parametrize("path", BUGS, ids=corpus_id)
-def test_planted_bug_fails_the_hidden_tests_and_is_named(path, backend_name):
+def test_planted_bug_fails_the_hidden_tests_and_is_named(path, backend_name, timing_draws):
     planted = read_corpus_file(path)
     sub = planted.submission
     result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="planted", backend=backend_name)
     ex = get_exercise(sub.exercise)
+    # a kernel that fails a case is never timed, and the grader draws no timing inputs for it
+    assert bool(timing_draws) == (backend_name == "gpu" and (result.status == "passed" or timed_at_the_timing_size(result)))
     if backend_name == "gpu" and result.status == "passed" and planted.feedback_gpu:
         pytest.skip("this race did not change any result on the GPU in this run; the CPU emulator, which runs "
                     "every launch in two thread orders, rejects it every time (make test)")

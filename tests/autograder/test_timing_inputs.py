@@ -207,6 +207,27 @@ def test_the_timing_runs_on_the_sets_the_grader_chose_and_drew_itself(timing, tm
     assert _timed_output_problem(ex, other, str(tmp_path), chosen) == "the output of the last timed call was not handed back"
 
 
+def test_sets_not_started_are_drawn_when_first_needed_and_only_once():
+    """The grading process starts its draw when the child says it is timing; if no such word came, the verdict's
+    need for the sets starts it, and the sets are those of the seeds it chose."""
+    drawn = []
+    saxpy = get_exercise("saxpy")
+
+    def counting(shape, rng):
+        drawn.append(shape["n"])
+        return saxpy.make_inputs(shape, rng)
+
+    ex = dataclasses.replace(saxpy, make_inputs=counting)
+    sets = TimingSets(ex, {"n": 1000}, 11, 22, start=False)
+    assert not sets.started and drawn == []
+    a, b = sets.get()
+    sets.start()
+    assert drawn == [1000, 1000]
+    expected = draw_pair(saxpy, {"n": 1000}, 11, 22)
+    np.testing.assert_array_equal(a["x"], expected[0]["x"])
+    np.testing.assert_array_equal(b["y"], expected[1]["y"])
+
+
 def test_a_failed_draw_is_raised_where_the_sets_are_needed():
     ex = dataclasses.replace(get_exercise("saxpy"), make_inputs=lambda shape, rng: 1 / 0)
     sets = TimingSets.fresh(ex, {"n": 10})
