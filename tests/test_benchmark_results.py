@@ -20,7 +20,7 @@ from book.speed_figures import SpeedFigures
 #: Class-grading figures: one file per machine measured (one GPU: sequential against the cluster; two GPUs).
 CLUSTER_FILES = sorted(RESULTS_DIR.glob("cluster_grading*.json"))
 #: The profiler's figures: counters per kernel, not times (see tests/test_profiles.py).
-OWN_LAYOUT = {"emulator_speed", "profiles"} | {p.stem for p in CLUSTER_FILES}
+OWN_LAYOUT = ({"emulator_speed"} | {p.stem for p in recorded_runs("profiles")} | {p.stem for p in CLUSTER_FILES})
 FILES = sorted(p for p in RESULTS_DIR.glob("*.json") if p.stem not in OWN_LAYOUT)
 
 
