@@ -257,6 +257,10 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
     for tile, config in gemm_configs:
         add("input", "conv2d_backward_flip_filters", cb.backward_input_gemm, {"config": config},
             lambda: tile, f"input_gemm {tile}")
+    if K == 3:  # the GEMM chapter's Winograd F(4x4, 3x3), with its products' tiles
+        for tile, config in (("64x128x8", None), ("64x128x16", {"WT_BK": 16})):
+            add("input", "conv2d_winograd_inputs", cb.backward_input_winograd, {"config": config},
+                lambda: tile, f"input_winograd {tile}")
     # Splits: the default (one wave of 6 blocks per SM of 132), two such waves, one wave of 4 blocks per SM,
     # and 16 blocks per SM (several waves, a small last one).
     auto = cb.weight_gemm_plan(shape)["splits"]
@@ -329,8 +333,10 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
             err = max(rel_error(buffer.get(), ref) for buffer, ref in zip(outs, refs[gradient]))
             slow = N * C * H * W > 2**22 and kernel in ("conv2d_backward_weight_reduce", "conv2d_backward_input")
             t = timed(enqueue, slow=slow)
-            # Version 8 launches the implicit GEMM after it: count the whole input gradient.
-            record = cb.KERNELS["conv2d_backward_input" if kernel == "conv2d_backward_flip_filters" else kernel]
+            # Version 8 launches the implicit GEMM after it, and its Winograd twin the GEMM chapter's Winograd: count
+            # the whole input gradient, in the direct method's operations (as cuDNN's rows are counted).
+            whole_input = kernel in ("conv2d_backward_flip_filters", "conv2d_winograd_inputs")
+            record = cb.KERNELS["conv2d_backward_input" if whole_input else kernel]
             nbytes, flops = record.bytes(shape), record.flops(shape)
             extra = {}
             if gradient == "weight+bias":

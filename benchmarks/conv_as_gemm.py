@@ -40,6 +40,9 @@ WARPTILE_CONFIGS = ((128, 128, 16, 2, 0, 4), (128, 128, 16, 2, 0, 2), (128, 256,
 #: Implicit-GEMM tiles tried on the main layer.
 IG_KEYS = ("IG_BM", "IG_BN", "IG_BK", "IG_MIN_BLOCKS", "IG_NQ")
 IMPLICIT_CONFIGS = ((64, 128, 16, 1, 2), (64, 128, 8, 1, 2), (64, 256, 8, 2, 4))
+WT_KEYS = ("WT_BM", "WT_BN", "WT_BK", "WT_MIN_BLOCKS", "WT_NQ")
+#: The SGEMM tiles tried for Winograd's 36 products (M x C times C x T: C and M are 64 or 128).
+WINOGRAD_CONFIGS = ((64, 128, 8, 2, 2), (128, 128, 8, 1, 2), (64, 128, 16, 2, 2), (128, 128, 16, 1, 4))
 #: Tiles of the SGEMM inside the explicit unroll + GEMM, tried on the main layer.
 UNROLL_GEMM_CONFIGS = ({"WT_BM": 64, "WT_BN": 128, "WT_BK": 8, "WT_MIN_BLOCKS": 2, "WT_NQ": 2},
                        {"WT_BM": 64, "WT_BN": 256, "WT_BK": 8, "WT_MIN_BLOCKS": 2, "WT_NQ": 4})
@@ -337,6 +340,18 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
             add(f"implicit_gemm {cfg}", "kernel", t, err, config=config)
         except Exception as exc:  # noqa: BLE001
             rows.append(untimed_row(f"implicit_gemm {cfg}", "conv", "kernel", **sizes, error=repr(exc)[:300]))
+    if K == 3 and stride == 1:  # Winograd's F(4x4, 3x3)
+        for cfg in WINOGRAD_CONFIGS:
+            config = dict(zip(WT_KEYS, cfg))
+            try:
+                Y_d.set(np.full(Y_d.shape, np.nan, np.float32))
+                cg.conv2d_winograd(X_d, W_d, pad, stride, out=Y_d, config=config, **kw)
+                err = rel_error(Y_d.get(), ref)
+                t = timed(cg.conv2d_winograd(X_d, W_d, pad, stride, out=Y_d, config=config, prepare_only=True, **kw))
+                add(f"winograd {cfg}", "kernel", t, err, config=config,
+                    workspace_bytes=4 * cg.winograd_workspace_floats(N, C, H, W, M, pad))
+            except Exception as exc:  # noqa: BLE001
+                rows.append(untimed_row(f"winograd {cfg}", "conv", "kernel", **sizes, error=repr(exc)[:300]))
     P = H_out * W_out
     chunk = cg.chunk_for(N, C, K, P)
     workspace = empty((chunk, C * K * K, P))

@@ -192,11 +192,13 @@ WEIGHT_GEMM_DEFINES = {"WG_BN": 64, "WG_BK": 16}
 SPLIT_SUM_THREADS = 256
 
 
-def _workspace(like, shape, dtype=np.float32):
+def _workspace(like, purpose: str, shape, dtype=np.float32):
     """Scratch for split partials and arrival counters, zero before the first launch: on the device when the
     operands are there, kept between launches (every version leaves its counters zero, and writes each
     partial before it reads it), so that a training step allocates nothing and never waits on a free."""
-    return kept_buffer(shape, dtype, zeroed=True) if isinstance(like, DeviceBuffer) else np.zeros(shape, dtype)
+    if isinstance(like, DeviceBuffer):
+        return kept_buffer(f"conv2d_backward {purpose}", shape, dtype, zeroed=True)
+    return np.zeros(shape, dtype)
 
 
 def _weight_operands(X, dY, K):
@@ -263,8 +265,8 @@ def backward_weight_bias_split(X, dY, K: int, *, splits: int | None = None, defi
     dW = result_array(out, (M, C, K, K), any_layout=True) if out is not None else output_like(X, (M, C, K, K))
     db = result_array(out_bias, (M,), any_layout=True) if out_bias is not None else output_like(X, (M,))
     S = plan["splits"]
-    partial = _workspace(X, (S * M * (C * K * K + 1),))
-    counters = _workspace(X, (M,), np.uint32)
+    partial = _workspace(X, "partials", (S * M * (C * K * K + 1),))
+    counters = _workspace(X, "counters", (M,), np.uint32)
     kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_weight_bias_split")
     enqueue = launch(kernel, (X, dY, dW, db, partial, counters, N, C, H, W, M, plan["chunk"]), grid=(M, S, 1),
                      block=(plan["threads"], 1, 1), shared=plan["shared"], prepare_only=prepare_only)
@@ -302,7 +304,7 @@ def _launch_bias_split(kernel, dY, plan: dict, out, prepare_only: bool):
     N, M, H_out, W_out = (tuple(int(s) for s in dY.shape) + (1, 1))[:4]
     db = result_array(out, (M,), any_layout=True) if out is not None else output_like(dY, (M,))
     S = plan["splits"]
-    partial, counters = _workspace(dY, (S * M,)), _workspace(dY, (M,), np.uint32)
+    partial, counters = _workspace(dY, "partials", (S * M,)), _workspace(dY, "counters", (M,), np.uint32)
     enqueue = launch(kernel, (dY, db, partial, counters, N, M, H_out * W_out, plan["chunk"]),
                      grid=(M, S, 1), block=(plan["threads"], 1, 1), prepare_only=prepare_only)
     return enqueue if prepare_only else db
@@ -415,6 +417,25 @@ def backward_input_gemm(dY, Wf, x_shape, *, config: dict | None = None, out=None
     """
     from .conv2d_gemm import conv2d_implicit_gemm
 
+    return _input_by_convolution(conv2d_implicit_gemm, dY, Wf, x_shape, config, out, prepare_only)
+
+
+def backward_input_winograd(dY, Wf, x_shape, *, config: dict | None = None, out=None, prepare_only=False):
+    """Version 8 + the GEMM chapter's Winograd (3x3 filters): dE/dX = dY padded by 2, convolved with the
+    transposed filter bank (``conv2d_backward_flip_filters``) by ``conv2d_winograd``.
+
+    ``config`` overrides the tile of Winograd's 36 products (the WT_* defines, kernels/conv2d_gemm.py).
+    """
+    from .conv2d_gemm import conv2d_winograd
+
+    if int(Wf.shape[-1]) != 3:
+        raise ValueError(f"backward_input_winograd computes F(4x4, 3x3): 3x3 filters, not {Wf.shape[-2]}x{Wf.shape[-1]}")
+    return _input_by_convolution(conv2d_winograd, dY, Wf, x_shape, config, out, prepare_only)
+
+
+def _input_by_convolution(convolution, dY, Wf, x_shape, config, out, prepare_only):
+    """dE/dX as a forward convolution (a launcher of kernels/conv2d_gemm.py) of dY, padded by K - 1, with the
+    filter bank version 8 transposes and flips."""
     dY, Wf = float32_operand(dY), float32_operand(Wf)
     N, C, H, W, M, K = _dims(x_shape, dY, Wf.shape)
     Wt = output_like(Wf, (C, M, K, K))
@@ -422,10 +443,10 @@ def backward_input_gemm(dY, Wf, x_shape, *, config: dict | None = None, out=None
                   grid=(_flip_blocks(M * C * K * K), 1, 1), block=(BLOCK_1D, 1, 1), prepare_only=prepare_only)
     dX = result_array(out, (N, C, H, W), any_layout=True) if out is not None else output_like(dY, (N, C, H, W))
     dY4 = dY if len(dY.shape) == 4 else dY.reshape(N, M, H - K + 1, W - K + 1)
-    gemm = conv2d_implicit_gemm(dY4, Wt, pad=K - 1, out=dX, config=config, sync=not prepare_only,
-                                prepare_only=prepare_only, shape=(N, M, H - K + 1, W - K + 1), wshape=(C, M, K, K))
+    rest = convolution(dY4, Wt, pad=K - 1, out=dX, config=config, sync=not prepare_only, prepare_only=prepare_only,
+                       shape=(N, M, H - K + 1, W - K + 1), wshape=(C, M, K, K))
     if prepare_only:
-        return lambda: (flip(), gemm())
+        return lambda: (flip(), rest())
     return dX
 
 
@@ -473,7 +494,7 @@ def backward_weight_bias_gemm(X, dY, K: int, *, splits: int | None = None, defin
         raise ValueError("X or dY has 2^31 elements or more: conv2d_backward_weight_gemm indexes them with int")
     dW = result_array(out, (M, C, K, K), any_layout=True) if out is not None else output_like(X, (M, C, K, K))
     db = result_array(out_bias, (M,), any_layout=True) if out_bias is not None else output_like(X, (M,))
-    partial = _workspace(X, (S, M * CKK + M))
+    partial = _workspace(X, "partials", (S, M * CKK + M))
     gemm_kernel = load_topic(TOPIC, plan["defines"]).function("conv2d_backward_weight_gemm")
     first = launch(gemm_kernel, (X, dY, partial, N, C, H, W, M, K, plan["span"]), grid=plan["grid"],
                    block=(plan["threads"], 1, 1), prepare_only=prepare_only)

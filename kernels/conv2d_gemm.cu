@@ -14,6 +14,10 @@
 //                             never exists: each block gathers the k-tile of U_all it needs straight
 //                             from X into shared memory, where the explicit version would read it
 //                             from the unrolled matrix in global memory.
+//   3. conv2d_winograd_*      Winograd's minimal filtering F(4x4, 3x3), for 3x3 filters at stride 1:
+//                             36 multiplications per 4x4 output tile and channel pair instead of 144,
+//                             as 36 independent matrix products between a transform of the filters,
+//                             of the input tiles and, after, of the products (four launches).
 //
 // The explicit version needs the SGEMM tile sizes chosen for this shape: kernels/conv2d_gemm.py
 // compiles this file with WT_BM = 64 (a layer has tens to hundreds of output maps, not thousands).
@@ -207,5 +211,160 @@ conv2d_implicit_gemm(const float* X, const float* Wmat, float* Y, int N, int C, 
             int m = tile_i + lr + (r < 4 ? r : 32 + r - 4);
             if (m < M) y[(long long)m * P] = acc[r][c];
         }
+    }
+}
+
+// 3. Winograd F(4x4, 3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2016).
+//    A 4x4 tile of an output map is A^T [ (G g G^T) .* (B^T d B) ] A summed over the input channels, for
+//    the channel pair's 3x3 filter g and the 6x6 input patch d under the tile (its rows 4*th - pad ..
+//    4*th - pad + 5; zeros outside the map).  The 6x6 products .* are 36 element positions xi; summed over
+//    the channels c, position xi of every (m, tile) pair is one matrix product:
+//        Z[xi] (M x T) = V[xi] (M x C) times U[xi] (C x T),   T = N * tiles of 4x4 per output map,
+//    with V[xi][m][c] the transformed filters and U[xi][c][t] the transformed input tiles.  So:
+//      conv2d_winograd_filters  V = G g G^T for every (m, c)                 one thread per (m, c)
+//      conv2d_winograd_inputs   U = B^T d B for every (c, tile t)            one thread per (c, t)
+//      conv2d_winograd_gemm     the 36 products, blockIdx.z = xi, each with the warp-tiled SGEMM tile
+//      conv2d_winograd_outputs  the 4x4 tile A^T Z A of every (m, t), cut at the map's edge
+//    The matrices have entries up to 5 and 8 (B^T, A^T) and 1/24 (G): the rounding error is a few
+//    times that of the direct sum, still about 1e-6 of the output's scale in float32.
+
+// B^T d for the six values d[0], d[s], .., d[5s] (a column or a row of a 6x6 tile), into r[0..5].
+__device__ __forceinline__ void winograd_bt(const float* d, int s, float* r)
+{
+    float d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
+    r[0] = 4.0f * d0 - 5.0f * d2 + d4;
+    r[1] = -4.0f * (d1 + d2) + d3 + d4;
+    r[2] = 4.0f * (d1 - d2) - d3 + d4;
+    r[3] = 2.0f * (d3 - d1) - d2 + d4;
+    r[4] = 2.0f * (d1 - d3) - d2 + d4;
+    r[5] = 4.0f * d1 - 5.0f * d3 + d5;
+}
+
+// G g for the three values g[0], g[s], g[2s], into r[0..5].
+__device__ __forceinline__ void winograd_g(const float* g, int s, float* r)
+{
+    float g0 = g[0], g1 = g[s], g2 = g[2 * s];
+    r[0] = 0.25f * g0;
+    r[1] = -(g0 + g1 + g2) / 6.0f;
+    r[2] = -(g0 - g1 + g2) / 6.0f;
+    r[3] = g0 / 24.0f + g1 / 12.0f + g2 / 6.0f;
+    r[4] = g0 / 24.0f - g1 / 12.0f + g2 / 6.0f;
+    r[5] = g2;
+}
+
+// A^T m for the six values m[0], m[s], .., m[5s], into r[0..3].
+__device__ __forceinline__ void winograd_at(const float* m, int s, float* r)
+{
+    float m0 = m[0], m1 = m[s], m2 = m[2 * s], m3 = m[3 * s], m4 = m[4 * s], m5 = m[5 * s];
+    r[0] = m0 + m1 + m2 + m3 + m4;
+    r[1] = m1 - m2 + 2.0f * (m3 - m4);
+    r[2] = m1 + m2 + 4.0f * (m3 + m4);
+    r[3] = m1 - m2 + 8.0f * (m3 - m4) + m5;
+}
+
+// The (map, tile) of a transform's thread: thread idx handles map idx / T and tile t = idx % T of the T =
+// N * tiles_h * tiles_w in the batch (t fastest), tile t being (n, th, tw) = (t / tiles, (t % tiles) / tiles_w,
+// t % tiles_w); valid is false past the last.
+struct WinogradTile { bool valid; int map, n, th, tw; long long T, t; };
+
+__device__ __forceinline__ WinogradTile winograd_tile(int N, int maps, int tiles_h, int tiles_w)
+{
+    WinogradTile at;
+    at.T = (long long)N * tiles_h * tiles_w;
+    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    at.valid = idx < at.T * maps;
+    at.map = (int)(idx / at.T);
+    at.t = idx % at.T;
+    int tiles = tiles_h * tiles_w, in_map = (int)(at.t % tiles);
+    at.n = (int)(at.t / tiles);
+    at.th = in_map / tiles_w;
+    at.tw = in_map % tiles_w;
+    return at;
+}
+
+// Launch: one thread per (m, c), 1-D.  V is 36 x M x C.
+__global__ void conv2d_winograd_filters(const float* Wt, float* V, int M, int C)
+{
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= M * C) return;
+    const float* g = Wt + (size_t)idx * 9;            // filter (m, c) = idx / C, idx % C: 3x3, row-major
+    float col[6][3], v[6][6];
+    for (int j = 0; j < 3; ++j) {                     // G g: each column of g
+        float r[6];
+        winograd_g(g + j, 3, r);
+        for (int i = 0; i < 6; ++i) col[i][j] = r[i];
+    }
+    for (int i = 0; i < 6; ++i) winograd_g(&col[i][0], 1, v[i]);   // (G g) G^T: each row
+    size_t plane = (size_t)M * C;
+    for (int xi = 0; xi < 36; ++xi) V[xi * plane + idx] = v[xi / 6][xi % 6];
+}
+
+// Launch: one thread per (c, t) (winograd_tile), t fastest: consecutive threads, consecutive tiles, so the
+// 36 stores of a warp are each 32 consecutive floats.  U is 36 x C x T.
+__global__ void conv2d_winograd_inputs(const float* X, float* U, int N, int C, int H, int W, int pad,
+                                       int tiles_h, int tiles_w)
+{
+    WinogradTile at = winograd_tile(N, C, tiles_h, tiles_w);
+    if (!at.valid) return;
+    int c = at.map, n = at.n, th = at.th, tw = at.tw;
+    long long T = at.T, t = at.t;
+    int h0 = 4 * th - pad, w0 = 4 * tw - pad;
+    const float* x = X + ((size_t)n * C + c) * H * W;
+    float d[6][6], col[6][6], u[6][6];
+    for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+            int h = h0 + i, w = w0 + j;
+            d[i][j] = (h >= 0 && h < H && w >= 0 && w < W) ? x[h * W + w] : 0.0f;
+        }
+    for (int j = 0; j < 6; ++j) {                     // B^T d: each column
+        float r[6];
+        winograd_bt(&d[0][j], 6, r);
+        for (int i = 0; i < 6; ++i) col[i][j] = r[i];
+    }
+    for (int i = 0; i < 6; ++i) winograd_bt(&col[i][0], 1, u[i]);  // (B^T d) B: each row
+    size_t plane = (size_t)C * T;
+    for (int xi = 0; xi < 36; ++xi) U[xi * plane + (size_t)c * T + t] = u[xi / 6][xi % 6];
+}
+
+// Launch: the warp-tiled SGEMM's block, grid (ceil(T / WT_BN), ceil(M / WT_BM), 36).
+__global__ void __launch_bounds__(WT_THREADS, WT_MIN_BLOCKS)
+conv2d_winograd_gemm(const float* V, const float* U, float* Z, int M, int C, int T)
+{
+    size_t xi = blockIdx.z;
+    sgemm_warptile_tile(M, T, C, V + xi * M * C, U + xi * C * T, Z + xi * M * T, blockIdx.y * WT_BM,
+                        blockIdx.x * WT_BN);
+}
+
+// Launch: one thread per (m, t) (winograd_tile), t fastest.  Y is N x M x H_out x W_out; the tiles of the last row and
+// column may stick out of the map (H_out or W_out not a multiple of 4): those outputs are not written.
+__global__ void conv2d_winograd_outputs(const float* Z, float* Y, int N, int M, int H_out, int W_out,
+                                        int tiles_h, int tiles_w)
+{
+    WinogradTile at = winograd_tile(N, M, tiles_h, tiles_w);
+    if (!at.valid) return;
+    int m = at.map, n = at.n, th = at.th, tw = at.tw;
+    long long T = at.T, t = at.t;
+    size_t plane = (size_t)M * T;
+    float z[6][6], col[4][6], y[4][4];
+    for (int xi = 0; xi < 36; ++xi) z[xi / 6][xi % 6] = Z[xi * plane + (size_t)m * T + t];
+    for (int j = 0; j < 6; ++j) {                     // A^T z: each column
+        float r[4];
+        winograd_at(&z[0][j], 6, r);
+        for (int i = 0; i < 4; ++i) col[i][j] = r[i];
+    }
+    for (int i = 0; i < 4; ++i) winograd_at(&col[i][0], 1, y[i]);  // (A^T z) A: each row
+    float* out = Y + ((size_t)n * M + m) * H_out * W_out;
+    // A row of the tile as one 16-byte store where every tile fits the map's width and the rows are aligned
+    // (neighbouring threads, neighbouring tiles: a warp's stores then fill whole sectors).
+    bool rows_of_four = W_out % 4 == 0 && ((size_t)out & 15) == 0;
+    for (int i = 0; i < 4; ++i) {
+        int h = 4 * th + i;
+        if (h >= H_out) break;
+        if (rows_of_four) {
+            *reinterpret_cast<float4*>(out + h * W_out + 4 * tw) = make_float4(y[i][0], y[i][1], y[i][2], y[i][3]);
+            continue;
+        }
+        for (int j = 0; j < 4; ++j)
+            if (4 * tw + j < W_out) out[h * W_out + 4 * tw + j] = y[i][j];
     }
 }

@@ -9,6 +9,9 @@ zero padding ``pad`` and stride ``stride`` as in ``torch.nn.functional.conv2d``
   ``kernels/im2col.cu``, multiply with ``conv2d_gemm_batched``; repeat.
 * :func:`conv2d_implicit_gemm`: one kernel; the unrolled matrix is built tile
   by tile in shared memory and never written to global memory.
+* :func:`conv2d_winograd`: 3x3 filters at stride 1 by Winograd's F(4x4, 3x3): the
+  filters and the input tiles transformed, 36 matrix products, the products
+  transformed back (:func:`winograd_reference` is the same in float64).
 """
 
 from __future__ import annotations
@@ -25,7 +28,19 @@ TOPIC = "conv2d_gemm"
 VERSIONS = (
     ("unroll_gemm", "im2col into global memory, then the warp-tiled SGEMM per sample"),
     ("implicit_gemm", "the unrolled tiles gathered straight into shared memory (no unrolled matrix)"),
+    ("winograd", "3x3 filters, stride 1: Winograd's F(4x4, 3x3), 36 products of transformed tiles"),
 )
+
+#: Winograd's F(4x4, 3x3) (Lavin and Gray, 2016): a 4x4 output tile is A^T [(G g G^T) * (B^T d B)] A for a
+#: 3x3 filter g and the 6x6 input patch d under the tile.  The kernels apply these matrices written out.
+WINOGRAD_BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                        [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float64)
+WINOGRAD_G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                       [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float64)
+WINOGRAD_AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]],
+                       np.float64)
+WINOGRAD_TILE = 4  # outputs per tile side
+WINOGRAD_THREADS = 256  # the transforms' blocks
 
 #: Compile-time tiles: WT_* for the SGEMM the explicit version includes, IG_* for the implicit GEMM.
 DEFAULT_CONFIG = {"WT_BM": 64, "WT_BN": 128, "WT_BK": 8, "WT_MIN_BLOCKS": 2, "WT_NQ": 2,
@@ -128,6 +143,12 @@ def conv2d_unroll_gemm(X, Wt, pad: int = 0, stride: int = 1, *, chunk: int | Non
                             grid=(blocks_for(P, c["WT_BN"]), blocks_for(M, c["WT_BM"]), count),
                             block=threads, prepare_only=True))
 
+    return _run_steps(steps, Y, Y_dev, sync, prepare_only)
+
+
+def _run_steps(steps, Y, Y_dev, sync: bool, prepare_only: bool):
+    """Enqueue the prepared launches of a version made of several, in order; with ``prepare_only`` return the
+    function that does.  A NumPy ``Y`` gets the result copied back; a device ``Y`` is waited for if ``sync``."""
     def enqueue():
         for step in steps:
             step()
@@ -178,6 +199,74 @@ def conv2d_implicit_gemm(X, Wt, pad: int = 0, stride: int = 1, *, out=None, shap
     return enqueue if prepare_only else Y
 
 
+def winograd_tiles(H_out: int, W_out: int) -> tuple[int, int]:
+    """4x4 output tiles per map: (rows, columns); the last ones may stick out of the map."""
+    return -(-H_out // WINOGRAD_TILE), -(-W_out // WINOGRAD_TILE)
+
+
+def winograd_reference(X, Wt, pad: int = 0) -> np.ndarray:
+    """Y in float64 by F(4x4, 3x3), step by step as the kernels do it: V, U, the 36 products Z, then Y."""
+    X, Wt = np.asarray(X, np.float64), np.asarray(Wt, np.float64)
+    N, C, H, W = X.shape
+    M = Wt.shape[0]
+    H_out, W_out = H + 2 * pad - 2, W + 2 * pad - 2
+    th, tw = winograd_tiles(H_out, W_out)
+    # zero padding around the map, and past its end for tiles that stick out
+    Xp = np.zeros((N, C, 4 * th + 2, 4 * tw + 2))
+    Xp[:, :, pad:pad + H, pad:pad + W] = X[:, :, :4 * th + 2 - pad, :4 * tw + 2 - pad]
+    V = np.einsum("ai,mcij,bj->abmc", WINOGRAD_G, Wt, WINOGRAD_G)                    # 6 x 6 x M x C
+    patches = np.stack([np.stack([Xp[:, :, 4 * i:4 * i + 6, 4 * j:4 * j + 6] for j in range(tw)], 2)
+                        for i in range(th)], 2)                                         # N x C x th x tw x 6 x 6
+    U = np.einsum("ak,ncxykl,bl->abncxy", WINOGRAD_BT, patches, WINOGRAD_BT)            # 6 x 6 x N x C x th x tw
+    Z = np.einsum("abmc,abncxy->abnmxy", V, U)                                          # the 36 products
+    tiles = np.einsum("ia,abnmxy,jb->nmxiyj", WINOGRAD_AT, Z, WINOGRAD_AT)              # N x M x th x 4 x tw x 4
+    return tiles.reshape(N, M, 4 * th, 4 * tw)[:, :, :H_out, :W_out]
+
+
+def winograd_workspace_floats(N, C, H, W, M, pad) -> int:
+    """Floats of the three transformed operands: V (36 M C), U (36 C T) and Z (36 M T), T tiles in the batch."""
+    th, tw = winograd_tiles(H + 2 * pad - 2, W + 2 * pad - 2)
+    T = N * th * tw
+    return 36 * (M * C + C * T + M * T)
+
+
+def conv2d_winograd(X, Wt, pad: int = 0, stride: int = 1, *, out=None, shape=None, wshape=None, config=None,
+                    sync=True, prepare_only=False):
+    """Version 3: 3x3 filters at stride 1 by F(4x4, 3x3), in four launches (filters, inputs, the 36 products,
+    outputs), through device buffers for the transformed operands (:func:`winograd_workspace_floats`)."""
+    X, Wt = _f32(X), _f32(Wt)
+    N, C, H, W, M, K = _check(X, Wt, shape, wshape)
+    if K != 3 or stride != 1:
+        raise ValueError(f"conv2d_winograd computes F(4x4, 3x3): 3x3 filters at stride 1, not {K}x{K} at stride {stride}")
+    H_out, W_out = im2col.output_size(H, W, K, pad, stride)
+    th, tw = winograd_tiles(H_out, W_out)
+    T = N * th * tw
+    if 36 * max(C, M) * T >= 2**31:
+        raise ValueError(f"{T} tiles of {max(C, M)} maps: the transformed operands would have 2^31 floats or more; "
+                         f"split the batch")
+    c = {**DEFAULT_CONFIG, **(config or {})}
+    module = _module(config)
+    Y = output_like(X, (N, M, H_out, W_out), np.float32) if out is None else out
+    Y_dev = Y if isinstance(Y, DeviceBuffer) else empty(Y.shape)
+    X_dev = X if isinstance(X, DeviceBuffer) else _to_device(X)
+    W_dev = Wt if isinstance(Wt, DeviceBuffer) else _to_device(Wt)
+    # Hundreds of megabytes on a large layer: allocated per call (a prepared call keeps them), never kept.
+    V, U, Z = empty((36, M, C)), empty((36, C, T)), empty((36, M, T))
+    threads = (c["WT_BM"] // 64) * (c["WT_BN"] // (16 * c["WT_NQ"])) * 32
+    steps = [
+        launch(module.function("conv2d_winograd_filters"), (W_dev, V, M, C),
+               grid=blocks_for(M * C, WINOGRAD_THREADS), block=WINOGRAD_THREADS, prepare_only=True),
+        launch(module.function("conv2d_winograd_inputs"), (X_dev, U, N, C, H, W, pad, th, tw),
+               grid=blocks_for(C * T, WINOGRAD_THREADS), block=WINOGRAD_THREADS, prepare_only=True),
+        launch(module.function("conv2d_winograd_gemm"), (V, U, Z, M, C, T),
+               grid=(blocks_for(T, c["WT_BN"]), blocks_for(M, c["WT_BM"]), 36), block=threads, prepare_only=True),
+        launch(module.function("conv2d_winograd_outputs"), (Z, Y_dev, N, M, H_out, W_out, th, tw),
+               grid=blocks_for(M * T, WINOGRAD_THREADS), block=WINOGRAD_THREADS, prepare_only=True),
+    ]
+
+    return _run_steps(steps, Y, Y_dev, sync, prepare_only)
+
+
 GEMM_STEP_AXES = ("N", "n0", "count", "C", "H", "W", "M", "K", "pad")
 
 
@@ -219,3 +308,5 @@ KERNELS = kernel_table(
 
 
 LAUNCHERS = {"unroll_gemm": conv2d_unroll_gemm, "implicit_gemm": conv2d_implicit_gemm}
+#: Versions for 3x3 filters at stride 1 only.
+LAUNCHERS_3X3 = {"winograd": conv2d_winograd}

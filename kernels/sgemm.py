@@ -197,10 +197,10 @@ def sgemm_plan(M: int, N: int, K: int, sms: int | None = None) -> dict:
     return {"config": name, "tiles": tiles, "splits": math.ceil(k_tiles / per), "tiles_per_split": per}
 
 
-def _workspace(shape) -> DeviceBuffer:
+def _workspace(shape, purpose: str = "sgemm split products") -> DeviceBuffer:
     """A device buffer for the split products, kept between launches (:func:`kernels.runtime.scratch.kept_buffer`):
     consecutive products share it, and a training step allocates nothing."""
-    return kept_buffer(shape)
+    return kept_buffer(purpose, shape)
 
 
 class _Shape:
@@ -213,7 +213,7 @@ class _Shape:
 def _placeholder(like):
     """A one-float argument the kernel never touches (a pointer must still be passed): kept on the device, so
     that a launch allocates nothing."""
-    return _workspace((1,)) if isinstance(like, DeviceBuffer) else np.zeros(1, np.float32)
+    return _workspace((1,), "sgemm placeholder") if isinstance(like, DeviceBuffer) else np.zeros(1, np.float32)
 
 
 def _defines(config: str, a_transposed: bool) -> dict:

@@ -83,7 +83,7 @@ def sgemm_tf32x3_wgmma(A, B, out=None, *, b_transposed: bool = False, sync=True,
     g = _geometry(config)
     module = load_topic(TOPIC, {"DLK_ARCH_SPECIFIC": 1, **config})
     floats = split_floats(K, N, g["BK"])
-    Bp = _workspace((floats,)) if isinstance(A, DeviceBuffer) else np.empty(floats, np.float32)
+    Bp = _workspace((floats,), "3xTF32 split B") if isinstance(A, DeviceBuffer) else np.empty(floats, np.float32)
     split = launch(module.function("tf32x3_split_b"), (B, K, N, int(b_transposed), Bp),
                    grid=(blocks_for(K, g["BK"]), blocks_for(N, BN)), block=SPLIT_THREADS, sync=False,
                    prepare_only=prepare_only)

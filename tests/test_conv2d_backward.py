@@ -224,6 +224,20 @@ def test_input_gemm(backend, shape):
     assert_within(cb.backward_input_gemm(dY, Wf, shape[:4]), cb.backward_input_reference(dY, Wf), scale)
 
 
+@pytest.mark.parametrize("shape", [(2, 3, 7, 6, 4, 3), (3, 9, 9, 8, 70, 3), (1, 1, 3, 3, 1, 3)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_input_winograd(backend, shape):
+    _, Wf, dY = data(*shape)
+    scale = cb.backward_input_reference(np.abs(dY), np.abs(Wf))
+    assert_within(cb.backward_input_winograd(dY, Wf, shape[:4]), cb.backward_input_reference(dY, Wf), scale)
+
+
+def test_input_winograd_takes_3x3_filters_only():
+    _, Wf, dY = data(2, 3, 7, 6, 4, 5)
+    with pytest.raises(ValueError, match="3x3 filters, not 5x5"):
+        cb.backward_input_winograd(dY, Wf, (2, 3, 7, 6))
+
+
 def test_flip_filters_writes_the_transposed_bank(backend):
     from kernels.runtime import empty, to_device
 

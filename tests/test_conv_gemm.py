@@ -90,3 +90,34 @@ def test_unroll_gemm_wide_tiles(backend):
     X, Wt, pad, stride = layer((2, 5, 17, 19, 70, 3, 1, 1))
     config = {"WT_BN": 256, "WT_NQ": 4, "WT_MIN_BLOCKS": 2}
     assert_conv(cg.conv2d_unroll_gemm(X, Wt, pad, stride, config=config), X, Wt, pad, stride)
+
+
+# 3x3 filters at stride 1, for Winograd's F(4x4, 3x3): output sizes that are and are not multiples of the
+# 4x4 tile, padding 0 to 2, M past one 64-row GEMM tile, one channel; as many output maps as input maps
+# (the transformed inputs and products then have one shape), one map of one tile (all three have one),
+# and rows of whole tiles (stored four floats at a time) with a last row of tiles cut short.
+WINOGRAD_SHAPES = [(2, 5, 9, 7, 6, 3, 1, 1), (1, 3, 6, 6, 2, 3, 0, 1), (2, 7, 10, 13, 70, 3, 1, 1),
+                   (3, 1, 5, 4, 3, 3, 2, 1), (1, 4, 3, 3, 5, 3, 0, 1), (2, 8, 10, 10, 8, 3, 1, 1),
+                   (1, 1, 4, 4, 1, 3, 0, 1), (2, 3, 7, 8, 5, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("shape", WINOGRAD_SHAPES, ids=str)
+def test_winograd_in_float64_is_the_convolution(shape):
+    """The transform matrices and the 36 products, in float64: the direct sum up to rounding."""
+    X, Wt, pad, _ = layer(shape)
+    np.testing.assert_allclose(cg.winograd_reference(X, Wt, pad), cg.direct_reference(X, Wt, pad), rtol=0, atol=1e-11)
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("shape", WINOGRAD_SHAPES, ids=str)
+def test_winograd_forward(backend, shape):
+    X, Wt, pad, stride = layer(shape)
+    assert_conv(cg.conv2d_winograd(X, Wt, pad, stride), X, Wt, pad, stride)
+
+
+def test_winograd_takes_3x3_filters_at_stride_1_only():
+    X = np.zeros((1, 2, 8, 8), np.float32)
+    with pytest.raises(ValueError, match="3x3 filters at stride 1, not 5x5 at stride 1"):
+        cg.conv2d_winograd(X, np.zeros((1, 2, 5, 5), np.float32))
+    with pytest.raises(ValueError, match="not 3x3 at stride 2"):
+        cg.conv2d_winograd(X, np.zeros((1, 2, 3, 3), np.float32), 1, 2)

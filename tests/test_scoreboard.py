@@ -67,7 +67,9 @@ def test_the_fraction_of_the_limit_is_the_files_own_or_from_its_peaks_never_inve
         c = by_label[s.label]
         data = json.loads((RESULTS_DIR / s.source.split(",")[0]).read_text())
         part = data[c.section] if c.section else data
-        row = next(r for r in _run_of(c, s.source)[0] if r["name"] == s.kernel and r.get("median_ms") == s.kernel_ms)
+        row = next(r for r in _run_of(c, s.source)[0] if r["name"] == s.kernel and r.get("median_ms") == s.kernel_ms
+                   and r.get("group") in c.groups and (c.layer is None or r.get("layer") == c.layer)
+                   and scoreboard._matches(r, c.kernels))
         if "percent_of_limit" in row:
             assert s.percent_of_limit == pytest.approx(row["percent_of_limit"])
         elif not part.get("peaks") and "percent_of_peak_bandwidth" not in row:
