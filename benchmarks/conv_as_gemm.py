@@ -40,7 +40,7 @@ WARPTILE_CONFIGS = ((128, 128, 16, 2, 0, 4), (128, 128, 16, 2, 0, 2), (128, 256,
 #: Implicit-GEMM tiles tried on the main layer.
 IG_KEYS = ("IG_BM", "IG_BN", "IG_BK", "IG_MIN_BLOCKS", "IG_NQ")
 IMPLICIT_CONFIGS = ((64, 128, 16, 1, 2), (64, 128, 8, 1, 2), (64, 256, 8, 2, 4))
-WT_KEYS = ("WT_BM", "WT_BN", "WT_BK", "WT_MIN_BLOCKS", "WT_NQ")
+WINOGRAD_KEYS = ("WT_BM", "WT_BN", "WT_BK", "WT_MIN_BLOCKS", "WT_NQ")
 #: The SGEMM tiles tried for Winograd's 36 products (M x C times C x T: C and M are 64 or 128).
 WINOGRAD_CONFIGS = ((64, 128, 8, 2, 2), (128, 128, 8, 1, 2), (64, 128, 16, 2, 2), (128, 128, 16, 1, 4))
 #: Tiles of the SGEMM inside the explicit unroll + GEMM, tried on the main layer.
@@ -342,7 +342,7 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
             rows.append(untimed_row(f"implicit_gemm {cfg}", "conv", "kernel", **sizes, error=repr(exc)[:300]))
     if K == 3 and stride == 1:  # Winograd's F(4x4, 3x3)
         for cfg in WINOGRAD_CONFIGS:
-            config = dict(zip(WT_KEYS, cfg))
+            config = dict(zip(WINOGRAD_KEYS, cfg))
             try:
                 Y_d.set(np.full(Y_d.shape, np.nan, np.float32))
                 cg.conv2d_winograd(X_d, W_d, pad, stride, out=Y_d, config=config, **kw)

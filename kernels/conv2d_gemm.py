@@ -300,10 +300,57 @@ def _gemm_step_flops(shape) -> float:
     return 2.0 * count * M * P * CKK
 
 
+# Version 3's four kernels.  A shape is a 3x3 layer at stride 1: N, C, H, W, M, K (3) and pad.  The flop counts
+# are those of the transforms as dense matrix products (the kernels write them out and skip the zeros).
+
+def _winograd_sizes(shape) -> dict:
+    """N, C, M, the T tiles of 4x4 in the batch, P outputs and HW inputs per map."""
+    N, C, H, W, M, pad = (int(shape[k]) for k in ("N", "C", "H", "W", "M", "pad"))
+    H_out, W_out = H + 2 * pad - 2, W + 2 * pad - 2
+    th, tw = winograd_tiles(H_out, W_out)
+    return {"N": N, "C": C, "M": M, "T": N * th * tw, "P": H_out * W_out, "HW": H * W}
+
+
+def _winograd_gemm_launch(shape) -> LaunchConfig:
+    c, d = DEFAULT_CONFIG, _winograd_sizes(shape)
+    threads = (c["WT_BM"] // 64) * (c["WT_BN"] // (16 * c["WT_NQ"])) * 32
+    return LaunchConfig((blocks_for(d["T"], c["WT_BN"]), blocks_for(d["M"], c["WT_BM"]), 36), (threads, 1, 1), 0)
+
+
+def winograd_filters_reference(Wt) -> np.ndarray:
+    """V (36 x M x C) in float64: G g G^T of every 3x3 filter, its 6x6 positions flattened."""
+    V = np.einsum("ai,mcij,bj->abmc", WINOGRAD_G, np.asarray(Wt, np.float64), WINOGRAD_G)
+    return V.reshape(36, *V.shape[2:])
+
+
+def _winograd_record(kernel, threads, floats_moved, flops, reference) -> KernelVersion:
+    """The record of one of version 3's kernels; ``threads`` (None: the GEMM's launch), ``floats_moved`` and
+    ``flops`` take the sizes of :func:`_winograd_sizes`."""
+    def launch(shape):
+        if threads is None:
+            return _winograd_gemm_launch(shape)
+        return LaunchConfig((blocks_for(threads(_winograd_sizes(shape)), WINOGRAD_THREADS), 1, 1),
+                            (WINOGRAD_THREADS, 1, 1), 0)
+
+    return KernelVersion(TOPIC, kernel, conv2d_winograd, launch,
+                         lambda shape: 4.0 * floats_moved(_winograd_sizes(shape)),
+                         lambda shape: float(flops(_winograd_sizes(shape))), reference, defines=DEFAULT_CONFIG)
+
+
 KERNELS = kernel_table(
     # Launched by conv2d_unroll_gemm once per chunk of unrolled samples (the facts are those of one chunk).
     KernelVersion(TOPIC, "conv2d_gemm_batched", conv2d_unroll_gemm, _gemm_step_launch, _gemm_step_bytes,
                   _gemm_step_flops, reference, defines=DEFAULT_CONFIG),
+    _winograd_record("conv2d_winograd_filters", lambda d: d["M"] * d["C"], lambda d: 45 * d["M"] * d["C"],
+                     lambda d: 2 * (6 * 3 * 3 + 6 * 3 * 6) * d["M"] * d["C"], winograd_filters_reference),
+    _winograd_record("conv2d_winograd_inputs", lambda d: d["C"] * d["T"],
+                     lambda d: d["N"] * d["C"] * d["HW"] + 36 * d["C"] * d["T"],
+                     lambda d: 2 * 2 * 6 * 6 * 6 * d["C"] * d["T"], winograd_reference),
+    _winograd_record("conv2d_winograd_gemm", None, lambda d: 36 * (d["M"] * d["C"] + d["C"] * d["T"] + d["M"] * d["T"]),
+                     lambda d: 2 * 36 * d["M"] * d["C"] * d["T"], winograd_reference),
+    _winograd_record("conv2d_winograd_outputs", lambda d: d["M"] * d["T"],
+                     lambda d: 36 * d["M"] * d["T"] + d["N"] * d["M"] * d["P"],
+                     lambda d: 2 * (4 * 6 * 6 + 4 * 6 * 4) * d["M"] * d["T"], winograd_reference),
 )
 
 

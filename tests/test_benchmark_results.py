@@ -120,3 +120,12 @@ def test_a_class_measured_over_two_commands_joins_only_runs_of_the_same_gpu_mode
     path.write_text("{")
     with pytest.raises(SystemExit, match="not a results file of this benchmark"):
         _earlier_runs(path, h200, 40)
+
+
+@pytest.mark.parametrize("path", recorded_runs("conv_as_gemm"), ids=lambda p: p.stem)
+def test_every_rung_of_the_sgemm_ladder_was_timed(path: Path):
+    """The ladder and its tiles are the chapter's own kernels at a size they all take: a row that says why it was
+    not timed is a fault of the benchmark (a configuration read with the wrong keys), not a finding."""
+    rows = [r for r in json.loads(path.read_text())["results"] if r["group"] in ("sgemm", "sgemm_warptile")]
+    assert rows and all("median_ms" in r and r.get("correct", True) for r in rows), [
+        (r["name"], r.get("config"), r.get("error")) for r in rows if "median_ms" not in r]

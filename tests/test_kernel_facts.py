@@ -136,6 +136,13 @@ def _conv_case(topic, kernel, shape, gives):
     return topic, kernel, shape, lambda v, r: v.launcher(*arguments(r))
 
 
+def _winograd_case(kernel):
+    """One of Winograd's kernels, through conv2d_winograd on CONV_9x8 padded by 1 (3 x 3 tiles of 4 x 4)."""
+    shape = {**CONV_9x8, "pad": 1}
+    N, C, H, W, M, K = (shape[k] for k in "NCHWMK")
+    return "conv2d_gemm", kernel, shape, lambda v, r: v.launcher(_f32(r, N, C, H, W), _f32(r, M, C, K, K), 1)
+
+
 def _cases():
     """(topic, kernel, shape, run(rng)): a small problem of that shape through the record's own launcher."""
     return [
@@ -172,6 +179,8 @@ def _cases():
         _conv_case("conv2d_backward", "conv2d_backward_weight_gemm", CONV_9x8, "weight"),
         _conv_case("conv2d_backward", "conv2d_backward_split_sum", CONV_9x8, "weight"),
         _conv_case("conv2d", "conv2d_forward_register_tiled", CONV_20x19, "forward"),
+        *[_winograd_case(kernel) for kernel in ("conv2d_winograd_filters", "conv2d_winograd_inputs",
+                                                "conv2d_winograd_gemm", "conv2d_winograd_outputs")],
         ("pooling", "max_pool_forward", {"N": 2, "C": 3, "H": 9, "W": 8, "pool": 2},
          lambda v, r: v.launcher(_f32(r, 2, 3, 9, 8), 2)),
         ("pooling", "subsample_bias_sigmoid_forward", {"N": 2, "C": 3, "H": 9, "W": 8, "pool": 2},
