@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels import im2col
+from kernels.sgemm import warptile_threads
 from kernels.runtime import DeviceBuffer, blocks_for
 from kernels.runtime.loader import launch, load_topic, output_like
 from kernels.runtime.module import empty
@@ -134,7 +135,7 @@ def conv2d_unroll_gemm(X, Wt, pad: int = 0, stride: int = 1, *, chunk: int | Non
     X_dev = X if isinstance(X, DeviceBuffer) else _to_device(X)
     W_dev = Wt if isinstance(Wt, DeviceBuffer) else _to_device(Wt)
     steps = []
-    threads = (c["WT_BM"] // 64) * (c["WT_BN"] // (16 * c["WT_NQ"])) * 32
+    threads = warptile_threads(c)
     for n0 in range(0, N, chunk):
         count = min(chunk, N - n0)
         steps.append(im2col.im2col_unroll_vec4(X_dev, K, pad, stride, n0=n0, count=count, out=workspace,
@@ -213,7 +214,7 @@ def winograd_reference(X, Wt, pad: int = 0) -> np.ndarray:
     th, tw = winograd_tiles(H_out, W_out)
     # zero padding around the map, and past its end for tiles that stick out
     Xp = np.zeros((N, C, 4 * th + 2, 4 * tw + 2))
-    Xp[:, :, pad:pad + H, pad:pad + W] = X[:, :, :4 * th + 2 - pad, :4 * tw + 2 - pad]
+    Xp[:, :, pad:pad + H, pad:pad + W] = X
     V = np.einsum("ai,mcij,bj->abmc", WINOGRAD_G, Wt, WINOGRAD_G)                    # 6 x 6 x M x C
     patches = np.stack([np.stack([Xp[:, :, 4 * i:4 * i + 6, 4 * j:4 * j + 6] for j in range(tw)], 2)
                         for i in range(th)], 2)                                         # N x C x th x tw x 6 x 6
@@ -244,7 +245,6 @@ def conv2d_winograd(X, Wt, pad: int = 0, stride: int = 1, *, out=None, shape=Non
     if 36 * max(C, M) * T >= 2**31:
         raise ValueError(f"{T} tiles of {max(C, M)} maps: the transformed operands would have 2^31 floats or more; "
                          f"split the batch")
-    c = {**DEFAULT_CONFIG, **(config or {})}
     module = _module(config)
     Y = output_like(X, (N, M, H_out, W_out), np.float32) if out is None else out
     Y_dev = Y if isinstance(Y, DeviceBuffer) else empty(Y.shape)
@@ -252,14 +252,14 @@ def conv2d_winograd(X, Wt, pad: int = 0, stride: int = 1, *, out=None, shape=Non
     W_dev = Wt if isinstance(Wt, DeviceBuffer) else _to_device(Wt)
     # Hundreds of megabytes on a large layer: allocated per call (a prepared call keeps them), never kept.
     V, U, Z = empty((36, M, C)), empty((36, C, T)), empty((36, M, T))
-    threads = (c["WT_BM"] // 64) * (c["WT_BN"] // (16 * c["WT_NQ"])) * 32
+    gemm = _winograd_gemm_launch({"N": N, "C": C, "H": H, "W": W, "M": M, "pad": pad}, config)
     steps = [
         launch(module.function("conv2d_winograd_filters"), (W_dev, V, M, C),
                grid=blocks_for(M * C, WINOGRAD_THREADS), block=WINOGRAD_THREADS, prepare_only=True),
         launch(module.function("conv2d_winograd_inputs"), (X_dev, U, N, C, H, W, pad, th, tw),
                grid=blocks_for(C * T, WINOGRAD_THREADS), block=WINOGRAD_THREADS, prepare_only=True),
         launch(module.function("conv2d_winograd_gemm"), (V, U, Z, M, C, T),
-               grid=(blocks_for(T, c["WT_BN"]), blocks_for(M, c["WT_BM"]), 36), block=threads, prepare_only=True),
+               grid=gemm.grid, block=gemm.block, prepare_only=True),
         launch(module.function("conv2d_winograd_outputs"), (Z, Y_dev, N, M, H_out, W_out, th, tw),
                grid=blocks_for(M * T, WINOGRAD_THREADS), block=WINOGRAD_THREADS, prepare_only=True),
     ]
@@ -285,7 +285,7 @@ def gemm_step_sizes(shape) -> tuple[int, int, int, int]:
 def _gemm_step_launch(shape) -> LaunchConfig:
     c = DEFAULT_CONFIG
     count, M, P, _ = gemm_step_sizes(shape)
-    threads = (c["WT_BM"] // 64) * (c["WT_BN"] // (16 * c["WT_NQ"])) * 32
+    threads = warptile_threads(c)
     return LaunchConfig((blocks_for(P, c["WT_BN"]), blocks_for(M, c["WT_BM"]), count), (threads, 1, 1), 0)
 
 
@@ -311,9 +311,10 @@ def _winograd_sizes(shape) -> dict:
     return {"N": N, "C": C, "M": M, "T": N * th * tw, "P": H_out * W_out, "HW": H * W}
 
 
-def _winograd_gemm_launch(shape) -> LaunchConfig:
-    c, d = DEFAULT_CONFIG, _winograd_sizes(shape)
-    threads = (c["WT_BM"] // 64) * (c["WT_BN"] // (16 * c["WT_NQ"])) * 32
+def _winograd_gemm_launch(shape, config: dict | None = None) -> LaunchConfig:
+    """The 36 products' launch: the SGEMM tile of ``config`` (default DEFAULT_CONFIG) over M x T, grid.z = 36."""
+    c, d = {**DEFAULT_CONFIG, **(config or {})}, _winograd_sizes(shape)
+    threads = warptile_threads(c)
     return LaunchConfig((blocks_for(d["T"], c["WT_BN"]), blocks_for(d["M"], c["WT_BM"]), 36), (threads, 1, 1), 0)
 
 
