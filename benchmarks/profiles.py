@@ -1,9 +1,13 @@
-"""Profiler figures of the SGEMM ladder and of the direct convolution on C3, from Nsight Compute.
+"""Profiler figures of the SGEMM ladder, of the direct convolution on C3, and of what limits the fastest
+SGEMMs at 4096³ beside cuBLAS's, from Nsight Compute.
 
 What a step of a ladder changes shows in a few hardware counters: how many 32-byte sectors a
 warp's global load touches (4 when its 32 floats are consecutive), shared-memory bank conflicts,
 the share of the DRAM bandwidth and of the multiprocessors' throughput the kernel reaches, and
-the warps resident per multiprocessor (achieved occupancy).  Each profiled kernel runs once, in
+the warps resident per multiprocessor (achieved occupancy); and for the "limits" group (version 7 on the
+FP32 units and versions 10 and 11 on the tensor cores, each beside the cuBLAS kernel it is measured
+against) how busy the FMA and tensor pipes are, how many issue slots are used, the L2 throughput and how
+often warps wait at a barrier.  Each profiled kernel runs once, in
 a process of its own started under ``ncu``, which replays that launch as often as the counters
 need (with the caches flushed before each replay) and prints them as CSV; this module reads the
 CSV and writes ``benchmarks/results/profiles.json``, which the CNN and convolution-as-GEMM chapters show.
@@ -37,6 +41,11 @@ METRICS = {
     "shared_store_bank_conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
     "achieved_occupancy_percent": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "registers_per_thread": "launch__registers_per_thread",
+    "fma_pipe_percent": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+    "tensor_pipe_percent": "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+    "issue_slots_percent": "sm__inst_issued.avg.pct_of_peak_sustained_active",
+    "l2_percent": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
+    "barrier_stall_percent": "smsp__warp_issue_stalled_barrier_per_warp_active.pct",
 }
 
 #: ncu's time units, in microseconds (``--print-units base`` reports nanoseconds; the others in case).
@@ -45,16 +54,22 @@ TIME_UNITS_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecon
 
 PROFILE_TIMEOUT_S = 600  # one kernel's replays; the naive SGEMM's take the longest
 SGEMM_SIZE = 2048  # square: large enough that every step fills the GPU, as in the chapter's ladder
+LIMITS_SIZE = 4096  # the size of the chapter's goals against cuBLAS
+#: Version 7's tile at LIMITS_SIZE: the fastest of the ladder's search there, on the H100 and the H200
+#: (benchmarks/conv_as_gemm.py's WARPTILE_CONFIGS).
+LIMITS_WARPTILE = {"WT_BM": 128, "WT_BN": 256, "WT_BK": 8, "WT_MIN_BLOCKS": 1, "WT_GROUP": 0, "WT_NQ": 4}
 C3 = {"N": 64, "C": 6, "H": 14, "W": 14, "M": 16, "K": 5}  # LeNet's second convolution, batch 64
 
 
 @dataclass(frozen=True)
 class Target:
-    """One kernel to profile: its CUDA name, the figure it belongs to, and how to run it once."""
+    """One kernel to profile: its CUDA name (or, for a library's, how ncu finds it), the figure it
+    belongs to, and how to run it once."""
 
     kernel: str
-    group: str  # "sgemm" (the ladder) or "conv2d_c3"
+    group: str  # "sgemm" (the ladder), "conv2d_c3" or "limits"
     step: str  # the chapter's name for it
+    library: bool = False  # a cuBLAS kernel: ncu takes the second GEMM launch (the first warms up)
 
 
 def targets() -> list[Target]:
@@ -62,15 +77,36 @@ def targets() -> list[Target]:
 
     ladder = [Target(f"sgemm_{name}", "sgemm", name) for name, _ in sgemm.VERSIONS]
     direct = [Target(conv2d.KERNEL_NAMES[name], "conv2d_c3", name) for name in ("naive", "constant", "tiled")]
-    return ladder + direct
+    limits = [Target("sgemm_warptile", "limits", "version 7: FP32 warptile"),
+              Target("cublas_fp32", "limits", "cuBLAS FP32 (TF32 off)", library=True),
+              Target("sgemm_tf32x3_wgmma", "limits", "version 10: 3xTF32, wgmma"),
+              Target("sgemm_tf32x3_tma", "limits", "version 11: 3xTF32, wgmma fed by TMA"),
+              Target("cublas_tf32", "limits", "cuBLAS TF32", library=True)]
+    return ladder + direct + limits
 
 
 def run_once(target: Target) -> None:
     """Launch ``target`` once on its benchmark inputs (the process ncu profiles); the launchers wait for
-    the kernel and copy its result back."""
-    from kernels import conv2d, sgemm
+    the kernel and copy its result back.  A cuBLAS target runs twice: ncu skips the first launch."""
+    from kernels import conv2d, sgemm, sgemm_hopper
 
     rng = np.random.default_rng(0)
+    if target.group == "limits":
+        A = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
+        B = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
+        if target.library:
+            import torch
+
+            torch.backends.cuda.matmul.allow_tf32 = target.kernel == "cublas_tf32"
+            tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
+            for _ in range(2):
+                torch.matmul(tA, tB)
+            torch.cuda.synchronize()
+        elif target.kernel == "sgemm_warptile":
+            sgemm.sgemm_warptile(A, B, config=LIMITS_WARPTILE)
+        else:
+            getattr(sgemm_hopper, target.kernel)(A, B)
+        return
     if target.group == "sgemm":
         A = rng.standard_normal((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
         B = rng.standard_normal((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
@@ -83,10 +119,13 @@ def run_once(target: Target) -> None:
 
 
 def ncu_command(target: Target) -> list[str]:
-    """ncu, profiling the first launch of ``target.kernel`` in a process that runs it once."""
-    return ["ncu", "--csv", "--page", "raw", "--print-units", "base", "--kernel-name", f"regex:^{target.kernel}$",
+    """ncu, profiling the first launch of ``target.kernel`` in a process that runs it once (for a cuBLAS
+    target, the second launch of a kernel whose name has "gemm" in it)."""
+    chosen = ["--kernel-name", "regex:gemm", "--launch-skip", "1"] if target.library else \
+        ["--kernel-name", f"regex:^{target.kernel}$"]
+    return ["ncu", "--csv", "--page", "raw", "--print-units", "base", *chosen,
             "--launch-count", "1", "--metrics", ",".join(METRICS.values()),
-            sys.executable, "-m", "benchmarks.profiles", "--run-once", target.kernel]
+            sys.executable, "-m", "benchmarks.profiles", "--run-once", f"{target.group}/{target.kernel}"]
 
 
 class ProfileError(RuntimeError):
@@ -100,8 +139,9 @@ def _number(text: str) -> float | None:
     return float(text)
 
 
-def parse_ncu_csv(output: str, kernel: str) -> dict[str, float]:
-    """The metrics of ``kernel`` from ncu's CSV, keyed by ncu's metric names, times in microseconds.
+def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
+    """The metrics of ``kernel`` (None: of the one kernel profiled, whatever its name) from ncu's CSV,
+    keyed by ncu's metric names, times in microseconds.
 
     Reads the raw page (one row per kernel, one column per metric, a row of units under the header)
     and the details page (one row per metric: ``Metric Name``, ``Metric Unit``, ``Metric Value``);
@@ -111,7 +151,7 @@ def parse_ncu_csv(output: str, kernel: str) -> dict[str, float]:
     errors = [line for line in lines if line.startswith("==ERROR==")]
     rows = list(csv.reader(io.StringIO("\n".join(line for line in lines if line.startswith('"')))))
     if not rows:
-        raise ProfileError(f"ncu printed no figures for {kernel}" + (": " + " ".join(errors) if errors else ""))
+        raise ProfileError(f"ncu printed no figures for {kernel or 'the kernel'}" + (": " + " ".join(errors) if errors else ""))
     header = rows[0]
     values: dict[str, float] = {}
     units: dict[str, str] = {}
@@ -119,7 +159,7 @@ def parse_ncu_csv(output: str, kernel: str) -> dict[str, float]:
         name_at, unit_at, value_at = (header.index(k) for k in ("Metric Name", "Metric Unit", "Metric Value"))
         kernel_at = header.index("Kernel Name")
         for r in rows[1:]:
-            if len(r) > value_at and _short_name(r[kernel_at]) == kernel:
+            if len(r) > value_at and kernel in (None, _short_name(r[kernel_at])):
                 number = _number(r[value_at])
                 if number is not None:
                     values[r[name_at]], units[r[name_at]] = number, r[unit_at]
@@ -127,7 +167,7 @@ def parse_ncu_csv(output: str, kernel: str) -> dict[str, float]:
         kernel_at = header.index("Kernel Name")
         unit_row = rows[1] if len(rows) > 1 and not rows[1][kernel_at] else None
         for r in rows[2 if unit_row else 1:]:
-            if _short_name(r[kernel_at]) != kernel:
+            if kernel not in (None, _short_name(r[kernel_at])):
                 continue
             for i, name in enumerate(header):
                 number = _number(r[i]) if i < len(r) and name in METRICS.values() else None
@@ -135,7 +175,7 @@ def parse_ncu_csv(output: str, kernel: str) -> dict[str, float]:
                     values[name], units[name] = number, (unit_row[i] if unit_row else "")
             break
     if not values:
-        raise ProfileError(f"ncu gave no figures for {kernel}" + (": " + " ".join(errors) if errors else ""))
+        raise ProfileError(f"ncu gave no figures for {kernel or 'the kernel'}" + (": " + " ".join(errors) if errors else ""))
     time_metric = METRICS["duration_us"]
     if time_metric in values:
         unit = units.get(time_metric) or "nsecond"
@@ -143,6 +183,16 @@ def parse_ncu_csv(output: str, kernel: str) -> dict[str, float]:
             raise ProfileError(f"{kernel}: unknown time unit {unit!r} for {time_metric}")
         values[time_metric] *= TIME_UNITS_US[unit]
     return values
+
+
+def library_kernel(output: str) -> str | None:
+    """The name of the one kernel ncu profiled, from its CSV (a cuBLAS kernel's name says its tile)."""
+    rows = list(csv.reader(io.StringIO("\n".join(line for line in output.splitlines() if line.startswith('"')))))
+    if not rows or "Kernel Name" not in rows[0]:
+        return None
+    at = rows[0].index("Kernel Name")
+    names = [_short_name(r[at]) for r in rows[1:] if len(r) > at and r[at]]
+    return names[0] if names else None
 
 
 def _short_name(spelled: str) -> str:
@@ -187,20 +237,23 @@ def measure(only: str | None = None, verbose: bool = False) -> dict:
             log(rows[-1])
             continue
         try:
-            rows.append(profile_row(target, parse_ncu_csv(done.stdout, target.kernel)))
+            rows.append(profile_row(target, parse_ncu_csv(done.stdout, None if target.library else target.kernel)))
+            if target.library:
+                rows[-1]["library_kernel"] = library_kernel(done.stdout)
         except ProfileError as exc:
             rows.append({**failed, "error": f"{exc} (exit {done.returncode}; {done.stderr.strip()[-300:]})"})
         log(rows[-1])
-    return {"sgemm_size": SGEMM_SIZE, "conv2d_c3": C3, "metrics": METRICS, "results": rows}
+    return {"sgemm_size": SGEMM_SIZE, "limits_size": LIMITS_SIZE, "limits_warptile": LIMITS_WARPTILE,
+            "conv2d_c3": C3, "metrics": METRICS, "results": rows}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", help="profile one kernel (its CUDA name)")
-    parser.add_argument("--run-once", metavar="KERNEL", help=argparse.SUPPRESS)  # the process ncu profiles
+    parser.add_argument("--run-once", metavar="GROUP/KERNEL", help=argparse.SUPPRESS)  # the process ncu profiles
     args = parser.parse_args()
     if args.run_once:
-        run_once(next(t for t in targets() if t.kernel == args.run_once))
+        run_once(next(t for t in targets() if f"{t.group}/{t.kernel}" == args.run_once))  # a kernel may be in two groups
         return
     from benchmarks.common import write_results
 

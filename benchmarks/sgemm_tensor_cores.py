@@ -2,13 +2,14 @@
 
     PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.sgemm_tensor_cores   # -> benchmarks/results/sgemm_tensor_cores.json
 
-At M = N = K = 1024, 4096 and 8192, in one run on one GPU: version 10 (kernels/sgemm_hopper.cu, wgmma; Hopper
-only), version 9 (kernels/sgemm.cu, WMMA), version 7 (the FP32 units' best), cuBLAS FP32 (torch.matmul, TF32
+At M = N = K = 1024, 4096 and 8192, in one run on one GPU: versions 11 (wgmma fed by the TMA unit) and 10
+(wgmma fed by cp.async), both in kernels/sgemm_hopper.cu and Hopper only, version 9 (kernels/sgemm.cu, WMMA), version 7 (the FP32 units' best), cuBLAS FP32 (torch.matmul, TF32
 off) and cuBLAS TF32 (torch.matmul with TF32 allowed: faster, and as inaccurate as TF32 is).  Every row
 records its time and its error: the largest |C - C64| / (|A| |B|) over the elements, against a float64
 product of the same inputs (torch on the GPU).  At 4096 version 10 is also run with a few tile
 configurations (the "search" group) and without its float partial sums (H_PROMOTE = 0), to show what they
-buy in accuracy.  Times include version 10's split of B into TF32 parts (a kernel of its own).
+buy in accuracy, and version 11 with a few of the same.  Times include the split of B into TF32 parts
+and version 11's packing of A (kernels of their own).
 
 On a second kind of GPU, ``DLK_RESULTS_TAG=h200`` writes ``sgemm_tensor_cores_h200.json`` beside it
 (benchmarks/common.py).
@@ -34,6 +35,16 @@ SEARCH = (  # version 10's tile configurations tried at 4096 (sgemm_hopper.cu's 
     {"H_WARPGROUPS": 4, "H_STAGES": 3, "H_PROMOTE": 0},
 )
 
+#: Version 11 with its default tiles and with some of version 10's alternatives.
+SEARCH_11 = (
+    {"H_STAGES": 4, "H_PROMOTE": 4},
+    {"H_STAGES": 3, "H_PROMOTE": 4},
+    {"H_STAGES": 4, "H_PROMOTE": 8},
+    {"H_STAGES": 4, "H_PROMOTE": 0},
+)
+V11 = "version 11: 3xTF32, wgmma fed by TMA"
+V10 = "version 10: 3xTF32, wgmma"
+
 
 def measure(sizes=SIZES) -> dict:
     require_gpu_backend()
@@ -44,9 +55,9 @@ def measure(sizes=SIZES) -> dict:
     from kernels.runtime.timing import time_kernel, time_torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    # version 10 runs on Hopper GPUs only; elsewhere its rows say so and the rest is measured
+    # versions 10 and 11 run on Hopper GPUs only; elsewhere their rows say so and the rest is measured
     hopper = sgemm_hopper.is_hopper()
-    not_hopper = "" if hopper else "version 10 (wgmma) needs a Hopper GPU (sm_90)"
+    not_hopper = "" if hopper else "versions 10 and 11 (wgmma) need a Hopper GPU (sm_90)"
     rng = np.random.default_rng(11)
     rows = []
     for n in sizes:
@@ -90,10 +101,11 @@ def measure(sizes=SIZES) -> dict:
                                   error_vs_cublas_fp32=err / cublas_err, correct=bool(err <= 1e-5), **sizes_, **extra))
             print(f"{n}^3 {name:<44} {t.median_ms:8.3f} ms  max error {err:.2e}", flush=True)
 
-        if hopper:
-            ours("version 10: 3xTF32, wgmma", sgemm_hopper.sgemm_tf32x3_wgmma)
-        else:
-            rows.append(untimed_row("version 10: 3xTF32, wgmma", group, "kernel", skipped=not_hopper, **sizes_))
+        for name, launcher in ((V11, sgemm_hopper.sgemm_tf32x3_tma), (V10, sgemm_hopper.sgemm_tf32x3_wgmma)):
+            if hopper:
+                ours(name, launcher)
+            else:
+                rows.append(untimed_row(name, group, "kernel", skipped=not_hopper, **sizes_))
         ours("version 9: 3xTF32, WMMA", sgemm.sgemm_tf32x3_wmma)
         ours("version 7: FP32 warptile", sgemm.sgemm_warptile)
         if n == 4096 and hopper:
@@ -104,6 +116,10 @@ def measure(sizes=SIZES) -> dict:
                 ours("version 10 " + " ".join(f"{k[2:]}={v}" for k, v in config.items()),
                      lambda *a, config=config, **k: sgemm_hopper.sgemm_tf32x3_wgmma(*a, config=config, **k),
                      group="search 4096", config=config)
+            for config in SEARCH_11:
+                ours("version 11 " + " ".join(f"{k[2:]}={v}" for k, v in config.items()),
+                     lambda *a, config=config, **k: sgemm_hopper.sgemm_tf32x3_tma(*a, config=config, **k),
+                     group="search 4096, version 11", config=config)
         for r in rows:
             if r["group"] == group and r["kind"] == "peer":
                 print(f"{n}^3 {r['name']:<44} {r['median_ms']:8.3f} ms  max error {r['max_error']:.2e}", flush=True)

@@ -78,7 +78,7 @@ CHAPTERS = (
             graded_end_to_end=True),
     Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication", ("conv_as_gemm",),
             ("im2col", "sgemm", "sgemm_hopper", "conv2d_gemm"), graded_end_to_end=True,
-            more_benchmarks=("sgemm_tensor_cores",)),  # version 10 of the GEMM needs a Hopper GPU
+            more_benchmarks=("sgemm_tensor_cores",)),  # versions 10 and 11 of the GEMM need a Hopper GPU
     Chapter(5, "capsules", "Capsule networks", ("capsules",),
             ("capsule_prediction", "capsule_prediction_backward", "capsule_routing")),
     Chapter(6, "large_margin_softmax", "Large-margin softmax", ("large_margin_softmax",), ("lsoftmax",),

@@ -25,26 +25,39 @@ COLUMNS = (
     ("registers_per_thread", "registers per thread", lambda v: f"{v:.0f}"),
 )
 
+#: The columns of the table of what limits the fastest SGEMMs ("limits"): how busy each pipe is.
+LIMIT_COLUMNS = (
+    ("step", "kernel", str),
+    ("duration_us", "µs (profiled)", lambda v: f"{v:,.1f}"),
+    ("fma_pipe_percent", "FMA pipe busy, % of cycles", lambda v: f"{v:.0f}"),
+    ("tensor_pipe_percent", "tensor pipe busy, % of cycles", lambda v: f"{v:.0f}"),
+    ("issue_slots_percent", "issue slots used, %", lambda v: f"{v:.0f}"),
+    ("barrier_stall_percent", "warps waiting at a barrier, %", lambda v: f"{v:.0f}"),
+    ("l2_percent", "L2 throughput, % of peak", lambda v: f"{v:.0f}"),
+    ("achieved_occupancy_percent", "achieved occupancy, %", lambda v: f"{v:.0f}"),
+    ("registers_per_thread", "registers per thread", lambda v: f"{v:.0f}"),
+)
+
 
 def recorded() -> SpeedFigures:
     return SpeedFigures.recorded("profiles")
 
 
-def table_html(rows: list[dict]) -> str:
+def table_html(rows: list[dict], columns=COLUMNS) -> str:
     """An HTML table of ``rows`` (a text table is wider than the page's column); a figure the profiler did
     not give is a dash, a kernel it could not profile says why."""
-    head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in COLUMNS)
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title, _ in columns)
     body = []
     for r in rows:
         if "error" in r:
-            cells = f"<td>{html.escape(r['step'])}</td><td colspan='{len(COLUMNS) - 1}'>not profiled: {html.escape(r['error'][:200])}</td>"
+            cells = f"<td>{html.escape(r['step'])}</td><td colspan='{len(columns) - 1}'>not profiled: {html.escape(r['error'][:200])}</td>"
         else:
-            cells = "".join(f"<td>{html.escape(fmt(r[key])) if key in r else '–'}</td>" for key, _, fmt in COLUMNS)
+            cells = "".join(f"<td>{html.escape(fmt(r[key])) if key in r else '–'}</td>" for key, _, fmt in columns)
         body.append(f"<tr>{cells}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def show(group: str, what: str):
+def show(group: str, what: str, columns=COLUMNS):
     """The group's table with where it comes from, or a box saying it has not been recorded."""
     from IPython.display import HTML, display
 
@@ -54,5 +67,5 @@ def show(group: str, what: str):
         display(figures.missing(f"profiler figures of the {what} (`benchmarks/profiles.py`, which needs Nsight "
                                 f"Compute's `ncu`)"))
         return
-    display(HTML(f"<p>Nsight Compute, {html.escape(figures.label)}:</p>" + table_html(rows)))
+    display(HTML(f"<p>Nsight Compute, {html.escape(figures.label)}:</p>" + table_html(rows, columns)))
 

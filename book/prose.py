@@ -393,6 +393,41 @@ SGEMM_PROFILE_PAIRS = (
     ("sm_percent", "SM throughput", "{:.0f} % of peak", ("naive", "the naive kernel"), ("warptile", "warp tiling")),
 )
 
+#: What the GEMM chapter's sentence on the limits at 4096³ compares: each of our fastest kernels beside
+#: the cuBLAS kernel it is measured against, and version 10 beside version 11.
+V10_STEP, V11_STEP = "version 10: 3xTF32, wgmma", "version 11: 3xTF32, wgmma fed by TMA"
+LIMIT_PROFILE_PAIRS = (
+    ("fma_pipe_percent", "FMA pipe busy", "{:.0f} % of cycles", ("version 7: FP32 warptile", "version 7"),
+     ("cuBLAS FP32 (TF32 off)", "cuBLAS FP32")),
+    ("issue_slots_percent", "issue slots used", "{:.0f} %", ("version 7: FP32 warptile", "version 7"),
+     ("cuBLAS FP32 (TF32 off)", "cuBLAS FP32")),
+    ("tensor_pipe_percent", "tensor pipe busy", "{:.0f} % of cycles", (V10_STEP, "version 10"), (V11_STEP, "version 11")),
+    ("barrier_stall_percent", "warps waiting at a barrier", "{:.0f} % of the time", (V10_STEP, "version 10"),
+     (V11_STEP, "version 11")),
+    ("tensor_pipe_percent", "tensor pipe busy", "{:.0f} % of cycles", (V11_STEP, "version 11"),
+     ("cuBLAS TF32", "cuBLAS TF32 (one product where version 11 makes three)")),
+)
+
+
+def tensor_cores_against_fp32(data: dict) -> str | None:
+    """Versions 11 and 10 beside cuBLAS FP32 at each recorded size, from ``sgemm_tensor_cores.json``, e.g.
+    "at 4096³ version 11 takes 1.22 ms, 2.2× the speed of cuBLAS FP32 (2.66 ms), and version 10 1.79 ms";
+    None when nothing was recorded."""
+    rows = [r for r in data.get("results", []) if r.get("median_ms")]
+    parts = []
+    for n in data.get("sizes", []):
+        def ms(name, n=n):
+            return next((r["median_ms"] for r in rows if r["group"] == f"square {n}" and r["name"].startswith(name)), None)
+        v11, v10, fp32 = ms("version 11"), ms("version 10"), ms("cuBLAS FP32")
+        if v11 is None or fp32 is None:
+            continue
+        text = f"at {n}³ version 11 takes {v11:.3g} ms, {relative_speed(1 / v11, 1 / fp32)} cuBLAS FP32 ({fp32:.3g} ms)"
+        if v10 is not None:
+            text += f", and version 10 {v10:.3g} ms"
+        parts.append(text)
+    return "; ".join(parts) or None
+
+
 #: What the convolution chapter's sentence compares on C3.
 C3_PROFILE_PAIRS = (
     ("achieved_occupancy_percent", "achieved occupancy", "{:.0f} %", ("naive", "the basic kernel"),

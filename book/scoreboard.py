@@ -157,7 +157,7 @@ COMPARISONS: tuple[Comparison, ...] = (
     *(Comparison("conv_as_gemm", f"conv forward {layer}", "conv_as_gemm", ("conv",), layer=layer, shape="batch {N}")
       for layer in GEMM_CONV_LAYERS),
     *(Comparison("conv_as_gemm", f"tensor-core SGEMM (3xTF32) {n}³ vs FP32", "sgemm_tensor_cores",
-                 (f"square {n}",), kernels={"name": "version 10: 3xTF32, wgmma"},
+                 (f"square {n}",), kernels={"name": ("version 11: 3xTF32, wgmma fed by TMA", "version 10: 3xTF32, wgmma")},
                  peers={"name": "cuBLAS FP32 (TF32 off)"}, shape="{M} × {N} × {K}") for n in (4096, 8192)),
     *(Comparison("conv_as_gemm", f"SGEMM {label.split(',')[0]}", "conv_as_gemm", (label,), section="sgemm_shapes",
                  shape="{M} × {N} × {K}") for label in SGEMM_SHAPES),

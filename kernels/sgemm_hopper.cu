@@ -1,5 +1,6 @@
-// kernels/sgemm_hopper.cu -- version 10 of C = A B: single-precision accuracy from TF32 tensor cores
-// ("3xTF32"), with Hopper's warpgroup matrix multiply-accumulate (wgmma).  GPU only, sm_90.
+// kernels/sgemm_hopper.cu -- versions 10 and 11 of C = A B: single-precision accuracy from TF32 tensor
+// cores ("3xTF32"), with Hopper's warpgroup matrix multiply-accumulate (wgmma).  GPU only, sm_90.
+// Version 10 first; version 11 (the same products, fed by the TMA unit) is the second half of the file.
 //
 // A tensor core multiplies TF32 numbers: float's 8-bit exponent with a 10-bit mantissa (float has 23).
 // One TF32 product is 8x the FP32 multiply-add rate, but its inputs carry ~3 decimal digits.  The
@@ -32,7 +33,7 @@
 //     each thread then reads its 8 values of a row as two float4, and the split kernel stores B's
 //     rows in the same order.
 //
-// A's rows are copied 16 bytes at a time when K % 4 == 0, float by float otherwise.
+// Version 10 copies A's rows 16 bytes at a time when K % 4 == 0, float by float otherwise.
 
 #ifndef DLK_ARCH_SPECIFIC
 #error "sgemm_hopper.cu is built for sm_90a only: load it with the define DLK_ARCH_SPECIFIC=1"
@@ -172,27 +173,31 @@ __device__ __forceinline__ void load_stage(float* stage, const float* A, const f
     for (int c = 4 * t; c < 2 * H_B_FLOATS; c += 4 * H_THREADS) cp_async16(dst + c, src + c, 16);
 }
 
-// One k-tile: wait for its stage, start copying a later one, split this thread's A values, issue the
-// 3 x H_STEPS products, and wait for earlier products (and add up the partial sum) as H_PROMOTE and
-// H_INFLIGHT say.
-__device__ __forceinline__ void k_tile(float* smem, const float* A, const float* Bt, int M, int K, int m0, int kt,
-                                       int k_tiles, int t, int r0, int q, float (&acc)[64], float (&part)[64],
-                                       unsigned (&big)[H_STEPS][4], unsigned (&small)[H_STEPS][4])
+// Where version 11 keeps A's element (row r, column c) of a k-tile, in floats from the tile's start: rows
+// H_BK floats apart, and the 16-byte pieces of row r permuted by XOR with r % 8.  Threads g = 0..7 of a
+// warp read rows r0 = 8i + g at the same columns: without the permutation the rows, H_BK floats (a
+// multiple of 32 banks) apart, would fall on the same banks.
+__device__ __forceinline__ int a_packed_offset(int r, int c)
 {
-    cp_async_wait<H_STAGES - 2 - H_INFLIGHT>();        // this thread's copies of stage kt have landed
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // ... visible to wgmma
-    __syncthreads();                                   // ... and everyone's; k-tile kt-1-H_INFLIGHT is done
-    int next = kt + H_STAGES - 1 - H_INFLIGHT;
-    if (next < k_tiles) load_stage(smem + (next % H_STAGES) * H_STAGE_FLOATS, A, Bt, M, K, m0, next, t);
-    cp_async_commit();
+    return r * H_BK + ((((c >> 2) ^ r) & (H_BK / 4 - 1)) << 2) + (c & 3);
+}
 
-    const float* As = smem + (kt % H_STAGES) * H_STAGE_FLOATS;
-    const float* Bs = As + H_A_FLOATS;
+// This thread's A values of one k-tile (rows r0 and r0 + 8, in the k order of the header comment),
+// split into big and small TF32 parts in registers, where wgmma takes A from.
+// Version 10 keeps A's rows H_A_STRIDE floats apart; version 11 H_BK apart, each row's 16-byte pieces
+// permuted as a_packed_offset says (`packed`).
+template <bool packed>
+__device__ __forceinline__ void split_a(const float* As, int r0, int q, unsigned (&big)[H_STEPS][4],
+                                        unsigned (&small)[H_STEPS][4])
+{
     float top[H_PER_THREAD], bot[H_PER_THREAD];
     #pragma unroll
     for (int v = 0; v < H_PER_THREAD; v += 4) {
-        float4 x = *reinterpret_cast<const float4*>(As + r0 * H_A_STRIDE + H_PER_THREAD * q + v);
-        float4 y = *reinterpret_cast<const float4*>(As + (r0 + 8) * H_A_STRIDE + H_PER_THREAD * q + v);
+        int c = H_PER_THREAD * q + v;
+        int top_at = packed ? a_packed_offset(r0, c) : r0 * H_A_STRIDE + c;
+        int bot_at = packed ? a_packed_offset(r0 + 8, c) : (r0 + 8) * H_A_STRIDE + c;
+        float4 x = *reinterpret_cast<const float4*>(As + top_at);
+        float4 y = *reinterpret_cast<const float4*>(As + bot_at);
         top[v] = x.x; top[v + 1] = x.y; top[v + 2] = x.z; top[v + 3] = x.w;
         bot[v] = y.x; bot[v + 1] = y.y; bot[v + 2] = y.z; bot[v + 3] = y.w;
     }
@@ -205,9 +210,17 @@ __device__ __forceinline__ void k_tile(float* smem, const float* A, const float*
             small[s][j] = tf32_bits(v[j] - __uint_as_float(big[s][j]));
         }
     }
-    // The tensor cores add in float but truncate, and a sum that only grows collects that bias: over
-    // K = 4096 it comes to 10x the error of an FP32 product.  So they sum H_PROMOTE k-tiles into
-    // `part`, which the FP32 units then add to `acc`, rounding to nearest (H_PROMOTE = 0: no `part`).
+}
+
+// Issue one k-tile's 3 x H_STEPS products (B_big and B_small from the stage at Bs) as one wgmma group,
+// and wait for earlier groups as H_PROMOTE and H_INFLIGHT say.
+//
+// The tensor cores add in float but truncate, and a sum that only grows collects that bias: over
+// K = 4096 it comes to 10x the error of an FP32 product.  So they sum H_PROMOTE k-tiles into
+// `part`, which the FP32 units then add to `acc`, rounding to nearest (H_PROMOTE = 0: no `part`).
+__device__ __forceinline__ void products(const float* Bs, int kt, int k_tiles, float (&acc)[64], float (&part)[64],
+                                         const unsigned (&big)[H_STEPS][4], const unsigned (&small)[H_STEPS][4])
+{
     int fresh = H_PROMOTE && (kt % (H_PROMOTE ? H_PROMOTE : 1)) == 0;
     bool promote = H_PROMOTE && ((kt + 1) % (H_PROMOTE ? H_PROMOTE : 1) == 0 || kt + 1 == k_tiles);
     float (&sum)[64] = H_PROMOTE ? part : acc;
@@ -235,20 +248,66 @@ __device__ __forceinline__ void k_tile(float* smem, const float* A, const float*
     }
 }
 
+// One k-tile of version 10: wait for its stage, start copying a later one, split this thread's A
+// values and issue the products.
+__device__ __forceinline__ void k_tile(float* smem, const float* A, const float* Bt, int M, int K, int m0, int kt,
+                                       int k_tiles, int t, int r0, int q, float (&acc)[64], float (&part)[64],
+                                       unsigned (&big)[H_STEPS][4], unsigned (&small)[H_STEPS][4])
+{
+    cp_async_wait<H_STAGES - 2 - H_INFLIGHT>();        // this thread's copies of stage kt have landed
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");   // ... visible to wgmma
+    __syncthreads();                                   // ... and everyone's; k-tile kt-1-H_INFLIGHT is done
+    int next = kt + H_STAGES - 1 - H_INFLIGHT;
+    if (next < k_tiles) load_stage(smem + (next % H_STAGES) * H_STAGE_FLOATS, A, Bt, M, K, m0, next, t);
+    cp_async_commit();
+
+    const float* As = smem + (kt % H_STAGES) * H_STAGE_FLOATS;
+    split_a<false>(As, r0, q, big, small);
+    products(As + H_A_FLOATS, kt, k_tiles, acc, part, big, small);
+}
+
+// The block's tile of C: tiles in groups of H_GROUP tile rows, column by column, so that the blocks
+// running at once share panels of A and B in L2 (version 7's WT_GROUP).
+__device__ __forceinline__ void block_tile(int M, int N, int& m0, int& tn)
+{
+    int tiles_m = (M + H_BM - 1) / H_BM, tiles_n = (N + H_BN - 1) / H_BN;
+    int id = blockIdx.x, per_group = H_GROUP * tiles_n;
+    int first_row = (id / per_group) * H_GROUP;
+    int rows = min(tiles_m - first_row, H_GROUP);
+    m0 = (first_row + (id % per_group) % rows) * H_BM;
+    tn = (id % per_group) / rows;
+}
+
+// d[4j + 0, 1] = C[r0][8j + 2q, +1], d[4j + 2, 3] = C[r0 + 8][...]
+__device__ __forceinline__ void store_tile(float* C, int M, int N, int m0, int n0, int r0, int q, float (&acc)[64])
+{
+    int gm0 = m0 + r0, gm1 = gm0 + 8;
+    bool pairs = (N % 2) == 0;
+    #pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        int gn = n0 + 8 * j + 2 * q;
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int gm = h ? gm1 : gm0;
+            if (gm >= M) continue;
+            float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
+            if (pairs && gn + 1 < N) {
+                *reinterpret_cast<float2*>(C + (size_t)gm * N + gn) = make_float2(x, y);
+            } else {
+                if (gn < N) C[(size_t)gm * N + gn] = x;
+                if (gn + 1 < N) C[(size_t)gm * N + gn + 1] = y;
+            }
+        }
+    }
+}
+
 __global__ void __launch_bounds__(H_THREADS, 1)
 sgemm_tf32x3_wgmma(int M, int N, int K, const float* __restrict__ A, const float* __restrict__ Bp, float* C)
 {
     extern __shared__ __align__(128) float smem[];
     int k_tiles = (K + H_BK - 1) / H_BK;
-    int tiles_m = (M + H_BM - 1) / H_BM, tiles_n = (N + H_BN - 1) / H_BN;
-    // Tiles in groups of H_GROUP tile rows, column by column: the blocks running at once share panels of
-    // A and B in L2 (version 7's WT_GROUP).
-    int id = blockIdx.x, per_group = H_GROUP * tiles_n;
-    int first_row = (id / per_group) * H_GROUP;
-    int rows = min(tiles_m - first_row, H_GROUP);
-    int tm = first_row + (id % per_group) % rows, tn = (id % per_group) / rows;
-    int m0 = tm * H_BM, n0 = tn * H_BN;
-
+    int m0, tn;
+    block_tile(M, N, m0, tn);
     int t = threadIdx.x, wg = t / 128, warp = (t / 32) % 4, lane = t % 32, g = lane / 4, q = lane % 4;
     const float* Bt = Bp + (size_t)tn * k_tiles * 2 * H_B_FLOATS;
 
@@ -275,26 +334,153 @@ sgemm_tf32x3_wgmma(int M, int N, int K, const float* __restrict__ A, const float
         k_tile(smem, A, Bt, M, K, m0, kt, k_tiles, t, r0, q, acc, SUMS, big0, small0);
         if (kt + 1 < k_tiles) k_tile(smem, A, Bt, M, K, m0, kt + 1, k_tiles, t, r0, q, acc, SUMS, big1, small1);
     }
+    // Every product has finished before the sums are read.  Without this wait on every path out of the
+    // loop, ptxas cannot prove it and waits for all products at the end of every loop iteration instead
+    // (its warning C7517), which leaves the tensor cores idle while the next k-tile's A is split.
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     #pragma unroll
     for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
+    store_tile(C, M, N, m0, tn * H_BN, r0, q, acc);
+}
 
-    // d[4j + 0, 1] = C[r0][8j + 2q, +1], d[4j + 2, 3] = C[r0 + 8][...]
-    int gm0 = m0 + r0, gm1 = gm0 + 8;
-    bool pairs = (N % 2) == 0;
-    #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        int gn = n0 + 8 * j + 2 * q;
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            int gm = h ? gm1 : gm0;
-            if (gm >= M) continue;
-            float x = acc[4 * j + 2 * h], y = acc[4 * j + 2 * h + 1];
-            if (pairs && gn + 1 < N) {
-                *reinterpret_cast<float2*>(C + (size_t)gm * N + gn) = make_float2(x, y);
-            } else {
-                if (gn < N) C[(size_t)gm * N + gn] = x;
-                if (gn + 1 < N) C[(size_t)gm * N + gn + 1] = y;
-            }
-        }
+// ================================================================================================
+// Version 11: the same products, fed by the Tensor Memory Accelerator (TMA) and paced by mbarriers.
+//
+// Version 10's tensor cores are busy about half of the time (the profiler's figures in the chapter): its
+// warps wait at the __syncthreads that ends every k-tile, and behind the cp.async copies every thread
+// issues for later stages.  Here
+//   * tf32x3_pack_a first stores A tile by tile (zero-padded, each tile's rows permuted as
+//     a_packed_offset says), as tf32x3_split_b stores B: a stage is then two contiguous blocks, A's
+//     16 KB and B_big's and B_small's 32 KB;
+//   * one thread (thread 0, which also multiplies) issues each stage as two bulk copies that the TMA
+//     unit carries out on its own;
+//   * a stage is "full" when its bytes have landed: the copies count them down on the stage's full
+//     mbarrier, on which every thread waits before reading the stage;
+//   * a stage is "empty" when every warp's products that read it are done: each warp arrives on the
+//     stage's empty mbarrier, and thread 0 waits for all of them before refilling it.
+// A warpgroup waits only for its own data and, through thread 0, for a stage H_STAGES - 1 k-tiles old:
+// no barrier holds both warpgroups in step.
+
+#define T_A_FLOATS (H_BM * H_BK)                        // A's tile in a stage: no padding
+#define T_STAGE_FLOATS (T_A_FLOATS + 2 * H_B_FLOATS)
+
+// A -> its tiles, in the product kernel's order ([tile row][k-tile][row][column], zeros past M and K).
+// Block (kt, mt) packs one tile; a warp reads 32 consecutive floats of a row and writes them to one
+// 128-byte row, permuted.
+__global__ void __launch_bounds__(256)
+tf32x3_pack_a(const float* __restrict__ A, int M, int K, float* __restrict__ Ap)
+{
+    int kt = blockIdx.x, mt = blockIdx.y;
+    float* out = Ap + ((size_t)mt * gridDim.x + kt) * T_A_FLOATS;
+    for (int e = threadIdx.x; e < T_A_FLOATS; e += blockDim.x) {
+        int r = e / H_BK, c = e % H_BK;
+        int gm = mt * H_BM + r, gk = kt * H_BK + c;
+        out[a_packed_offset(r, c)] = (gm < M && gk < K) ? A[(size_t)gm * K + gk] : 0.0f;
     }
+}
+
+__device__ __forceinline__ unsigned shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbarrier_init(unsigned long long* bar, unsigned arrivals)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(shared_address(bar)), "r"(arrivals) : "memory");
+}
+__device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(shared_address(bar)) : "memory");
+}
+// Arrive, and tell the barrier how many bytes the copies of this phase will bring.
+__device__ __forceinline__ void mbarrier_arrive_expect(unsigned long long* bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(shared_address(bar)), "r"(bytes)
+                 : "memory");
+}
+// Wait until the barrier's phase of this parity has completed.
+__device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned parity)
+{
+    asm volatile("{\n.reg .pred done;\nWAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n}\n" :: "r"(shared_address(bar)), "r"(parity) : "memory");
+}
+// Copy `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory on the
+// TMA unit; their arrival counts down the transaction bytes of `bar`.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, unsigned bytes, unsigned long long* bar)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 :: "r"(shared_address(dst)), "l"(src), "r"(bytes), "r"(shared_address(bar)) : "memory");
+}
+
+// Thread 0 fills stage kt % H_STAGES (empty) with k-tile kt of the block's packed A and split B.
+__device__ __forceinline__ void tma_stage(float* smem, unsigned long long* full, const float* At, const float* Bt,
+                                          int kt)
+{
+    int slot = kt % H_STAGES;
+    float* stage = smem + slot * T_STAGE_FLOATS;
+    mbarrier_arrive_expect(&full[slot], T_STAGE_FLOATS * 4);
+    bulk_copy(stage, At + (size_t)kt * T_A_FLOATS, T_A_FLOATS * 4, &full[slot]);
+    bulk_copy(stage + T_A_FLOATS, Bt + (size_t)kt * 2 * H_B_FLOATS, 2 * H_B_FLOATS * 4, &full[slot]);
+}
+
+__device__ __forceinline__ void tma_k_tile(float* smem, unsigned long long* full, unsigned long long* empty,
+                                           const float* At, const float* Bt, int kt, int k_tiles, int t, int r0,
+                                           int q, float (&acc)[64], float (&part)[64],
+                                           unsigned (&big)[H_STEPS][4], unsigned (&small)[H_STEPS][4])
+{
+    int slot = kt % H_STAGES;
+    mbarrier_wait(&full[slot], (kt / H_STAGES) & 1);
+    const float* stage = smem + slot * T_STAGE_FLOATS;
+    split_a<true>(stage, r0, q, big, small);
+    products(stage + T_A_FLOATS, kt, k_tiles, acc, part, big, small);
+    // This warp's products of k-tile kt - 1 are done (and its reads of kt - 1's A long before): its
+    // stage may be refilled once every warp says so.  Thread 0 refills it with k-tile kt + H_STAGES - 1
+    // (at kt = 0 that stage has not been used yet).
+    int old = (kt + H_STAGES - 1) % H_STAGES, next = kt + H_STAGES - 1;
+    if (kt > 0 && t % 32 == 0) mbarrier_arrive(&empty[old]);
+    if (t == 0 && next < k_tiles) {
+        if (kt > 0) mbarrier_wait(&empty[old], ((kt - 1) / H_STAGES) & 1);
+        tma_stage(smem, full, At, Bt, next);
+    }
+}
+
+__global__ void __launch_bounds__(H_THREADS, 1)
+sgemm_tf32x3_tma(int M, int N, int K, const float* __restrict__ Ap, const float* __restrict__ Bp, float* C)
+{
+    extern __shared__ __align__(128) float smem[];
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + H_STAGES * T_STAGE_FLOATS);
+    unsigned long long* empty = full + H_STAGES;
+    int k_tiles = (K + H_BK - 1) / H_BK;
+    int m0, tn;
+    block_tile(M, N, m0, tn);
+    int t = threadIdx.x, wg = t / 128, warp = (t / 32) % 4, lane = t % 32, g = lane / 4, q = lane % 4;
+    const float* At = Ap + (size_t)(m0 / H_BM) * k_tiles * T_A_FLOATS;
+    const float* Bt = Bp + (size_t)tn * k_tiles * 2 * H_B_FLOATS;
+
+    if (t == 0) {
+        for (int s = 0; s < H_STAGES; ++s) {
+            mbarrier_init(&full[s], 1);                // thread 0's arrival (with the bytes to expect)
+            mbarrier_init(&empty[s], H_THREADS / 32);  // one arrival per warp
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (t == 0) {
+        for (int s = 0; s < H_STAGES - 1 && s < k_tiles; ++s) tma_stage(smem, full, At, Bt, s);
+    }
+
+    float acc[64];
+#if H_PROMOTE
+    float part[64];
+#endif
+    #pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    int r0 = wg * 64 + warp * 16 + g;
+    unsigned big0[H_STEPS][4], small0[H_STEPS][4], big1[H_STEPS][4], small1[H_STEPS][4];
+    for (int kt = 0; kt < k_tiles; kt += 2) {
+        tma_k_tile(smem, full, empty, At, Bt, kt, k_tiles, t, r0, q, acc, SUMS, big0, small0);
+        if (kt + 1 < k_tiles) tma_k_tile(smem, full, empty, At, Bt, kt + 1, k_tiles, t, r0, q, acc, SUMS, big1, small1);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");   // as in version 10
+    #pragma unroll
+    for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
+    store_tile(C, M, N, m0, tn * H_BN, r0, q, acc);
 }

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.profiles import METRICS, ProfileError, Target, ncu_command, parse_ncu_csv, profile_row, targets
+from benchmarks.profiles import (METRICS, ProfileError, Target, library_kernel, ncu_command, parse_ncu_csv, profile_row,
+                                 targets)
 from book.profile_figures import table_html
 from book.prose import SGEMM_PROFILE_PAIRS, profiled_side_by_side
 
@@ -89,7 +90,31 @@ def test_every_ladder_step_and_the_c3_versions_are_profiled_by_name():
     command = ncu_command(chosen[0])
     assert command[command.index("--kernel-name") + 1] == "regex:^sgemm_naive$"
     assert command[command.index("--metrics") + 1].split(",") == list(METRICS.values())
-    assert command[-2:] == ["--run-once", "sgemm_naive"]
+    assert command[-2:] == ["--run-once", "sgemm/sgemm_naive"]
+
+
+def test_the_limits_group_profiles_our_fastest_sgemms_beside_the_cublas_kernels_they_are_measured_against():
+    """Version 7 is in the ladder (2048³) and in the limits (4096³): each process is told which, and a
+    cuBLAS kernel, whose name ncu is not told, is the second launch of a kernel named *gemm*."""
+    limits = [t for t in targets() if t.group == "limits"]
+    assert [t.step for t in limits] == ["version 7: FP32 warptile", "cuBLAS FP32 (TF32 off)", "version 10: 3xTF32, wgmma",
+                                        "version 11: 3xTF32, wgmma fed by TMA", "cuBLAS TF32"]
+    ours = ncu_command(limits[0])
+    assert ours[-1] == "limits/sgemm_warptile" and ours[ours.index("--kernel-name") + 1] == "regex:^sgemm_warptile$"
+    library = ncu_command(limits[1])
+    assert library[library.index("--kernel-name") + 1] == "regex:gemm"
+    assert library[library.index("--launch-skip") + 1] == "1"
+    assert len({tuple(ncu_command(t)[-1:]) for t in targets()}) == len(targets())
+
+
+def test_a_library_kernel_is_read_whatever_its_name():
+    cublas = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_execute_kernel__5x_cublas"
+    page = raw_page(f"void {cublas}<(int)0>(Params)")
+    figures = parse_ncu_csv(page, None)
+    assert figures["gpu__time_duration.sum"] == pytest.approx(1234.567)
+    assert library_kernel(page) == cublas
+    with pytest.raises(ProfileError, match="no figures for sgemm_coalesced"):
+        parse_ncu_csv(page, "sgemm_coalesced")
 
 
 def test_the_chapter_table_shows_what_was_recorded_and_why_a_kernel_was_not():
@@ -135,3 +160,19 @@ def test_what_the_cnn_chapter_says_of_the_c3_tiles_follows_the_recorded_counters
     assert tiled["global_load_requests"] * 10 < naive["global_load_requests"]
     assert naive["dram_percent"] < 1 and tiled["shared_bank_conflicts"] > 0
     assert tiled["duration_us"] >= naive["duration_us"]
+
+
+def test_what_the_gemm_chapter_says_of_the_limits_at_4096_follows_the_recorded_counters():
+    """conv_as_gemm.md: version 10 keeps the tensor cores busy about half of the time and its warps wait at
+    the barrier about a quarter of it; version 11 keeps them much busier and waits at barriers less;
+    cuBLAS TF32 keeps them busy a little more than version 11; cuBLAS FP32 keeps the FMA pipe busier than
+    version 7 and uses more of its issue slots."""
+    v7, fp32 = _recorded_step("limits", "version 7: FP32 warptile"), _recorded_step("limits", "cuBLAS FP32 (TF32 off)")
+    v10 = _recorded_step("limits", "version 10: 3xTF32, wgmma")
+    v11 = _recorded_step("limits", "version 11: 3xTF32, wgmma fed by TMA")
+    tf32 = _recorded_step("limits", "cuBLAS TF32")
+    assert 35 <= v10["tensor_pipe_percent"] <= 65 and 15 <= v10["barrier_stall_percent"] <= 35
+    assert v11["tensor_pipe_percent"] >= v10["tensor_pipe_percent"] + 20
+    assert v11["barrier_stall_percent"] < v10["barrier_stall_percent"] / 2
+    assert v11["tensor_pipe_percent"] <= tf32["tensor_pipe_percent"] <= v11["tensor_pipe_percent"] + 15
+    assert fp32["fma_pipe_percent"] > v7["fma_pipe_percent"] and fp32["issue_slots_percent"] > v7["issue_slots_percent"]
