@@ -176,11 +176,17 @@ def torch_sgd_step(torch, params: list, loss, learning_rate: float) -> None:
             p.sub_(learning_rate * g)
 
 
+def results_path(name: str) -> Path:
+    """Where this run's results of benchmark ``name`` go: ``<name>.json``, or ``<name>_<tag>.json`` under a tag."""
+    tag = results_tag()
+    return RESULTS_DIR / (f"{name}_{tag}.json" if tag else f"{name}.json")
+
+
 def write_results(name: str, payload: dict) -> Path:
     """Write ``benchmarks/results/<name>.json`` (``<name>_<tag>.json`` under a tag) with the date and device facts added."""
     from kernels.runtime import selection
 
-    tag = results_tag()
+    path = results_path(name)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     data = {
         "benchmark": name,
@@ -189,7 +195,6 @@ def write_results(name: str, payload: dict) -> Path:
         "software": software_versions(),
     }
     data.update(payload)
-    path = RESULTS_DIR / (f"{name}_{tag}.json" if tag else f"{name}.json")
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
     return path
 

@@ -55,9 +55,24 @@ TIME_UNITS_US = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecon
 PROFILE_TIMEOUT_S = 600  # one kernel's replays; the naive SGEMM's take the longest
 SGEMM_SIZE = 2048  # square: large enough that every step fills the GPU, as in the chapter's ladder
 LIMITS_SIZE = 4096  # the size of the chapter's goals against cuBLAS
-#: Version 7's tile at LIMITS_SIZE: the fastest of the ladder's search there, on the H100 and the H200
-#: (benchmarks/conv_as_gemm.py's WARPTILE_CONFIGS).
-LIMITS_WARPTILE = {"WT_BM": 128, "WT_BN": 256, "WT_BK": 8, "WT_MIN_BLOCKS": 1, "WT_GROUP": 0, "WT_NQ": 4}
+#: Version 7's tile at LIMITS_SIZE: the fastest of the ladder's search there (benchmarks/conv_as_gemm.py's
+#: WARPTILE_CONFIGS), read from the same GPU's conv_as_gemm results when there are any.
+LIMITS_WARPTILE = {"WT_BM": 128, "WT_BN": 256, "WT_BK": 8, "WT_MIN_BLOCKS": 1, "WT_GROUP": 8, "WT_NQ": 4}
+
+
+def limits_warptile() -> dict:
+    """The tile the SGEMM ladder's search found fastest on this kind of GPU (its recorded conv_as_gemm run),
+    else LIMITS_WARPTILE."""
+    import json
+
+    from benchmarks.common import results_path
+
+    try:
+        rows = json.loads(results_path("conv_as_gemm").read_text())["results"]
+        best = next(r for r in rows if r["group"] == "sgemm" and r["name"] == "warptile" and r.get("config"))
+        return dict(best["config"])
+    except (OSError, ValueError, KeyError, StopIteration):
+        return dict(LIMITS_WARPTILE)
 C3 = {"N": 64, "C": 6, "H": 14, "W": 14, "M": 16, "K": 5}  # LeNet's second convolution, batch 64
 
 
@@ -103,7 +118,7 @@ def run_once(target: Target) -> None:
                 torch.matmul(tA, tB)
             torch.cuda.synchronize()
         elif target.kernel == "sgemm_warptile":
-            sgemm.sgemm_warptile(A, B, config=LIMITS_WARPTILE)
+            sgemm.sgemm_warptile(A, B, config=limits_warptile())
         else:
             getattr(sgemm_hopper, target.kernel)(A, B)
         return
@@ -243,7 +258,7 @@ def measure(only: str | None = None, verbose: bool = False) -> dict:
         except ProfileError as exc:
             rows.append({**failed, "error": f"{exc} (exit {done.returncode}; {done.stderr.strip()[-300:]})"})
         log(rows[-1])
-    return {"sgemm_size": SGEMM_SIZE, "limits_size": LIMITS_SIZE, "limits_warptile": LIMITS_WARPTILE,
+    return {"sgemm_size": SGEMM_SIZE, "limits_size": LIMITS_SIZE, "limits_warptile": limits_warptile(),
             "conv2d_c3": C3, "metrics": METRICS, "results": rows}
 
 

@@ -152,6 +152,7 @@ COMPARISONS: tuple[Comparison, ...] = (
       for layer in CNN_LAYERS for gradient in ("input", "weight", "bias")),
     # 4. Convolution as matrix multiplication.
     Comparison("conv_as_gemm", "SGEMM", "conv_as_gemm", ("sgemm", "sgemm_warptile"), shape="{M} × {N} × {K}"),
+    Comparison("conv_as_gemm", "SGEMM at 8192³", "conv_as_gemm", ("sgemm 8192",), shape="{M} × {N} × {K}"),
     Comparison("conv_as_gemm", "im2col", "conv_as_gemm", ("im2col",), layer=GEMM_CONV_LAYERS[0],
                shape="{layer}, batch {batch}"),
     *(Comparison("conv_as_gemm", f"conv forward {layer}", "conv_as_gemm", ("conv",), layer=layer, shape="batch {N}")

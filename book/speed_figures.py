@@ -54,6 +54,13 @@ class SpeedFigures:
         data = json.loads(path.read_text()) if path.exists() else None
         return cls(name, data, False, path)
 
+    @classmethod
+    def every_run(cls, name: str, results_dir: Path | str | None = None) -> list["SpeedFigures"]:
+        """Every recorded run of ``name`` (``<name>.json`` first, then other GPUs' tagged files)."""
+        from benchmarks.common import recorded_runs
+
+        return [cls(name, json.loads(path.read_text()), False, path) for path in recorded_runs(name, results_dir)]
+
     # --- where the figures come from -------------------------------------------------------
 
     @property
