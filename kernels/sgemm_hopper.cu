@@ -335,8 +335,8 @@ sgemm_tf32x3_wgmma(int M, int N, int K, const float* __restrict__ A, const float
         if (kt + 1 < k_tiles) k_tile(smem, A, Bt, M, K, m0, kt + 1, k_tiles, t, r0, q, acc, SUMS, big1, small1);
     }
     // Every product has finished before the sums are read.  Without this wait on every path out of the
-    // loop, ptxas cannot prove it and waits for all products at the end of every loop iteration instead
-    // (its warning C7517), which leaves the tensor cores idle while the next k-tile's A is split.
+    // loop, ptxas cannot prove it and adds a wait for all products at the end of every loop iteration
+    // instead (its note C7517).
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     #pragma unroll
     for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(acc[i]) :: "memory");
