@@ -3,7 +3,8 @@
     PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.sgemm_tensor_cores   # -> benchmarks/results/sgemm_tensor_cores.json
 
 At M = N = K = 1024, 4096 and 8192, in one run on one GPU: versions 11 (wgmma fed by the TMA unit) and 10
-(wgmma fed by cp.async), both in kernels/sgemm_hopper.cu and Hopper only, version 9 (kernels/sgemm.cu, WMMA), version 7 (the FP32 units' best), cuBLAS FP32 (torch.matmul, TF32
+(wgmma fed by cp.async), both in kernels/sgemm_hopper.cu and Hopper only, version 9 (kernels/sgemm.cu,
+WMMA), version 7 (the FP32 units' best), cuBLAS FP32 (torch.matmul, TF32
 off) and cuBLAS TF32 (torch.matmul with TF32 allowed: faster, and as inaccurate as TF32 is).  Every row
 records its time and its error: the largest |C - C64| / (|A| |B|) over the elements, against a float64
 product of the same inputs (torch on the GPU).  At 4096 version 10 is also run with a few tile
