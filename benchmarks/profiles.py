@@ -163,9 +163,8 @@ def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
     and the details page (one row per metric: ``Metric Name``, ``Metric Unit``, ``Metric Value``);
     ncu's own lines (``==PROF==``, ``==WARNING==``, ``==ERROR==``) are skipped, and an error of ncu's
     is raised with its text when the kernel has no row."""
-    lines = output.splitlines()
-    errors = [line for line in lines if line.startswith("==ERROR==")]
-    rows = list(csv.reader(io.StringIO("\n".join(line for line in lines if line.startswith('"')))))
+    errors = [line for line in output.splitlines() if line.startswith("==ERROR==")]
+    rows = _csv_rows(output)
     if not rows:
         raise ProfileError(f"ncu printed no figures for {kernel or 'the kernel'}" + (": " + " ".join(errors) if errors else ""))
     header = rows[0]
@@ -201,9 +200,14 @@ def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
     return values
 
 
+def _csv_rows(output: str) -> list[list[str]]:
+    """ncu's CSV rows (its quoted lines), without its own ``==PROF==`` and ``==ERROR==`` lines."""
+    return list(csv.reader(io.StringIO("\n".join(line for line in output.splitlines() if line.startswith('"')))))
+
+
 def library_kernel(output: str) -> str | None:
     """The name of the one kernel ncu profiled, from its CSV (a cuBLAS kernel's name says its tile)."""
-    rows = list(csv.reader(io.StringIO("\n".join(line for line in output.splitlines() if line.startswith('"')))))
+    rows = _csv_rows(output)
     if not rows or "Kernel Name" not in rows[0]:
         return None
     at = rows[0].index("Kernel Name")

@@ -12,30 +12,32 @@ import html
 
 from book.speed_figures import SpeedFigures
 
+_whole = "{:.0f}".format  # how a percentage, a count of registers or of warps is written
+#: Columns both tables have: the profiled time, occupancy and registers.
+_DURATION = ("duration_us", "µs (profiled)", "{:,.1f}".format)
+_OCCUPANCY_AND_REGISTERS = (("achieved_occupancy_percent", "achieved occupancy, %", _whole),
+                            ("registers_per_thread", "registers per thread", _whole))
+
 #: The columns of the table: the row's key, the heading, and how a value is written.
 COLUMNS = (
-    ("step", "step", str),
-    ("duration_us", "µs (profiled)", lambda v: f"{v:,.1f}"),
-    ("dram_percent", "DRAM, % of peak", lambda v: f"{v:.0f}"),
-    ("sm_percent", "SM throughput, % of peak", lambda v: f"{v:.0f}"),
-    ("sectors_per_load_request", "sectors per global load", lambda v: f"{v:.1f}"),
-    ("sectors_per_store_request", "sectors per global store", lambda v: f"{v:.1f}"),
-    ("shared_bank_conflicts", "shared-memory bank conflicts", lambda v: f"{v:,.0f}"),
-    ("achieved_occupancy_percent", "achieved occupancy, %", lambda v: f"{v:.0f}"),
-    ("registers_per_thread", "registers per thread", lambda v: f"{v:.0f}"),
+    ("step", "step", str), _DURATION,
+    ("dram_percent", "DRAM, % of peak", _whole),
+    ("sm_percent", "SM throughput, % of peak", _whole),
+    ("sectors_per_load_request", "sectors per global load", "{:.1f}".format),
+    ("sectors_per_store_request", "sectors per global store", "{:.1f}".format),
+    ("shared_bank_conflicts", "shared-memory bank conflicts", "{:,.0f}".format),
+    *_OCCUPANCY_AND_REGISTERS,
 )
 
 #: The columns of the table of what limits the fastest SGEMMs ("limits"): how busy each pipe is.
 LIMIT_COLUMNS = (
-    ("step", "kernel", str),
-    ("duration_us", "µs (profiled)", lambda v: f"{v:,.1f}"),
-    ("fma_pipe_percent", "FMA pipe busy, % of cycles", lambda v: f"{v:.0f}"),
-    ("tensor_pipe_percent", "tensor pipe busy, % of cycles", lambda v: f"{v:.0f}"),
-    ("issue_slots_percent", "issue slots used, %", lambda v: f"{v:.0f}"),
-    ("barrier_stall_percent", "warps waiting at a barrier, %", lambda v: f"{v:.0f}"),
-    ("l2_percent", "L2 throughput, % of peak", lambda v: f"{v:.0f}"),
-    ("achieved_occupancy_percent", "achieved occupancy, %", lambda v: f"{v:.0f}"),
-    ("registers_per_thread", "registers per thread", lambda v: f"{v:.0f}"),
+    ("step", "kernel", str), _DURATION,
+    ("fma_pipe_percent", "FMA pipe busy, % of cycles", _whole),
+    ("tensor_pipe_percent", "tensor pipe busy, % of cycles", _whole),
+    ("issue_slots_percent", "issue slots used, %", _whole),
+    ("barrier_stall_percent", "warps waiting at a barrier, %", _whole),
+    ("l2_percent", "L2 throughput, % of peak", _whole),
+    *_OCCUPANCY_AND_REGISTERS,
 )
 
 

@@ -14,6 +14,8 @@ sm_90a.  The CPU emulator runs C++ and cannot run inline PTX assembly; version 9
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from kernels.runtime import DeviceBuffer, blocks_for, selection
@@ -173,15 +175,9 @@ def _mnk(shape) -> tuple[int, int, int]:
     return int(shape["M"]), int(shape["N"]), int(shape["K"])
 
 
-def _product_launch(shape):
+def _product_launch(shape, kernel: str = "sgemm_tf32x3_wgmma"):
     M, N, _ = _mnk(shape)
-    g = _geometry(DEFAULT_CONFIG)
-    return as_launch(blocks_for(M, g["BM"]) * blocks_for(N, BN), g["THREADS"], g["SHARED_BYTES"])
-
-
-def _tma_product_launch(shape):
-    M, N, _ = _mnk(shape)
-    g = _geometry(DEFAULT_CONFIG, "sgemm_tf32x3_tma")
+    g = _geometry(DEFAULT_CONFIG, kernel)
     return as_launch(blocks_for(M, g["BM"]) * blocks_for(N, BN), g["THREADS"], g["SHARED_BYTES"])
 
 
@@ -246,6 +242,7 @@ KERNELS = kernel_table(
                   flops=_product_flops, reference=_reference, defines=_DEFINES),
     KernelVersion(TOPIC, "tf32x3_pack_a", sgemm_tf32x3_tma, _pack_launch, bytes=_pack_bytes,
                   flops=lambda shape: 0.0, reference=pack_a_reference, defines=_DEFINES),
-    KernelVersion(TOPIC, "sgemm_tf32x3_tma", sgemm_tf32x3_tma, _tma_product_launch, bytes=_tma_product_bytes,
+    KernelVersion(TOPIC, "sgemm_tf32x3_tma", sgemm_tf32x3_tma, partial(_product_launch, kernel="sgemm_tf32x3_tma"),
+                  bytes=_tma_product_bytes,
                   flops=_product_flops, reference=_reference, defines=_DEFINES),
 )

@@ -69,3 +69,20 @@ def backend():
         if selection.requested() != "auto":
             raise
         pytest.skip(f"no backend to run kernels on: the CPU emulator (kernels.runtime.emulator) cannot be imported ({exc})")
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The (kernel, LaunchConfig) of every launch prepared while the test runs, in order."""
+    from kernels.runtime import module as runtime_module
+    from kernels.runtime.versions import as_launch
+
+    seen = []
+    prepare = runtime_module.Kernel.prepare
+
+    def recording(self, args, grid, block, shared=0):
+        seen.append((self.name, as_launch(grid, block, shared)))
+        return prepare(self, args, grid, block, shared)
+
+    monkeypatch.setattr(runtime_module.Kernel, "prepare", recording)
+    return seen

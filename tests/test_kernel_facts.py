@@ -18,9 +18,8 @@ import pytest
 
 import kernels
 from autograder.exercises import all_exercises
-from kernels.runtime import module as runtime_module
 from kernels.runtime.signature import parse_kernels
-from kernels.runtime.versions import KernelVersion, LaunchConfig, as_launch
+from kernels.runtime.versions import KernelVersion, LaunchConfig
 
 KERNEL_DIR = Path(kernels.__file__).resolve().parent
 TOPICS = sorted(path.stem for path in KERNEL_DIR.glob("*.cu"))
@@ -85,20 +84,6 @@ def test_the_grader_asks_the_kernel_records(exercise):
 
 
 # ------------------------------------------------------------------ launches: record against launcher
-
-
-@pytest.fixture
-def launches(monkeypatch):
-    """The (kernel, LaunchConfig) of every launch prepared while the test runs."""
-    seen: list[tuple[str, LaunchConfig]] = []
-    prepare = runtime_module.Kernel.prepare
-
-    def recording(self, args, grid, block, shared=0):
-        seen.append((self.name, as_launch(grid, block, shared)))
-        return prepare(self, args, grid, block, shared)
-
-    monkeypatch.setattr(runtime_module.Kernel, "prepare", recording)
-    return seen
 
 
 def _f32(rng, *shape):

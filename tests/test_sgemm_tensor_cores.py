@@ -12,9 +12,7 @@ import numpy as np
 import pytest
 
 from kernels import sgemm, sgemm_hopper
-from kernels.runtime import module as runtime_module
 from kernels.runtime.errors import KernelError
-from kernels.runtime.versions import as_launch
 from tests.test_sgemm import assert_product, operands
 
 
@@ -148,25 +146,17 @@ def test_the_hopper_versions_on_device_buffers_and_their_checks(backend, version
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("version", HOPPER_VERSIONS)
-def test_the_hopper_records_launch_as_their_launchers_do(backend, monkeypatch, version):
+def test_the_hopper_records_launch_as_their_launchers_do(backend, launches, version):
     """Each launch a version makes (its preparation kernels and its product) has the grid, block and
     shared memory its record in kernels/sgemm_hopper.py states."""
     H = _hopper(backend)
-    seen = []
-    prepare = runtime_module.Kernel.prepare
-
-    def recording(self, args, grid, block, shared=0):
-        seen.append((self.name, as_launch(grid, block, shared)))
-        return prepare(self, args, grid, block, shared)
-
-    monkeypatch.setattr(runtime_module.Kernel, "prepare", recording)
     shape = {"M": 300, "N": 260, "K": 100}
     A, B = operands(300, 260, 100, seed=8)
     getattr(H, HOPPER_VERSIONS[version])(A, B)
     expected = {"v10": ("tf32x3_split_b", "sgemm_tf32x3_wgmma"),
                 "v11": ("tf32x3_split_b", "tf32x3_pack_a", "sgemm_tf32x3_tma")}[version]
-    assert [name for name, _ in seen] == list(expected)
-    for name, config in seen:
+    assert [name for name, _ in launches] == list(expected)
+    for name, config in launches:
         assert config == H.KERNELS[name].launch(shape), name
 
 
