@@ -75,8 +75,8 @@ test: $(STAMP)
 GPU_ENV = DLK_BACKEND=gpu PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}"
 
 test-gpu:
-	@$(GPU_ENV) python3 -c "import sys; from kernels.runtime.selection import _gpu_usable; \
-		sys.exit(0 if _gpu_usable() else 'make test-gpu: no usable GPU (is PyCUDA importable? is there a CUDA device?)')"
+	@$(GPU_ENV) python3 -c "import sys; from kernels.runtime.selection import gpu_usable; \
+		sys.exit(0 if gpu_usable() else 'make test-gpu: no usable GPU (is PyCUDA importable? is there a CUDA device?)')"
 	$(GPU_ENV) python3 -m pytest -p no:cacheprovider -m "gpu or backend" -n $(GPU_TEST_JOBS) --dist loadfile \
 		--heavy-first --no-loadscope-reorder $(PYTEST_ARGS)
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kernels.runtime import errors as E
+from kernels.runtime.measurement import measurement
 
 from . import case_outputs
 from .causes import refine_hint
@@ -236,7 +237,7 @@ class CaseRunner:
         if self.backend.name != "gpu":
             return  # the emulator finds reads of unwritten shared memory itself
         try:
-            self.backend.measurement().poison_shared_memory()
+            measurement(self.backend).poison_shared_memory()
         except Exception:  # noqa: BLE001 - best effort: a kernel is still checked without it
             pass
 

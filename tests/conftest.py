@@ -18,9 +18,9 @@ from suite_order import HEAVY_FIRST
 
 @functools.lru_cache(maxsize=1)
 def gpu_usable() -> bool:
-    from kernels.runtime.selection import _gpu_usable
+    from kernels.runtime import selection
 
-    return _gpu_usable()
+    return selection.gpu_usable()
 
 
 def pytest_addoption(parser):

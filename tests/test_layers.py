@@ -1,8 +1,10 @@
 """The layers point one way: engine <- kernels <- grader, book and benchmarks.
 
 * ``kernels/runtime`` (the engine) imports nothing of the project above it;
+* inside the engine, a module imports only from its own layer and the layers below it, as the
+  package docstring of ``kernels/runtime/__init__.py`` lists them;
 * ``kernels`` and ``autograder`` import nothing of ``book`` or ``benchmarks``;
-* the grader's modules import each other without a circle;
+* the grader's modules import each other without a circle, and so do the engine's;
 * ``benchmarks`` is a package: no script edits ``sys.path``.
 
 Imports are read from the source (every ``import``, at the top of a module
@@ -12,6 +14,7 @@ or inside a function), so that a hidden import cannot hide a layer pointing up.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -52,10 +55,57 @@ def python_files(folder: str) -> list[Path]:
     return sorted((ROOT / folder).rglob("*.py"))
 
 
+ENGINE = "kernels.runtime"
+
+
+def in_engine(module: str) -> bool:
+    return module == ENGINE or module.startswith(ENGINE + ".")
+
+
 @pytest.mark.parametrize("path", python_files("kernels/runtime"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_engine_imports_nothing_above_it(path):
-    above = {m for m in imports(path) if not m.startswith("kernels.runtime")}
+    above = {m for m in imports(path) if not in_engine(m)}
     assert not above, f"{module_name(path)} imports {sorted(above)}"
+
+
+def engine_layer_list() -> list[tuple[str, int]]:
+    """(module, layer) from the numbered list of the docstring of ``kernels/runtime/__init__.py``: in
+    ``3. ``backend``: the seam...`` the names before the colon; a package (``emulator``) stands for its modules."""
+    doc = ast.get_docstring(ast.parse((ROOT / "kernels/runtime/__init__.py").read_text()))
+    return [(name, int(m.group(1))) for m in re.finditer(r"^(\d+)\. (.+?):", doc, re.M)
+            for name in re.findall(r"``(\w+)``", m.group(2))]
+
+
+def engine_layers() -> dict[str, int]:
+    return dict(engine_layer_list())
+
+
+def engine_part(module: str) -> str:
+    """``kernels.runtime.emulator.build`` -> ``emulator``; the package itself -> ``""``."""
+    return module.removeprefix(ENGINE).lstrip(".").partition(".")[0]
+
+
+@pytest.mark.parametrize("path", python_files("kernels/runtime"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_engine_imports_only_from_its_own_layer_and_below(path):
+    part = engine_part(module_name(path))
+    if not part:
+        return  # the package's face hands on names from every layer
+    layers = engine_layers()
+    assert part in layers, (f"{module_name(path)} is in no layer of the docstring of kernels/runtime/__init__.py: "
+                            f"add it to the layer it belongs to")
+    files = {module_name(p) for p in python_files("kernels/runtime")}
+    up = sorted(m for m in imports(path) if m in files and engine_part(m)
+                and layers.get(engine_part(m), 0) > layers[part])
+    assert not up, f"{module_name(path)} (layer {layers[part]}) imports {up} from a layer above it"
+
+
+def test_the_engine_layers_name_each_module_once_and_only_modules_that_exist():
+    named = [name for name, _ in engine_layer_list()]
+    parts = {engine_part(module_name(p)) for p in python_files("kernels/runtime")}
+    assert named, "the docstring of kernels/runtime/__init__.py lists no layers"
+    gone = sorted(set(named) - parts)
+    assert not gone, f"the layers of kernels/runtime/__init__.py name {gone}, which do not exist"
+    assert len(named) == len(set(named)), f"a module stands in two layers: {sorted(n for n in named if named.count(n) > 1)}"
 
 
 @pytest.mark.parametrize("path", python_files("kernels") + python_files("autograder"),
@@ -65,25 +115,54 @@ def test_kernels_and_grader_do_not_import_the_book_or_the_benchmarks(path):
     assert not up, f"{module_name(path)} imports {sorted(up)}"
 
 
-def test_the_grader_has_no_import_circle():
-    files = {module_name(p): p for p in python_files("autograder")}
-    graph = {name: {m for m in imports(path) if m in files and m != name} for name, path in files.items()}
-    # an import of a package's attribute ("autograder.exercises.get_exercise") names no module: ignored above
-    state: dict[str, int] = {}
+def import_circle(graph: dict[str, set[str]]) -> list[str]:
+    """The first circle of ``graph`` (module -> the modules it imports), as ``[a, b, ..., a]``; ``[]`` if none."""
+    state: dict[str, int] = {}  # 1: on the path being followed, 2: done
 
     def visit(name, trail):
         if state.get(name) == 1:
-            cycle = trail[trail.index(name):] + [name]
-            pytest.fail("import circle: " + " -> ".join(cycle))
+            return trail[trail.index(name):] + [name]
         if state.get(name) == 2:
-            return
+            return []
         state[name] = 1
         for dep in sorted(graph[name]):
-            visit(dep, trail + [name])
+            circle = visit(dep, trail + [name])
+            if circle:
+                return circle
         state[name] = 2
+        return []
 
     for name in sorted(graph):
-        visit(name, [])
+        circle = visit(name, [])
+        if circle:
+            return circle
+    return []
+
+
+def module_graph(folder: str) -> dict[str, set[str]]:
+    """``{module: the modules of the same folder it imports}`` for the modules under ``folder``."""
+    files = {module_name(p): p for p in python_files(folder)}
+    # an import of a package's attribute ("autograder.exercises.get_exercise") names no module: left out
+    return {name: {m for m in imports(path) if m in files and m != name} for name, path in files.items()}
+
+
+@pytest.mark.parametrize("folder", ["autograder", "kernels/runtime"])
+def test_no_import_circle(folder):
+    circle = import_circle(module_graph(folder))
+    assert not circle, "import circle: " + " -> ".join(circle)
+
+
+def test_a_circle_through_a_function_level_import_is_found(tmp_path, monkeypatch):
+    package = tmp_path / "kernels" / "runtime"
+    package.mkdir(parents=True)
+    (package / "backend.py").write_text("def measurement():\n    from .measurement import measurement\n")
+    (package / "measurement.py").write_text("from . import selection\n")
+    (package / "selection.py").write_text("from .backend import Backend\n")
+    monkeypatch.setitem(globals(), "ROOT", tmp_path)
+    assert import_circle(module_graph("kernels/runtime")) == [
+        "kernels.runtime.backend", "kernels.runtime.measurement", "kernels.runtime.selection", "kernels.runtime.backend"]
+    (package / "backend.py").write_text("def measurement():\n    pass\n")
+    assert import_circle(module_graph("kernels/runtime")) == []
 
 
 @pytest.mark.parametrize("path", python_files("benchmarks"), ids=lambda p: p.name)

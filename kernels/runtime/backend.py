@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import KernelError
 from .signature import KernelSignature
 
 Dim3 = tuple[int, int, int]
@@ -146,18 +147,5 @@ class Backend(abc.ABC):
 
     def borrow(self, ptr: int, shape: tuple[int, ...], dtype: np.dtype) -> DeviceBuffer:
         """Device memory at address ``ptr`` that someone else allocated (a framework's tensor), as a buffer."""
-        from .errors import KernelError
-
         raise KernelError(f"the {self.name} backend cannot use device memory it did not allocate "
                           f"(only the GPU backend borrows a framework's memory)")
-
-    def measurement(self):
-        """The measuring primitives of this device (events, L2 flush, poisoning, peaks).
-
-        A :class:`~kernels.runtime.measurement.GpuMeasurement` on a GPU; the CPU
-        emulator raises :class:`~kernels.runtime.errors.NoGPUError` (it checks
-        results but says nothing about speed).
-        """
-        from .measurement import measurement
-
-        return measurement(self)

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from .backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
+from .cuda_errors import cuda_error_name, launch_error, meaning
 from .diagnostics import compile_error_message
 from .errors import KernelCompileError, KernelError, KernelLaunchError, KernelTimeoutError, LaunchConfigError
 from .cooperative import check_co_resident, grid_sync_line
@@ -30,55 +31,6 @@ try:  # PyCUDA is only needed on a machine with a GPU.
     import pycuda.driver as cuda
 except ImportError:  # pragma: no cover - exercised on machines without PyCUDA
     cuda = None
-
-# CUDA's descriptions (what PyCUDA puts in its messages) -> the error enum name.
-CUDA_ERRORS = {
-    "an illegal memory access was encountered": "CUDA_ERROR_ILLEGAL_ADDRESS",
-    "unspecified launch failure": "CUDA_ERROR_LAUNCH_FAILED",
-    "device-side assert triggered": "CUDA_ERROR_ASSERT",
-    "too many resources requested for launch": "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
-    "the launch timed out and was terminated": "CUDA_ERROR_LAUNCH_TIMEOUT",
-    "misaligned address": "CUDA_ERROR_MISALIGNED_ADDRESS",
-    "an illegal instruction was encountered": "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-    "operation not supported on global/shared address space": "CUDA_ERROR_INVALID_ADDRESS_SPACE",
-    "invalid program counter": "CUDA_ERROR_INVALID_PC",
-    "out of memory": "CUDA_ERROR_OUT_OF_MEMORY",
-    "invalid argument": "CUDA_ERROR_INVALID_VALUE",
-    "invalid resource handle": "CUDA_ERROR_INVALID_HANDLE",
-}
-# After these the context is unusable: every later CUDA call fails too.
-STICKY = {
-    "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_ASSERT",
-    "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ILLEGAL_INSTRUCTION",
-    "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC", "CUDA_ERROR_LAUNCH_TIMEOUT",
-}
-EXPLAIN = {
-    "CUDA_ERROR_ILLEGAL_ADDRESS": "a thread read or wrote memory outside every buffer (check the bounds guard and the index arithmetic)",
-    "CUDA_ERROR_INVALID_ADDRESS_SPACE": "a thread used an address far outside every buffer, one that falls in the"
-                                        " shared or local memory window (check the bounds guard and the index arithmetic)",
-    "CUDA_ERROR_ASSERT": "an assert() in the kernel failed",
-    "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the block needs more registers or shared memory than a multiprocessor has; use fewer threads per block",
-    "CUDA_ERROR_MISALIGNED_ADDRESS": "a vector load/store (float4, ...) used an address that is not a multiple of its size",
-}
-
-
-def cuda_error_name(exc: BaseException) -> str | None:
-    text = str(exc).lower()
-    for description, name in CUDA_ERRORS.items():
-        if description in text:
-            return name
-    return None
-
-
-def _launch_error(exc: BaseException, kernel: str | None) -> KernelLaunchError:
-    name = cuda_error_name(exc)
-    where = f"kernel {kernel}" if kernel else "the last kernel"
-    message = f"{where} failed: {name or 'CUDA error'} ({exc})"
-    if name in EXPLAIN:
-        message += f"\n  meaning: {EXPLAIN[name]}"
-    if name in STICKY:
-        message += "\n  The CUDA context is unusable after this error: restart the Python process (the notebook kernel) to run kernels again."
-    return KernelLaunchError(message, cuda_error=name)
 
 
 def _wrap_source(source: str, source_name: str) -> str:
@@ -392,7 +344,10 @@ class GPUModule(CompiledModule):
         # id(signature) -> (signature, PyCUDA function prepared with its argument format, or None)
         self._prepared: dict[int, tuple] = {}
 
-    def _function(self, name: str):
+    def kernel_function(self, name: str):
+        """Kernel ``name`` as the loaded module holds it (PyCUDA's function, or the driver's where the source uses
+        ``this_grid()``): what this module's launches call, and what a raw launch calls with no checks and no
+        copies (:meth:`~kernels.runtime.measurement.GpuMeasurement.raw_kernel`)."""
         if name not in self._functions:
             self._functions[name] = self.module.get_function(self.aliases.get(name, name))
         return self._functions[name]
@@ -419,7 +374,7 @@ class GPUModule(CompiledModule):
         if stream:  # PyCUDA launches only on streams it created: this one goes through the driver
             self._launch_on_stream(signature, args, grid, block, shared_bytes, stream)
             return
-        function = self._function(signature.name)
+        function = self.kernel_function(signature.name)
         if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
             function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes)
         prepared = self._prepared_function(signature)
@@ -463,7 +418,7 @@ class GPUModule(CompiledModule):
         entry = self._prepared.get(id(signature))
         if entry is None or entry[0] is not signature:
             fmt = packed_format(signature)
-            entry = (signature, None if fmt is None else self._function(signature.name).prepare(fmt))
+            entry = (signature, None if fmt is None else self.kernel_function(signature.name).prepare(fmt))
             self._prepared[id(signature)] = entry
         return entry[1]
 
@@ -476,9 +431,9 @@ class GPUModule(CompiledModule):
             if name in ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "CUDA_ERROR_INVALID_VALUE"):
                 raise LaunchConfigError(
                     f"{signature.name} could not be launched with grid {grid}, block {block}, "
-                    f"{shared_bytes} bytes shared: {name} ({exc})" + (f"\n  meaning: {EXPLAIN[name]}" if name in EXPLAIN else "")
+                    f"{shared_bytes} bytes shared: {name} ({exc})" + meaning(name)
                 ) from None
-            raise _launch_error(exc, signature.name) from None
+            raise launch_error(exc, signature.name) from None
         self._last_on_copy = False
         self.backend.last_kernel = signature.name
 
@@ -525,7 +480,7 @@ class GPUModule(CompiledModule):
         """A cooperative launch (the module uses this_grid()): every block resident, checked first."""
         name = signature.name
         try:
-            function = self._function(name)
+            function = self.kernel_function(name)
             if shared_bytes > self.backend.limits().max_shared_bytes_per_block:
                 function.set_max_dynamic_shared(shared_bytes)
             threads = block[0] * block[1] * block[2]
@@ -663,7 +618,7 @@ class GPUBackend(Backend):
                 pause = min(0.01, pause + 0.0002)
             cuda.Context.synchronize()
         except cuda.Error as exc:
-            raise _launch_error(exc, self.last_kernel) from None
+            raise launch_error(exc, self.last_kernel) from None
 
     def limits(self) -> DeviceLimits:
         if self._limits is None:

@@ -1,7 +1,7 @@
 """The one place the book and the grader measure a GPU: events, L2 flush, busy wait, poisoning, peaks.
 
-:func:`measurement` (or ``backend.measurement()``) gives the :class:`GpuMeasurement`
-of the current GPU backend; on the CPU emulator it raises
+:func:`measurement` gives the :class:`GpuMeasurement` of the current GPU backend
+(or of the backend it is given); on the CPU emulator it raises
 :class:`~kernels.runtime.errors.NoGPUError`, since the emulator checks results
 but says nothing about speed.  Everything here enqueues on a stream the
 caller names (``None``: the default stream), so that the book's timing
@@ -33,8 +33,10 @@ import subprocess
 
 import numpy as np
 
-from . import selection
-from .errors import NoGPUError
+from . import cuda_errors, selection
+from .errors import KernelError, NoGPUError
+from .input_blend import CUDA_SOURCE as BLEND_SOURCE
+from .module import compile_source
 
 #: A generous peak FP32 rate per SM per clock (flops): 128 FMA lanes x 2, doubled for safety.
 FLOPS_PER_SM_CLOCK = 512
@@ -90,8 +92,6 @@ class GpuMeasurement:
     def busy_wait(self, microseconds: float = 200.0) -> None:
         """Enqueue a one-thread kernel that keeps the GPU busy for ``microseconds``."""
         if self._spin is None:
-            from .module import compile_source
-
             clock_mhz = self.info.get("clock_mhz") or 2000.0
             self._spin = (compile_source(SPIN_SOURCE, "gpu_busy_wait.cu", backend=self.backend).function("gpu_busy_wait"),
                           clock_mhz)
@@ -116,10 +116,8 @@ class GpuMeasurement:
         """Write NaN into as much shared memory of every SM as a block can hold (best effort)."""
         cuda = self.cuda
         if self._poison is None:
-            from .module import compile_source
-
             module = compile_source(POISON_SOURCE, "poison_shared.cu", backend=self.backend)
-            function = module.compiled._function("dlk_poison_shared")
+            function = module.compiled.kernel_function("dlk_poison_shared")
             shared = int(self.backend.limits().max_shared_bytes_optin)
             function.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             sms = int(self.info.get("multiprocessors") or 1)
@@ -181,12 +179,9 @@ class GpuMeasurement:
     # ------------------------------------------------------------------ fresh inputs (see input_blend)
     def _blend_functions(self):
         if self._blend is None:
-            from .input_blend import CUDA_SOURCE
-            from .module import compile_source
-
-            module = compile_source(CUDA_SOURCE, "input_blend.cu", backend=self.backend)
-            self._blend = (module.compiled._function("dlk_blend"), module.compiled._function("dlk_count_mismatches"),
-                           self.cuda.mem_alloc(8))
+            module = compile_source(BLEND_SOURCE, "input_blend.cu", backend=self.backend)
+            self._blend = (module.compiled.kernel_function("dlk_blend"),
+                           module.compiled.kernel_function("dlk_count_mismatches"), self.cuda.mem_alloc(8))
         return self._blend
 
     def _grid_for(self, n: int) -> tuple[int, int, int]:
@@ -224,12 +219,10 @@ class GpuMeasurement:
         """
         line = getattr(module.compiled, "grid_sync_line", 0)
         if line:
-            from .errors import KernelError
-
             raise KernelError(f"{name}: its module uses grid.sync() (this_grid(), line {line}), which needs a cooperative "
                               f"launch; the raw timing launcher makes ordinary launches only, so time it through "
                               f"module.function(...) instead")
-        function = module.compiled._function(name)
+        function = module.compiled.kernel_function(name)
         if shared > self.backend.limits().max_shared_bytes_per_block:
             function.set_attribute(self.cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared))
         return function
@@ -241,9 +234,7 @@ class GpuMeasurement:
 
     def launch_error(self, exc: BaseException, kernel: str):
         """The runtime's :class:`~kernels.runtime.errors.KernelLaunchError` for a CUDA error of ``kernel``."""
-        from .gpu import _launch_error
-
-        return _launch_error(exc, kernel)
+        return cuda_errors.launch_error(exc, kernel)
 
 
 _measurements: dict[int, GpuMeasurement] = {}

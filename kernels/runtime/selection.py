@@ -9,13 +9,16 @@ from __future__ import annotations
 import os
 
 from .backend import Backend
+from .emulator import EmulatorBackend
 from .errors import KernelError
+from .gpu import GPUBackend
 
 ENV_VAR = "DLK_BACKEND"
 _current: Backend | None = None
 
 
-def _gpu_usable() -> bool:
+def gpu_usable() -> bool:
+    """Whether PyCUDA imports and finds a CUDA device (what ``auto`` picks the GPU for)."""
     try:
         import pycuda.driver as cuda
     except ImportError:
@@ -36,12 +39,8 @@ def requested() -> str:
 
 def make_backend(name: str) -> Backend:
     if name == "gpu":
-        from .gpu import GPUBackend
-
         return GPUBackend()
     if name == "cpu":
-        from .emulator import EmulatorBackend
-
         return EmulatorBackend()
     raise KernelError(f"unknown backend {name!r}")
 
@@ -52,7 +51,7 @@ def current_backend() -> Backend:
     if _current is None:
         choice = requested()
         if choice == "auto":
-            choice = "gpu" if _gpu_usable() else "cpu"
+            choice = "gpu" if gpu_usable() else "cpu"
         _current = make_backend(choice)
     return _current
 

@@ -69,11 +69,11 @@ def backend_name():
     """The backend the children are told to use: $DLK_BACKEND, else the GPU if usable, else the emulator."""
     import os
 
-    from kernels.runtime.selection import _gpu_usable
+    from kernels.runtime.selection import gpu_usable
 
     name = os.environ.get("DLK_BACKEND", "auto").strip().lower() or "auto"
     if name == "auto":
-        name = "gpu" if _gpu_usable() else "cpu"
+        name = "gpu" if gpu_usable() else "cpu"
     if name == "cpu":
         try:
             from kernels.runtime.emulator import EmulatorBackend  # noqa: F401

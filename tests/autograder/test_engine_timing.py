@@ -149,7 +149,7 @@ class FakeModule:
         from kernels.runtime.signature import parse_kernels
 
         self.signatures = parse_kernels(f"__global__ void {name}(int n, float alpha, const float* x, float* y) {{}}", "f.cu", {})
-        self.compiled = types.SimpleNamespace(_function=lambda kernel: fn)
+        self.compiled = types.SimpleNamespace(kernel_function=lambda kernel: fn)
 
 
 class FakeBackend:

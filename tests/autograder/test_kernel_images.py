@@ -93,4 +93,4 @@ def test_a_child_on_the_gpu_loads_the_reference_kernel_instead_of_compiling_it(t
     monkeypatch.setattr(gpu_backend, "_compile_image", no_nvcc)
     rk = ex.reference_kernel
     module = load_topic(rk.topic, rk.defines or None, backend=make_backend("gpu"))
-    assert module.compiled._function(rk.kernel) is not None
+    assert module.compiled.kernel_function(rk.kernel) is not None
