@@ -36,8 +36,8 @@ import numpy as np
 
 from benchmarks.common import print_table, require_gpu_backend, row, write_results
 
-from kernels import capsule_prediction as cp
-from kernels import capsule_prediction_backward as cb
+from kernels.capsules import capsule_prediction as cp
+from kernels.capsules import capsule_prediction_backward as cb
 from kernels.runtime import empty, to_device
 from kernels.tools.roofline import measure_peaks, peaks_as_dict
 from kernels.runtime.measurement import measurement

@@ -89,7 +89,8 @@ class Target:
 
 
 def targets() -> list[Target]:
-    from kernels import conv2d, sgemm
+    from kernels.conv import conv2d
+    from kernels.gemm import sgemm
 
     ladder = [Target(f"sgemm_{name}", "sgemm", name) for name, _ in sgemm.VERSIONS]
     direct = [Target(conv2d.KERNEL_NAMES[name], "conv2d_c3", name) for name in ("naive", "constant", "tiled")]
@@ -104,7 +105,8 @@ def targets() -> list[Target]:
 def run_once(target: Target) -> None:
     """Launch ``target`` once on its benchmark inputs (the process ncu profiles); the launchers wait for
     the kernel and copy its result back.  A cuBLAS target runs twice: ncu skips the first launch."""
-    from kernels import conv2d, sgemm, sgemm_hopper
+    from kernels.conv import conv2d
+    from kernels.gemm import sgemm, sgemm_hopper
 
     rng = np.random.default_rng(0)
     if target.group == "limits":

@@ -1,9 +1,9 @@
 """Which data each block, warp and thread of a kernel touches: the numbers behind the book's mapping pictures.
 
 Each function applies a kernel's own index formula (the line of the ``.cu`` file is quoted beside it)
-with the tile sizes its Python module states (``kernels/conv2d.py``, ``kernels/sgemm.py``,
-``kernels/capsule_prediction.py``) or, where only the ``.cu`` file states them, the ``#define`` s read
-from that file (``FC_TILE`` of ``kernels/fully_connected.cu``).  :mod:`book.figures` draws what these return; ``tests/test_tile_geometry.py`` checks
+with the tile sizes its Python module states (``kernels/conv/conv2d.py``, ``kernels/gemm/sgemm.py``,
+``kernels/capsules/capsule_prediction.py``) or, where only the ``.cu`` file states them, the ``#define`` s read
+from that file (``FC_TILE`` of ``kernels/dense/fully_connected.cu``).  :mod:`book.figures` draws what these return; ``tests/test_tile_geometry.py`` checks
 that the geometry adds up (tiles cover their outputs exactly once, halos have the kernel's extent).
 """
 
@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels import capsule_prediction, conv2d, sgemm
+from kernels.capsules import capsule_prediction
+from kernels.conv import conv2d
+from kernels.gemm import sgemm
 
 # --------------------------------------------------------------------------- tiled direct convolution
 
@@ -239,7 +241,7 @@ def capsule_warp_weight_loads(version: int, in_dim: int, out_caps: int, out_dim:
 # --------------------------------------------------------------------------- the tiled dense layer
 
 #: Lines of ``fc_forward_tiled`` that the functions below apply; tests/test_tile_geometry.py checks they
-#: are still in ``kernels/fully_connected.cu``, so the picture cannot outlive a change of the kernel.
+#: are still in ``kernels/dense/fully_connected.cu``, so the picture cannot outlive a change of the kernel.
 FC_TILED_LINES = (
     "__shared__ float Xs[FC_TILE][FC_TILE];",
     "__shared__ float Ws[FC_TILE][FC_TILE + 1];",
@@ -254,7 +256,7 @@ FC_TILED_LINES = (
 
 
 def fc_tile_size() -> int:
-    """``FC_TILE`` as ``kernels/fully_connected.cu`` defines it (the launcher's block is FC_TILE x FC_TILE)."""
+    """``FC_TILE`` as ``kernels/dense/fully_connected.cu`` defines it (the launcher's block is FC_TILE x FC_TILE)."""
     from kernels import read_source
 
     return cuda_defines(read_source("fully_connected"))["FC_TILE"]

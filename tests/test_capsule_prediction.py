@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels import capsule_prediction as cp
-from kernels import capsule_prediction_backward as cb
+from kernels.capsules import capsule_prediction as cp
+from kernels.capsules import capsule_prediction_backward as cb
 from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend

@@ -1,11 +1,11 @@
-"""The backward kernels of kernels/conv2d_backward.cu: references, kernels, and the gradient checker."""
+"""The backward kernels of kernels/conv/conv2d_backward.cu: references, kernels, and the gradient checker."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels import conv2d, conv2d_backward as cb
+from kernels.conv import conv2d, conv2d_backward as cb
 from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend

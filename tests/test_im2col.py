@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import im2col
+from kernels.conv import im2col
 
 # (N, C, H, W, K, pad, stride): the chapter's example, channels and sizes that fill no warp evenly,
 # batch 1, padding, stride 2, a 1x1 filter, a filter as large as the input.

@@ -1,6 +1,6 @@
 """Every topic states its kernels' facts once (``KERNELS``), and everything else asks that record.
 
-* Every ``kernels/<topic>.cu`` has a ``kernels/<topic>.py`` whose ``KERNELS``
+* Every ``kernels/<part>/<topic>.cu`` has a ``kernels/<part>/<topic>.py`` whose ``KERNELS``
   maps CUDA names to :class:`KernelVersion` records of ``__global__``
   functions that exist in the source, with a launcher of that module.
 * The grader's reference kernels, flop and byte counts are those records.
@@ -11,18 +11,16 @@
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-import kernels
 from autograder.exercises import all_exercises
 from kernels.runtime.signature import parse_kernels
+from kernels.runtime.sources import source_path, topic_module, topic_sources
 from kernels.runtime.versions import KernelVersion, LaunchConfig
 
-KERNEL_DIR = Path(kernels.__file__).resolve().parent
-TOPICS = sorted(path.stem for path in KERNEL_DIR.glob("*.cu"))
+TOPICS = sorted(topic_sources())
 
 
 def _exercises():
@@ -32,11 +30,11 @@ def _exercises():
 
 @pytest.mark.parametrize("topic", TOPICS)
 def test_every_topic_declares_its_versions_as_records(topic):
-    module = importlib.import_module(f"kernels.{topic}")
+    module = importlib.import_module(topic_module(topic))
     assert module.TOPIC == topic
     table = module.KERNELS
     assert isinstance(table, dict) and table, f"kernels/{topic}.py: KERNELS is empty"
-    declared = parse_kernels((KERNEL_DIR / f"{topic}.cu").read_text(), f"{topic}.cu")
+    declared = parse_kernels(source_path(topic).read_text(), f"{topic}.cu")
     for name, version in table.items():
         assert isinstance(version, KernelVersion)
         assert version.kernel == name and version.topic == topic
@@ -56,8 +54,8 @@ NOT_YET_RECORDED = {
 
 @pytest.mark.parametrize("topic", TOPICS)
 def test_every_kernel_of_a_topic_has_a_record(topic):
-    declared = parse_kernels((KERNEL_DIR / f"{topic}.cu").read_text(), f"{topic}.cu")
-    table = importlib.import_module(f"kernels.{topic}").KERNELS
+    declared = parse_kernels(source_path(topic).read_text(), f"{topic}.cu")
+    table = importlib.import_module(topic_module(topic)).KERNELS
     missing = {name for name in declared if name not in table}
     assert missing == NOT_YET_RECORDED.get(topic, set()), (
         f"kernels/{topic}.cu: kernels without a record {sorted(missing)}; the list of those not yet recorded "
@@ -71,10 +69,11 @@ def test_a_record_must_be_complete():
 
 @pytest.mark.parametrize("exercise", _exercises(), ids=lambda e: e.name)
 def test_the_grader_asks_the_kernel_records(exercise):
-    """The reference kernel, its launch, flops and bytes: one record of ``kernels/<topic>.py``."""
+    """The reference kernel, its launch, flops and bytes: one record of ``kernels/<part>/<topic>.py``."""
     reference = exercise.reference_kernel
     assert reference is not None
-    record = importlib.import_module(f"kernels.{reference.topic}").KERNELS[reference.kernel]
+    launcher = getattr(reference.version.launcher, "func", reference.version.launcher)
+    record = importlib.import_module(launcher.__module__).KERNELS[reference.kernel]  # the generated kernels: no .cu
     assert reference.version is record
     assert exercise.flops is record.flops and exercise.bytes_moved is record.bytes
     for shape in (*exercise.visible_shapes, exercise.timing_shape):
@@ -225,7 +224,7 @@ def _lsoftmax_run(which):
     """Run the layer launcher ``which`` of the large-margin softmax on N = 30, C = 7, D = 5."""
 
     def run(version, rng):
-        from kernels import lsoftmax as L
+        from kernels.lsoftmax import lsoftmax as L
 
         N, C, D, m, lam = 30, 7, 5, 2, 0.5
         X, W, y = _f32(rng, N, D), _f32(rng, C, D), rng.integers(0, C, N).astype(np.int32)
@@ -249,7 +248,7 @@ def _lsoftmax_run(which):
 @pytest.mark.backend
 @pytest.mark.parametrize("topic, kernel, shape, run", _cases(), ids=lambda c: c if isinstance(c, str) else None)
 def test_the_record_launches_as_its_launcher_does(backend, launches, topic, kernel, shape, run):
-    version = importlib.import_module(f"kernels.{topic}").KERNELS[kernel]
+    version = importlib.import_module(topic_module(topic)).KERNELS[kernel]
     run(version, np.random.default_rng(0))
     mine = [config for name, config in launches if name == kernel]
     assert mine, f"the launcher of {topic}.{kernel} did not launch it"

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels import lsoftmax as L
-from kernels import lsoftmax_pitfalls as P
-from kernels import sgemm_hopper
+from kernels.lsoftmax import lsoftmax as L
+from kernels.lsoftmax import pitfalls as P
+from kernels.gemm import sgemm_hopper
 from kernels.tools.gradcheck import check_gradients
 
 MARGINS = (1, 2, 3, 4)
@@ -445,7 +445,7 @@ def test_tensor_core_layer_names_the_gpu_it_needs_elsewhere(backend):
 
 
 def test_digits_network_learns_with_a_margin():
-    from kernels import lsoftmax_digits as digits
+    from kernels.lsoftmax import digits
 
     run = digits.train(3, epochs=20)
     assert run.accuracy[-1] > 0.75  # 10 classes: chance is 0.1
@@ -455,7 +455,7 @@ def test_digits_network_learns_with_a_margin():
 @pytest.mark.backend
 def test_kernel_layer_trains_like_the_reference(backend):
     """The last layer on the kernels and on the float64 reference: the same loss and gradients, the same step."""
-    from kernels import lsoftmax_digits as digits
+    from kernels.lsoftmax import digits
 
     rng = np.random.default_rng(11)
     features = rng.standard_normal((32, 2)) * 5
@@ -475,7 +475,7 @@ def test_kernel_layer_trains_like_the_reference(backend):
 @pytest.mark.backend
 @pytest.mark.parametrize("name", ["lsoftmax_cos_mtheta", "lsoftmax_patch_logits", "lsoftmax_margin_grad_input"])
 def test_reference_kernels_solve_their_exercises(backend, name):
-    """The kernels of kernels/lsoftmax.cu that speed is measured against give the graded answers."""
+    """The kernels of kernels/lsoftmax/lsoftmax.cu that speed is measured against give the graded answers."""
     from autograder.exercises import get_exercise
 
     exercise = get_exercise(name)

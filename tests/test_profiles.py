@@ -83,7 +83,7 @@ def test_a_time_in_an_unknown_unit_is_refused():
 
 
 def test_every_ladder_step_and_the_c3_versions_are_profiled_by_name():
-    from kernels import sgemm
+    from kernels.gemm import sgemm
 
     chosen = targets()
     assert [t.step for t in chosen if t.group == "sgemm"] == [name for name, _ in sgemm.VERSIONS]

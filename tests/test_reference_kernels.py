@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels import device_copy, reduction, saxpy, vector_add
+from kernels.basics import device_copy, reduction, saxpy, vector_add
 
 pytestmark = pytest.mark.backend
 

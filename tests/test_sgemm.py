@@ -1,4 +1,4 @@
-"""Every version of kernels/sgemm.cu computes C = A B, for sizes that are no multiple of any tile.
+"""Every version of kernels/gemm/sgemm.cu computes C = A B, for sizes that are no multiple of any tile.
 
 Runs on the current backend (marker ``backend``): the CPU emulator under ``make test``, the GPU
 under ``make test-gpu``.  Sizes stay between 1 and 131 so the emulator takes seconds.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import sgemm
+from kernels.gemm import sgemm
 
 pytestmark = pytest.mark.backend
 

@@ -17,7 +17,9 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from book import figures  # noqa: E402
 from book.tile_geometry import (  # noqa: E402
     capsule_warp_stores, capsule_warp_weight_loads, conv_tiled_block, cuda_defines, sgemm_tiling)
-from kernels import capsule_prediction, conv2d, conv2d_gemm, im2col, sgemm  # noqa: E402
+from kernels.capsules import capsule_prediction
+from kernels.conv import conv2d, conv2d_gemm, im2col
+from kernels.gemm import sgemm  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

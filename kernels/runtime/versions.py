@@ -1,6 +1,6 @@
 """What the book knows about one kernel version, written once beside its launcher.
 
-Every topic module (``kernels/<topic>.py``) lists its ``__global__`` functions
+Every topic module (``kernels/<part>/<topic>.py``) lists its ``__global__`` functions
 in ``KERNELS``, a mapping from the CUDA name to a :class:`KernelVersion`:
 
 * ``launcher``: the Python function that runs it on NumPy arrays or device
@@ -42,9 +42,9 @@ def launch_1d(blocks: int, threads: int, shared: int = 0) -> LaunchConfig:
 
 @dataclass(frozen=True)
 class KernelVersion:
-    """One ``__global__`` function of ``kernels/<topic>.cu`` and the facts about it."""
+    """One ``__global__`` function of ``kernels/<part>/<topic>.cu`` and the facts about it."""
 
-    topic: str  # kernels/<topic>.cu
+    topic: str  # kernels/<part>/<topic>.cu
     kernel: str  # the __global__ function
     launcher: Callable  # kernels.<topic>.<launcher>: runs it
     launch: Callable[[Shape], LaunchConfig]  # its launch configuration for a shape

@@ -1,6 +1,6 @@
 """One function of a kernel file, as a chapter shows it: its comment, any ``#define`` above it, and its body.
 
-Chapters print the code they run from ``kernels/<topic>.cu`` itself, never a
+Chapters print the code they run from ``kernels/<part>/<topic>.cu`` itself, never a
 copy; when a file holds several versions, a chapter shows them one at a time::
 
     from kernels.tools.source_excerpt import function_source
@@ -15,7 +15,7 @@ from kernels import read_source
 
 
 def function_source(topic: str, name: str) -> str:
-    """The ``__global__`` (or ``__device__``) function ``name`` of ``kernels/<topic>.cu``.
+    """The ``__global__`` (or ``__device__``) function ``name`` of ``kernels/<part>/<topic>.cu``.
 
     Includes the comment lines and ``#define`` s directly above it (up to the
     previous blank line or ``// ----`` separator), and the body to its closing
