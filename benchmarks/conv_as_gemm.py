@@ -31,6 +31,7 @@ import numpy as np
 
 
 from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
+from kernels.runtime.versions import ladder, versions
 
 NAME = "conv_as_gemm"
 GEMM_SIZE = 4096
@@ -120,8 +121,10 @@ def bench_sgemm(results, rng, size, bandwidth_gbs):
                          samples=len(timing.samples_ms), **sizes, percent_of_cublas=100 * gflops / peer_gflops,
                          rel_error=err, correct=err < TOL, **({"config": config} if config else {}))
 
-    for name, _ in [v for v in sgemm.VERSIONS if v[0] not in ("warptile", "splitk")]:  # 7: its tile search below; 8: bench_sgemm_shapes
-        rows.append(one(name, "sgemm", sgemm.LAUNCHERS[name]))
+    for name, version in versions(sgemm.KERNELS).items():
+        if name in ("warptile", "splitk"):  # 7: its tile search below; 8: bench_sgemm_shapes
+            continue
+        rows.append(one(name, "sgemm", version.launcher))
         print(f"  sgemm {name:<14} {rows[-1]['gflops']:9.0f} GFLOP/s  {rows[-1]['percent_of_cublas']:5.1f}% of cuBLAS", flush=True)
     variants = []
     for cfg in WARPTILE_CONFIGS:
@@ -276,7 +279,7 @@ def bench_im2col(results, rng, bandwidth_gbs):
     nbytes = im2col.bytes_moved(count, C, H, W, K, pad, stride)
     layer = {"layer": label, "batch": count, "C": C, "H": H, "W": W, "K": K, "pad": pad, "stride": stride}
     versions = []
-    for name, launcher in im2col.LAUNCHERS.items():
+    for name, launcher in ((rung.key, rung.launcher) for rung in ladder(im2col.KERNELS)):
         U_d.set(np.full(U_d.shape, np.nan, np.float32))
         launcher(X_d, K, pad, stride, out=U_d)
         ok = bool(np.array_equal(U_d.get(), ref))

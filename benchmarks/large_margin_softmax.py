@@ -35,6 +35,7 @@ from kernels.lsoftmax import lsoftmax as L
 from kernels.dense import softmax as S
 from kernels.runtime import empty, to_device
 from kernels.runtime.timing import time_kernel, time_torch
+from kernels.runtime.versions import versions
 from kernels.tools.roofline import measure_peaks, peaks_as_dict
 
 BATCH, DIM, CLASSES = 4096, 512, (10, 10_000)
@@ -124,7 +125,7 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
         # our layer, every version
         Xd, Wd, yd = to_device(X), to_device(W), to_device(labels)
         layer_ms = {}
-        for version, _ in (*L.VERSIONS, *((L.TENSOR_CORES,) if hopper else ())):
+        for version in (*versions(L.KERNELS), *((L.TENSOR_CORES[0],) if hopper else ())):
             layer = L.LargeMarginSoftmax(m, version)
             loss = layer.forward(Xd, Wd, yd, lam)
             dX, dW = layer.backward()

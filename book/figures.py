@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels.runtime.versions import versions
 from kernels.tools.roofline import Achieved, Peaks
 
 
@@ -245,14 +246,14 @@ def draw_sgemm_tiling(ax, tiling, title: str = ""):
 
 
 def draw_sgemm_ladder(names=None, columns: int = 3):
-    """:func:`draw_sgemm_tiling` for every step of the ladder (``sgemm.VERSIONS``), a panel each, plus a key."""
+    """:func:`draw_sgemm_tiling` for every step of the ladder (``versions(sgemm.KERNELS)``), a panel each, plus a key."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     from book.tile_geometry import sgemm_tiling
     from kernels.gemm import sgemm
 
-    names = [n for n, _ in sgemm.VERSIONS] if names is None else list(names)
+    names = list(versions(sgemm.KERNELS)) if names is None else list(names)
     tilings = [sgemm_tiling(n) for n in names]
     panels = len(tilings) + 1
     rows = -(-panels // columns)

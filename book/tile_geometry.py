@@ -17,6 +17,7 @@ import numpy as np
 from kernels.capsules import capsule_prediction
 from kernels.conv import conv2d
 from kernels.gemm import sgemm
+from kernels.runtime.versions import versions
 
 # --------------------------------------------------------------------------- tiled direct convolution
 
@@ -134,12 +135,11 @@ def _warptile_rows_cols(config: dict):
 
 
 def sgemm_tiling(name: str) -> SgemmTiling:
-    """The tiling of ladder step ``name`` (a key of ``sgemm.LAUNCHERS``); version 8 with its 128 x 16 tile."""
-    names = [n for n, _ in sgemm.VERSIONS]
-    if name not in names:
-        raise ValueError(f"name must be one of {', '.join(names)}, got {name!r}")
-    step = names.index(name) + 1
-    kernel = f"sgemm_{name}"
+    """The tiling of ladder step ``name`` (a key of ``versions(sgemm.KERNELS)``); version 8 with its 128 x 16 tile."""
+    ladder = versions(sgemm.KERNELS)
+    if name not in ladder:
+        raise ValueError(f"name must be one of {', '.join(ladder)}, got {name!r}")
+    step, kernel = ladder[name].number, ladder[name].kernel
     T = sgemm.TILE
     if name == "naive":  # int i = blockIdx.y * blockDim.x + threadIdx.x; int j = ... + threadIdx.y;
         threads = _ladder_threads(kernel)
@@ -151,15 +151,15 @@ def sgemm_tiling(name: str) -> SgemmTiling:
         shared = name == "shared_tiled"
         return SgemmTiling(step, name, T, T, T if shared else 1, threads, owner, shared=shared)
     if name == "blocktile_1d":
-        d = cuda_defines(sgemm.version_source(4))
+        d = cuda_defines(ladder[name].source)
         bm, bn, threads = sgemm.BT1
         tm = d["BT1_TM"]
         # int col = t % BT1_BN; int row0 = (t / BT1_BN) * BT1_TM;
         owner = _owner(bm, bn, threads, lambda t: (np.arange((t // bn) * tm, (t // bn) * tm + tm), [t % bn]))
         return SgemmTiling(step, name, bm, bn, d["BT1_BK"], threads, owner, shared=True)
     if name in ("blocktile_2d", "vectorized"):
-        prefix, section = ("BT2", 5) if name == "blocktile_2d" else ("VEC", 6)
-        d = cuda_defines(sgemm.version_source(section))
+        prefix = "BT2" if name == "blocktile_2d" else "VEC"
+        d = cuda_defines(ladder[name].source)
         bm, bn, threads = sgemm.BT2
         tm, tn = d[f"{prefix}_TM"], d[f"{prefix}_TN"]
 

@@ -16,6 +16,7 @@ import pytest
 
 import autograder.exercises
 from book.chapters import CHAPTERS, ROOT
+from kernels.runtime import sources
 from kernels.runtime.sources import source_path, topic_module, topic_sources
 
 TOC = (ROOT / "_toc.yml").read_text()
@@ -78,6 +79,19 @@ def test_kernels_are_grouped_by_the_books_parts():
     for part in sorted(parts | generated):
         assert (kernels / part / "__init__.py").exists(), f"kernels/{part}/ is not a package"
         assert f"`kernels/{part}/`" in readme, f"the README's layout does not name kernels/{part}/"
+
+
+def test_a_topic_is_found_by_its_name_and_a_name_in_two_parts_is_refused(tmp_path, monkeypatch):
+    for part in ("basics", "dense"):
+        (tmp_path / part).mkdir()
+    (tmp_path / "basics" / "sum.cu").write_text("")
+    monkeypatch.setattr(sources, "KERNEL_DIR", tmp_path)
+    assert source_path("sum") == tmp_path / "basics" / "sum.cu"
+    with pytest.raises(KeyError, match="no kernels/<part>/product.cu: the topics are sum"):
+        source_path("product")
+    (tmp_path / "dense" / "sum.cu").write_text("")
+    with pytest.raises(ValueError, match="two topics are called 'sum'"):
+        source_path("sum")
 
 
 def test_every_chapter_page_of_the_table_of_contents_is_in_the_manifest():

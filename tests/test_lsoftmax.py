@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kernels.lsoftmax import lsoftmax as L
 from kernels.lsoftmax import pitfalls as P
 from kernels.gemm import sgemm_hopper
+from kernels.runtime.versions import versions
 from kernels.tools.gradcheck import check_gradients
 
 MARGINS = (1, 2, 3, 4)
@@ -111,7 +112,7 @@ def test_fused_forward_loss_and_stats(backend, shape):
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("version", [v for v, _ in L.VERSIONS])
+@pytest.mark.parametrize("version", list(versions(L.KERNELS)))
 def test_whole_layer_every_version(backend, version):
     X, W, labels = layer_data(11, 13, 9, seed=2)
     for m, lam in [(1, 0.0), (2, 1000.0), (3, 0.5), (4, 0.0)]:
@@ -263,7 +264,7 @@ def test_sin_squared_cancellation_near_zero_and_pi():
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("version", [v for v, _ in L.VERSIONS])
+@pytest.mark.parametrize("version", list(versions(L.KERNELS)))
 def test_feature_parallel_to_its_weight_rounds_cos_past_one(backend, version):
     """x = 3 W_y makes F / (|x| |W|) round to just above 1 in float32: clamped, the layer stays exact."""
     X, W, labels = layer_data(4, 5, 8, seed=3)
@@ -281,7 +282,7 @@ def test_feature_parallel_to_its_weight_rounds_cos_past_one(backend, version):
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("version", [v for v, _ in L.VERSIONS])
+@pytest.mark.parametrize("version", list(versions(L.KERNELS)))
 def test_all_zero_feature_row_gives_no_nan(backend, version):
     X, W, labels = layer_data(4, 5, 6, seed=4)
     X[2] = 0
@@ -402,7 +403,7 @@ def test_layer_refuses_a_bad_margin_or_version():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("version", [v for v, _ in L.VERSIONS])
+@pytest.mark.parametrize("version", list(versions(L.KERNELS)))
 def test_layer_at_a_realistic_size_on_the_gpu(version):
     X, W, labels = layer_data(512, 1000, 128, seed=9)
     X *= 0.2

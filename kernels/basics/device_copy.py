@@ -11,10 +11,9 @@ import numpy as np
 
 from kernels.runtime import blocks_for
 from kernels.runtime.loader import element_count, grid_stride_blocks, launch, load_topic, output_like
-from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d, rung
 
 TOPIC = "device_copy"
-VERSIONS = ("one_thread_per_element", "grid_stride_float4")
 
 
 def reference(src: np.ndarray) -> np.ndarray:
@@ -58,22 +57,18 @@ def copy_grid_stride_float4(
     return enqueue if prepare_only else dst
 
 
-LAUNCHERS = {
-    "one_thread_per_element": copy_one_thread_per_element,
-    "grid_stride_float4": copy_grid_stride_float4,
-}
-
-
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "copy_one_thread_per_element", copy_one_thread_per_element,
                   lambda shape: launch_1d(blocks_for(int(shape["n"]), 256), 256),
-                  bytes=lambda shape: float(bytes_moved(int(shape["n"]))), flops=lambda shape: 0.0, reference=reference),
+                  bytes=lambda shape: float(bytes_moved(int(shape["n"]))), flops=lambda shape: 0.0, reference=reference,
+                  number=1, title="one thread per element", key="one_thread_per_element"),
     KernelVersion(TOPIC, "copy_grid_stride_float4", copy_grid_stride_float4,
                   lambda shape: launch_1d(grid_stride_blocks(int(shape["n"]) // 4, 256), 256),
-                  bytes=lambda shape: float(bytes_moved(int(shape["n"]))), flops=lambda shape: 0.0, reference=reference),
+                  bytes=lambda shape: float(bytes_moved(int(shape["n"]))), flops=lambda shape: 0.0, reference=reference,
+                  number=2, title="a grid-stride loop over float4", key="grid_stride_float4"),
 )
 
 
 def copy(src, version: str = "grid_stride_float4", **options):
-    """Run one version by name (see ``VERSIONS``)."""
-    return LAUNCHERS[version](src, **options)
+    """Run one version by its key (``versions(KERNELS)``)."""
+    return rung(KERNELS, version).launcher(src, **options)

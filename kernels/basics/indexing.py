@@ -45,8 +45,10 @@ def which_thread_grid_stride(n: int, threads_per_block: int, blocks: int) -> tup
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "which_thread_one_per_element", which_thread_one_per_element,
                   lambda shape: launch_1d(blocks_for(int(shape["n"]), int(shape["block"])), int(shape["block"])),
-                  bytes=lambda shape: 4.0 * int(shape["n"]), flops=lambda shape: 0.0, reference=reference),
+                  bytes=lambda shape: 4.0 * int(shape["n"]), flops=lambda shape: 0.0, reference=reference,
+                  number=1, title="one thread per element"),
     KernelVersion(TOPIC, "which_thread_grid_stride", which_thread_grid_stride,
                   lambda shape: launch_1d(int(shape["blocks"]), int(shape["block"])),
-                  bytes=lambda shape: 8.0 * int(shape["n"]), flops=lambda shape: 0.0, reference=reference),
+                  bytes=lambda shape: 8.0 * int(shape["n"]), flops=lambda shape: 0.0, reference=reference,
+                  number=2, title="a grid-stride loop, recording the pass of each element"),
 )

@@ -61,5 +61,6 @@ KERNELS = kernel_table(
     KernelVersion(TOPIC, "fma_throughput", fma_throughput, _peak_launch,
                   bytes=lambda shape: 4.0 * _threads(shape),  # one float written per thread
                   flops=lambda shape: float(fma_flops(_threads(shape), int(shape["iterations"]))),
-                  reference=fma_reference),
+                  reference=fma_reference, number=None,
+                  title="chains of FMAs that keep every FP32 unit busy: a measure of the device, no rung"),
 )

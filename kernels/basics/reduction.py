@@ -15,10 +15,9 @@ from kernels.runtime import blocks_for
 from kernels.runtime.backend import DeviceBuffer
 from kernels.runtime.loader import grid_stride_blocks, launch, load_topic
 from kernels.runtime.module import zeros
-from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d, rung
 
 TOPIC = "reduction"
-VERSIONS = ("atomic", "shared_tree", "warp_shuffle", "vectorized")
 VECTORIZED_BLOCK = 512  # reduce_sum_vectorized's default block (a multiple of 32)
 
 
@@ -105,50 +104,46 @@ def vectorized_blocks(n: int, block: int = VECTORIZED_BLOCK) -> int:
     return grid_stride_blocks(max(1, -(-n // 4)), block)
 
 
-reduce_sum_atomic = _launcher(
-    "reduce_sum_atomic", blocks_for,
-    doc="Version 1: one atomicAdd per element (a grid-stride loop; by default one thread per element).")
-reduce_sum_shared_tree = _launcher(
-    "reduce_sum_shared_tree", grid_stride_blocks, shared_per_thread=4, block_rule=_power_of_two,
-    doc="Version 2: shared-memory tree per block, one atomicAdd per block; ``block`` a power of two.")
-reduce_sum_warp_shuffle = _launcher(
-    "reduce_sum_warp_shuffle", grid_stride_blocks, block_rule=_whole_warps,
-    doc="Version 3: warp shuffles, one atomicAdd per block; ``block`` a multiple of 32.")
-reduce_sum_vectorized = _launcher(
-    "reduce_sum_vectorized", vectorized_blocks, default_block=VECTORIZED_BLOCK, block_rule=_whole_warps,
-    doc="Version 4: float4 loads, two in flight per thread, warp shuffles; ``block`` a multiple of 32.")
+def _reduction_version(kernel: str, blocks, *, number: int, title: str, key: str, note: str = "",
+                       default_block: int = 256, shared_per_thread: int = 0, block_rule=None) -> KernelVersion:
+    """The record of one kernel of reduction.cu with its launcher (:func:`_launcher`; ``note``: what its
+    docstring adds to the title), launched by default with ``default_block`` threads."""
 
-
-LAUNCHERS = {
-    "atomic": reduce_sum_atomic,
-    "shared_tree": reduce_sum_shared_tree,
-    "warp_shuffle": reduce_sum_warp_shuffle,
-    "vectorized": reduce_sum_vectorized,
-}
-
-
-
-def _reduction_version(kernel: str, launcher, blocks, shared_per_thread: int, threads: int = 256) -> KernelVersion:
     def launch_for(shape):
         n = int(shape["n"])
-        return launch_1d(blocks(n, threads), threads, shared_per_thread * threads)
+        return launch_1d(blocks(n, default_block), default_block, shared_per_thread * default_block)
 
+    launcher = _launcher(kernel, blocks, doc=f"Version {number}: {title}{'; ' + note if note else ''}.",
+                         default_block=default_block, shared_per_thread=shared_per_thread, block_rule=block_rule)
     return KernelVersion(
         topic=TOPIC, kernel=kernel, launcher=launcher, launch=launch_for,
         bytes=lambda shape: float(bytes_moved(int(shape["n"]))),
         flops=lambda shape: float(int(shape["n"])),  # one add per element
-        reference=reference,
+        reference=reference, number=number, title=title, key=key,
     )
 
 
 KERNELS = kernel_table(
-    _reduction_version("reduce_sum_atomic", reduce_sum_atomic, blocks_for, 0),
-    _reduction_version("reduce_sum_shared_tree", reduce_sum_shared_tree, grid_stride_blocks, 4),
-    _reduction_version("reduce_sum_warp_shuffle", reduce_sum_warp_shuffle, grid_stride_blocks, 0),
-    _reduction_version("reduce_sum_vectorized", reduce_sum_vectorized, vectorized_blocks, 0, VECTORIZED_BLOCK),
+    _reduction_version("reduce_sum_atomic", blocks_for, number=1, title="one atomicAdd per element",
+                       key="atomic", note="a grid-stride loop, by default one thread per element"),
+    _reduction_version("reduce_sum_shared_tree", grid_stride_blocks, number=2,
+                       title="a shared-memory tree per block, one atomicAdd per block", key="shared_tree",
+                       note="``block`` a power of two", shared_per_thread=4, block_rule=_power_of_two),
+    _reduction_version("reduce_sum_warp_shuffle", grid_stride_blocks, number=3,
+                       title="warp shuffles, one atomicAdd per block", key="warp_shuffle",
+                       note="``block`` a multiple of 32", block_rule=_whole_warps),
+    _reduction_version("reduce_sum_vectorized", vectorized_blocks, number=4,
+                       title="float4 loads, two in flight per thread, warp shuffles", key="vectorized",
+                       note="``block`` a multiple of 32", default_block=VECTORIZED_BLOCK, block_rule=_whole_warps),
 )
+
+# The launchers by name, as the tests and chapters call them.
+reduce_sum_atomic = KERNELS["reduce_sum_atomic"].launcher
+reduce_sum_shared_tree = KERNELS["reduce_sum_shared_tree"].launcher
+reduce_sum_warp_shuffle = KERNELS["reduce_sum_warp_shuffle"].launcher
+reduce_sum_vectorized = KERNELS["reduce_sum_vectorized"].launcher
 
 
 def reduce_sum(x, version: str = "warp_shuffle", **options):
-    """Run one version by name (see ``VERSIONS``)."""
-    return LAUNCHERS[version](x, **options)
+    """Run one version by its key (``versions(KERNELS)``)."""
+    return rung(KERNELS, version).launcher(x, **options)

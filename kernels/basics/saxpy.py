@@ -13,10 +13,9 @@ from kernels.runtime import blocks_for
 from kernels.runtime.backend import DeviceBuffer
 from kernels.runtime.loader import element_count, grid_stride_blocks, launch, load_topic
 from kernels.runtime.module import empty
-from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d, rung
 
 TOPIC = "saxpy"
-VERSIONS = ("one_thread_per_element", "grid_stride")
 
 
 def reference(alpha: float, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -76,32 +75,27 @@ def saxpy_grid_stride(
     return enqueue if prepare_only else y
 
 
-LAUNCHERS = {
-    "one_thread_per_element": saxpy_one_thread_per_element,
-    "grid_stride": saxpy_grid_stride,
-}
-
-
-
 def _n(shape) -> int:
     return int(shape["n"])
 
 
-def _saxpy_version(kernel: str, launcher, blocks) -> KernelVersion:
+def _saxpy_version(kernel: str, launcher, blocks, **rung) -> KernelVersion:
     return KernelVersion(
         topic=TOPIC, kernel=kernel, launcher=launcher,
         launch=lambda shape: launch_1d(blocks(_n(shape), 256), 256),
         bytes=lambda shape: float(bytes_moved(_n(shape))), flops=lambda shape: float(flops(_n(shape))),
-        reference=reference,
+        reference=reference, **rung,
     )
 
 
 KERNELS = kernel_table(
-    _saxpy_version("saxpy_one_thread_per_element", saxpy_one_thread_per_element, blocks_for),
-    _saxpy_version("saxpy_grid_stride", saxpy_grid_stride, grid_stride_blocks),
+    _saxpy_version("saxpy_one_thread_per_element", saxpy_one_thread_per_element, blocks_for,
+                   number=1, title="one thread per element", key="one_thread_per_element"),
+    _saxpy_version("saxpy_grid_stride", saxpy_grid_stride, grid_stride_blocks,
+                   number=2, title="a grid-stride loop", key="grid_stride"),
 )
 
 
 def saxpy(alpha: float, x, y, version: str = "grid_stride", **options):
-    """Run one version by name (see ``VERSIONS``)."""
-    return LAUNCHERS[version](alpha, x, y, **options)
+    """Run one version by its key (``versions(KERNELS)``)."""
+    return rung(KERNELS, version).launcher(alpha, x, y, **options)

@@ -14,10 +14,9 @@ import numpy as np
 
 from kernels.runtime import blocks_for
 from kernels.runtime.loader import element_count, grid_stride_blocks, launch, load_topic, output_like
-from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
+from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d, rung
 
 TOPIC = "vector_add"
-VERSIONS = ("one_thread_per_element", "grid_stride")
 
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -57,24 +56,20 @@ def vector_add_grid_stride(
     return enqueue if prepare_only else c
 
 
-LAUNCHERS = {
-    "one_thread_per_element": vector_add_one_thread_per_element,
-    "grid_stride": vector_add_grid_stride,
-}
-
-
-def _facts(kernel: str, launcher, blocks) -> KernelVersion:
+def _facts(kernel: str, launcher, blocks, **rung) -> KernelVersion:
     return KernelVersion(TOPIC, kernel, launcher, lambda shape: launch_1d(blocks(int(shape["n"]), 256), 256),
                          bytes=lambda shape: float(bytes_moved(int(shape["n"]))),
-                         flops=lambda shape: float(int(shape["n"])), reference=reference)
+                         flops=lambda shape: float(int(shape["n"])), reference=reference, **rung)
 
 
 KERNELS = kernel_table(
-    _facts("vector_add_one_thread_per_element", vector_add_one_thread_per_element, blocks_for),
-    _facts("vector_add_grid_stride", vector_add_grid_stride, grid_stride_blocks),
+    _facts("vector_add_one_thread_per_element", vector_add_one_thread_per_element, blocks_for,
+           number=1, title="one thread per element", key="one_thread_per_element"),
+    _facts("vector_add_grid_stride", vector_add_grid_stride, grid_stride_blocks,
+           number=2, title="a grid-stride loop", key="grid_stride"),
 )
 
 
 def vector_add(a, b, version: str = "grid_stride", **options):
-    """Run one version by name (see ``VERSIONS``)."""
-    return LAUNCHERS[version](a, b, **options)
+    """Run one version by its key (``versions(KERNELS)``)."""
+    return rung(KERNELS, version).launcher(a, b, **options)

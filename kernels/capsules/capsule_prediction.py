@@ -30,7 +30,6 @@ NAIVE_BLOCK = 256
 SHARED_BLOCK = 256
 THREADS_PER_BLOCK = 320  # target block size of versions 3 and 4 (10 warps for ROW = 160)
 
-VERSIONS = ("naive", "shared_input", "register_blocked", "vectorized", "streaming")
 STREAMING_THREADS = 320  # most threads per block of version 5: must equal CAPS_STREAMING_THREADS in the .cu
 STREAMING_BATCH_TILE = 16  # samples per piece of work in version 5 (the fastest of those measured)
 STREAMING_MAX_SHARED = 48 * 1024  # bytes of input tile per block in version 5
@@ -215,15 +214,6 @@ def forward(u, W, out=None, sync=True):
     return forward_register_blocked(u, W, out, sync=sync)
 
 
-LAUNCHERS = {
-    "naive": forward_naive,
-    "shared_input": forward_shared_input,
-    "register_blocked": forward_register_blocked,
-    "vectorized": forward_vectorized,
-    "streaming": forward_streaming,
-}
-
-
 # --------------------------------------------------------------------------- the versions' facts
 
 AXES = ("batch", "in_caps", "in_dim", "out_caps", "out_dim")  # the names of a shape's sizes
@@ -241,11 +231,11 @@ def _register_blocked_launch(shape) -> LaunchConfig:
                         CAPS_BATCH_TILE * idim * 4)
 
 
-def _facts(kernel: str, launcher, launch) -> KernelVersion:
+def _facts(kernel: str, launcher, launch, **rung) -> KernelVersion:
     return KernelVersion(TOPIC, kernel, launcher, launch,
                          bytes=lambda shape: float(bytes_moved(*dims(shape))),
                          flops=lambda shape: float(flops(*dims(shape))),
-                         reference=forward_reference, defines={"CAPS_IN_DIM": 8})
+                         reference=forward_reference, defines={"CAPS_IN_DIM": 8}, **rung)
 
 
 def _naive_launch(shape) -> LaunchConfig:
@@ -267,9 +257,14 @@ def _streaming_launch(shape) -> LaunchConfig:
 
 
 KERNELS = kernel_table(
-    _facts("capsule_predict_naive", forward_naive, _naive_launch),
-    _facts("capsule_predict_shared_input", forward_shared_input, _shared_input_launch),
-    _facts("capsule_predict_register_blocked", forward_register_blocked, _register_blocked_launch),
-    _facts("capsule_predict_vectorized", forward_vectorized, _register_blocked_launch),
-    _facts("capsule_predict_streaming", forward_streaming, _streaming_launch),
+    _facts("capsule_predict_naive", forward_naive, _naive_launch, number=1, key="naive",
+           title="one thread per output element"),
+    _facts("capsule_predict_shared_input", forward_shared_input, _shared_input_launch, number=2,
+           key="shared_input", title="a tile of samples' inputs in shared memory"),
+    _facts("capsule_predict_register_blocked", forward_register_blocked, _register_blocked_launch, number=3,
+           key="register_blocked", title="CAPS_OUTS_PER_THREAD consecutive outputs per thread"),
+    _facts("capsule_predict_vectorized", forward_vectorized, _register_blocked_launch, number=4, key="vectorized",
+           title="version 3 with 16-byte loads and stores"),
+    _facts("capsule_predict_streaming", forward_streaming, _streaming_launch, number=5, key="streaming",
+           title="a run of input capsules per block, their weights streamed once"),
 )

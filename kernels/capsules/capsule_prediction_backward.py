@@ -188,15 +188,6 @@ def gradients(grad_u_hat, W, u, out_u=None, out_W=None, sync=True):
         return grad_input(grad_u_hat, W, out_u, sync=sync), grad_weight(grad_u_hat, u, out_W, sync=sync)
 
 
-LAUNCHERS = {
-    "grad_input_naive": grad_input_naive,
-    "grad_weight_naive": grad_weight_naive,
-    "grad_input_shared_weights": grad_input_shared_weights,
-    "grad_weight_register_blocked": grad_weight_register_blocked,
-}
-# grad_fused returns both gradients; it is not in LAUNCHERS, whose entries return one.
-
-
 # --------------------------------------------------------------------------- the versions' facts
 
 
@@ -245,16 +236,21 @@ def _fused_reference(grad_u_hat, W, u):
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "capsule_grad_input_naive", grad_input_naive,
                   lambda shape: _naive_launch(shape, shape["batch"] * shape["in_caps"] * shape["in_dim"]),
-                  _grad_bytes, _flops, grad_input_reference, defines={"CAPS_IN_DIM": 8}),
+                  _grad_bytes, _flops, grad_input_reference, defines={"CAPS_IN_DIM": 8},
+                  number=1, title="du, one thread per element"),
     KernelVersion(TOPIC, "capsule_grad_weight_naive", grad_weight_naive,
                   lambda shape: _naive_launch(shape, shape["in_caps"] * shape["out_caps"] * shape["out_dim"]
                                               * shape["in_dim"]),
-                  _grad_bytes, _flops, grad_weight_reference, defines={"CAPS_IN_DIM": 8}),
+                  _grad_bytes, _flops, grad_weight_reference, defines={"CAPS_IN_DIM": 8},
+                  number=2, title="dW, one thread per element, a loop over the batch"),
+    KernelVersion(TOPIC, "capsule_grad_input_shared_weights", grad_input_shared_weights, _grad_input_launch,
+                  _grad_bytes, _flops, grad_input_reference, defines={"CAPS_IN_DIM": 8},
+                  number=3, title="du with the capsule's weights in shared memory"),
+    KernelVersion(TOPIC, "capsule_grad_weight_register_blocked", grad_weight_register_blocked, _grad_weight_launch,
+                  _grad_bytes, _flops, grad_weight_reference, defines={"CAPS_IN_DIM": 8},
+                  number=4, title="dW with four outputs per thread"),
     # Both gradients in one kernel: twice the arithmetic of either.
     KernelVersion(TOPIC, "capsule_grad_fused", grad_fused, _fused_launch, _fused_bytes,
-                  lambda shape: 2 * _flops(shape), _fused_reference, defines={"CAPS_IN_DIM": 8}),
-    KernelVersion(TOPIC, "capsule_grad_input_shared_weights", grad_input_shared_weights, _grad_input_launch,
-                  _grad_bytes, _flops, grad_input_reference, defines={"CAPS_IN_DIM": 8}),
-    KernelVersion(TOPIC, "capsule_grad_weight_register_blocked", grad_weight_register_blocked, _grad_weight_launch,
-                  _grad_bytes, _flops, grad_weight_reference, defines={"CAPS_IN_DIM": 8}),
+                  lambda shape: 2 * _flops(shape), _fused_reference, defines={"CAPS_IN_DIM": 8},
+                  number=5, title="both gradients in one pass over G"),
 )

@@ -335,18 +335,23 @@ def _u_hat(b, i, j, d):  # the predictions u_hat (and dE/du_hat)
 
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "routing_softmax", softmax, _over(lambda b, i, j, d: b * i),
-                  bytes=_times(8.0, _logits), flops=_times(4.0, _logits), reference=softmax_reference),
+                  bytes=_times(8.0, _logits), flops=_times(4.0, _logits), reference=softmax_reference,
+                  number=1, title="the coupling coefficients: a softmax over the logits"),
     KernelVersion(TOPIC, "routing_weighted_sum", weighted_sum, _over(_out_vectors),
-                  bytes=_times(4.0, _u_hat), flops=_times(2.0, _u_hat), reference=weighted_sum_reference),
+                  bytes=_times(4.0, _u_hat), flops=_times(2.0, _u_hat), reference=weighted_sum_reference,
+                  number=2, title="s, the weighted sum of the predictions"),
     KernelVersion(TOPIC, "squash_forward", squash, _over(lambda b, i, j, d: b * j),
-                  bytes=_times(8.0, _out_vectors), flops=_times(4.0, _out_vectors), reference=squash_reference),
+                  bytes=_times(8.0, _out_vectors), flops=_times(4.0, _out_vectors), reference=squash_reference,
+                  number=3, title="v = squash(s)"),
     KernelVersion(TOPIC, "routing_agreement", agreement, _over(_logits),
-                  bytes=_times(4.0, _u_hat), flops=_times(2.0, _u_hat), reference=agreement_reference),
+                  bytes=_times(4.0, _u_hat), flops=_times(2.0, _u_hat), reference=agreement_reference,
+                  number=4, title="the agreement added to the logits"),
     # s and dE/dv read, dE/ds written: the out capsules' vectors; two dot products and an update per element
     KernelVersion(TOPIC, "squash_backward", squash_backward, _over(lambda b, i, j, d: b * j),
                   bytes=_times(12.0, _out_vectors), flops=_times(8.0, _out_vectors),
-                  reference=squash_backward_reference),
+                  reference=squash_backward_reference, number=5, title="the gradient through the squash"),
     # dE/du_hat written once (c and dE/ds are small beside it): one product per element
     KernelVersion(TOPIC, "routing_weighted_sum_backward", weighted_sum_backward, _over(_u_hat),
-                  bytes=_times(4.0, _u_hat), flops=_times(1.0, _u_hat), reference=weighted_sum_backward_reference),
+                  bytes=_times(4.0, _u_hat), flops=_times(1.0, _u_hat), reference=weighted_sum_backward_reference,
+                  number=6, title="the gradient through the weighted sum"),
 )

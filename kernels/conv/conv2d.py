@@ -18,7 +18,7 @@ import numpy as np
 
 from ..runtime import DeviceBuffer, Module, blocks_for
 from ..runtime.loader import float32_operand, load_topic, result_array
-from ..runtime.versions import KernelVersion, as_launch, kernel_table
+from ..runtime.versions import KernelVersion, as_launch, kernel_table, versions
 
 TOPIC = "conv2d"
 TILE_WIDTH = 16  # must equal the #define in conv2d.cu
@@ -291,27 +291,6 @@ def forward_whole_sample_fused(X, Wf, b=None, activation: str = "relu", out=None
     return _launch_whole_sample(X, Wf, b, activation, True, out)
 
 
-FORWARDS = {
-    "naive": forward_naive,
-    "constant": forward_constant,
-    "tiled": forward_tiled,
-    "tiled_multimap": forward_tiled_multimap,
-    "register_tiled": forward_register_tiled,
-    "whole_sample": forward_whole_sample,
-}
-"""The convolution versions (output = the convolution + bias), in teaching order."""
-
-KERNEL_NAMES = {
-    "naive": "conv2d_forward_naive",
-    "constant": "conv2d_forward_constant",
-    "tiled": "conv2d_forward_tiled",
-    "tiled_multimap": "conv2d_forward_tiled_multimap",
-    "register_tiled": "conv2d_forward_register_tiled",
-    "fused": "conv2d_bias_act_pool_fused",
-    "whole_sample": "conv2d_forward_whole_sample",
-}
-
-
 # --------------------------------------------------------------------------- the versions' facts
 
 LAYER_AXES = ("N", "C", "H", "W", "M", "K")  # a layer's sizes: samples, input maps, map height and width, output maps, filter
@@ -322,12 +301,13 @@ def layer(shape) -> tuple[int, int, int, int, int, int]:
     return tuple(int(shape[a]) for a in LAYER_AXES)
 
 
-def _forward_facts(version: str, launcher) -> KernelVersion:
+def _forward_facts(version: str, kernel: str, launcher, number: int, title: str) -> KernelVersion:
+    """The record of a version that computes the convolution + bias (``version``, its key, names its launch)."""
     return KernelVersion(
-        TOPIC, KERNEL_NAMES[version], launcher,
+        TOPIC, kernel, launcher,
         launch=lambda shape: as_launch(*launch_config(version, *layer(shape))),
         bytes=lambda shape: bytes_moved(*layer(shape)), flops=lambda shape: flops(*layer(shape)),
-        reference=forward_reference,
+        reference=forward_reference, number=number, title=title, key=version,
     )
 
 
@@ -340,11 +320,28 @@ def fused_bytes_moved(shape) -> float:
 def _fused_facts() -> KernelVersion:
     """Version 6 with ReLU, the activation its launcher uses by default (and LeNet's)."""
     return KernelVersion(
-        TOPIC, KERNEL_NAMES["fused"], forward_fused,
+        TOPIC, "conv2d_bias_act_pool_fused", forward_fused,
         launch=lambda shape: as_launch(*launch_config("fused", *layer(shape))),
         bytes=fused_bytes_moved, flops=lambda shape: flops(*layer(shape)),
         reference=lambda X, Wf, b: fused_reference(X, Wf, b, "relu"),
+        number=6, title="convolution, bias, activation and 2 x 2 max pooling in one launch", key="fused",
     )
 
 
-KERNELS = kernel_table(*(_forward_facts(version, launcher) for version, launcher in FORWARDS.items()), _fused_facts())
+KERNELS = kernel_table(
+    _forward_facts("naive", "conv2d_forward_naive", forward_naive, 1, "one thread per output pixel"),
+    _forward_facts("constant", "conv2d_forward_constant", forward_constant, 2, "the filter bank in constant memory"),
+    _forward_facts("tiled", "conv2d_forward_tiled", forward_tiled, 3, "input tiles in shared memory"),
+    _forward_facts("tiled_multimap", "conv2d_forward_tiled_multimap", forward_tiled_multimap, 4,
+                   "CONV_MAPS output maps per block"),
+    _forward_facts("register_tiled", "conv2d_forward_register_tiled", forward_register_tiled, 5,
+                   "register tiling: REG_PIXELS pixels of CONV_MAPS maps per thread"),
+    _fused_facts(),
+    _forward_facts("whole_sample", "conv2d_forward_whole_sample", forward_whole_sample, 7,
+                   "whole samples in shared memory, a 2 x 2 quad of outputs of 2 maps per thread"),
+)
+
+#: The versions that compute the convolution + bias (all but the fused one), by key, in teaching order.
+FORWARDS = {key: v.launcher for key, v in versions(KERNELS).items() if v.reference is forward_reference}
+#: The kernel of every version, by key.
+KERNEL_NAMES = {key: v.kernel for key, v in versions(KERNELS).items()}

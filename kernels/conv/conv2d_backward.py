@@ -177,7 +177,8 @@ def backward_weight_auto(X, dY, K: int, out=None):
 
 AUTO_REDUCE_PRODUCTS = 1024  # products per weight from which backward_weight_auto uses a block per weight
 
-WEIGHT_VERSIONS = {"naive": backward_weight_naive, "reduce": backward_weight, "auto": backward_weight_auto}
+#: The dW launchers a network chooses among: version 2, version 3, or whichever suits the layer.
+WEIGHT_GRADIENTS = {"naive": backward_weight_naive, "reduce": backward_weight, "auto": backward_weight_auto}
 
 
 # --------------------------------------------------------------------------- versions 5-12: few launches
@@ -598,35 +599,43 @@ def _split_sum_flops(shape) -> float:
 # (dY in place of Y, dX or dW in place of X or the filters).
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "conv2d_backward_input", backward_input, _input_launch, _conv_bytes, _conv_flops,
-                  backward_input_reference),
+                  backward_input_reference, number=1, title="dX, one thread per input pixel"),
     KernelVersion(TOPIC, "conv2d_backward_weight_naive", backward_weight_naive,
                   lambda shape: LaunchConfig((blocks_for(_weights(shape), BLOCK_1D), 1, 1), (BLOCK_1D, 1, 1), 0),
-                  _conv_bytes, _conv_flops, backward_weight_reference),
+                  _conv_bytes, _conv_flops, backward_weight_reference, number=2, title="dW, one thread per weight"),
     KernelVersion(TOPIC, "conv2d_backward_weight_reduce", backward_weight,
                   lambda shape: LaunchConfig((_weights(shape), 1, 1), (REDUCE_BLOCK, 1, 1), 0),
-                  _conv_bytes, _conv_flops, backward_weight_reference),
+                  _conv_bytes, _conv_flops, backward_weight_reference, number=3, title="dW, one block per weight"),
     KernelVersion(TOPIC, "conv2d_backward_bias", backward_bias,
                   lambda shape: LaunchConfig((layer(shape)[4], 1, 1), (REDUCE_BLOCK, 1, 1), 0),
-                  bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference),
+                  bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference,
+                  number=4, title="db, one block per output map"),
     # Versions 5 and 7 compile the filter size in (WB_K, BI_K; 5 by default): their launchers add it per layer.
     KernelVersion(TOPIC, "conv2d_backward_weight_bias_split", backward_weight_bias_split, _weight_split_launch,
-                  _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_SPLIT_DEFINES),
+                  _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_SPLIT_DEFINES,
+                  number=5, title="dW and db in one launch, the batch split among blocks"),
     KernelVersion(TOPIC, "conv2d_backward_bias_split", backward_bias_split, _bias_split_launch,
-                  bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference),
+                  bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference,
+                  number=6, title="db alone, the batch split among blocks"),
     KernelVersion(TOPIC, "conv2d_backward_input_shared", backward_input_shared, _input_shared_launch,
-                  _conv_bytes, _conv_flops, backward_input_reference, defines=INPUT_SHARED_DEFINES),
+                  _conv_bytes, _conv_flops, backward_input_reference, defines=INPUT_SHARED_DEFINES,
+                  number=7, title="dX as a full convolution through shared memory"),
     KernelVersion(TOPIC, "conv2d_backward_flip_filters", backward_input_gemm,
                   lambda shape: LaunchConfig((_flip_blocks(_weights(shape)), 1, 1), (BLOCK_1D, 1, 1), 0),
-                  bytes=lambda shape: 8.0 * _weights(shape), flops=lambda shape: 0.0, reference=flip_filters_reference),
+                  bytes=lambda shape: 8.0 * _weights(shape), flops=lambda shape: 0.0, reference=flip_filters_reference,
+                  number=8, title="the filter bank transposed and rotated for dX by a forward convolution"),
     KernelVersion(TOPIC, "conv2d_backward_weight_gemm", backward_weight_bias_gemm, _weight_gemm_launch,
-                  _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_GEMM_DEFINES),
+                  _conv_bytes, _weight_bias_flops, backward_weight_bias_reference, defines=WEIGHT_GEMM_DEFINES,
+                  number=9, title="dW and db of a large layer as an implicit GEMM"),
     KernelVersion(TOPIC, "conv2d_backward_split_sum", backward_weight_bias_gemm, _split_sum_launch,
-                  _split_sum_bytes, _split_sum_flops, backward_weight_bias_reference),
+                  _split_sum_bytes, _split_sum_flops, backward_weight_bias_reference,
+                  number=10, title="the fixed-order sum of version 9's partial tiles"),
     # Version 11 compiles the layer's sizes in: its launcher adds BF_M, BF_H, BF_W (LeNet C3's by default).
     KernelVersion(TOPIC, "conv2d_backward_input_fixed", backward_input_fixed, _input_fixed_launch,
-                  _conv_bytes, _conv_flops, backward_input_reference, defines=INPUT_SHARED_DEFINES),
+                  _conv_bytes, _conv_flops, backward_input_reference, defines=INPUT_SHARED_DEFINES,
+                  number=11, title="version 7 with the layer's sizes compiled in"),
     # Version 12 is built per plane size (BP_VEC 4 or 1): the record shows the float4 build.
     KernelVersion(TOPIC, "conv2d_backward_bias_planes", backward_bias_planes, _bias_split_launch,
                   bytes=lambda shape: 4.0 * _bias_flops(shape), flops=_bias_flops, reference=backward_bias_reference,
-                  defines={"BP_VEC": 4}),
+                  defines={"BP_VEC": 4}, number=12, title="version 6 reading dY four floats per load"),
 )

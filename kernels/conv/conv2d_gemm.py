@@ -23,14 +23,9 @@ from kernels.gemm.sgemm import warptile_threads
 from kernels.runtime import DeviceBuffer, blocks_for
 from kernels.runtime.loader import launch, load_topic, output_like
 from kernels.runtime.module import empty
-from kernels.runtime.versions import KernelVersion, LaunchConfig, kernel_table
+from kernels.runtime.versions import KernelVersion, LaunchConfig, kernel_table, versions
 
 TOPIC = "conv2d_gemm"
-VERSIONS = (
-    ("unroll_gemm", "im2col into global memory, then the warp-tiled SGEMM per sample"),
-    ("implicit_gemm", "the unrolled tiles gathered straight into shared memory (no unrolled matrix)"),
-    ("winograd", "3x3 filters, stride 1: Winograd's F(4x4, 3x3), 36 products of transformed tiles"),
-)
 
 #: Winograd's F(4x4, 3x3) (Lavin and Gray, 2016): a 4x4 output tile is A^T [(G g G^T) * (B^T d B)] A for a
 #: 3x3 filter g and the 6x6 input patch d under the tile.  The kernels apply these matrices written out.
@@ -190,14 +185,18 @@ def conv2d_implicit_gemm(X, Wt, pad: int = 0, stride: int = 1, *, out=None, shap
         raise ValueError(f"C*K*K = {C * K * K} filter taps; the tap table of conv2d_implicit_gemm holds "
                          f"{IMPLICIT_MAX_TAPS}: use conv2d_unroll_gemm")
     config = {**(config or {}), "IG_WIDE_MASK": int(K > 5)}
-    c = {**DEFAULT_CONFIG, **config}
     Y = output_like(X, (N, M, H_out, W_out), np.float32) if out is None else out
     kernel = _module(config).function("conv2d_implicit_gemm")
-    threads = (c["IG_BM"] // 64) * (c["IG_BN"] // (16 * c["IG_NQ"])) * 32
-    grid = (blocks_for(N * H_out * W_out, c["IG_BN"]), blocks_for(M, c["IG_BM"]))
+    grid, threads = implicit_launch(N, M, H_out, W_out, {**DEFAULT_CONFIG, **config})
     enqueue = launch(kernel, (X, Wt, Y, N, C, H, W, M, K, pad, stride, H_out, W_out),
                      grid=grid, block=threads, sync=sync, prepare_only=prepare_only)
     return enqueue if prepare_only else Y
+
+
+def implicit_launch(N: int, M: int, H_out: int, W_out: int, config: dict) -> tuple[tuple[int, int], int]:
+    """Version 2's grid and threads: an IG_BM x IG_BN tile of output maps x output pixels per block."""
+    threads = (config["IG_BM"] // 64) * (config["IG_BN"] // (16 * config["IG_NQ"])) * 32
+    return (blocks_for(N * H_out * W_out, config["IG_BN"]), blocks_for(M, config["IG_BM"])), threads
 
 
 def winograd_tiles(H_out: int, W_out: int) -> tuple[int, int]:
@@ -324,7 +323,25 @@ def winograd_filters_reference(Wt) -> np.ndarray:
     return V.reshape(36, *V.shape[2:])
 
 
-def _winograd_record(kernel, threads, floats_moved, flops, reference) -> KernelVersion:
+#: Version 2's record describes filters up to 5 x 5 (IG_WIDE_MASK 0); larger ones are compiled with IG_WIDE_MASK 1.
+IMPLICIT_DEFINES = {**DEFAULT_CONFIG, "IG_WIDE_MASK": 0}
+
+
+def _layer(shape) -> tuple[int, ...]:
+    """``(N, C, H, W, M, K, pad, stride)`` of a shape (pad 0 and stride 1 unless given)."""
+    return (*(int(shape[k]) for k in "NCHWMK"), int(shape.get("pad", 0)), int(shape.get("stride", 1)))
+
+
+def _implicit_launch(shape) -> LaunchConfig:
+    N, C, H, W, M, K, pad, stride = _layer(shape)
+    if K > 5:
+        raise ValueError(f"the conv2d_implicit_gemm record describes filters up to 5 x 5 (IG_WIDE_MASK 0); "
+                         f"{K} x {K} filters are compiled with IG_WIDE_MASK 1")
+    grid, threads = implicit_launch(N, M, *im2col.output_size(H, W, K, pad, stride), IMPLICIT_DEFINES)
+    return LaunchConfig((*grid, 1), (threads, 1, 1), 0)
+
+
+def _winograd_record(kernel, threads, floats_moved, flops, reference, **rung) -> KernelVersion:
     """The record of one of version 3's kernels; ``threads`` (None: the GEMM's launch), ``floats_moved`` and
     ``flops`` take the sizes of :func:`_winograd_sizes`."""
     def launch(shape):
@@ -335,26 +352,35 @@ def _winograd_record(kernel, threads, floats_moved, flops, reference) -> KernelV
 
     return KernelVersion(TOPIC, kernel, conv2d_winograd, launch,
                          lambda shape: 4.0 * floats_moved(_winograd_sizes(shape)),
-                         lambda shape: float(flops(_winograd_sizes(shape))), reference, defines=DEFAULT_CONFIG)
+                         lambda shape: float(flops(_winograd_sizes(shape))), reference, defines=DEFAULT_CONFIG, **rung)
 
 
 KERNELS = kernel_table(
     # Launched by conv2d_unroll_gemm once per chunk of unrolled samples (the facts are those of one chunk).
     KernelVersion(TOPIC, "conv2d_gemm_batched", conv2d_unroll_gemm, _gemm_step_launch, _gemm_step_bytes,
-                  _gemm_step_flops, reference, defines=DEFAULT_CONFIG),
+                  _gemm_step_flops, reference, defines=DEFAULT_CONFIG, number=1,
+                  title="im2col into global memory, then the warp-tiled SGEMM per sample", key="unroll_gemm"),
+    KernelVersion(TOPIC, "conv2d_implicit_gemm", conv2d_implicit_gemm, _implicit_launch,
+                  lambda shape: min_bytes(*_layer(shape)), lambda shape: flops(*_layer(shape)), reference,
+                  defines=IMPLICIT_DEFINES, number=2,
+                  title="the unrolled tiles gathered straight into shared memory (no unrolled matrix)",
+                  key="implicit_gemm"),
     _winograd_record("conv2d_winograd_filters", lambda d: d["M"] * d["C"], lambda d: 45 * d["M"] * d["C"],
-                     lambda d: 2 * (6 * 3 * 3 + 6 * 3 * 6) * d["M"] * d["C"], winograd_filters_reference),
+                     lambda d: 2 * (6 * 3 * 3 + 6 * 3 * 6) * d["M"] * d["C"], winograd_filters_reference,
+                     number=3, title="3x3 filters, stride 1: Winograd's F(4x4, 3x3), 36 products of transformed tiles",
+                     key="winograd"),
     _winograd_record("conv2d_winograd_inputs", lambda d: d["C"] * d["T"],
                      lambda d: d["N"] * d["C"] * d["HW"] + 36 * d["C"] * d["T"],
-                     lambda d: 2 * 2 * 6 * 6 * 6 * d["C"] * d["T"], winograd_reference),
+                     lambda d: 2 * 2 * 6 * 6 * 6 * d["C"] * d["T"], winograd_reference,
+                     number=3, title="the input tiles transformed"),
     _winograd_record("conv2d_winograd_gemm", None, lambda d: 36 * (d["M"] * d["C"] + d["C"] * d["T"] + d["M"] * d["T"]),
-                     lambda d: 2 * 36 * d["M"] * d["C"] * d["T"], winograd_reference),
+                     lambda d: 2 * 36 * d["M"] * d["C"] * d["T"], winograd_reference,
+                     number=3, title="the 36 products"),
     _winograd_record("conv2d_winograd_outputs", lambda d: d["M"] * d["T"],
                      lambda d: 36 * d["M"] * d["T"] + d["N"] * d["M"] * d["P"],
-                     lambda d: 2 * (4 * 6 * 6 + 4 * 6 * 4) * d["M"] * d["T"], winograd_reference),
+                     lambda d: 2 * (4 * 6 * 6 + 4 * 6 * 4) * d["M"] * d["T"], winograd_reference,
+                     number=3, title="the products transformed back into output tiles"),
 )
 
-
-LAUNCHERS = {"unroll_gemm": conv2d_unroll_gemm, "implicit_gemm": conv2d_implicit_gemm}
-#: Versions for 3x3 filters at stride 1 only.
-LAUNCHERS_3X3 = {"winograd": conv2d_winograd}
+#: The versions that take any filter and stride, by key (Winograd's takes 3x3 filters at stride 1 only).
+ANY_FILTER = {key: version for key, version in versions(KERNELS).items() if key != "winograd"}

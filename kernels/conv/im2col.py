@@ -16,10 +16,6 @@ from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "im2col"
 BLOCK = 256
-VERSIONS = (
-    ("unroll", "one thread per (sample, input channel, output pixel), K*K coalesced writes"),
-    ("unroll_vec4", "four output pixels per thread, 16-byte stores"),
-)
 
 
 def output_size(H: int, W: int, K: int, pad: int = 0, stride: int = 1) -> tuple[int, int]:
@@ -119,7 +115,7 @@ def unroll_dims(shape) -> tuple[int, ...]:
     return tuple(int(shape.get(key, default)) for key, default in UNROLL_AXES)
 
 
-def _facts(kernel: str, launcher, per_thread: int) -> KernelVersion:
+def _facts(kernel: str, launcher, per_thread: int, **rung) -> KernelVersion:
     def threads(shape) -> int:
         N, n0, count, C, H, W, K, pad, stride = unroll_dims(shape)
         H_out, W_out = output_size(H, W, K, pad, stride)
@@ -131,10 +127,12 @@ def _facts(kernel: str, launcher, per_thread: int) -> KernelVersion:
 
     return KernelVersion(TOPIC, kernel, launcher, lambda shape: launch_1d(blocks_for(threads(shape), BLOCK), BLOCK),
                          bytes=nbytes, flops=lambda shape: 0.0,  # a copy: no arithmetic
-                         reference=reference)
+                         reference=reference, **rung)
 
 
-KERNELS = kernel_table(_facts("im2col_unroll", im2col_unroll, 1), _facts("im2col_unroll_vec4", im2col_unroll_vec4, 4))
-
-
-LAUNCHERS = {"unroll": im2col_unroll, "unroll_vec4": im2col_unroll_vec4}
+KERNELS = kernel_table(
+    _facts("im2col_unroll", im2col_unroll, 1, number=1, key="unroll",
+           title="one thread per (sample, input channel, output pixel), K*K coalesced writes"),
+    _facts("im2col_unroll_vec4", im2col_unroll_vec4, 4, number=2, key="unroll_vec4",
+           title="four output pixels per thread, 16-byte stores"),
+)

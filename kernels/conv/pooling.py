@@ -178,19 +178,21 @@ def _one_thread_per_input(shape) -> LaunchConfig:
 
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "avg_pool_forward", avg_pool, _one_thread_per_output, _forward_bytes, _forward_flops,
-                  avg_pool_reference),
+                  avg_pool_reference, number=1, title="the mean of each window"),
     # the window's sum, then the bias and the sigmoid (an exp, an add and a divide) per output
     KernelVersion(TOPIC, "subsample_bias_sigmoid_forward", subsample_bias_sigmoid, _one_thread_per_output,
                   lambda shape: _forward_bytes(shape) + 4.0 * int(shape["C"]),
-                  lambda shape: _forward_flops(shape) + 4.0 * _pooled_count(shape), subsample_bias_sigmoid_reference),
+                  lambda shape: _forward_flops(shape) + 4.0 * _pooled_count(shape), subsample_bias_sigmoid_reference,
+                  number=2, title="LeNet-5's subsampling: the mean, a bias and the sigmoid"),
     KernelVersion(TOPIC, "max_pool_forward", max_pool, _one_thread_per_output, _forward_bytes, _forward_flops,
-                  max_pool_reference),
+                  max_pool_reference, number=3, title="the largest value of each window"),
     # dY read once, dX written once; a divide per element of dX
     KernelVersion(TOPIC, "avg_pool_backward", avg_pool_backward, _one_thread_per_input,
                   lambda shape: 4.0 * (_pooled_count(shape) + _input_count(shape)),
-                  lambda shape: float(_input_count(shape)), avg_pool_backward_reference),
+                  lambda shape: float(_input_count(shape)), avg_pool_backward_reference,
+                  number=4, title="dX of the mean: dY / pool^2 to every pixel of the window"),
     # X and dY read once, dX written once; the windows' maxima found again, one comparison per input of each
     KernelVersion(TOPIC, "max_pool_backward", max_pool_backward, _one_thread_per_input,
                   lambda shape: 4.0 * (_pooled_count(shape) + 2 * _input_count(shape)), _forward_flops,
-                  max_pool_backward_reference),
+                  max_pool_backward_reference, number=5, title="dX of the maximum: dY to the window's maximum"),
 )

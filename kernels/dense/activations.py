@@ -18,7 +18,9 @@ from ..runtime.versions import KernelVersion, kernel_table, launch_1d
 
 TOPIC = "activations"
 BLOCK = 256
-NAMES = ("sigmoid", "tanh", "relu")
+#: The activations in the order the chapter introduces them: a rung each, its forward and its backward kernel.
+TITLES = {"sigmoid": "the logistic sigmoid, f' from y", "tanh": "tanh, f' from y", "relu": "ReLU, f' from z"}
+NAMES = tuple(TITLES)
 SAVES = {"sigmoid": "output", "tanh": "output", "relu": "input"}
 
 
@@ -102,8 +104,9 @@ KERNELS = kernel_table(*(
                   # forward: z read, y written; backward: the saved values and dY read, dZ written
                   bytes=(lambda shape, k=reads: 4.0 * (k + 1) * int(shape["n"])),
                   flops=(lambda shape, f=FLOPS_PER_ELEMENT[name, direction]: float(f * int(shape["n"]))),
-                  reference=partial(reference, name))
-    for name in NAMES
+                  reference=partial(reference, name), number=number,
+                  title=TITLES[name] if direction == "forward" else "its derivative times dY")
+    for number, name in enumerate(NAMES, start=1)
     for direction, launcher, reference, reads in (("forward", forward, forward_reference, 1),
                                                    ("backward", backward, backward_reference, 2))
 ))

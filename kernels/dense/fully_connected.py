@@ -248,17 +248,21 @@ def _naive_2d(columns, rows):
 KERNELS = kernel_table(
     # version 1 is one sample's product: n is 1
     KernelVersion(TOPIC, "fc_forward_matvec", forward_matvec, _per_output, _matvec_bytes,
-                  lambda shape: 2.0 * layer(shape)[1] * layer(shape)[2], matvec_reference),
+                  lambda shape: 2.0 * layer(shape)[1] * layer(shape)[2], matvec_reference,
+                  number=1, title="one sample: y = W x + b, one thread per output"),
     KernelVersion(TOPIC, "fc_forward_naive", forward_naive, _naive_2d(lambda n, k, m: m, lambda n, k, m: n),
-                  _matmul_bytes, _matmul_flops, forward_reference),
+                  _matmul_bytes, _matmul_flops, forward_reference,
+                  number=2, title="a minibatch: one thread per element of Y"),
     KernelVersion(TOPIC, "fc_forward_tiled", forward_tiled,
                   lambda shape: as_launch(_grid_2d(layer(shape)[2], layer(shape)[0], (FC_TILE, FC_TILE)), (FC_TILE, FC_TILE)),
-                  _matmul_bytes, _matmul_flops, forward_reference),
+                  _matmul_bytes, _matmul_flops, forward_reference,
+                  number=3, title="the same product through shared-memory tiles"),
     KernelVersion(TOPIC, "fc_backward_input", backward_input, _naive_2d(lambda n, k, m: k, lambda n, k, m: n),
-                  _matmul_bytes, _matmul_flops, backward_input_reference),
+                  _matmul_bytes, _matmul_flops, backward_input_reference, number=4, title="dX = dY W"),
     KernelVersion(TOPIC, "fc_backward_weight", backward_weight, _naive_2d(lambda n, k, m: k, lambda n, k, m: m),
-                  _matmul_bytes, _matmul_flops, backward_weight_reference),
+                  _matmul_bytes, _matmul_flops, backward_weight_reference, number=5, title="dW = dY^T X"),
     KernelVersion(TOPIC, "fc_backward_bias", backward_bias, _per_output,
                   lambda shape: 4.0 * (layer(shape)[0] + 1) * layer(shape)[2],  # dY read once, db written
-                  lambda shape: float(layer(shape)[0] * layer(shape)[2]), backward_bias_reference),
+                  lambda shape: float(layer(shape)[0] * layer(shape)[2]), backward_bias_reference,
+                  number=6, title="db, the sum of dY over the minibatch"),
 )

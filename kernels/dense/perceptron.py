@@ -210,21 +210,28 @@ def _sum_bytes(shape) -> float:
 
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "perceptron_classify_sign", classify_sign, _per_sample, _forward_bytes,
-                  lambda shape: 2.0 * int(shape["n"]) * int(shape["d"]), classify_sign_reference),
+                  lambda shape: 2.0 * int(shape["n"]) * int(shape["d"]), classify_sign_reference,
+                  number=1, title="one thread per sample: the sign of w.x + b"),
     KernelVersion(TOPIC, "perceptron_forward_sigmoid", forward_sigmoid, _per_sample, _forward_bytes,
-                  lambda shape: 2.0 * int(shape["n"]) * (int(shape["d"]) + 1), forward_sigmoid_reference),
+                  lambda shape: 2.0 * int(shape["n"]) * (int(shape["d"]) + 1), forward_sigmoid_reference,
+                  number=2, title="the same weighted sum through the logistic sigmoid"),
     KernelVersion(TOPIC, "perceptron_sample_gradients", sample_gradients, _per_sample,
                   # x, t and the parameters read; the (n, d + 1) gradients written
                   lambda shape: 4.0 * int(shape["n"]) * (2 * int(shape["d"]) + 2),
-                  lambda shape: float(int(shape["n"]) * (2 * int(shape["d"]) + 10)), sample_gradients_reference),
+                  lambda shape: float(int(shape["n"]) * (2 * int(shape["d"]) + 10)), sample_gradients_reference,
+                  number=3, title="each sample's gradient by the chain rule"),
     KernelVersion(TOPIC, "gradient_sum_atomic", gradient_sum_atomic, _per_sample, _sum_bytes,
-                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference),
+                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference,
+                  number=4, title="the minibatch gradient by atomicAdd"),
     KernelVersion(TOPIC, "gradient_sum_tree", gradient_sum_tree, _tree_launch, _sum_bytes,
-                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference),
+                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference,
+                  number=5, title="the minibatch gradient by a tree in shared memory"),
     KernelVersion(TOPIC, "perceptron_update", update, lambda shape: launch_1d(blocks_for(int(shape["k"]), BLOCK), BLOCK),
-                  lambda shape: 12.0 * int(shape["k"]), lambda shape: 2.0 * int(shape["k"]), update_reference),
+                  lambda shape: 12.0 * int(shape["k"]), lambda shape: 2.0 * int(shape["k"]), update_reference,
+                  number=6, title="the gradient descent step"),
     KernelVersion(TOPIC, "gradient_sum_columns", gradient_sum_columns, _columns_launch, _sum_bytes,
-                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference),
+                  lambda shape: float(int(shape["n"]) * int(shape["k"])), gradient_sum_reference,
+                  number=7, title="column sums from coalesced float4 loads"),
 )
 
 

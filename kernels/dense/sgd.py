@@ -30,5 +30,6 @@ def sgd_update(param, grad, learning_rate: float):
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "sgd_update", sgd_update, lambda shape: launch_1d(blocks_for(int(shape["n"]), BLOCK), BLOCK),
                   bytes=lambda shape: 12.0 * int(shape["n"]),  # param and grad read, param written
-                  flops=lambda shape: 2.0 * int(shape["n"]), reference=sgd_update_reference),
+                  flops=lambda shape: 2.0 * int(shape["n"]), reference=sgd_update_reference,
+                  number=1, title="one thread per parameter"),
 )

@@ -107,15 +107,19 @@ def _nc(shape) -> int:
 
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "softmax_naive", softmax_naive, _per_row, bytes=lambda shape: 8.0 * _nc(shape),
-                  flops=lambda shape: 3.0 * _nc(shape), reference=softmax_reference),
+                  flops=lambda shape: 3.0 * _nc(shape), reference=softmax_reference,
+                  number=1, title="one thread per row, exp(z) straight away"),
     KernelVersion(TOPIC, "softmax_stable", softmax_stable, _per_row, bytes=lambda shape: 8.0 * _nc(shape),
-                  flops=lambda shape: 4.0 * _nc(shape), reference=softmax_reference),
+                  flops=lambda shape: 4.0 * _nc(shape), reference=softmax_reference,
+                  number=2, title="the row maximum subtracted first"),
     KernelVersion(TOPIC, "softmax_cross_entropy_forward", cross_entropy_forward, _per_row,
                   # Z read, P written, a label read and a loss written per row
                   bytes=lambda shape: 4.0 * (2 * _nc(shape) + 2 * int(shape["n"])),
-                  flops=lambda shape: 4.0 * _nc(shape), reference=cross_entropy_reference),
+                  flops=lambda shape: 4.0 * _nc(shape), reference=cross_entropy_reference,
+                  number=3, title="the stable softmax and each row's loss"),
     KernelVersion(TOPIC, "softmax_cross_entropy_backward", cross_entropy_backward,
                   lambda shape: launch_1d(blocks_for(_nc(shape), BLOCK), BLOCK),
                   bytes=lambda shape: 4.0 * (2 * _nc(shape) + int(shape["n"])),
-                  flops=lambda shape: 2.0 * _nc(shape), reference=cross_entropy_backward_reference),
+                  flops=lambda shape: 2.0 * _nc(shape), reference=cross_entropy_backward_reference,
+                  number=4, title="the loss's gradient, one thread per element"),
 )

@@ -26,18 +26,6 @@ from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
 
 TOPIC = "sgemm"
 
-#: The versions of sgemm.cu in teaching order: (launcher name, what changed at that step).
-VERSIONS = (
-    ("naive", "one thread per element of C, threadIdx.x down a column (uncoalesced)"),
-    ("coalesced", "threadIdx.x along a row of C: coalesced reads of B and writes of C"),
-    ("shared_tiled", "32x32 tiles of A and B in shared memory"),
-    ("blocktile_1d", "64x64 tile per block, 8 results per thread (1-D register blocking)"),
-    ("blocktile_2d", "128x128 tile per block, 8x8 results per thread (2-D register blocking)"),
-    ("vectorized", "float4 loads from global and shared memory, A transposed in shared memory"),
-    ("warptile", "warp tiling, conflict-free fragments, double-buffered k-tiles"),
-    ("splitk", "tiles sized for the shape and K split across blocks, for skinny and small products"),
-)
-
 TILE = 32  # sgemm.cu: TILE (versions 1-3 use TILE x TILE threads)
 BT1 = (64, 64, 512)  # BT1_BM, BT1_BN, threads
 BT2 = (128, 128, 256)  # BT2_BM, BT2_BN, threads (and VEC_*)
@@ -300,23 +288,11 @@ def fastest_plan(M: int, N: int, K: int) -> tuple[str, dict | None]:
     return "splitk", p
 
 
-LAUNCHERS = {
-    "naive": sgemm_naive,
-    "coalesced": sgemm_coalesced,
-    "shared_tiled": sgemm_shared_tiled,
-    "blocktile_1d": sgemm_blocktile_1d,
-    "blocktile_2d": sgemm_blocktile_2d,
-    "vectorized": sgemm_vectorized,
-    "warptile": sgemm_warptile,
-    "splitk": sgemm_splitk,
-}
-
-
 def _mnk(shape) -> tuple[int, int, int]:
     return int(shape["M"]), int(shape["N"]), int(shape["K"])
 
 
-def _facts(kernel: str, launcher, tile_m: int, tile_n: int, threads) -> KernelVersion:
+def _facts(kernel: str, launcher, tile_m: int, tile_n: int, threads, **rung) -> KernelVersion:
     """C's tiles of tile_m x tile_n, one block each: grid (ceil(N / tile_n), ceil(M / tile_m))."""
 
     def launch_for(shape):
@@ -325,19 +301,7 @@ def _facts(kernel: str, launcher, tile_m: int, tile_n: int, threads) -> KernelVe
 
     return KernelVersion(TOPIC, kernel, launcher, launch_for,
                          bytes=lambda shape: min_bytes(*_mnk(shape)), flops=lambda shape: flops(*_mnk(shape)),
-                         reference=reference, defines=WARPTILE_DEFAULT)
-
-
-KERNELS = kernel_table(
-    _facts("sgemm_naive", sgemm_naive, TILE, TILE, (TILE, TILE)),
-    _facts("sgemm_coalesced", sgemm_coalesced, TILE, TILE, (TILE, TILE)),
-    _facts("sgemm_shared_tiled", sgemm_shared_tiled, TILE, TILE, (TILE, TILE)),
-    _facts("sgemm_blocktile_1d", sgemm_blocktile_1d, BT1[0], BT1[1], BT1[2]),
-    _facts("sgemm_blocktile_2d", sgemm_blocktile_2d, BT2[0], BT2[1], BT2[2]),
-    _facts("sgemm_vectorized", sgemm_vectorized, BT2[0], BT2[1], BT2[2]),
-    _facts("sgemm_warptile", sgemm_warptile, WARPTILE_DEFAULT["WT_BM"], WARPTILE_DEFAULT["WT_BN"], warptile_threads()),
-    _facts("sgemm_tf32x3_wmma", sgemm_tf32x3_wmma, TC[0], TC[1], TC[2]),
-)
+                         reference=reference, defines=WARPTILE_DEFAULT, **rung)
 
 
 def _splitk_launch(shape):
@@ -348,18 +312,6 @@ def _splitk_launch(shape):
                          f"{M}x{N}x{K} is planned with the {p['config']} tile: ask sgemm_plan")
     c = SPLITK_CONFIGS[p["config"]]
     return as_launch((blocks_for(N, c["WT_BN"]), blocks_for(M, c["WT_BM"]), p["splits"]), warptile_threads(c))
-
-
-def _splitk_version() -> KernelVersion:
-    """Version 8's record, for the skinny products it exists for (N <= 16: the 128 x 16 tile, whose defines it
-    carries): the launch of the first kernel, the slices' products; the partial sum follows when K is split.
-    Wider products take other tiles (other defines and block sizes), which :func:`sgemm_plan` names."""
-    return KernelVersion(TOPIC, "sgemm_splitk", sgemm_splitk, _splitk_launch,
-                         bytes=lambda shape: min_bytes(*_mnk(shape)), flops=lambda shape: flops(*_mnk(shape)),
-                         reference=reference, defines=SPLITK_CONFIGS["128x16"])
-
-
-KERNELS[_splitk_version().kernel] = _splitk_version()
 
 
 def _splitk_sum_launch(shape):
@@ -373,13 +325,6 @@ def _splitk_sum_launch(shape):
 
 def _splits(shape) -> int:
     return int(sgemm_plan(*_mnk(shape))["splits"])
-
-
-KERNELS["sgemm_splitk_sum"] = KernelVersion(
-    TOPIC, "sgemm_splitk_sum", sgemm_splitk, _splitk_sum_launch,
-    bytes=lambda shape: 4.0 * (_splits(shape) + 1) * shape["M"] * shape["N"],
-    flops=lambda shape: 1.0 * _splits(shape) * shape["M"] * shape["N"],
-    reference=reference, defines=SPLITK_CONFIGS["128x16"])
 
 
 def sgemm(A, B, out=None, *, sync=True, prepare_only=False):
@@ -415,12 +360,47 @@ def transpose(A, out=None, *, sync=False, prepare_only=False):
     return enqueue if prepare_only else out
 
 
-KERNELS["matrix_transpose"] = KernelVersion(
-    TOPIC, "matrix_transpose", transpose,
-    lambda shape: as_launch((blocks_for(int(shape["cols"]), TRANSPOSE_TILE), blocks_for(int(shape["rows"]), TRANSPOSE_TILE)),
-                            (TRANSPOSE_TILE, TRANSPOSE_ROWS)),
-    bytes=lambda shape: 8.0 * shape["rows"] * shape["cols"], flops=lambda shape: 0.0,
-    reference=lambda A: np.asarray(A).T.copy(), defines=WARPTILE_DEFAULT)
+def _transpose_launch(shape):
+    return as_launch((blocks_for(int(shape["cols"]), TRANSPOSE_TILE), blocks_for(int(shape["rows"]), TRANSPOSE_TILE)),
+                     (TRANSPOSE_TILE, TRANSPOSE_ROWS))
+
+
+KERNELS = kernel_table(
+    _facts("sgemm_naive", sgemm_naive, TILE, TILE, (TILE, TILE), number=1, key="naive",
+           title="one thread per element of C, threadIdx.x down a column (uncoalesced)"),
+    _facts("sgemm_coalesced", sgemm_coalesced, TILE, TILE, (TILE, TILE), number=2, key="coalesced",
+           title="threadIdx.x along a row of C: coalesced reads of B and writes of C"),
+    _facts("sgemm_shared_tiled", sgemm_shared_tiled, TILE, TILE, (TILE, TILE), number=3, key="shared_tiled",
+           title="32x32 tiles of A and B in shared memory"),
+    _facts("sgemm_blocktile_1d", sgemm_blocktile_1d, BT1[0], BT1[1], BT1[2], number=4, key="blocktile_1d",
+           title="64x64 tile per block, 8 results per thread (1-D register blocking)"),
+    _facts("sgemm_blocktile_2d", sgemm_blocktile_2d, BT2[0], BT2[1], BT2[2], number=5, key="blocktile_2d",
+           title="128x128 tile per block, 8x8 results per thread (2-D register blocking)"),
+    _facts("sgemm_vectorized", sgemm_vectorized, BT2[0], BT2[1], BT2[2], number=6, key="vectorized",
+           title="float4 loads from global and shared memory, A transposed in shared memory"),
+    _facts("sgemm_warptile", sgemm_warptile, WARPTILE_DEFAULT["WT_BM"], WARPTILE_DEFAULT["WT_BN"], warptile_threads(),
+           number=7, key="warptile", title="warp tiling, conflict-free fragments, double-buffered k-tiles"),
+    # Version 8's records are for the skinny products it exists for (N <= 16: the 128 x 16 tile, whose defines
+    # they carry): the slices' products, and the partial sum that follows when K is split.  Wider products take
+    # other tiles (other defines and block sizes), which sgemm_plan names.
+    KernelVersion(TOPIC, "sgemm_splitk", sgemm_splitk, _splitk_launch,
+                  bytes=lambda shape: min_bytes(*_mnk(shape)), flops=lambda shape: flops(*_mnk(shape)),
+                  reference=reference, defines=SPLITK_CONFIGS["128x16"], number=8, key="splitk",
+                  title="tiles sized for the shape and K split across blocks, for skinny and small products"),
+    KernelVersion(TOPIC, "sgemm_splitk_sum", sgemm_splitk, _splitk_sum_launch,
+                  bytes=lambda shape: 4.0 * (_splits(shape) + 1) * shape["M"] * shape["N"],
+                  flops=lambda shape: 1.0 * _splits(shape) * shape["M"] * shape["N"],
+                  reference=reference, defines=SPLITK_CONFIGS["128x16"], number=None,
+                  title="version 8's sum of the K slices' partial tiles, in a fixed order"),
+    # No key: version 9 belongs with the tensor-core versions (kernels/gemm/sgemm_hopper.py) and their
+    # benchmark, not with the loops over the FP32 ladder's keys.
+    _facts("sgemm_tf32x3_wmma", sgemm_tf32x3_wmma, TC[0], TC[1], TC[2], number=9,
+           title="float32 accuracy on the tensor cores: 3xTF32 through WMMA"),
+    KernelVersion(TOPIC, "matrix_transpose", transpose, _transpose_launch,
+                  bytes=lambda shape: 8.0 * shape["rows"] * shape["cols"], flops=lambda shape: 0.0,
+                  reference=lambda A: np.asarray(A).T.copy(), defines=WARPTILE_DEFAULT, number=None,
+                  title="A^T through shared-memory tiles, for products with a transposed operand"),
+)
 
 
 def _device(a):
@@ -455,27 +435,3 @@ def fc_backward_weight(dY, X, *, out=None, sync=False):
     if len(dY.shape) != 2 or len(X.shape) != 2 or int(dY.shape[0]) != int(X.shape[0]):
         raise ValueError(f"dY must be (n, out) and X (n, in) with the same n, got {tuple(dY.shape)} and {tuple(X.shape)}")
     return sgemm_splitk(dY, X, out, a_transposed=True, sync=sync)
-
-
-def version_source(number: int | str) -> str:
-    """The section of ``kernels/gemm/sgemm.cu`` that holds version ``number`` (its comment, defines and kernel).
-
-    The file separates its sections with ``// ----`` lines; version ``n``'s section starts with ``// n.``.
-    ``"helpers"`` gives the float4 helpers that versions 6 and 7 share, ``"transpose"`` the transpose.
-    """
-    from kernels import read_source
-
-    sections = []
-    current: list[str] = []
-    for line in read_source(TOPIC).splitlines():
-        if line.startswith("// ----"):
-            sections.append("\n".join(current).strip("\n"))
-            current = []
-        else:
-            current.append(line)
-    sections.append("\n".join(current).strip("\n"))
-    prefix = {"helpers": "// Helpers", "transpose": "// Transpose"}.get(number, f"// {number}.")
-    for section in sections:
-        if section.startswith(prefix):
-            return section
-    raise KeyError(f"kernels/gemm/sgemm.cu has no section starting with {prefix!r}")

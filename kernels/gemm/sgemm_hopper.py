@@ -22,6 +22,7 @@ from kernels.runtime import DeviceBuffer, blocks_for, selection
 from kernels.runtime.errors import KernelError
 from kernels.runtime.loader import launch, load_topic, output_like
 from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
+from kernels.gemm.sgemm import KERNELS as SGEMM_KERNELS
 from kernels.gemm.sgemm import _workspace  # the device buffer kept per backend and shape (version 8's partial sums)
 
 TOPIC = "sgemm_hopper"
@@ -235,14 +236,20 @@ def _product_flops(shape) -> float:
     return 2.0 * M * N * K
 
 
+# The GEMM chapter's ladder goes on from kernels/gemm/sgemm.py's last version: versions 10 and 11.
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "tf32x3_split_b", sgemm_tf32x3_wgmma, _split_launch, bytes=_split_bytes,
-                  flops=lambda shape: 0.0, reference=split_b_reference, defines=_DEFINES),
+                  flops=lambda shape: 0.0, reference=split_b_reference, defines=_DEFINES, number=None,
+                  title="B split into B_big and B_small, stored in the product's tile order"),
     KernelVersion(TOPIC, "sgemm_tf32x3_wgmma", sgemm_tf32x3_wgmma, _product_launch, bytes=_product_bytes,
-                  flops=_product_flops, reference=_reference, defines=_DEFINES),
+                  flops=_product_flops, reference=_reference, defines=_DEFINES, number=10,
+                  title="3xTF32 with Hopper's warpgroup MMA (wgmma), k-tiles by cp.async"),
     KernelVersion(TOPIC, "tf32x3_pack_a", sgemm_tf32x3_tma, _pack_launch, bytes=_pack_bytes,
-                  flops=lambda shape: 0.0, reference=pack_a_reference, defines=_DEFINES),
+                  flops=lambda shape: 0.0, reference=pack_a_reference, defines=_DEFINES, number=None,
+                  title="A packed tile by tile for the TMA unit's bulk copies"),
     KernelVersion(TOPIC, "sgemm_tf32x3_tma", sgemm_tf32x3_tma, partial(_product_launch, kernel="sgemm_tf32x3_tma"),
                   bytes=_tma_product_bytes,
-                  flops=_product_flops, reference=_reference, defines=_DEFINES),
+                  flops=_product_flops, reference=_reference, defines=_DEFINES, number=11,
+                  title="version 10's products, fed by the TMA unit and paced by mbarriers"),
+    continues=SGEMM_KERNELS,
 )

@@ -145,8 +145,10 @@ def kernel_name(text: str) -> str:
     return plan.name
 
 
-def _record(text: str, launcher, reference, bytes_, flops, sizes=_same_names) -> KernelVersion:
-    return KernelVersion(TOPIC, kernel_name(text), launcher, launch_of(text, sizes), bytes_, flops, reference)
+def _record(text: str, launcher, reference, bytes_, flops, title: str, sizes=_same_names) -> KernelVersion:
+    """The record of the kernel generated for ``text``: no rung of a ladder, an exercise's reference."""
+    return KernelVersion(TOPIC, kernel_name(text), launcher, launch_of(text, sizes), bytes_, flops, reference,
+                         number=None, title=title)
 
 
 def _pooled(s) -> int:
@@ -160,18 +162,20 @@ def _depthwise_out(s) -> int:
 KERNELS = kernel_table(
     _record(MV, mv, mv_reference,
             bytes_=lambda s: 4.0 * (s["M"] * s["K"] + s["K"] + s["M"]),
-            flops=lambda s: 2.0 * s["M"] * s["K"]),
+            flops=lambda s: 2.0 * s["M"] * s["K"], title="the matrix-vector product, one thread per row"),
     _record(BATCHED_MATMUL, batched_matmul, batched_matmul_reference,
             bytes_=lambda s: 4.0 * s["B"] * (s["M"] * s["K"] + s["K"] * s["N"] + s["M"] * s["N"]),
-            flops=lambda s: 2.0 * s["B"] * s["M"] * s["N"] * s["K"]),
+            flops=lambda s: 2.0 * s["B"] * s["M"] * s["N"] * s["K"], title="a batch of matrix products"),
     _record(AVGPOOL2X2, avgpool2x2, avgpool2x2_reference,
             bytes_=lambda s: 4.0 * (s["N"] * s["C"] * s["H"] * s["W"] + _pooled(s)),
-            flops=lambda s: 4.0 * _pooled(s)),  # three additions and a division per output
+            flops=lambda s: 4.0 * _pooled(s),  # three additions and a division per output
+            title="2 x 2 average pooling"),
     _record(DEPTHWISE, depthwise, depthwise_reference,
             bytes_=lambda s: 4.0 * (s["N"] * s["C"] * s["H"] * s["W"] + s["C"] * s["K"] ** 2 + _depthwise_out(s)),
-            flops=lambda s: 2.0 * _depthwise_out(s) * s["K"] ** 2, sizes=_depthwise_sizes),
+            flops=lambda s: 2.0 * _depthwise_out(s) * s["K"] ** 2, title="a depthwise convolution",
+            sizes=_depthwise_sizes),
     _record(CAPSULE_PREDICT, capsule_predict, capsule_predict_reference,
             bytes_=lambda s: 4.0 * (s["B"] * s["I"] * s["E"] + s["I"] * s["J"] * s["D"] * s["E"]
                                     + s["B"] * s["I"] * s["J"] * s["D"]),
-            flops=lambda s: 2.0 * s["B"] * s["I"] * s["J"] * s["D"] * s["E"]),
+            flops=lambda s: 2.0 * s["B"] * s["I"] * s["J"] * s["D"] * s["E"], title="the capsule prediction vectors"),
 )

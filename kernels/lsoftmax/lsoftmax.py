@@ -39,7 +39,8 @@ from .layer_facts import layer_records
 from ..runtime import DeviceBuffer, Module, blocks_for
 from ..runtime.loader import grid_stride_blocks, launch, load_topic
 from ..runtime.module import empty, to_device
-from ..runtime.versions import KernelVersion, LaunchConfig, kernel_table, launch_1d
+from ..runtime.sources import function_lines, source_path
+from ..runtime.versions import KernelVersion, LaunchConfig, kernel_table, launch_1d, versions
 
 TOPIC = "lsoftmax"
 EPS = 1e-12  # LSM_EPS in lsoftmax.cu: the smallest norm divided by
@@ -48,17 +49,9 @@ BLOCK = 256  # threads per block of the grid-stride kernels
 TILE, TILE_ROWS = 32, 8  # LSM_TILE x LSM_TILE_ROWS threads per block of lsoftmax_transpose_add_scaled_rows
 FLT_MIN = float(np.finfo(np.float32).tiny)
 
-#: The versions of the layer in teaching order: (name, what changed at that step).
-VERSIONS = (
-    ("caffe", "GEMM, then copy-label-score, cos(m theta), blend (three launches) and the softmax loss; "
-              "backward as two naive loops with a branch per term"),
-    ("factored", "the same forward; backward as two GEMMs plus rank-1 corrections"),
-    ("fused", "margin + softmax + cross-entropy in one kernel each way, after the GEMM"),
-    ("epilogue", "the label's logit and each tile's softmax partials in the forward GEMM's epilogue"),
-)
-
 #: Version 3 with its three products on the tensor cores at float32 accuracy (the GEMM chapter's version 10,
-#: 3xTF32 with wgmma): Hopper GPUs only, so it is not one of VERSIONS, which run everywhere.
+#: 3xTF32 with wgmma): Hopper GPUs only, and no kernel of lsoftmax.cu of its own, so it is not one of the
+#: versions of ``KERNELS`` (``versions(KERNELS)``), which run everywhere.
 TENSOR_CORES = ("tensor_cores", "version 3 (fused) with its three GEMMs on the tensor cores (3xTF32, Hopper)")
 
 
@@ -569,13 +562,13 @@ class LargeMarginSoftmax:
     ``forward(X, W, labels, lam)`` returns the mean loss and keeps what the
     backward needs, including the ``lam`` it used: ``backward()`` always
     differentiates the forward that ran, whatever the schedule does between
-    the two calls.  ``version`` is one of :data:`VERSIONS`; device buffers are
+    the two calls.  ``version`` is a key of ``versions(KERNELS)`` or :data:`TENSOR_CORES`; device buffers are
     kept between calls of the same shape.
     """
 
     def __init__(self, m, version: str = "fused"):
         self.m = check_margin(m)
-        known = dict((*VERSIONS, TENSOR_CORES))
+        known = [*versions(KERNELS), TENSOR_CORES[0]]
         if version not in known:
             raise ValueError(f"version must be one of {', '.join(known)}, got {version!r}")
         if version == TENSOR_CORES[0]:
@@ -721,17 +714,28 @@ def _patch_reference(F, labels, x_norm, w_norm, m, lam):
     return patch_reference(F, labels, x_norm, np.asarray(w_norm)[np.asarray(labels)], m, lam)
 
 
-KERNELS = kernel_table(
+# The kernels the exercises grade, all of version 1.
+_GRADED = (
     KernelVersion(TOPIC, "lsoftmax_cos_mtheta", cos_mtheta_kernel, _cos_launch,
-                  bytes=lambda s: 12.0 * s["n"], flops=lambda s: 12.0 * s["n"] * s["m"], reference=_cos_reference),
+                  bytes=lambda s: 12.0 * s["n"], flops=lambda s: 12.0 * s["n"] * s["m"], reference=_cos_reference,
+                  number=1, title="cos(m theta) by the binomial expansion, and k"),
     KernelVersion(TOPIC, "lsoftmax_patch_logits", patch_logits, _patch_launch,
                   bytes=lambda s: 8.0 * s["batch"] * s["classes"] + 12.0 * s["batch"] + 4.0 * s["classes"],
-                  flops=lambda s: 30.0 * s["batch"], reference=_patch_reference),
+                  flops=lambda s: 30.0 * s["batch"], reference=_patch_reference,
+                  number=1, title="the three kernels after the GEMM as one out-of-place pass"),
     KernelVersion(TOPIC, "lsoftmax_margin_grad_input", margin_grad_input, _margin_grad_launch,
                   bytes=lambda s: 4.0 * (3 * s["batch"] * s["dim"] + min(s["batch"], s["classes"]) * s["dim"]
                                          + 2 * s["batch"]),
-                  flops=lambda s: 10.0 * s["batch"] * s["dim"], reference=_margin_grad_reference),
+                  flops=lambda s: 10.0 * s["batch"] * s["dim"], reference=_margin_grad_reference,
+                  number=1, title="the margin term's gradient with respect to the features"),
 )
 
-# The layer versions' kernels, recorded in their own module (it is given this one, and imports nothing of it).
-KERNELS.update((record.kernel, record) for record in layer_records(sys.modules[__name__]))
+
+def _in_teaching_order(records) -> list[KernelVersion]:
+    """The records in the order lsoftmax.cu defines their kernels, which is the chapter's order."""
+    source = source_path(TOPIC).read_text()
+    return sorted(records, key=lambda record: function_lines(source, record.kernel)[0])
+
+
+# The layer versions' kernels are recorded in their own module (it is given this one, and imports nothing of it).
+KERNELS = kernel_table(*_in_teaching_order((*_GRADED, *layer_records(sys.modules[__name__]))))

@@ -185,9 +185,9 @@ def _input_fixed_where_it_fits(dY, Wf, x_shape, out):
 
 #: The input-gradient kernels a :class:`KernelLeNet` can train with: version 1, or version 11 where it fits.
 INPUT_GRADS = {"naive": conv2d_backward.backward_input, "fixed": _input_fixed_where_it_fits}
-#: The filter-gradient kernels: those of :data:`kernels.conv.conv2d_backward.WEIGHT_VERSIONS` (the bias then by
+#: The filter-gradient kernels: those of :data:`kernels.conv.conv2d_backward.WEIGHT_GRADIENTS` (the bias then by
 #: version 4), or "split", version 5, which computes the filter and the bias gradients in one launch.
-WEIGHT_GRADS = (*conv2d_backward.WEIGHT_VERSIONS, "split")
+WEIGHT_GRADS = (*conv2d_backward.WEIGHT_GRADIENTS, "split")
 #: The fastest correct kernels for training on a GPU at batch 64, as the benchmarks measured them on C1 and
 #: C3 (``cnn.json``, ``cnn_backward.json``) and on the digits-sized dense layer (``perceptrons_mlp.json``):
 #: the whole-sample forward convolution, version 5 (filter and bias gradients in one launch), version 11
@@ -223,7 +223,7 @@ class KernelLeNet:
             raise ValueError(f"unknown dense layer {dense!r}; known: naive, tiled")
         # "split": version 5 gives the bias gradient too, so no separate bias launch.
         self.weight_and_bias = weight_grad == "split"
-        self.weight_grad = None if self.weight_and_bias else conv2d_backward.WEIGHT_VERSIONS[weight_grad]
+        self.weight_grad = None if self.weight_and_bias else conv2d_backward.WEIGHT_GRADIENTS[weight_grad]
         self.input_grad = INPUT_GRADS[input_grad]
         self.dense = fully_connected.FORWARDS[dense]
         self.activation = activation

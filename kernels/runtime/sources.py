@@ -12,6 +12,7 @@ them, or another part's file, as ``#include "cuda_helpers.cuh"`` or
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent
@@ -48,3 +49,97 @@ def relative_path(path: Path) -> str:
 def topic_module(topic: str) -> str:
     """The Python module beside the topic's source: ``kernels.basics.reduction``."""
     return ".".join(source_path(topic).relative_to(KERNEL_DIR.parent).with_suffix("").parts)
+
+
+# --------------------------------------------------------------------------- finding a function in a .cu
+
+
+def function_lines(source: str, name: str) -> tuple[int, int]:
+    """The lines (0-based, inclusive) of the ``__global__`` or ``__device__`` function ``name`` in ``source``:
+    from its first qualifier (``template <...>``, ``__launch_bounds__(...)`` on that line or the next) to its
+    closing brace.  KeyError if ``source`` defines no such function."""
+    match = _definition(name).search(source)
+    if match is None:
+        raise KeyError(name)
+    start = source.count("\n", 0, match.start())
+    return start, _closing_line(source.splitlines(), start)
+
+
+def _definition(name: str) -> re.Pattern:
+    return re.compile(
+        r"^[ \t]*(?:template\s*<[^>]*>\s*)?(?:extern\s+\"C\"\s+)?(?:__global__|__device__)"
+        r"(?:[^(;{]|\([^()]*\))*?\b" + re.escape(name) + r"\s*\(",
+        re.M,
+    )
+
+
+def _closing_line(lines: list[str], start: int) -> int:
+    """The line of the brace that closes the body opened at or after line ``start`` (comments ignored)."""
+    depth, seen_brace = 0, False
+    for end in range(start, len(lines)):
+        code = re.sub(r"//.*", "", lines[end])
+        depth += code.count("{") - code.count("}")
+        seen_brace = seen_brace or "{" in code
+        if seen_brace and depth == 0:
+            return end
+    return len(lines) - 1
+
+
+# --------------------------------------------------------------------------- a kernel's section
+
+_SEPARATOR = re.compile(r"^//\s*-{4,}\s*$")
+_KERNEL = re.compile(r"^[ \t]*(?:template\s*<[^>]*>\s*)?(?:extern\s+\"C\"\s+)?__global__\b", re.M)
+
+
+def _preamble_end(lines: list[str]) -> int:
+    """The first line after the file's opening comment block and the ``#include`` and blank lines after it."""
+    at = 0
+    while at < len(lines) and lines[at].lstrip().startswith("//"):
+        at += 1
+    while at < len(lines) and (not lines[at].strip() or lines[at].lstrip().startswith("#include")):
+        at += 1
+    return at
+
+
+def _boundaries(source: str) -> tuple[set[int], set[int]]:
+    """Where sections may start (line numbers) and the separator lines, which belong to no section.
+
+    A section starts after the preamble, after the closing brace of every ``__global__`` function and after
+    every ``// ----`` separator line.
+    """
+    lines = source.splitlines()
+    separators = {i for i, line in enumerate(lines) if _SEPARATOR.match(line)}
+    starts = {_preamble_end(lines)} | {i + 1 for i in separators}
+    for match in _KERNEL.finditer(source):
+        starts.add(_closing_line(lines, source.count("\n", 0, match.start())) + 1)
+    return starts, separators
+
+
+def section(source: str, name: str) -> str:
+    """The section of ``source`` that holds the function ``name``: what a chapter shows for a kernel.
+
+    The file's kernels divide it: a section runs from the end of the previous ``__global__`` function (or
+    of the file's opening comment and includes, or a ``// ----`` separator line, whichever is last) to the
+    end of the next ``__global__`` function (or the next separator).  So a kernel's section is the kernel,
+    the comment block above it, and every ``#define`` and ``__device__`` helper written between it and
+    the kernel before; a helper's section is the section it lies in (a group of helpers between two
+    separators is a section of its own).  No comment marker is read: the kernel is found by its name.
+    """
+    lines = source.splitlines()
+    try:
+        start, end = function_lines(source, name)
+    except KeyError:
+        raise KeyError(f"no function called {name!r}") from None
+    starts, separators = _boundaries(source)
+    first = max((s for s in starts if s <= start), default=0)
+    last = min([s - 1 for s in starts if s > end] + [i - 1 for i in separators if i > end] + [len(lines) - 1])
+    return "\n".join(lines[first : last + 1]).strip("\n")
+
+
+def kernel_section(topic: str, name: str) -> str:
+    """:func:`section` of ``kernels/<part>/<topic>.cu``, a KeyError naming the file when it has no ``name``."""
+    path = source_path(topic)
+    try:
+        return section(path.read_text(), name)
+    except KeyError:
+        raise KeyError(f"{relative_path(path)} has no function called {name!r}") from None
