@@ -10,7 +10,8 @@ Modules, in the order a comprehension goes through them: ``parser`` (lark
 grammar -> ``syntax`` tree), ``semantics`` (checks and range inference over
 ``sizes``), ``codegen`` (CUDA C under a ``schedule``), ``runner`` (launches),
 ``autotune`` (searches schedules on a GPU).  ``examples`` holds the
-comprehensions of the chapter.
+comprehensions of the chapter, and ``generated`` the records (``KERNELS``) of
+the kernels generated for its exercises.
 """
 
 from __future__ import annotations

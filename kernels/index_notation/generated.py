@@ -1,11 +1,12 @@
 """The kernels of the chapter "Index notation": kernels generated (naive schedule) from comprehensions.
 
-These have no ``kernels/index_notation.cu``: their CUDA C is what
+These have no ``.cu`` file: their CUDA C is what the language of
 :mod:`kernels.index_notation` writes for each comprehension below, so the
 source can never drift from the generator.  ``KERNELS`` holds one
 :class:`~kernels.runtime.versions.KernelVersion` per comprehension, as the
-other topics do: its launch for a shape is the generated kernel's plan, and
-its bytes, flops and float64 reference are the comprehension's.
+other topics do (no rung of a ladder: each is an exercise's reference): its
+launch for a shape is the generated kernel's plan, and its bytes, flops and
+float64 reference are the comprehension's.
 
 * ``mv``: ``C(i) +=! A(i,k) * x(k)``, one thread per row; the kernel the
   exercise ``mv_faster`` must beat.

@@ -66,7 +66,8 @@ class KernelVersion:
     defines: Mapping[str, int] = field(default_factory=dict)
     _: KW_ONLY
     #: Its rung in the chapter's ladder, 1, 2, ... in teaching order; kernels the chapter teaches as one step
-    #: share a rung (an activation's forward and backward).  None: a helper kernel that is no rung.
+    #: share a rung (an activation's forward and backward).  None: a kernel that is no rung (a helper such as a
+    #: transpose or a pack, the peak's measuring kernel, a kernel generated for an exercise).
     number: int | None
     #: What the kernel is, or for the first kernel of a rung what the rung changes, in a few words.
     title: str
