@@ -15,7 +15,7 @@ to change when a chapter adds one:
 * the launch integers the student chooses (``block=256 grid=512``): their
   ranges and defaults, and how grid, block and shared memory follow from them;
 * points for correctness and for speed, the reference kernel speed is
-  measured against (``kernels/<topic>.cu``), and the flop and byte counts that
+  measured against (``kernels/<part>/<topic>.cu``), and the flop and byte counts that
   give the physical floor of the run time.
 """
 
@@ -88,7 +88,7 @@ class ReferenceKernel:
     """The trusted kernel speed is compared with: one :class:`~kernels.runtime.versions.KernelVersion`.
 
     Its topic, CUDA name, launch configuration and compile-time definitions
-    are the version's own (``kernels/<topic>.py``), so the grader times the
+    are the version's own (``kernels/<part>/<topic>.py``), so the grader times the
     kernel exactly as the chapter launches it.  ``arg_order`` names the
     exercise's arguments in the reference kernel's order when that differs
     from the exercise's declaration.
@@ -96,10 +96,10 @@ class ReferenceKernel:
 
     version: KernelVersion
     arg_order: tuple[str, ...] | None = None
-    #: Use this source instead of kernels/<topic>.cu (a provisional reference).
+    #: Use this source instead of kernels/<part>/<topic>.cu (a provisional reference).
     source: str | None = None
 
-    topic = property(attrgetter("version.topic"), doc="The version's topic (kernels/<topic>.cu).")
+    topic = property(attrgetter("version.topic"), doc="The version's topic (kernels/<part>/<topic>.cu).")
     kernel = property(attrgetter("version.kernel"), doc="The version's CUDA kernel name.")
 
     @property
@@ -175,7 +175,7 @@ class Exercise:
     #: ``probe(shape, run) -> hint`` where ``run(inputs) -> outputs`` launches the
     #: student's kernel once (same launch configuration).  '' when it cannot tell.
     probe: Callable[[Shape, Callable[[Inputs], dict]], str] | None = None
-    #: What the cell holds: "cuda" (a kernel) or "tc" (index notation, ``kernels/comprehensions``):
+    #: What the cell holds: "cuda" (a kernel) or "tc" (index notation, ``kernels/index_notation``):
     #: a "tc" exercise is graded by generating the kernel from the text in the grading process.
     language: str = "cuda"
 
@@ -193,7 +193,7 @@ class Exercise:
         """The kernel's arguments in the order of its declaration, with their roles (read on first use:
         reading a C declaration loads the C parser)."""
         if self.language == "tc":
-            from kernels.comprehensions import parse
+            from kernels.index_notation import parse
 
             definition = parse(self.signature + " {}")[0]
             return tuple(Arg(p.name, "in") for p in definition.params) + tuple(Arg(o, "out") for o in definition.outputs)

@@ -126,7 +126,7 @@ def compile_tc_cell(line: str, cell: str, out=None) -> KernelSubmission | None:
         return None
     name = parsed.exercise
     sub = KernelSubmission(exercise=name or "", source=cell, launch=dict(parsed.launch), cell_line=2)
-    from kernels.comprehensions import TcError, check_text
+    from kernels.index_notation import TcError, check_text
 
     try:
         checked = check_text(sub.compile_source())
@@ -141,7 +141,7 @@ def compile_tc_cell(line: str, cell: str, out=None) -> KernelSubmission | None:
 
 
 def tc(line: str, cell: str) -> None:
-    """The ``%%tc`` cell magic (index notation, see ``kernels.comprehensions``)."""
+    """The ``%%tc`` cell magic (index notation, see ``kernels.index_notation``)."""
     compile_tc_cell(line, cell)
 
 

@@ -1,7 +1,7 @@
 """Grading index notation: the text of a ``%%tc`` cell becomes a kernel in the grading process.
 
 Only the comprehension's text reaches this process (see :mod:`autograder.isolation`); here it is
-parsed and checked (:mod:`kernels.comprehensions`), its interface compared with the exercise's
+parsed and checked (:mod:`kernels.index_notation`), its interface compared with the exercise's
 declaration, its kernel generated (the naive schedule: what is graded is the notation, not a
 schedule) and run on every case, visible, hidden and secret, against the exercise's float64
 reference, through the same comparison as the CUDA exercises.
@@ -40,7 +40,7 @@ def _interface_problem(ex: Exercise, cd) -> str:
 
 
 def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None) -> ShapeResult:
-    from kernels.comprehensions import TcShapeError
+    from kernels.index_notation import TcShapeError
 
     shape = case["shape"]
     result = ShapeResult(label=ex.shape_label(shape), shape=dict(shape), seed_index=case["seed_index"],
@@ -69,7 +69,7 @@ def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None) -> ShapeRes
 
 def run_tc_request(request: dict, ex: Exercise, send) -> ExerciseResult:
     """Check one ``%%tc`` submission as described by ``request`` (correctness only)."""
-    from kernels.comprehensions import NAIVE, TcError, compile_tc
+    from kernels.index_notation import NAIVE, TcError, compile_tc
     from kernels.runtime import errors as E
 
     mode = request["mode"]

@@ -36,12 +36,13 @@ import numpy as np
 
 from benchmarks.common import print_table, require_gpu_backend, row, write_results
 
-from kernels import capsule_prediction as cp
-from kernels import capsule_prediction_backward as cb
+from kernels.capsules import capsule_prediction as cp
+from kernels.capsules import capsule_prediction_backward as cb
 from kernels.runtime import empty, to_device
 from kernels.tools.roofline import measure_peaks, peaks_as_dict
 from kernels.runtime.measurement import measurement
 from kernels.runtime.timing import Timing, time_kernel, time_torch
+from kernels.runtime.versions import versions
 
 DIGITCAPS = (128, 1152, 8, 10, 16)  # batch, in_caps, in_dim, out_caps, out_dim
 
@@ -128,10 +129,10 @@ def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
     fwd_peers = {"torch.einsum + .contiguous()": einsum_t.median_ms, "torch.einsum view": einsum_view_t.median_ms,
                  "transpose + bmm": bmm_t.median_ms}
 
-    for version in cp.VERSIONS:
+    for version, record in versions(cp.KERNELS).items():
         if not cp.runs_version(version, in_dim, out_caps, out_dim):
             continue
-        launcher = cp.LAUNCHERS[version]
+        launcher = record.launcher
         launcher(du_, dW_, out=out)
         check(version, out.get(), ref_fwd, in_dim)
         kernel_row(f"capsule_predict_{version}", "forward",

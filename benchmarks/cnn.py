@@ -4,7 +4,7 @@
     PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn --only backward  # cnn_backward.json alone (~2 min)
     PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.cnn --only training-step  # cnn_training_step.json
 
-* forward: every version of kernels/conv2d.cu on LeNet's C1 and C3 at batch 64 and on a larger layer
+* forward: every version of kernels/conv/conv2d.cu on LeNet's C1 and C3 at batch 64 and on a larger layer
   (N 128, C 64, 56 x 56, M 64, 3 x 3, no padding), against cuDNN (torch.nn.functional.conv2d with TF32
   off) measured in the same run; the fused conv + bias + ReLU + 2 x 2 max-pool kernels (version 6, and
   version 7 with pooling) against cuDNN's convolution alone and against torch's conv2d + relu + max_pool2d;
@@ -14,7 +14,7 @@
   update with the book's kernels against the same network, weights and minibatches in PyTorch, from the
   host minibatch to the loss and predictions back on the host, same run (wall time per step, median);
 * backward (its own results file, ``cnn_backward.json``, so that it can be measured alone): every
-  version of kernels/conv2d_backward.cu on the same three layers, the newer ones in a few
+  version of kernels/conv/conv2d_backward.cu on the same three layers, the newer ones in a few
   configurations each (``backward_variants``), against PyTorch's own gradients measured in the same
   run (torch.nn.grad.conv2d_input / conv2d_weight, i.e. cuDNN, and a sum for the bias).
 
@@ -89,7 +89,7 @@ def bench_forward(peaks, rng) -> list[dict]:
     import torch
     import torch.nn.functional as F
 
-    from kernels import conv2d
+    from kernels.conv import conv2d
     from kernels.runtime import empty, to_device
     from kernels.runtime.timing import time_torch
 
@@ -147,7 +147,7 @@ def bench_fused(peaks, layer, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, flops, cudnn)
     pool = 1 (both with ReLU), against cuDNN's convolution alone and torch's conv + relu + pool."""
     import torch.nn.functional as F
 
-    from kernels import conv2d
+    from kernels.conv import conv2d
     from kernels.runtime import empty
     from kernels.runtime.timing import time_torch
 
@@ -202,7 +202,7 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
     device buffers and ``prepare_only=True``; ``options`` are its keyword arguments.  Rows whose launch
     the layer cannot take (shared memory, a filter size) are recorded as skipped, with the reason.
     """
-    from kernels import conv2d_backward as cb
+    from kernels.conv import conv2d_backward as cb
 
     small = K == 5 and N * C * H * W <= 2**20   # LeNet's layers: the shared-memory versions apply
     shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
@@ -280,7 +280,7 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
 
 
 def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
-    """Rows of the group "backward": every version of kernels/conv2d_backward.cu on each layer, and the
+    """Rows of the group "backward": every version of kernels/conv/conv2d_backward.cu on each layer, and the
     PyTorch gradients (cuDNN for dX and dW) measured beside them in the same run.
 
     Each row names the ``gradient`` it computes ("input", "weight", "bias" or "weight+bias") and carries
@@ -292,7 +292,7 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
     import torch
     from torch.nn import grad as tgrad
 
-    from kernels import conv2d_backward as cb
+    from kernels.conv import conv2d_backward as cb
     from kernels.runtime import empty, to_device
     from kernels.runtime.timing import time_torch
 

@@ -3,13 +3,13 @@ and the GEMM convolutions, each against its library peer measured in the same ru
 
     PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.conv_as_gemm      # -> benchmarks/results/conv_as_gemm.json
 
-* SGEMM: every version of kernels/sgemm.cu at 4096^3 (FP32, TF32 off) against cuBLAS (torch.matmul),
+* SGEMM: every version of kernels/gemm/sgemm.cu at 4096^3 (FP32, TF32 off) against cuBLAS (torch.matmul),
   and a few tile configurations of version 7 (the best is the ladder's step 7);
 * SGEMM at the shapes of the book's layers (the L-Softmax layer's products at 10 classes, the MLP's dense
   layer, 1024^3): version 7, version 8 as sgemm_plan schedules it, version 8's search over tiles and
   K-splits, and cuBLAS, also with A stored transposed;
-* unroll: kernels/im2col.cu against the measured device-to-device copy bandwidth;
-* convolution: unroll + GEMM, implicit GEMM, the direct convolution of kernels/conv2d.cu (if present)
+* unroll: kernels/conv/im2col.cu against the measured device-to-device copy bandwidth;
+* convolution: unroll + GEMM, implicit GEMM, the direct convolution of kernels/conv/conv2d.cu (if present)
   and cuDNN (torch.nn.functional.conv2d, TF32 off) on the same layers, with the name of the kernel
   cuDNN ran (which says which algorithm it chose).
 
@@ -31,6 +31,7 @@ import numpy as np
 
 
 from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
+from kernels.runtime.versions import ladder, versions
 
 NAME = "conv_as_gemm"
 GEMM_SIZE = 4096
@@ -84,7 +85,7 @@ def timed(fn, slow=False):
 def bench_sgemm(results, rng, size, bandwidth_gbs):
     import torch
 
-    from kernels import sgemm
+    from kernels.gemm import sgemm
     from kernels.runtime.module import empty, to_device
     from kernels.runtime.timing import time_torch
 
@@ -120,8 +121,10 @@ def bench_sgemm(results, rng, size, bandwidth_gbs):
                          samples=len(timing.samples_ms), **sizes, percent_of_cublas=100 * gflops / peer_gflops,
                          rel_error=err, correct=err < TOL, **({"config": config} if config else {}))
 
-    for name, _ in [v for v in sgemm.VERSIONS if v[0] not in ("warptile", "splitk")]:  # 7: its tile search below; 8: bench_sgemm_shapes
-        rows.append(one(name, "sgemm", sgemm.LAUNCHERS[name]))
+    for name, version in versions(sgemm.KERNELS).items():
+        if name in ("warptile", "splitk"):  # 7: its tile search below; 8: bench_sgemm_shapes
+            continue
+        rows.append(one(name, "sgemm", version.launcher))
         print(f"  sgemm {name:<14} {rows[-1]['gflops']:9.0f} GFLOP/s  {rows[-1]['percent_of_cublas']:5.1f}% of cuBLAS", flush=True)
     variants = []
     for cfg in WARPTILE_CONFIGS:
@@ -145,7 +148,7 @@ def _sgemm_twice_the_size(n: int, config: dict, rng, bandwidth_gbs) -> list[dict
     """The search's best tile at n³ (twice the search's size) beside cuBLAS, in group "sgemm <n>"."""
     import torch
 
-    from kernels import sgemm
+    from kernels.gemm import sgemm
     from kernels.runtime.module import empty, to_device
     from kernels.runtime.timing import time_torch
 
@@ -185,7 +188,7 @@ def bench_sgemm_shapes(results, shapes=SKINNY_SHAPES, repeat: int = 20):
     also with A stored transposed (a weight gradient's dY).  Checked against float64 first."""
     import torch
 
-    from kernels import sgemm
+    from kernels.gemm import sgemm
     from kernels.runtime import empty, to_device
     from kernels.runtime.loader import multiprocessors
     from kernels.runtime.timing import time_kernel, time_torch
@@ -263,7 +266,7 @@ SKINNY_TOL = 1e-5  # relative Frobenius error against float64 (K up to 4096)
 def bench_im2col(results, rng, bandwidth_gbs):
     import torch
 
-    from kernels import im2col
+    from kernels.conv import im2col
     from kernels.runtime.module import empty, to_device
 
     label, N, C, H, W, M, K, pad, stride = LAYERS[0]
@@ -276,7 +279,7 @@ def bench_im2col(results, rng, bandwidth_gbs):
     nbytes = im2col.bytes_moved(count, C, H, W, K, pad, stride)
     layer = {"layer": label, "batch": count, "C": C, "H": H, "W": W, "K": K, "pad": pad, "stride": stride}
     versions = []
-    for name, launcher in im2col.LAUNCHERS.items():
+    for name, launcher in ((rung.key, rung.launcher) for rung in ladder(im2col.KERNELS)):
         U_d.set(np.full(U_d.shape, np.nan, np.float32))
         launcher(X_d, K, pad, stride, out=U_d)
         ok = bool(np.array_equal(U_d.get(), ref))
@@ -330,7 +333,7 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
     import torch
     import torch.nn.functional as F
 
-    from kernels import conv2d_gemm as cg
+    from kernels.conv import conv2d_gemm as cg
     from kernels.runtime.module import empty, to_device
     from kernels.runtime.timing import time_torch
 
@@ -409,7 +412,7 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
     # advance, which gives the same output and the same arithmetic.
     if stride == 1:
         try:
-            from kernels import conv2d
+            from kernels.conv import conv2d
 
             Xp = np.pad(X, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
             Xp_d, b_d = to_device(Xp), to_device(np.zeros(M, np.float32))

@@ -26,7 +26,7 @@ def measure(n: int = N, verbose: bool = False) -> dict:
     n = n - n % 4
     log = print if verbose else (lambda *args, **kwargs: None)
     backend = require_gpu_backend()
-    from kernels import device_copy, reduction, saxpy, vector_add
+    from kernels.basics import device_copy, reduction, saxpy, vector_add
     from kernels.runtime import empty, to_device, zeros
     from kernels.runtime.loader import multiprocessors
     from kernels.tools.roofline import measure_bandwidth_gbs, measure_fp32_gflops, Peaks
@@ -112,8 +112,8 @@ def measure(n: int = N, verbose: bool = False) -> dict:
         "peaks": {
             "bandwidth_gbs": peaks.bandwidth_gbs,
             "fp32_gflops": peaks.fp32_gflops,
-            "how": "bandwidth: copy_grid_stride_float4 (kernels/device_copy.cu), bytes read + written; "
-                   "FP32: fma_throughput (kernels/peak.cu), an FMA counted as 2 flops",
+            "how": "bandwidth: copy_grid_stride_float4 (kernels/basics/device_copy.cu), bytes read + written; "
+                   "FP32: fma_throughput (kernels/basics/peak.cu), an FMA counted as 2 flops",
         },
         "results": rows,
         "block_sweep": block_sweep,

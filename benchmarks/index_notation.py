@@ -3,7 +3,7 @@ book's hand-written kernels and the library doing the same job, measured in the 
 
     DLK_BACKEND=gpu python3 -m benchmarks.index_notation   # -> benchmarks/results/index_notation.json
 
-Workloads (comprehensions from kernels/comprehensions/examples.py):
+Workloads (comprehensions from kernels/index_notation/examples.py):
 
 * mv at 4096 x 4096 and with few long rows (64 x 131072): against the MLP chapter's matrix-vector
   kernel (fc_forward_matvec, which also adds a bias) and cuBLAS gemv (torch.mv);
@@ -80,8 +80,8 @@ class Workload:
 
 
 def bench_generated(w: Workload, limit: int, cache: Path) -> dict:
-    from kernels.comprehensions import NAIVE, compile_tc
-    from kernels.comprehensions.autotune import autotune
+    from kernels.index_notation import NAIVE, compile_tc
+    from kernels.index_notation.autotune import autotune
     from kernels.runtime.module import to_device
 
     ref = w.reference()
@@ -119,7 +119,7 @@ def _torch_peer(w: Workload, name: str, fn):
 
 
 def workloads(rng):
-    from kernels.comprehensions import examples as E
+    from kernels.index_notation import examples as E
 
     f = lambda shape, mean=0.0: (mean + rng.standard_normal(shape)).astype(np.float32)  # noqa: E731
     out = []
@@ -163,7 +163,9 @@ def _torch_reference(w: Workload):
 def bench_peers(w: Workload):
     import torch
 
-    from kernels import conv2d, conv2d_gemm, fully_connected, pooling, sgemm
+    from kernels.conv import conv2d, conv2d_gemm, pooling
+    from kernels.dense import fully_connected
+    from kernels.gemm import sgemm
     from kernels.runtime.module import empty, to_device
 
     dev = [to_device(a) if isinstance(a, np.ndarray) else a for a in w.args]

@@ -6,7 +6,7 @@ At batch 4096, feature dimension 512, margin m = 4, for 10 and for 10 000
 classes, in one run on one GPU:
 
 * the whole layer, one training step (forward and backward, mean loss), for
-  each version of ``kernels/lsoftmax.py`` (Caffe-style, factored backward,
+  each version of ``kernels/lsoftmax/lsoftmax.py`` (Caffe-style, factored backward,
   fused), against the same layer written in PyTorch (``F.linear``, the margin
   by tensor ops, ``F.cross_entropy``, autograd's backward), TF32 off;
 * the part after the GEMM (margin + softmax + cross-entropy, forward and
@@ -31,10 +31,11 @@ import math
 import numpy as np
 
 from benchmarks.common import print_table, require_gpu_backend, row, write_results
-from kernels import lsoftmax as L
-from kernels import softmax as S
+from kernels.lsoftmax import lsoftmax as L
+from kernels.dense import softmax as S
 from kernels.runtime import empty, to_device
 from kernels.runtime.timing import time_kernel, time_torch
+from kernels.runtime.versions import versions
 from kernels.tools.roofline import measure_peaks, peaks_as_dict
 
 BATCH, DIM, CLASSES = 4096, 512, (10, 10_000)
@@ -83,7 +84,7 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
     torch.backends.cudnn.allow_tf32 = False
     peaks = measure_peaks()
     bw = peaks.bandwidth_gbs * 1e9
-    from kernels import sgemm_hopper
+    from kernels.gemm import sgemm_hopper
 
     hopper = sgemm_hopper.is_hopper()  # the tensor-core version runs on Hopper GPUs only
     rows, summary = [], {"batch": batch, "dim": dim, "margin": m, "lambda": lam, "per_classes": {}}
@@ -124,7 +125,7 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
         # our layer, every version
         Xd, Wd, yd = to_device(X), to_device(W), to_device(labels)
         layer_ms = {}
-        for version, _ in (*L.VERSIONS, *((L.TENSOR_CORES,) if hopper else ())):
+        for version in (*versions(L.KERNELS), *((L.TENSOR_CORES[0],) if hopper else ())):
             layer = L.LargeMarginSoftmax(m, version)
             loss = layer.forward(Xd, Wd, yd, lam)
             dX, dW = layer.backward()
@@ -195,7 +196,7 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
                         t_fwd_epilogue, 4 * (batch * dim + C * dim + batch * C), gemm_flops / 3, peaks))
 
         # the GEMMs of a step: ours (with the transposes our row-major GEMM needs) and cuBLAS
-        from kernels import sgemm
+        from kernels.gemm import sgemm
 
         Wt, out_f, out_dx, out_dwt = empty((dim, C)), empty((batch, C)), empty((batch, dim)), empty((dim, C))
 
@@ -237,7 +238,7 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
         rows.append(row("3 GEMMs (cuBLAS, torch.matmul)", f"gemm_C{C}", "peer", t_cublas, layer_bytes, gemm_flops, peaks))
         t_tensor = None
         if hopper:  # the same three products on the tensor cores (3xTF32, version 10), X^T written first
-            from kernels import sgemm_hopper
+            from kernels.gemm import sgemm_hopper
 
             Xt = empty((dim, batch))
             tc_steps = (sgemm_hopper.sgemm_tf32x3_wgmma(Xd, Wd, out=out_f, b_transposed=True, prepare_only=True),

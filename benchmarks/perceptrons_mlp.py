@@ -59,7 +59,7 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     """Validate, then time every kernel and its peer; returns the results (without device and date)."""
     log = print if verbose else (lambda *args, **kwargs: None)
     backend = require_gpu_backend()
-    from kernels import activations, fully_connected as fc, perceptron as P, softmax
+    from kernels.dense import activations, fully_connected as fc, perceptron as P, softmax
     from kernels.runtime import to_device, zeros
     from kernels.tools.roofline import Peaks, measure_bandwidth_gbs, measure_fp32_gflops
     from kernels.runtime.timing import time_torch
@@ -134,7 +134,7 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
         from kernels.runtime import empty
         from kernels.runtime.timing import time_kernel
 
-        from kernels import sgemm
+        from kernels.gemm import sgemm
 
         Wt = empty((k_in, m))
         prepared = {

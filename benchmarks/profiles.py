@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernels.runtime.versions import versions
+
 #: What is recorded of each kernel: the results file's name -> the ncu metric it is read from.
 METRICS = {
     "duration_us": "gpu__time_duration.sum",
@@ -89,9 +91,10 @@ class Target:
 
 
 def targets() -> list[Target]:
-    from kernels import conv2d, sgemm
+    from kernels.conv import conv2d
+    from kernels.gemm import sgemm
 
-    ladder = [Target(f"sgemm_{name}", "sgemm", name) for name, _ in sgemm.VERSIONS]
+    ladder = [Target(version.kernel, "sgemm", name) for name, version in versions(sgemm.KERNELS).items()]
     direct = [Target(conv2d.KERNEL_NAMES[name], "conv2d_c3", name) for name in ("naive", "constant", "tiled")]
     limits = [Target("sgemm_warptile", "limits", "version 7: FP32 warptile"),
               Target("cublas_fp32", "limits", "cuBLAS FP32 (TF32 off)", library=True),
@@ -104,7 +107,8 @@ def targets() -> list[Target]:
 def run_once(target: Target) -> None:
     """Launch ``target`` once on its benchmark inputs (the process ncu profiles); the launchers wait for
     the kernel and copy its result back.  A cuBLAS target runs twice: ncu skips the first launch."""
-    from kernels import conv2d, sgemm, sgemm_hopper
+    from kernels.conv import conv2d
+    from kernels.gemm import sgemm, sgemm_hopper
 
     rng = np.random.default_rng(0)
     if target.group == "limits":

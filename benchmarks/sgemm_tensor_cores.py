@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD DLK_BACKEND=gpu python3 -m benchmarks.sgemm_tensor_cores   # -> benchmarks/results/sgemm_tensor_cores.json
 
 At M = N = K = 1024, 4096 and 8192, in one run on one GPU: versions 11 (wgmma fed by the TMA unit) and 10
-(wgmma fed by cp.async), both in kernels/sgemm_hopper.cu and Hopper only, version 9 (kernels/sgemm.cu,
+(wgmma fed by cp.async), both in kernels/gemm/sgemm_hopper.cu and Hopper only, version 9 (kernels/gemm/sgemm.cu,
 WMMA), version 7 (the FP32 units' best), cuBLAS FP32 (torch.matmul, TF32
 off) and cuBLAS TF32 (torch.matmul with TF32 allowed: faster, and as inaccurate as TF32 is).  Every row
 records its time and its error: the largest |C - C64| / (|A| |B|) over the elements, against a float64
@@ -51,7 +51,7 @@ def measure(sizes=SIZES) -> dict:
     require_gpu_backend()
     import torch
 
-    from kernels import sgemm, sgemm_hopper
+    from kernels.gemm import sgemm, sgemm_hopper
     from kernels.runtime import empty, to_device
     from kernels.runtime.timing import time_kernel, time_torch
 

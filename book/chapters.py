@@ -8,7 +8,7 @@ A chapter called ``<name>`` with number ``N`` has
 * its exercises, declared in ``autograder/exercises/<name>.py`` (``EXERCISES``);
 * its benchmark ``benchmarks/<name>.py`` and results ``benchmarks/results/<name>.json``
   (or none), and any benchmarks it measures apart (``more_benchmarks``);
-* the kernel topics it teaches, ``kernels/<topic>.cu`` and ``kernels/<topic>.py``.
+* the kernel topics it teaches, ``kernels/<part>/<topic>.cu`` and ``kernels/<part>/<topic>.py``.
 
 ``tests/test_chapters.py`` checks the repository against this list, and
 ``tests/test_exercises.py`` grades every chapter's exercises from it.
@@ -29,7 +29,7 @@ class Chapter:
     name: str
     title: str
     pages: tuple[str, ...]  # book/<page>.md, in reading order
-    topics: tuple[str, ...]  # kernels/<topic>.cu the chapter teaches
+    topics: tuple[str, ...]  # kernels/<part>/<topic>.cu the chapter teaches
     has_benchmark: bool = True
     #: Benchmarks of the chapter measured apart from ``benchmarks/<name>.py`` (``benchmarks/<b>.py``, results
     #: ``benchmarks/results/<b>.json``): kernels for one kind of GPU only, say.
@@ -83,7 +83,7 @@ CHAPTERS = (
             ("capsule_prediction", "capsule_prediction_backward", "capsule_routing")),
     Chapter(6, "large_margin_softmax", "Large-margin softmax", ("large_margin_softmax",), ("lsoftmax",),
             graded_end_to_end=True),
-    # kernels/comprehensions/ (the language) and kernels/index_notation.py (its generated kernels): no kernels/*.cu
+    # kernels/index_notation/: the language, and generated.py, the records of the kernels it writes (no .cu file)
     Chapter(7, "index_notation", "Index notation", ("index_notation",), (), graded_end_to_end=True),
 )
 

@@ -1,6 +1,6 @@
 """The book's pictures: which thread, warp and block handles which data, and the roofline.
 
-``draw_thread_map`` draws what the kernels of ``kernels/indexing.cu`` report;
+``draw_thread_map`` draws what the kernels of ``kernels/basics/indexing.cu`` report;
 ``plot_roofline`` places measured kernels under the roofline of a device's
 peaks (:mod:`kernels.tools.roofline` computes them).  The mapping pictures
 draw what :mod:`book.tile_geometry` computes with the kernels' own index
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels.runtime.versions import versions
 from kernels.tools.roofline import Achieved, Peaks
 
 
@@ -187,7 +188,7 @@ def draw_conv_tiles(H: int, W: int, K: int, tiles=None):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from kernels import conv2d
+    from kernels.conv import conv2d
 
     H_grid, W_grid = conv2d.tile_grid(H - K + 1, W - K + 1)
     tiles = (0, H_grid * W_grid - 1) if tiles is None else tuple(tiles)
@@ -245,14 +246,14 @@ def draw_sgemm_tiling(ax, tiling, title: str = ""):
 
 
 def draw_sgemm_ladder(names=None, columns: int = 3):
-    """:func:`draw_sgemm_tiling` for every step of the ladder (``sgemm.VERSIONS``), a panel each, plus a key."""
+    """:func:`draw_sgemm_tiling` for every step of the ladder (``versions(sgemm.KERNELS)``), a panel each, plus a key."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
     from book.tile_geometry import sgemm_tiling
-    from kernels import sgemm
+    from kernels.gemm import sgemm
 
-    names = [n for n, _ in sgemm.VERSIONS] if names is None else list(names)
+    names = list(versions(sgemm.KERNELS)) if names is None else list(names)
     tilings = [sgemm_tiling(n) for n in names]
     panels = len(tilings) + 1
     rows = -(-panels // columns)
@@ -282,7 +283,7 @@ def draw_unrolled_product(x, filters, pixel: int = 0):
     product Y[0, pixel] are outlined in red.  ``x``: (C, H, W) maps; ``filters``: (M, C, K, K)."""
     import matplotlib.pyplot as plt
 
-    from kernels import im2col
+    from kernels.conv import im2col
 
     x = np.asarray(x)
     filters = np.asarray(filters)

@@ -1,9 +1,9 @@
 """Which data each block, warp and thread of a kernel touches: the numbers behind the book's mapping pictures.
 
 Each function applies a kernel's own index formula (the line of the ``.cu`` file is quoted beside it)
-with the tile sizes its Python module states (``kernels/conv2d.py``, ``kernels/sgemm.py``,
-``kernels/capsule_prediction.py``) or, where only the ``.cu`` file states them, the ``#define`` s read
-from that file (``FC_TILE`` of ``kernels/fully_connected.cu``).  :mod:`book.figures` draws what these return; ``tests/test_tile_geometry.py`` checks
+with the tile sizes its Python module states (``kernels/conv/conv2d.py``, ``kernels/gemm/sgemm.py``,
+``kernels/capsules/capsule_prediction.py``) or, where only the ``.cu`` file states them, the ``#define`` s read
+from that file (``FC_TILE`` of ``kernels/dense/fully_connected.cu``).  :mod:`book.figures` draws what these return; ``tests/test_tile_geometry.py`` checks
 that the geometry adds up (tiles cover their outputs exactly once, halos have the kernel's extent).
 """
 
@@ -14,7 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels import capsule_prediction, conv2d, sgemm
+from kernels.capsules import capsule_prediction
+from kernels.conv import conv2d
+from kernels.gemm import sgemm
+from kernels.runtime.versions import versions
 
 # --------------------------------------------------------------------------- tiled direct convolution
 
@@ -132,12 +135,11 @@ def _warptile_rows_cols(config: dict):
 
 
 def sgemm_tiling(name: str) -> SgemmTiling:
-    """The tiling of ladder step ``name`` (a key of ``sgemm.LAUNCHERS``); version 8 with its 128 x 16 tile."""
-    names = [n for n, _ in sgemm.VERSIONS]
-    if name not in names:
-        raise ValueError(f"name must be one of {', '.join(names)}, got {name!r}")
-    step = names.index(name) + 1
-    kernel = f"sgemm_{name}"
+    """The tiling of ladder step ``name`` (a key of ``versions(sgemm.KERNELS)``); version 8 with its 128 x 16 tile."""
+    ladder = versions(sgemm.KERNELS)
+    if name not in ladder:
+        raise ValueError(f"name must be one of {', '.join(ladder)}, got {name!r}")
+    step, kernel = ladder[name].number, ladder[name].kernel
     T = sgemm.TILE
     if name == "naive":  # int i = blockIdx.y * blockDim.x + threadIdx.x; int j = ... + threadIdx.y;
         threads = _ladder_threads(kernel)
@@ -149,15 +151,15 @@ def sgemm_tiling(name: str) -> SgemmTiling:
         shared = name == "shared_tiled"
         return SgemmTiling(step, name, T, T, T if shared else 1, threads, owner, shared=shared)
     if name == "blocktile_1d":
-        d = cuda_defines(sgemm.version_source(4))
+        d = cuda_defines(ladder[name].source)
         bm, bn, threads = sgemm.BT1
         tm = d["BT1_TM"]
         # int col = t % BT1_BN; int row0 = (t / BT1_BN) * BT1_TM;
         owner = _owner(bm, bn, threads, lambda t: (np.arange((t // bn) * tm, (t // bn) * tm + tm), [t % bn]))
         return SgemmTiling(step, name, bm, bn, d["BT1_BK"], threads, owner, shared=True)
     if name in ("blocktile_2d", "vectorized"):
-        prefix, section = ("BT2", 5) if name == "blocktile_2d" else ("VEC", 6)
-        d = cuda_defines(sgemm.version_source(section))
+        prefix = "BT2" if name == "blocktile_2d" else "VEC"
+        d = cuda_defines(ladder[name].source)
         bm, bn, threads = sgemm.BT2
         tm, tn = d[f"{prefix}_TM"], d[f"{prefix}_TN"]
 
@@ -239,7 +241,7 @@ def capsule_warp_weight_loads(version: int, in_dim: int, out_caps: int, out_dim:
 # --------------------------------------------------------------------------- the tiled dense layer
 
 #: Lines of ``fc_forward_tiled`` that the functions below apply; tests/test_tile_geometry.py checks they
-#: are still in ``kernels/fully_connected.cu``, so the picture cannot outlive a change of the kernel.
+#: are still in ``kernels/dense/fully_connected.cu``, so the picture cannot outlive a change of the kernel.
 FC_TILED_LINES = (
     "__shared__ float Xs[FC_TILE][FC_TILE];",
     "__shared__ float Ws[FC_TILE][FC_TILE + 1];",
@@ -254,7 +256,7 @@ FC_TILED_LINES = (
 
 
 def fc_tile_size() -> int:
-    """``FC_TILE`` as ``kernels/fully_connected.cu`` defines it (the launcher's block is FC_TILE x FC_TILE)."""
+    """``FC_TILE`` as ``kernels/dense/fully_connected.cu`` defines it (the launcher's block is FC_TILE x FC_TILE)."""
     from kernels import read_source
 
     return cuda_defines(read_source("fully_connected"))["FC_TILE"]

@@ -1,7 +1,11 @@
 """Reference CUDA C kernels of the book, each beside its NumPy reference and launcher.
 
-``kernels/<topic>.cu`` holds a topic's kernels numbered in teaching order;
-``kernels/<topic>.py`` holds the NumPy reference and a launcher per version.
+The kernels are grouped by the book's parts: ``kernels/basics/``, ``dense/``,
+``conv/``, ``gemm/``, ``capsules/``, ``lsoftmax/`` and ``index_notation/``.
+``kernels/<part>/<topic>.cu`` holds a topic's kernels in teaching order;
+``kernels/<part>/<topic>.py`` holds the NumPy reference, a launcher per
+version and ``KERNELS``, one record per kernel.  A topic's name is unique
+across the parts: ``source_path("reduction")`` finds its file.
 ``kernels.runtime`` compiles and launches them on a GPU or the CPU emulator.
 """
 
@@ -9,5 +13,5 @@ from .runtime.sources import KERNEL_DIR, source_path
 
 
 def read_source(topic: str) -> str:
-    """The CUDA C source of ``kernels/<topic>.cu``, as the chapters show it."""
+    """The CUDA C source of ``kernels/<part>/<topic>.cu``, as the chapters show it."""
     return source_path(topic).read_text()

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels import capsule_prediction as cp
-from kernels import capsule_prediction_backward as cb
+from kernels.capsules import capsule_prediction as cp
+from kernels.capsules import capsule_prediction_backward as cb
+from kernels.runtime.versions import versions
 from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend
@@ -42,15 +43,15 @@ def assert_close(got, expected, terms):
 
 def versions_for(shape):
     _, _, in_dim, out_caps, out_dim = shape
-    return [v for v in cp.VERSIONS if cp.runs_version(v, in_dim, out_caps, out_dim)]
+    return [v for v in versions(cp.KERNELS) if cp.runs_version(v, in_dim, out_caps, out_dim)]
 
 
 @pytest.mark.parametrize("shape", POW2_SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_forward_against_loop_pow2(backend, shape):
     u, W, _ = capsule_data(shape)
     expected = cp.forward_loop_reference(u, W)
-    for version in cp.VERSIONS:  # every {4, 8} shape is vectorisable
-        assert_close(cp.LAUNCHERS[version](u, W), expected, shape[2])
+    for version in versions(cp.KERNELS):  # every {4, 8} shape is vectorisable
+        assert_close(versions(cp.KERNELS)[version].launcher(u, W), expected, shape[2])
 
 
 @pytest.mark.parametrize("shape", ODD_SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -58,7 +59,7 @@ def test_forward_odd_shapes(backend, shape):
     u, W, _ = capsule_data(shape, seed=1)
     expected = cp.forward_reference(u, W)
     for version in versions_for(shape):
-        assert_close(cp.LAUNCHERS[version](u, W), expected, shape[2])
+        assert_close(versions(cp.KERNELS)[version].launcher(u, W), expected, shape[2])
     assert_close(cp.forward(u, W), expected, shape[2])
 
 
@@ -126,9 +127,9 @@ def test_forward_writes_every_output(backend):
     """A kernel that skips outputs would leave the NaNs of ``out`` in place."""
     shape = (67, 3, 8, 10, 16)
     u, W, _ = capsule_data(shape)
-    for version in cp.VERSIONS:
+    for version in versions(cp.KERNELS):
         out = np.full((67, 3, 10, 16), np.nan, np.float32)
-        cp.LAUNCHERS[version](u, W, out=out)
+        versions(cp.KERNELS)[version].launcher(u, W, out=out)
         assert np.isfinite(out).all(), version
 
 
@@ -138,7 +139,7 @@ def test_forward_generated_shapes(backend, shape):
     u, W, _ = capsule_data(shape, seed=sum(shape))
     expected = cp.forward_reference(u, W)
     for version in versions_for(shape):
-        assert_close(cp.LAUNCHERS[version](u, W), expected, shape[2])
+        assert_close(versions(cp.KERNELS)[version].launcher(u, W), expected, shape[2])
 
 
 # --------------------------------------------------------------------------- gradients
@@ -218,8 +219,8 @@ def test_every_version_at_the_digitcaps_shape():
     shape = (128, 1152, 8, 10, 16)
     u, W, G = capsule_data(shape, seed=7)
     u_hat = cp.forward_reference(u, W)
-    for version in cp.VERSIONS:
-        assert_close(cp.LAUNCHERS[version](u, W), u_hat, shape[2])
+    for version in versions(cp.KERNELS):
+        assert_close(versions(cp.KERNELS)[version].launcher(u, W), u_hat, shape[2])
     du = cb.grad_input_reference(G, W)
     assert_close(cb.grad_input_naive(G, W), du, 160)
     assert_close(cb.grad_input_shared_weights(G, W), du, 160)

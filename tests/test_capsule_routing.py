@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import capsule_prediction as cp
-from kernels import capsule_routing as cr
+from kernels.capsules import capsule_prediction as cp
+from kernels.capsules import capsule_routing as cr
 from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend

@@ -16,6 +16,8 @@ import pytest
 
 import autograder.exercises
 from book.chapters import CHAPTERS, ROOT
+from kernels.runtime import sources
+from kernels.runtime.sources import source_path, topic_module, topic_sources
 
 TOC = (ROOT / "_toc.yml").read_text()
 
@@ -37,7 +39,8 @@ def test_every_file_of_a_chapter_is_where_its_name_says(chapter):
     if chapter.benchmark:
         assert callable(importlib.import_module(chapter.benchmark).measure)
     for topic in chapter.topics:
-        assert (ROOT / "kernels" / f"{topic}.cu").exists() and (ROOT / "kernels" / f"{topic}.py").exists(), topic
+        assert source_path(topic).with_suffix(".py").exists(), topic
+        assert importlib.import_module(topic_module(topic)).TOPIC == topic
 
 
 def test_every_exercise_module_benchmark_assignment_and_topic_belongs_to_a_chapter():
@@ -53,9 +56,42 @@ def test_every_exercise_module_benchmark_assignment_and_topic_belongs_to_a_chapt
     for folder in ("solutions", "exercises"):
         assignments = {p.name for p in (ROOT / folder).iterdir() if p.is_dir()}
         assert assignments == {c.assignment for c in CHAPTERS if c.graded}, folder
-    topics = {p.stem for p in (ROOT / "kernels").glob("*.cu")}
+    topics = set(topic_sources())
     taught = {t for c in CHAPTERS for t in c.topics}
     assert topics == taught, f"topics no chapter teaches: {sorted(topics - taught)}"
+
+
+#: Folders of kernels/ that are no part of the book: the engine, tools, networks, data sets, framework ops.
+SUPPORT_FOLDERS = {"runtime", "tools", "models", "data", "frameworks"}
+
+
+def test_kernels_are_grouped_by_the_books_parts():
+    """A chapter's kernels are in a folder of their part: ``kernels/<part>/<topic>.cu`` for a topic,
+    ``kernels/<name>/`` for a chapter whose kernels are generated (no .cu); nothing of a chapter lies loose in
+    ``kernels/``, every part is a package, and the README's layout names every part."""
+    kernels = ROOT / "kernels"
+    assert not list(kernels.glob("*.cu")) and {p.name for p in kernels.glob("*.py")} == {"__init__.py"}
+    parts = {path.parent.name for path in topic_sources().values()}
+    generated = {c.name for c in CHAPTERS if not c.topics}
+    folders = {p.name for p in kernels.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+    assert folders == parts | generated | SUPPORT_FOLDERS, "kernels/ holds folders that are no part of the book"
+    readme = (ROOT / "README.md").read_text().split("## What is where", 1)[1].split("\n## ", 1)[0]
+    for part in sorted(parts | generated):
+        assert (kernels / part / "__init__.py").exists(), f"kernels/{part}/ is not a package"
+        assert f"`kernels/{part}/`" in readme, f"the README's layout does not name kernels/{part}/"
+
+
+def test_a_topic_is_found_by_its_name_and_a_name_in_two_parts_is_refused(tmp_path, monkeypatch):
+    for part in ("basics", "dense"):
+        (tmp_path / part).mkdir()
+    (tmp_path / "basics" / "sum.cu").write_text("")
+    monkeypatch.setattr(sources, "KERNEL_DIR", tmp_path)
+    assert source_path("sum") == tmp_path / "basics" / "sum.cu"
+    with pytest.raises(KeyError, match="no kernels/<part>/product.cu: the topics are sum"):
+        source_path("product")
+    (tmp_path / "dense" / "sum.cu").write_text("")
+    with pytest.raises(ValueError, match="two topics are called 'sum'"):
+        source_path("sum")
 
 
 def test_every_chapter_page_of_the_table_of_contents_is_in_the_manifest():

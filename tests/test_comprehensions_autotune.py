@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from kernels.comprehensions import NAIVE, Schedule, compile_tc
-from kernels.comprehensions.autotune import autotune, cache_key, candidates
-from kernels.comprehensions.examples import EXAMPLES
+from kernels.index_notation import NAIVE, Schedule, compile_tc
+from kernels.index_notation.autotune import autotune, cache_key, candidates
+from kernels.index_notation.examples import EXAMPLES
 
 
 def test_candidates_start_naive_and_split_only_small_outputs():

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.comprehensions import NAIVE, Schedule, compile_tc
-from kernels.comprehensions.examples import EXAMPLES
+from kernels.index_notation import NAIVE, Schedule, compile_tc
+from kernels.index_notation.examples import EXAMPLES
 from kernels.tools.nvcc_report import compile_report, nvcc_path
 
 #: One schedule per step of the chapter; small blocks so that the small shapes span several blocks.

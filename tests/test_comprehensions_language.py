@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.comprehensions import TcSemanticError, TcShapeError, TcSyntaxError, check_text, compile_tc
-from kernels.comprehensions.examples import EXAMPLES, INVALID
-from kernels.comprehensions.runner import bind_sizes, check_ranges
+from kernels.index_notation import TcSemanticError, TcShapeError, TcSyntaxError, check_text, compile_tc
+from kernels.index_notation.examples import EXAMPLES, INVALID
+from kernels.index_notation.runner import bind_sizes, check_ranges
 
 
 def error_of(text):

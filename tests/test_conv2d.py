@@ -1,11 +1,11 @@
-"""The forward convolution kernels of kernels/conv2d.cu against their NumPy references, on the current backend."""
+"""The forward convolution kernels of kernels/conv/conv2d.cu against their NumPy references, on the current backend."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels import conv2d
+from kernels.conv import conv2d
 
 pytestmark = pytest.mark.backend
 

@@ -1,11 +1,11 @@
-"""The backward kernels of kernels/conv2d_backward.cu: references, kernels, and the gradient checker."""
+"""The backward kernels of kernels/conv/conv2d_backward.cu: references, kernels, and the gradient checker."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels import conv2d, conv2d_backward as cb
+from kernels.conv import conv2d, conv2d_backward as cb
 from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend
@@ -62,12 +62,12 @@ def test_backward_input(backend, shape):
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
-@pytest.mark.parametrize("version", list(cb.WEIGHT_VERSIONS))
+@pytest.mark.parametrize("version", list(cb.WEIGHT_GRADIENTS))
 def test_backward_weight(backend, version, shape):
     X, Wf, dY = data(*shape)
     K = shape[-1]
     scale = cb.backward_weight_reference(np.abs(X), np.abs(dY))
-    assert_within(cb.WEIGHT_VERSIONS[version](X, dY, K), cb.backward_weight_reference(X, dY), scale)
+    assert_within(cb.WEIGHT_GRADIENTS[version](X, dY, K), cb.backward_weight_reference(X, dY), scale)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))

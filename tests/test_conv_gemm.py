@@ -1,11 +1,11 @@
-"""Convolution forward as unroll + GEMM and as implicit GEMM (kernels/conv2d_gemm.cu) against float64 references."""
+"""Convolution forward as unroll + GEMM and as implicit GEMM (kernels/conv/conv2d_gemm.cu) against float64 references."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels import conv2d_gemm as cg
+from kernels.conv import conv2d_gemm as cg
 
 # (N, C, H, W, M, K, pad, stride): the chapter's example (M=2 maps of 2x2 from 3 maps of 3x3),
 # batch 1, odd channel counts, M not a multiple of 64 and above it, padding, stride 2, 1x1 filters.
@@ -38,10 +38,10 @@ def test_references_agree(shape):
 
 @pytest.mark.backend
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("version", list(cg.LAUNCHERS))
+@pytest.mark.parametrize("version", list(cg.ANY_FILTER))
 def test_conv_forward(backend, version, shape):
     X, Wt, pad, stride = layer(shape)
-    assert_conv(cg.LAUNCHERS[version](X, Wt, pad, stride), X, Wt, pad, stride)
+    assert_conv(cg.ANY_FILTER[version].launcher(X, Wt, pad, stride), X, Wt, pad, stride)
 
 
 @pytest.mark.backend
@@ -63,7 +63,7 @@ def test_implicit_gemm_configurations(backend, config):
 
 def test_worked_example_is_one_matrix_product():
     """C=3, M=2, 3x3 inputs, 2x2 filters: Y (2 x 4) = Wmat (2 x 12) times U (12 x 4)."""
-    from kernels import im2col
+    from kernels.conv import im2col
 
     X, Wt, _, _ = layer(SHAPES[0])
     U = im2col.unroll_sequential(X[0], 2)

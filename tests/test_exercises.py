@@ -243,7 +243,7 @@ def test_tc_cell_magic_shows_ranges_or_the_error(capsys):
     assert "line 3, column" in out.err and "no reduction operator" in out.err
 
 
-#: the exercises whose reference kernel is a kernel of kernels/<topic>.cu (the index-notation ones are
+#: the exercises whose reference kernel is a kernel of kernels/<part>/<topic>.cu (the index-notation ones are
 #: generated from a definition: the generator is checked against NumPy in tests/test_comprehensions_kernels.py)
 WITH_CHAPTER_REFERENCE = [name for name in EXERCISES
                           if get_exercise(name).reference_kernel is not None

@@ -21,7 +21,8 @@ from book import figures  # noqa: E402
 from book.tile_geometry import (  # noqa: E402
     FC_TILED_LINES, fc_grid, fc_thread_loads, fc_thread_reads, fc_tile_size, fc_tiled_block, fc_traffic,
     fc_worked_example)
-from kernels import fully_connected, read_source  # noqa: E402
+from kernels import read_source
+from kernels.dense import fully_connected  # noqa: E402
 
 CHAPTER = Path(__file__).resolve().parent.parent / "book" / "mlp_backprop.md"
 SHAPES = [(37, 41, 23), (16, 16, 16), (5, 100, 40), (33, 7, 17)]  # (n, k, m): edges in every direction

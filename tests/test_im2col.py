@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import im2col
+from kernels.conv import im2col
+from kernels.runtime.versions import versions
 
 # (N, C, H, W, K, pad, stride): the chapter's example, channels and sizes that fill no warp evenly,
 # batch 1, padding, stride 2, a 1x1 filter, a filter as large as the input.
@@ -36,23 +37,23 @@ def test_references_agree(shape):
 
 @pytest.mark.backend
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("version", list(im2col.LAUNCHERS))
+@pytest.mark.parametrize("version", list(versions(im2col.KERNELS)))
 def test_im2col_kernel(backend, version, shape):
     N, C, H, W, K, pad, stride = shape
     X = (np.random.default_rng(sum(shape)).standard_normal((N, C, H, W)) + 1).astype(np.float32)
-    U = im2col.LAUNCHERS[version](X, K, pad, stride)
+    U = versions(im2col.KERNELS)[version].launcher(X, K, pad, stride)
     np.testing.assert_array_equal(U, im2col.reference(X, K, pad, stride))  # a copy: bit-exact
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("version", list(im2col.LAUNCHERS))
+@pytest.mark.parametrize("version", list(versions(im2col.KERNELS)))
 def test_im2col_chunk_of_samples(backend, version):
     """Unrolling samples n0..n0+count (the memory-bounded path) picks the right samples."""
     X = np.random.default_rng(5).standard_normal((5, 3, 7, 6)).astype(np.float32)
-    U = im2col.LAUNCHERS[version](X, 3, 1, 1, n0=2, count=2)
+    U = versions(im2col.KERNELS)[version].launcher(X, 3, 1, 1, n0=2, count=2)
     np.testing.assert_array_equal(U, im2col.reference(X[2:4], 3, 1, 1))
     X = np.random.default_rng(6).standard_normal((5, 3, 8, 6)).astype(np.float32)  # 8 x 6 pixels: float4 stores
-    U = im2col.LAUNCHERS[version](X, 3, 1, 1, n0=1, count=3)
+    U = versions(im2col.KERNELS)[version].launcher(X, 3, 1, 1, n0=1, count=3)
     np.testing.assert_array_equal(U, im2col.reference(X[1:4], 3, 1, 1))
     with pytest.raises(ValueError, match="not within the batch"):
         im2col.im2col_unroll(X, 3, 1, 1, n0=4, count=2)

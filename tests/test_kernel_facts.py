@@ -1,8 +1,14 @@
 """Every topic states its kernels' facts once (``KERNELS``), and everything else asks that record.
 
-* Every ``kernels/<topic>.cu`` has a ``kernels/<topic>.py`` whose ``KERNELS``
+* Every ``kernels/<part>/<topic>.cu`` has a ``kernels/<part>/<topic>.py`` whose ``KERNELS``
   maps CUDA names to :class:`KernelVersion` records of ``__global__``
-  functions that exist in the source, with a launcher of that module.
+  functions that exist in the source, with a launcher of that module; every
+  ``__global__`` function has one.
+* A version's number, title and key are written in its record only: the rungs
+  run 1, 2, ... in teaching order, no topic module declares ``VERSIONS`` or
+  ``LAUNCHERS`` by hand, each record's section of the ``.cu`` is found by the
+  kernel's name, and where the ``.cu`` numbers a kernel in its comments it
+  says the record's number.
 * The grader's reference kernels, flop and byte counts are those records.
 * A record's ``launch(shape)`` is what its launcher really launches: the
   launchers are run on small inputs and their launches recorded.
@@ -11,18 +17,19 @@
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
+import re
 
 import numpy as np
 import pytest
 
-import kernels
 from autograder.exercises import all_exercises
 from kernels.runtime.signature import parse_kernels
-from kernels.runtime.versions import KernelVersion, LaunchConfig
+from kernels.runtime.sources import source_path, topic_module, topic_sources
+from kernels.runtime.versions import KernelVersion, LaunchConfig, kernel_table, ladder, rung, versions
+from book import ladders
+from kernels.basics import reduction
 
-KERNEL_DIR = Path(kernels.__file__).resolve().parent
-TOPICS = sorted(path.stem for path in KERNEL_DIR.glob("*.cu"))
+TOPICS = sorted(topic_sources())
 
 
 def _exercises():
@@ -32,49 +39,128 @@ def _exercises():
 
 @pytest.mark.parametrize("topic", TOPICS)
 def test_every_topic_declares_its_versions_as_records(topic):
-    module = importlib.import_module(f"kernels.{topic}")
+    module = importlib.import_module(topic_module(topic))
     assert module.TOPIC == topic
     table = module.KERNELS
-    assert isinstance(table, dict) and table, f"kernels/{topic}.py: KERNELS is empty"
-    declared = parse_kernels((KERNEL_DIR / f"{topic}.cu").read_text(), f"{topic}.cu")
+    assert isinstance(table, dict) and table, f"{module.__name__}: KERNELS is empty"
+    declared = parse_kernels(source_path(topic).read_text(), f"{topic}.cu")
     for name, version in table.items():
         assert isinstance(version, KernelVersion)
         assert version.kernel == name and version.topic == topic
-        assert name in declared, f"{topic}.{name} is not a __global__ function of kernels/{topic}.cu"
+        assert name in declared, f"{topic}.{name} is not a __global__ function of {source_path(topic).name}"
         launcher = getattr(version.launcher, "func", version.launcher)  # functools.partial: its function
         assert launcher.__module__ == module.__name__, f"{topic}.{name}: the launcher lives in {launcher.__module__}"
         for fact in (version.launch, version.bytes, version.flops, version.reference):
             assert callable(fact)
 
 
-#: Kernels without a record: the implicit GEMM's compile-time definitions depend on the filter size
-#: (IG_WIDE_MASK for K > 5), and a record's definitions are fixed.
-NOT_YET_RECORDED = {
-    "conv2d_gemm": {"conv2d_implicit_gemm"},
-}
-
-
 @pytest.mark.parametrize("topic", TOPICS)
 def test_every_kernel_of_a_topic_has_a_record(topic):
-    declared = parse_kernels((KERNEL_DIR / f"{topic}.cu").read_text(), f"{topic}.cu")
-    table = importlib.import_module(f"kernels.{topic}").KERNELS
+    """Every ``__global__`` function has a record: a rung (a number) or, deliberately, a helper (None)."""
+    declared = parse_kernels(source_path(topic).read_text(), f"{topic}.cu")
+    table = importlib.import_module(topic_module(topic)).KERNELS
     missing = {name for name in declared if name not in table}
-    assert missing == NOT_YET_RECORDED.get(topic, set()), (
-        f"kernels/{topic}.cu: kernels without a record {sorted(missing)}; the list of those not yet recorded "
-        f"says {sorted(NOT_YET_RECORDED.get(topic, set()))}")
+    assert not missing, f"{source_path(topic).name}: kernels without a record {sorted(missing)}"
+
+
+def _record(kernel="k", **rung):
+    return KernelVersion("t", kernel, print, print, print, print, print, **{"number": 1, "title": "a kernel", **rung})
 
 
 def test_a_record_must_be_complete():
     with pytest.raises(TypeError, match="flops must be callable"):
-        KernelVersion("t", "k", print, print, print, 3.0, print)
+        KernelVersion("t", "k", print, print, print, 3.0, print, number=1, title="a kernel")
+    with pytest.raises(TypeError, match="number"):  # a rung or a helper is said, never left out
+        KernelVersion("t", "k", print, print, print, print, print, title="a kernel")
+    with pytest.raises(ValueError, match="give it a title"):
+        _record(title=" ")
+    with pytest.raises(ValueError, match="must be a rung 1, 2, ... or None"):
+        _record(number=0)
+    with pytest.raises(ValueError, match="a key names a rung"):
+        _record(number=None, key="helper")
+
+
+def test_the_rungs_run_one_two_three_in_teaching_order():
+    table = kernel_table(_record("a", key="first"), _record("h", number=None), _record("b", number=2, key="second"),
+                         _record("b2", number=2))
+    assert [v.kernel for v in ladder(table)] == ["a", "b"] and list(versions(table)) == ["first", "second"]
+    assert rung(table, "second").kernel == "b"
+    with pytest.raises(KeyError, match="no version 'third'; its versions are first, second"):
+        rung(table, "third")
+    with pytest.raises(ValueError, match="is rung 3, after rung 1"):
+        kernel_table(_record("a"), _record("c", number=3))
+    with pytest.raises(ValueError, match="is rung 1, after rung 2"):
+        kernel_table(_record("a"), _record("b", number=2), _record("c", number=1))
+    with pytest.raises(ValueError, match="key 'x' is taken"):
+        kernel_table(_record("a", key="x"), _record("b", number=2, key="x"))
+    with pytest.raises(ValueError, match="on a second kernel of its rung"):
+        kernel_table(_record("a", key="x"), _record("b", key="y"))
+    with pytest.raises(ValueError, match="listed twice"):
+        kernel_table(_record("a"), _record("a", number=2))
+    # a ladder that goes on from another topic's starts after its last rung
+    assert [v.number for v in ladder(kernel_table(_record("d", number=3), continues=table))] == [3]
+    with pytest.raises(ValueError, match="is rung 2, after rung 2"):  # no sharing the other topic's last rung
+        kernel_table(_record("d", number=2), continues=table)
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_no_topic_module_lists_its_versions_by_hand(topic):
+    """``VERSIONS``, ``LAUNCHERS`` and the like are gone: what chooses a version asks ``versions(KERNELS)``."""
+    module = importlib.import_module(topic_module(topic))
+    text = source_path(topic).with_suffix(".py").read_text()
+    by_hand = re.findall(r"^(\w*(?:VERSIONS|LAUNCHERS)\w*)\s*=", text, re.M)
+    assert not by_hand, f"{module.__name__} declares {by_hand}"
+    assert not hasattr(module, "VERSIONS") and not hasattr(module, "LAUNCHERS")
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_every_record_finds_its_section_of_the_source_by_its_name(topic):
+    """The section holds the kernel's own definition, and no other kernel's."""
+    table = importlib.import_module(topic_module(topic)).KERNELS
+    for name, version in table.items():
+        section = version.source
+        definitions = parse_kernels(section, f"{topic}.cu section")
+        assert list(definitions) == [name], f"{topic}.{name}: the section defines {list(definitions)}"
+        assert version.source_file == f"kernels/{source_path(topic).parent.name}/{topic}.cu"
+
+
+#: "// 3." or "// 1a." at the start of a comment line: the number the .cu gives a kernel or a version.
+NUMBERED = re.compile(r"^//\s*(\d+)[a-z]?\.\s", re.M)
+#: A line of the list of versions at the top of a .cu: "//   3. reduce_sum_warp_shuffle: ...".
+LISTED = re.compile(r"^//\s+(\d+)\.\s+(\w+)", re.M)
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_the_numbers_in_the_cu_comments_are_the_records(topic):
+    """The .cu keeps its numbered comments for the reader (its list of versions at the top, the comment that
+    opens a kernel's section); they must say what the records say, or a renumbering has missed one."""
+    table = importlib.import_module(topic_module(topic)).KERNELS
+    source = source_path(topic).read_text()
+    opening = source[: re.search(r"^(?!//)", source, re.M).start()]  # the file's opening comment block
+    for number, name in LISTED.findall(opening):
+        if name in table:
+            assert table[name].number == int(number), f"{topic}.cu lists {name} as {number}"
+    for name, version in table.items():
+        section = version.source
+        comment = section[: section.index("__global__")]
+        said = NUMBERED.search(comment)
+        if said:
+            assert version.number == int(said.group(1)), f"{topic}.cu numbers {name} {said.group(1)}"
+
+
+def test_the_chapters_count_the_versions_from_the_records():
+    assert ladders.has_versions(reduction.KERNELS) == (
+        f"`kernels/basics/reduction.cu` has {ladders.NUMBER_WORDS[len(ladder(reduction.KERNELS))]} versions")
+    assert ladders.in_words(4) == "four" and ladders.in_words(13) == "13"
 
 
 @pytest.mark.parametrize("exercise", _exercises(), ids=lambda e: e.name)
 def test_the_grader_asks_the_kernel_records(exercise):
-    """The reference kernel, its launch, flops and bytes: one record of ``kernels/<topic>.py``."""
+    """The reference kernel, its launch, flops and bytes: one record of ``kernels/<part>/<topic>.py``."""
     reference = exercise.reference_kernel
     assert reference is not None
-    record = importlib.import_module(f"kernels.{reference.topic}").KERNELS[reference.kernel]
+    launcher = getattr(reference.version.launcher, "func", reference.version.launcher)
+    record = importlib.import_module(launcher.__module__).KERNELS[reference.kernel]  # the generated kernels: no .cu
     assert reference.version is record
     assert exercise.flops is record.flops and exercise.bytes_moved is record.bytes
     for shape in (*exercise.visible_shapes, exercise.timing_shape):
@@ -164,6 +250,8 @@ def _cases():
         _conv_case("conv2d_backward", "conv2d_backward_weight_gemm", CONV_9x8, "weight"),
         _conv_case("conv2d_backward", "conv2d_backward_split_sum", CONV_9x8, "weight"),
         _conv_case("conv2d", "conv2d_forward_register_tiled", CONV_20x19, "forward"),
+        ("conv2d_gemm", "conv2d_implicit_gemm", {**CONV_20x19, "pad": 1, "stride": 2},
+         lambda v, r: v.launcher(_f32(r, 2, 2, 20, 19), _f32(r, 3, 2, 3, 3), 1, 2)),
         *[_winograd_case(kernel) for kernel in ("conv2d_winograd_filters", "conv2d_winograd_inputs",
                                                 "conv2d_winograd_gemm", "conv2d_winograd_outputs")],
         ("pooling", "max_pool_forward", {"N": 2, "C": 3, "H": 9, "W": 8, "pool": 2},
@@ -225,7 +313,7 @@ def _lsoftmax_run(which):
     """Run the layer launcher ``which`` of the large-margin softmax on N = 30, C = 7, D = 5."""
 
     def run(version, rng):
-        from kernels import lsoftmax as L
+        from kernels.lsoftmax import lsoftmax as L
 
         N, C, D, m, lam = 30, 7, 5, 2, 0.5
         X, W, y = _f32(rng, N, D), _f32(rng, C, D), rng.integers(0, C, N).astype(np.int32)
@@ -249,7 +337,7 @@ def _lsoftmax_run(which):
 @pytest.mark.backend
 @pytest.mark.parametrize("topic, kernel, shape, run", _cases(), ids=lambda c: c if isinstance(c, str) else None)
 def test_the_record_launches_as_its_launcher_does(backend, launches, topic, kernel, shape, run):
-    version = importlib.import_module(f"kernels.{topic}").KERNELS[kernel]
+    version = importlib.import_module(topic_module(topic)).KERNELS[kernel]
     run(version, np.random.default_rng(0))
     mine = [config for name, config in launches if name == kernel]
     assert mine, f"the launcher of {topic}.{kernel} did not launch it"

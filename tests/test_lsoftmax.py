@@ -8,9 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels import lsoftmax as L
-from kernels import lsoftmax_pitfalls as P
-from kernels import sgemm_hopper
+from kernels.lsoftmax import lsoftmax as L
+from kernels.lsoftmax import pitfalls as P
+from kernels.gemm import sgemm_hopper
+from kernels.runtime.versions import versions
 from kernels.tools.gradcheck import check_gradients
 
 MARGINS = (1, 2, 3, 4)
@@ -111,7 +112,7 @@ def test_fused_forward_loss_and_stats(backend, shape):
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("version", [v for v, _ in L.VERSIONS])
+@pytest.mark.parametrize("version", list(versions(L.KERNELS)))
 def test_whole_layer_every_version(backend, version):
     X, W, labels = layer_data(11, 13, 9, seed=2)
     for m, lam in [(1, 0.0), (2, 1000.0), (3, 0.5), (4, 0.0)]:
@@ -263,7 +264,7 @@ def test_sin_squared_cancellation_near_zero_and_pi():
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("version", [v for v, _ in L.VERSIONS])
+@pytest.mark.parametrize("version", list(versions(L.KERNELS)))
 def test_feature_parallel_to_its_weight_rounds_cos_past_one(backend, version):
     """x = 3 W_y makes F / (|x| |W|) round to just above 1 in float32: clamped, the layer stays exact."""
     X, W, labels = layer_data(4, 5, 8, seed=3)
@@ -281,7 +282,7 @@ def test_feature_parallel_to_its_weight_rounds_cos_past_one(backend, version):
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("version", [v for v, _ in L.VERSIONS])
+@pytest.mark.parametrize("version", list(versions(L.KERNELS)))
 def test_all_zero_feature_row_gives_no_nan(backend, version):
     X, W, labels = layer_data(4, 5, 6, seed=4)
     X[2] = 0
@@ -402,7 +403,7 @@ def test_layer_refuses_a_bad_margin_or_version():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("version", [v for v, _ in L.VERSIONS])
+@pytest.mark.parametrize("version", list(versions(L.KERNELS)))
 def test_layer_at_a_realistic_size_on_the_gpu(version):
     X, W, labels = layer_data(512, 1000, 128, seed=9)
     X *= 0.2
@@ -445,7 +446,7 @@ def test_tensor_core_layer_names_the_gpu_it_needs_elsewhere(backend):
 
 
 def test_digits_network_learns_with_a_margin():
-    from kernels import lsoftmax_digits as digits
+    from kernels.lsoftmax import digits
 
     run = digits.train(3, epochs=20)
     assert run.accuracy[-1] > 0.75  # 10 classes: chance is 0.1
@@ -455,7 +456,7 @@ def test_digits_network_learns_with_a_margin():
 @pytest.mark.backend
 def test_kernel_layer_trains_like_the_reference(backend):
     """The last layer on the kernels and on the float64 reference: the same loss and gradients, the same step."""
-    from kernels import lsoftmax_digits as digits
+    from kernels.lsoftmax import digits
 
     rng = np.random.default_rng(11)
     features = rng.standard_normal((32, 2)) * 5
@@ -475,7 +476,7 @@ def test_kernel_layer_trains_like_the_reference(backend):
 @pytest.mark.backend
 @pytest.mark.parametrize("name", ["lsoftmax_cos_mtheta", "lsoftmax_patch_logits", "lsoftmax_margin_grad_input"])
 def test_reference_kernels_solve_their_exercises(backend, name):
-    """The kernels of kernels/lsoftmax.cu that speed is measured against give the graded answers."""
+    """The kernels of kernels/lsoftmax/lsoftmax.cu that speed is measured against give the graded answers."""
     from autograder.exercises import get_exercise
 
     exercise = get_exercise(name)

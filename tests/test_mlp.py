@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import activations, fully_connected as fc, sgd, softmax
+from kernels.dense import activations, fully_connected as fc, sgd, softmax
 from kernels.models import mlp
 from kernels.tools.gradcheck import check_gradients
 

@@ -9,7 +9,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from kernels import fully_connected as fc, softmax  # noqa: E402
+from kernels.dense import fully_connected as fc, softmax  # noqa: E402
 
 pytestmark = pytest.mark.backend
 

@@ -1,4 +1,4 @@
-"""Every kernels/*.cu compiles for sm_90 with nvcc, and no kernel spills registers.
+"""Every kernels/<part>/*.cu compiles for sm_90 with nvcc, and no kernel spills registers.
 
 nvcc needs no GPU; without it these tests skip and say so.
 """
@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from kernels import KERNEL_DIR
 from kernels.runtime.errors import KernelCompileError
+from kernels.runtime.sources import topic_sources
 from kernels.tools.nvcc_report import as_table, compile_report, nvcc_path, parse_ptxas_log, report_topic
 
-CU_FILES = sorted(KERNEL_DIR.glob("*.cu"))
+CU_FILES = list(topic_sources().values())
 needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc is not on the PATH: install the CUDA toolkit to check compilation for sm_90")
 
 

@@ -1,11 +1,11 @@
-"""The perceptron kernels (kernels/perceptron.cu) against their NumPy references, on the current backend."""
+"""The perceptron kernels (kernels/dense/perceptron.cu) against their NumPy references, on the current backend."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels import perceptron as P
+from kernels.dense import perceptron as P
 from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend

@@ -1,11 +1,11 @@
-"""The pooling kernels of kernels/pooling.cu against their NumPy references, on the current backend."""
+"""The pooling kernels of kernels/conv/pooling.cu against their NumPy references, on the current backend."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels import pooling
+from kernels.conv import pooling
 from kernels.tools.gradcheck import check_gradients
 
 pytestmark = pytest.mark.backend

@@ -13,6 +13,7 @@ from benchmarks.profiles import (METRICS, ProfileError, Target, library_kernel, 
                                  targets)
 from book.profile_figures import table_html
 from book.prose import SGEMM_PROFILE_PAIRS, profiled_side_by_side
+from kernels.runtime.versions import versions
 
 KERNEL_DECL = "sgemm_coalesced(int, int, int, const float *, const float *, float *)"
 FIGURES = {"gpu__time_duration.sum": ("nsecond", "1,234,567"), "dram__throughput.avg.pct_of_peak_sustained_elapsed": ("%", "12.5"),
@@ -83,10 +84,10 @@ def test_a_time_in_an_unknown_unit_is_refused():
 
 
 def test_every_ladder_step_and_the_c3_versions_are_profiled_by_name():
-    from kernels import sgemm
+    from kernels.gemm import sgemm
 
     chosen = targets()
-    assert [t.step for t in chosen if t.group == "sgemm"] == [name for name, _ in sgemm.VERSIONS]
+    assert [t.step for t in chosen if t.group == "sgemm"] == list(versions(sgemm.KERNELS))
     command = ncu_command(chosen[0])
     assert command[command.index("--kernel-name") + 1] == "regex:^sgemm_naive$"
     assert command[command.index("--metrics") + 1].split(",") == list(METRICS.values())

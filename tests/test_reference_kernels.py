@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels import device_copy, reduction, saxpy, vector_add
+from kernels.basics import device_copy, reduction, saxpy, vector_add
+from kernels.runtime.versions import versions
 
 pytestmark = pytest.mark.backend
 
@@ -26,7 +27,7 @@ def inputs(n: int, seed: int, count: int = 1):
     return [(rng.standard_normal(n) * 3 + 1.5).astype(np.float32) for _ in range(count)]
 
 
-@pytest.mark.parametrize("version", vector_add.VERSIONS)
+@pytest.mark.parametrize("version", versions(vector_add.KERNELS))
 @pytest.mark.parametrize("n", SIZES)
 def test_vector_add(backend, version, n):
     a, b = inputs(n, seed=n, count=2)
@@ -37,7 +38,7 @@ def test_vector_add(backend, version, n):
     np.testing.assert_array_equal(b, b0)
 
 
-@pytest.mark.parametrize("version", saxpy.VERSIONS)
+@pytest.mark.parametrize("version", versions(saxpy.KERNELS))
 @pytest.mark.parametrize("n", SIZES)
 def test_saxpy(backend, version, n):
     x, y = inputs(n, seed=n + 1, count=2)
@@ -54,14 +55,14 @@ def test_saxpy_in_place(backend):
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("version", device_copy.VERSIONS)
+@pytest.mark.parametrize("version", versions(device_copy.KERNELS))
 @pytest.mark.parametrize("n", [4, 124, 1024, 4000, 16388])
 def test_copy(backend, version, n):
     (src,) = inputs(n, seed=n)
     np.testing.assert_array_equal(device_copy.copy(src, version=version), device_copy.reference(src))
 
 
-@pytest.mark.parametrize("version", reduction.VERSIONS)
+@pytest.mark.parametrize("version", versions(reduction.KERNELS))
 @pytest.mark.parametrize("n", SIZES + [65536])
 def test_reduce_sum(backend, version, n):
     (x,) = inputs(n, seed=n + 2)

@@ -296,7 +296,7 @@ def fake_current():
 
 
 def test_launchers_choose_grids_for_n(fake_current):
-    from kernels import vector_add
+    from kernels.basics import vector_add
 
     a = np.ones(1000, np.float32)
     vector_add.vector_add_one_thread_per_element(a, a, block=256)
@@ -310,7 +310,7 @@ def test_launchers_choose_grids_for_n(fake_current):
 
 
 def test_launchers_refuse_inputs_they_cannot_handle(fake_current):
-    from kernels import device_copy, reduction, saxpy, vector_add
+    from kernels.basics import device_copy, reduction, saxpy, vector_add
 
     with pytest.raises(ValueError, match="different sizes"):
         vector_add.vector_add_grid_stride(np.ones(10, np.float32), np.ones(11, np.float32))
@@ -326,7 +326,7 @@ def test_launchers_refuse_inputs_they_cannot_handle(fake_current):
 
 
 def test_reduction_launchers_zero_the_output_and_size_shared_memory(fake_current):
-    from kernels import reduction
+    from kernels.basics import reduction
 
     seen = []
     fake_current.on_launch = lambda sig, args: seen.append(args[1].get().copy())

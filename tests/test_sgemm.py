@@ -1,4 +1,4 @@
-"""Every version of kernels/sgemm.cu computes C = A B, for sizes that are no multiple of any tile.
+"""Every version of kernels/gemm/sgemm.cu computes C = A B, for sizes that are no multiple of any tile.
 
 Runs on the current backend (marker ``backend``): the CPU emulator under ``make test``, the GPU
 under ``make test-gpu``.  Sizes stay between 1 and 131 so the emulator takes seconds.
@@ -9,14 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import sgemm
+from kernels.gemm import sgemm
+from kernels.runtime.versions import versions
 
 pytestmark = pytest.mark.backend
 
 # (M, N, K): square tile multiples, odd sizes across every tile (32, 64, 128), a single row or
 # column, K smaller than one k-tile, K not a multiple of 4 (no float4 loads), skinny shapes.
 SHAPES = [(64, 64, 64), (130, 67, 91), (1, 129, 5), (33, 1, 200), (131, 130, 9), (128, 128, 3), (7, 100, 129)]
-VERSIONS = [name for name, _ in sgemm.VERSIONS]
+VERSIONS = list(versions(sgemm.KERNELS))
 
 
 def operands(M, N, K, seed):
@@ -39,7 +40,7 @@ def assert_product(C, A, B):
 def test_sgemm_version(backend, version, shape):
     A, B = operands(*shape, seed=sum(shape))
     A0, B0 = A.copy(), B.copy()
-    C = sgemm.LAUNCHERS[version](A, B)
+    C = versions(sgemm.KERNELS)[version].launcher(A, B)
     assert C.shape == (shape[0], shape[1])
     assert_product(C, A, B)
     np.testing.assert_array_equal(A, A0)  # inputs are left alone
@@ -77,7 +78,7 @@ def test_reference_and_counts():
     np.testing.assert_allclose(sgemm.reference(A, B), A.astype(np.float64) @ B.astype(np.float64))
     assert sgemm.flops(2, 3, 4) == 48
     assert sgemm.min_bytes(2, 3, 4) == 4 * (8 + 12 + 6)
-    assert [n for n, _ in sgemm.VERSIONS] == list(sgemm.LAUNCHERS)
+    assert [v.launcher for v in versions(sgemm.KERNELS).values()] == [getattr(sgemm, f"sgemm_{n}") for n in VERSIONS]
 
 
 # --------------------------------------------------------------------------- version 8: tiles for the shape, split-K

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels import sgemm, sgemm_hopper
+from kernels.gemm import sgemm, sgemm_hopper
 from kernels.runtime.errors import KernelError
 from tests.test_sgemm import assert_product, operands
 
@@ -43,7 +43,7 @@ def test_plain_tf32_misses_the_bound_the_split_meets():
     assert tf32(np.float32(1 + 2**-11 - 2**-23)) == np.float32(1.0)
 
 
-#: The two Hopper versions, by their launchers' names in kernels/sgemm_hopper.py.
+#: The two Hopper versions, by their launchers' names in kernels/gemm/sgemm_hopper.py.
 HOPPER_VERSIONS = {"v10": "sgemm_tf32x3_wgmma", "v11": "sgemm_tf32x3_tma"}
 
 
@@ -148,7 +148,7 @@ def test_the_hopper_versions_on_device_buffers_and_their_checks(backend, version
 @pytest.mark.parametrize("version", HOPPER_VERSIONS)
 def test_the_hopper_records_launch_as_their_launchers_do(backend, launches, version):
     """Each launch a version makes (its preparation kernels and its product) has the grid, block and
-    shared memory its record in kernels/sgemm_hopper.py states."""
+    shared memory its record in kernels/gemm/sgemm_hopper.py states."""
     H = _hopper(backend)
     shape = {"M": 300, "N": 260, "K": 100}
     A, B = operands(300, 260, 100, seed=8)

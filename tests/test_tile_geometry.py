@@ -17,7 +17,10 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from book import figures  # noqa: E402
 from book.tile_geometry import (  # noqa: E402
     capsule_warp_stores, capsule_warp_weight_loads, conv_tiled_block, cuda_defines, sgemm_tiling)
-from kernels import capsule_prediction, conv2d, conv2d_gemm, im2col, sgemm  # noqa: E402
+from kernels.capsules import capsule_prediction  # noqa: E402
+from kernels.conv import conv2d, conv2d_gemm, im2col  # noqa: E402
+from kernels.gemm import sgemm  # noqa: E402
+from kernels.runtime.versions import versions  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -89,7 +92,7 @@ def test_conv_drawing_draws_the_halo_tile_and_the_output_tile():
 
 # --------------------------------------------------------------------------- the SGEMM ladder
 
-LADDER = [name for name, _ in sgemm.VERSIONS]
+LADDER = list(versions(sgemm.KERNELS))
 
 
 @pytest.mark.parametrize("name", LADDER)
@@ -113,10 +116,11 @@ def test_sgemm_tiling_agrees_with_the_version_record(name):
 
 
 def test_sgemm_tile_sizes_are_read_from_the_kernel_source():
-    d4, d5, d6 = (cuda_defines(sgemm.version_source(n)) for n in (4, 5, 6))
+    d4, d5, d6 = (cuda_defines(sgemm.KERNELS[k].source) for k in ("sgemm_blocktile_1d", "sgemm_blocktile_2d",
+                                                                  "sgemm_vectorized"))
     assert (d4["BT1_BM"], d4["BT1_BN"]) == sgemm.BT1[:2]
     assert (d5["BT2_BM"], d5["BT2_BN"]) == (d6["VEC_BM"], d6["VEC_BN"]) == sgemm.BT2[:2]
-    assert cuda_defines(sgemm.version_source(3))["TILE"] == sgemm.TILE
+    assert cuda_defines(sgemm.KERNELS["sgemm_shared_tiled"].source)["TILE"] == sgemm.TILE
     assert sgemm_tiling("blocktile_1d").thread_tile == (d4["BT1_TM"], 1)
     assert sgemm_tiling("blocktile_1d").k_step == d4["BT1_BK"]
     assert sgemm_tiling("blocktile_2d").thread_tile == (d5["BT2_TM"], d5["BT2_TN"])

@@ -1,6 +1,6 @@
 """Exercises of the chapter "Capsule networks": the prediction u_hat = W u and its two gradients.
 
-Layout as in ``kernels/capsule_prediction.cu``, all row-major float32:
+Layout as in ``kernels/capsules/capsule_prediction.cu``, all row-major float32:
 u [batch, in_caps, in_dim], W [in_caps, out_caps, out_dim, in_dim],
 u_hat and G = dE/du_hat [batch, in_caps, out_caps, out_dim].
 
@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
-from kernels import capsule_prediction, capsule_prediction_backward
-from kernels.capsule_prediction import AXES
+from kernels.capsules import capsule_prediction, capsule_prediction_backward
+from kernels.capsules.capsule_prediction import AXES
 
 from ..exercise import Exercise, ReferenceKernel
 from ._parts import BLOCK_256, SHARED, extent, from_record, grid_key, one_dimensional_launch, shapes, tensor_inputs

@@ -1,7 +1,7 @@
 """Exercises of the chapter "Convolutional layers": direct convolution forward (basic and tiled), max pooling,
 and the backward convolution dE/dX.
 
-Layouts as in ``kernels/conv2d.cu``: X is N x C x H x W, the filter bank Wf is
+Layouts as in ``kernels/conv/conv2d.cu``: X is N x C x H x W, the filter bank Wf is
 M x C x K x K, Y is N x M x (H - K + 1) x (W - K + 1), all row-major float32; no
 padding, stride 1.  The convolution exercises use the chapter's launch: blocks
 of TILE_WIDTH x TILE_WIDTH = 16 x 16 threads, a grid (maps, H_grid * W_grid
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import conv2d, conv2d_backward, pooling
+from kernels.conv import conv2d, conv2d_backward, pooling
 
 from ..exercise import Exercise, LaunchConfig, ReferenceKernel, ceil_div, varied as _varied
 from ._parts import BLOCK_256, from_record, grid_key, one_dimensional_launch, shapes
@@ -166,7 +166,7 @@ def _pool_reference(inputs):
 
 
 def _pool_scale(inputs):
-    from kernels.pooling import max_pool_reference
+    from kernels.conv.pooling import max_pool_reference
 
     return {"Y": np.abs(max_pool_reference(inputs["X"], inputs["pool"]))}
 

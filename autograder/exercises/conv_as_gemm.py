@@ -1,7 +1,7 @@
 """Exercises of the chapter "Convolution as matrix multiplication": the unroll (im2col) kernel, a
 shared-memory tiled SGEMM, and the GEMM step of a convolution forward by unroll + GEMM.
 
-Layouts as in ``kernels/im2col.cu``, ``kernels/sgemm.cu`` and ``kernels/conv2d_gemm.cu``: row-major
+Layouts as in ``kernels/conv/im2col.cu``, ``kernels/gemm/sgemm.cu`` and ``kernels/conv/conv2d_gemm.cu``: row-major
 float32; X is N x C x H x W; the unrolled matrix of one sample is (C*K*K) x (H_out*W_out) with row
 c*K*K + i*K + j and column h*W_out + w; A is M x K, B is K x N, C = A B is M x N.
 
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import conv2d_gemm, im2col, sgemm
+from kernels.conv import conv2d_gemm, im2col
+from kernels.gemm import sgemm
 
 from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
 from ._parts import BLOCK_256, SHARED, from_record, grid_key, one_dimensional_launch, shapes
@@ -31,7 +32,7 @@ def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
 
 
 def _out_size(H, W, K, pad, stride):
-    from kernels.im2col import output_size
+    from kernels.conv.im2col import output_size
 
     return output_size(H, W, K, pad, stride)
 
@@ -62,7 +63,7 @@ def _im2col_inputs(shape, rng):
 
 
 def _im2col_reference(inputs):
-    from kernels.im2col import reference
+    from kernels.conv.im2col import reference
 
     n0, count = inputs["n0"], inputs["count"]
     return {"U": reference(inputs["X"][n0:n0 + count].astype(np.float64), inputs["K"], inputs["pad"], inputs["stride"])}
@@ -213,7 +214,7 @@ def _conv_pc(shape):
 
 
 def _conv_inputs(shape, rng):
-    from kernels.im2col import reference as unroll
+    from kernels.conv.im2col import reference as unroll
 
     N, n0, count, C, H, W, M, K, pad = _conv_dims(shape)
     P, CKK = _conv_pc(shape)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import reduction, saxpy
+from kernels.basics import reduction, saxpy
 
 from ..exercise import Exercise, LaunchKey, ReferenceKernel, varied as _varied
 from ..secret_sizes import size_avoiding

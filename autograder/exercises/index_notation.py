@@ -11,15 +11,15 @@ for ``C(i) +=! A(i,k) * x(k)`` (one thread per row): the speed points go to a ke
 on a matrix with few, long rows.
 
 Every exercise's reference record is a kernel generated from a comprehension, in
-``kernels/index_notation.py`` (``KERNELS``), with its float64 reference, bytes and flops.
+``kernels/index_notation/generated.py`` (``KERNELS``), with its float64 reference, bytes and flops.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernels import index_notation as generated
-from kernels.comprehensions.examples import MV
+from kernels.index_notation import generated
+from kernels.index_notation.examples import MV
 
 from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
 from ..exercise import varied as _varied

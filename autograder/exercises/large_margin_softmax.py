@@ -1,7 +1,7 @@
 """Exercises of the chapter "Large-margin softmax": cos(m theta) and k, the label-logit patch, and its
 gradient with respect to the features.
 
-Layouts as in ``kernels/lsoftmax.cu``: features X [batch][dim], class weights
+Layouts as in ``kernels/lsoftmax/lsoftmax.cu``: features X [batch][dim], class weights
 W [classes][dim], logits [batch][classes], labels int32 in 0..classes-1, all
 row-major.  The margin m and the blend weight lam are part of each shape, so
 hidden shapes carry hidden margins (5 and 6, which a kernel written for the
@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from kernels import lsoftmax
+from kernels.lsoftmax import lsoftmax
 
 from ..exercise import Exercise, ReferenceKernel
 from ._parts import BLOCK_256, SHARED, grid_key, one_dimensional_launch
@@ -55,14 +55,14 @@ def _cos_inputs(shape, rng):
 
 
 def _cos_reference(inputs):
-    from kernels.lsoftmax import margin_k
+    from kernels.lsoftmax.lsoftmax import margin_k
 
     c = np.clip(inputs["cos_theta"].astype(np.float64), -1, 1)
     return {"cos_mtheta": np.cos(inputs["m"] * np.arccos(c)), "k": margin_k(c, inputs["m"]).astype(np.float64)}
 
 
 def _cos_scale(inputs):
-    from kernels.lsoftmax import binomial_term_sizes, margin_k
+    from kernels.lsoftmax.lsoftmax import binomial_term_sizes, margin_k
 
     # k is a whole number: its scale is k itself, so rtol * k < 1 leaves no room for a wrong integer.
     c = np.clip(inputs["cos_theta"].astype(np.float64), -1, 1)
@@ -135,14 +135,14 @@ def _patch_inputs(shape, rng):
 
 
 def _patch_reference(inputs):
-    from kernels.lsoftmax import patch_reference
+    from kernels.lsoftmax.lsoftmax import patch_reference
 
     return {"out": patch_reference(inputs["logits"], inputs["labels"], inputs["x_norm"],
                                    inputs["w_norm"][inputs["labels"]], inputs["m"], float(inputs["lam"]))}
 
 
 def _patch_scale(inputs):
-    from kernels.lsoftmax import psi_reference
+    from kernels.lsoftmax.lsoftmax import psi_reference
 
     F = np.abs(inputs["logits"].astype(np.float64))
     scale = F.copy()
@@ -199,7 +199,7 @@ def _grad_inputs(shape, rng):
 
 
 def _grad_parts(inputs):
-    from kernels.lsoftmax import cosine, label_coefficients, norms, psi_reference
+    from kernels.lsoftmax.lsoftmax import cosine, label_coefficients, norms, psi_reference
 
     X = inputs["X"].astype(np.float64)
     W = inputs["W"].astype(np.float64)
@@ -221,7 +221,7 @@ def _grad_reference(inputs):
 def _grad_scale(inputs):
     """|g| (|coef_w| |W_y| + |coef_x| |x|), the terms of the result, plus what the float32 rounding of
     cos(theta) (taken as 4 eps (sqrt(dim) + 1)) does to both coefficients through psi' and psi''."""
-    from kernels.lsoftmax import psi_reference
+    from kernels.lsoftmax.lsoftmax import psi_reference
 
     X, Wy, a, b, psi, coef_w, coef_x, m, lam = _grad_parts(inputs)
     c = np.clip((X * Wy).sum(axis=1) / np.maximum(a * b, 1e-300), -1, 1)

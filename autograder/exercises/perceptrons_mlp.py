@@ -9,7 +9,7 @@ multiple of any block, one drawn per student from the grading secret, and (on
 the GPU) a large one for timing.
 
 Multilayer perceptrons: the two backward kernels of a fully connected layer.
-Layout as in ``kernels/fully_connected.cu``: X is n-by-in, W is out-by-in (one
+Layout as in ``kernels/dense/fully_connected.cu``: X is n-by-in, W is out-by-in (one
 row per output neuron), dY = dE/dY is n-by-out, all row-major.  Shapes include
 1x1x1, sizes that are no multiple of a 16x16 block, more outputs than inputs
 and the reverse.  Tolerances are relative to the sums of |terms| (|dY| |W| and
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import fully_connected, perceptron
+from kernels.dense import fully_connected, perceptron
 
 from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied
 from ..secret_sizes import size_avoiding

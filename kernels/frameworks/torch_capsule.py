@@ -2,9 +2,9 @@
 
 ``u_hat[b, i, j, :] = W[i, j] @ u[b, i, :]`` for float32 tensors ``u`` of shape (batch, in_caps,
 in_dim) and ``W`` of shape (in_caps, out_caps, out_dim, in_dim), computed by the fastest kernel of
-``kernels/capsule_prediction.cu`` that handles the shape, and differentiable in both: the backward
+``kernels/capsules/capsule_prediction.cu`` that handles the shape, and differentiable in both: the backward
 pass is a second op, ``dlk::capsule_predict_backward``, which runs the fused gradient kernel of
-``kernels/capsule_prediction_backward.cu`` (the two separate ones where it does not fit).
+``kernels/capsules/capsule_prediction_backward.cu`` (the two separate ones where it does not fit).
 
 Three registrations make the kernels a framework op, not merely a function that calls them:
 
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import contextlib
 
-from kernels import capsule_prediction as cp
-from kernels import capsule_prediction_backward as cb
+from kernels.capsules import capsule_prediction as cp
+from kernels.capsules import capsule_prediction_backward as cb
 from kernels.runtime import borrow, current_backend, launching_on
 
 try:

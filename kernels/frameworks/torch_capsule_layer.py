@@ -5,7 +5,7 @@ kernels (:func:`kernels.frameworks.torch_capsule.capsule_predict`) or :func:`pre
 product as a framework writes it without a custom op.  Everything after them is the same PyTorch
 code either way, so a training step with each measures what the op changes and nothing else.
 
-Routing is the book's (``kernels/capsule_routing.py``): three iterations, and the coupling
+Routing is the book's (``kernels/capsules/capsule_routing.py``): three iterations, and the coupling
 coefficients of the last one held constant in the backward pass (the iterations pick ``c``; no
 gradient flows through the updates of the logits), so the gradient reaches ``u_hat`` through the
 weighted sum and the squash alone.
@@ -18,7 +18,7 @@ import torch
 from .torch_capsule import capsule_predict
 
 ROUTING_ITERATIONS = 3
-SQUASH_EPS = 1e-7  # as kernels/capsule_routing.py: a zero vector stays finite
+SQUASH_EPS = 1e-7  # as kernels/capsules/capsule_routing.py: a zero vector stays finite
 
 
 def predict_einsum(u, W):

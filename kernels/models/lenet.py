@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import activations, conv2d, conv2d_backward, fully_connected, pooling, sgd, softmax
+from ..conv import conv2d, conv2d_backward, pooling
+from ..dense import activations, fully_connected, sgd, softmax
 from .mlp import History, epoch_batches, evaluate, train  # noqa: F401  (re-exported for the chapter)
 from ..runtime import empty, queued, to_device
 
@@ -184,9 +185,9 @@ def _input_fixed_where_it_fits(dY, Wf, x_shape, out):
 
 #: The input-gradient kernels a :class:`KernelLeNet` can train with: version 1, or version 11 where it fits.
 INPUT_GRADS = {"naive": conv2d_backward.backward_input, "fixed": _input_fixed_where_it_fits}
-#: The filter-gradient kernels: those of :data:`kernels.conv2d_backward.WEIGHT_VERSIONS` (the bias then by
+#: The filter-gradient kernels: those of :data:`kernels.conv.conv2d_backward.WEIGHT_GRADIENTS` (the bias then by
 #: version 4), or "split", version 5, which computes the filter and the bias gradients in one launch.
-WEIGHT_GRADS = (*conv2d_backward.WEIGHT_VERSIONS, "split")
+WEIGHT_GRADS = (*conv2d_backward.WEIGHT_GRADIENTS, "split")
 #: The fastest correct kernels for training on a GPU at batch 64, as the benchmarks measured them on C1 and
 #: C3 (``cnn.json``, ``cnn_backward.json``) and on the digits-sized dense layer (``perceptrons_mlp.json``):
 #: the whole-sample forward convolution, version 5 (filter and bias gradients in one launch), version 11
@@ -199,9 +200,9 @@ FASTEST = {"conv": "whole_sample", "weight_grad": "split", "input_grad": "fixed"
 class KernelLeNet:
     """LeNet-5 with every step a kernel launch; parameters, gradients and activations live on the device.
 
-    ``conv`` picks the forward convolution of :data:`kernels.conv2d.FORWARDS`
+    ``conv`` picks the forward convolution of :data:`kernels.conv.conv2d.FORWARDS`
     used in training, ``dense`` the dense layers' forward kernel of
-    :data:`kernels.fully_connected.FORWARDS` ("naive" or "tiled"), ``weight_grad`` the
+    :data:`kernels.dense.fully_connected.FORWARDS` ("naive" or "tiled"), ``weight_grad`` the
     filter-gradient kernel of :data:`WEIGHT_GRADS` ("naive" is the cheapest on the
     CPU emulator, where every barrier of a block costs a switch between its
     threads) and ``input_grad`` the input-gradient kernel of :data:`INPUT_GRADS`.
@@ -222,7 +223,7 @@ class KernelLeNet:
             raise ValueError(f"unknown dense layer {dense!r}; known: naive, tiled")
         # "split": version 5 gives the bias gradient too, so no separate bias launch.
         self.weight_and_bias = weight_grad == "split"
-        self.weight_grad = None if self.weight_and_bias else conv2d_backward.WEIGHT_VERSIONS[weight_grad]
+        self.weight_grad = None if self.weight_and_bias else conv2d_backward.WEIGHT_GRADIENTS[weight_grad]
         self.input_grad = INPUT_GRADS[input_grad]
         self.dense = fully_connected.FORWARDS[dense]
         self.activation = activation

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import activations, fully_connected, sgd, softmax
+from ..dense import activations, fully_connected, sgd, softmax
 from ..runtime import empty, queued, to_device
 
 #: The fastest correct kernels for training the digits network on a GPU, as ``perceptrons_mlp.json`` measured

@@ -1,4 +1,4 @@
-"""Compile a topic's ``kernels/<topic>.cu`` once per process and backend.
+"""Compile a topic's ``kernels/<part>/<topic>.cu`` once per process and backend.
 
 Launchers call :func:`load_topic` on every launch; the first call compiles
 the file (about half a second with nvcc, longer on the emulator) and later
@@ -22,7 +22,7 @@ _modules: dict[tuple, tuple[Backend, Module]] = {}
 
 
 def load_topic(topic: str, defines: dict[str, object] | None = None, backend: Backend | None = None) -> Module:
-    """The compiled ``kernels/<topic>.cu`` (with ``kernels/`` on the include path)."""
+    """The compiled ``kernels/<part>/<topic>.cu`` (with ``kernels/`` on the include path)."""
     backend = backend or selection.current_backend()
     frozen = tuple(sorted((k, str(v)) for k, v in defines.items())) if defines else ()
     key = (id(backend), topic, frozen)

@@ -129,7 +129,7 @@ def compile_report(
 
 
 def report_topic(topic: str, arch: str = DEFAULT_ARCH) -> list[KernelResources]:
-    """:func:`compile_report` of ``kernels/<topic>.cu``, kernels in the order the file defines them."""
+    """:func:`compile_report` of ``kernels/<part>/<topic>.cu``, kernels in the order the file defines them."""
     from kernels.runtime.gpu import ARCH_SPECIFIC_OPTION, compile_target
 
     path = source_path(topic)

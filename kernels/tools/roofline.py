@@ -78,7 +78,7 @@ def achieved(nbytes: float, flops: float, seconds: float, peaks: Peaks) -> Achie
 
 def measure_bandwidth_gbs(nbytes: int = 1 << 30, block: int = 256) -> float:
     """Device-to-device copy bandwidth (bytes read + written per second / 1e9), GPU only."""
-    from kernels import device_copy as copy_kernels
+    from kernels.basics import device_copy as copy_kernels
     from kernels.runtime.module import empty
     from kernels.runtime.timing import require_gpu, time_kernel
 
@@ -92,7 +92,7 @@ def measure_bandwidth_gbs(nbytes: int = 1 << 30, block: int = 256) -> float:
 
 def measure_fp32_gflops(iterations: int = 1024) -> float:
     """FP32 fused multiply-add throughput (flops per second / 1e9), GPU only."""
-    from kernels import peak
+    from kernels.basics import peak
     from kernels.runtime.timing import require_gpu, time_kernel
 
     require_gpu("measuring FP32 throughput")
