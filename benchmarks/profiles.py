@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchmarks import cnn, conv_as_gemm, sgemm_tensor_cores as tensor_cores
+from benchmarks.common import Contract, require_gpu_backend, results_path, results_tag, write_results
 from kernels.runtime.versions import versions
 
 #: What is recorded of each kernel: the results file's name -> the ncu metric it is read from.
@@ -64,19 +66,35 @@ LIMITS_WARPTILE = {"WT_BM": 128, "WT_BN": 256, "WT_BK": 8, "WT_MIN_BLOCKS": 1, "
 
 
 def limits_warptile() -> dict:
-    """The tile the SGEMM ladder's search found fastest on this kind of GPU (its recorded conv_as_gemm run),
-    else LIMITS_WARPTILE."""
+    """The tile the SGEMM ladder's search found fastest on this kind of GPU (its recorded conv_as_gemm run, the
+    file of this run's tag), else LIMITS_WARPTILE."""
     import json
 
-    from benchmarks.common import results_path
-
     try:
-        rows = json.loads(results_path("conv_as_gemm").read_text())["results"]
-        best = next(r for r in rows if r["group"] == "sgemm" and r["name"] == "warptile" and r.get("config"))
+        rows = json.loads(results_path(conv_as_gemm.NAME, results_tag()).read_text())["results"]
+        best = next(r for r in rows if r["group"] == conv_as_gemm.SGEMM and r["name"] == conv_as_gemm.WARPTILE
+                    and r.get("config"))
         return dict(best["config"])
     except (OSError, ValueError, KeyError, StopIteration):
         return dict(LIMITS_WARPTILE)
 C3 = {"N": 64, "C": 6, "H": 14, "W": 14, "M": 16, "K": 5}  # LeNet's second convolution, batch 64
+
+# --- the results file and what the book reads in it ------------------------------------------
+NAME = "profiles"
+#: The figures: the SGEMM ladder, the direct convolution on C3, what limits the fastest SGEMMs.
+SGEMM, CONV2D_C3, LIMITS = "sgemm", "conv2d_c3", "limits"
+#: A row's ``step`` is the chapter's name for its kernel: a version of the ladder (sgemm.py's keys), a version
+#: of the direct convolution (conv2d.py's), and in LIMITS the names the tensor-core benchmark gives its rows.
+SGEMM_NAIVE, SGEMM_COALESCED, SGEMM_VECTORIZED, SGEMM_WARPTILE = "naive", "coalesced", "vectorized", "warptile"
+C3_STEPS = C3_NAIVE, C3_CONSTANT, C3_TILED = cnn.NAIVE, cnn.CONSTANT, cnn.TILED
+LIMIT_STEPS = (tensor_cores.V7, tensor_cores.CUBLAS_FP32, tensor_cores.V10, tensor_cores.V11, tensor_cores.CUBLAS_TF32)
+
+CONTRACT = Contract(
+    NAME, groups=(SGEMM, CONV2D_C3, LIMITS),
+    rows={SGEMM: (SGEMM_NAIVE, SGEMM_COALESCED, SGEMM_VECTORIZED, SGEMM_WARPTILE), CONV2D_C3: C3_STEPS,
+          LIMITS: LIMIT_STEPS},
+    row_field="step",
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +103,7 @@ class Target:
     belongs to, and how to run it once."""
 
     kernel: str
-    group: str  # "sgemm" (the ladder), "conv2d_c3" or "limits"
+    group: str  # SGEMM (the ladder), CONV2D_C3 or LIMITS
     step: str  # the chapter's name for it
     library: bool = False  # a cuBLAS kernel: ncu takes the second GEMM launch (the first warms up)
 
@@ -94,13 +112,13 @@ def targets() -> list[Target]:
     from kernels.conv import conv2d
     from kernels.gemm import sgemm
 
-    ladder = [Target(version.kernel, "sgemm", name) for name, version in versions(sgemm.KERNELS).items()]
-    direct = [Target(conv2d.KERNEL_NAMES[name], "conv2d_c3", name) for name in ("naive", "constant", "tiled")]
-    limits = [Target("sgemm_warptile", "limits", "version 7: FP32 warptile"),
-              Target("cublas_fp32", "limits", "cuBLAS FP32 (TF32 off)", library=True),
-              Target("sgemm_tf32x3_wgmma", "limits", "version 10: 3xTF32, wgmma"),
-              Target("sgemm_tf32x3_tma", "limits", "version 11: 3xTF32, wgmma fed by TMA"),
-              Target("cublas_tf32", "limits", "cuBLAS TF32", library=True)]
+    ladder = [Target(version.kernel, SGEMM, name) for name, version in versions(sgemm.KERNELS).items()]
+    direct = [Target(conv2d.KERNEL_NAMES[name], CONV2D_C3, name) for name in C3_STEPS]
+    limits = [Target("sgemm_warptile", LIMITS, tensor_cores.V7),
+              Target("cublas_fp32", LIMITS, tensor_cores.CUBLAS_FP32, library=True),
+              Target("sgemm_tf32x3_wgmma", LIMITS, tensor_cores.V10),
+              Target("sgemm_tf32x3_tma", LIMITS, tensor_cores.V11),
+              Target("cublas_tf32", LIMITS, tensor_cores.CUBLAS_TF32, library=True)]
     return ladder + direct + limits
 
 
@@ -111,7 +129,7 @@ def run_once(target: Target) -> None:
     from kernels.gemm import sgemm, sgemm_hopper
 
     rng = np.random.default_rng(0)
-    if target.group == "limits":
+    if target.group == LIMITS:
         A = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
         B = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
         if target.library:
@@ -127,7 +145,7 @@ def run_once(target: Target) -> None:
         else:
             getattr(sgemm_hopper, target.kernel)(A, B)
         return
-    if target.group == "sgemm":
+    if target.group == SGEMM:
         A = rng.standard_normal((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
         B = rng.standard_normal((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
         sgemm.KERNELS[target.kernel].launcher(A, B)
@@ -242,8 +260,6 @@ def profile_row(target: Target, metrics: dict[str, float]) -> dict:
 
 
 def measure(only: str | None = None, verbose: bool = False) -> dict:
-    from benchmarks.common import require_gpu_backend
-
     require_gpu_backend()
     if shutil.which("ncu") is None:
         sys.exit("profiles need Nsight Compute's ncu on the PATH")
@@ -279,13 +295,11 @@ def main() -> None:
     if args.run_once:
         run_once(next(t for t in targets() if f"{t.group}/{t.kernel}" == args.run_once))  # a kernel may be in two groups
         return
-    from benchmarks.common import write_results
-
     results = measure(args.only, verbose=True)
     if args.only:
         print("(one kernel: not written to the results file)")
         return
-    print(f"wrote {write_results('profiles', results)}")
+    print(f"wrote {write_results(NAME, results)}")
 
 
 if __name__ == "__main__":
