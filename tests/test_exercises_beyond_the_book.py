@@ -28,7 +28,7 @@ from book.chapters import CHAPTERS
 from exercise_distance import MAX_SHARED_RUN, longest_shared_run, solution_body
 from kernels.runtime import errors as E
 from kernels.runtime.module import compile_source
-from kernels.runtime.sources import KERNEL_DIR, source_path
+from kernels.runtime.sources import KERNEL_DIR, source_path, topic_module
 from planted_corpus import solution_kernel
 
 CUDA_EXERCISES = [(chapter, name) for chapter in CHAPTERS for name in chapter.exercises()
@@ -109,7 +109,7 @@ def _printed_records(chapter):
     import importlib
 
     for topic in chapter.topics:
-        for record in importlib.import_module(f"kernels.{topic}").KERNELS.values():
+        for record in importlib.import_module(topic_module(topic)).KERNELS.values():
             if "DLK_ARCH_SPECIFIC" in record.defines:
                 continue  # inline PTX for one GPU: the emulator runs none of it (see the module's report)
             yield record
