@@ -116,6 +116,12 @@ def test_persistent_blocks_fill_the_gpu_in_whole_clusters():
     assert S.persistent_blocks({"M": 8192, "N": 8192, "K": 64}, {**d, "S_BLOCKS": 128}, sms=132) == 128
 
 
+def test_small_products_get_smaller_tiles():
+    assert S.planned_config("sgemm_bf16_warp_specialized", {"M": 1024, "N": 1024, "K": 64}, sms=132)["T_BN"] == 128
+    assert S.planned_config("sgemm_bf16_fused", {"M": 2048, "N": 2048, "K": 64}, sms=132)["T_BN"] == 256
+    assert S.planned_config("sgemm_bf16_fused", {"M": 1024, "N": 1024, "K": 64, "batch": 4}, sms=132)["T_BN"] == 256
+
+
 def test_tensor_maps_refuse_what_the_tma_unit_cannot_copy():
     bf = S.bfloat16
     check_tiled(0x1000, bf, (64, 128, 1), (128, 128 * 128), (64, 128, 1))
@@ -186,13 +192,15 @@ def test_the_ptx_versions_batched_with_float_output(backend, kernel):
     ("sgemm_bf16_mma", {"R_STAGES": 3}),
     ("sgemm_bf16_wgmma_tma", {"T_BN": 128}),
     ("sgemm_bf16_wgmma_tma", {"T_STAGES": 3, "T_GROUP": 3}),
+    ("sgemm_bf16_warp_specialized", {}),  # the defaults (128 x 256 tiles), which small products do not get
+    ("sgemm_bf16_fused", {}),
     ("sgemm_bf16_warp_specialized", {"S_CLUSTER": 1}),
     ("sgemm_bf16_warp_specialized", {"S_TMA_STORE": 0, "S_STAGES": 4}),
     ("sgemm_bf16_fused", {"S_TMA_STORE": 0, "S_STAGES": 4}),
     ("sgemm_bf16_warp_specialized", {"T_BN": 128}),
     ("sgemm_bf16_warp_specialized", {"T_BN": 128, "S_CLUSTER": 1, "S_STAGES": 6}),
     ("sgemm_bf16_warp_specialized", {"S_BLOCKS": 8, "S_GROUP": 2}),
-], ids=lambda c: c if isinstance(c, str) else ",".join(f"{k}={v}" for k, v in c.items()))
+], ids=lambda c: c if isinstance(c, str) else ",".join(f"{k}={v}" for k, v in c.items()) or "defaults")
 def test_the_configurations_the_benchmark_tries(backend, kernel, config):
     _hopper(backend)
     for shape in ((1000, 776, 520), (130, 300, 72), (257, 131, 64)):  # (131 columns: C's rows no whole 16 bytes)
@@ -212,7 +220,8 @@ def test_version_16_fuses_bias_and_activation(backend, activation):
     A, B = operands(300, 520, 264, seed=5)
     bias = S.bf16(np.random.default_rng(6).standard_normal(520) * 4)
     C = S.sgemm_bf16_fused(A, B, bias, activation=activation, out_dtype=np.float32)
-    assert worst_error(C, S.fused_reference(A, B, bias, activation), A, B) < FLOAT_BOUND
+    bound = FLOAT_BOUND + (S.GELU_TOLERANCE if activation == "gelu" else 0.0)  # the hardware's tanh
+    assert worst_error(C, S.fused_reference(A, B, bias, activation), A, B) < bound
     assert worst_error(C, S.reference(A, B) + bias.astype(np.float64), A, B) > 1e-2  # the activation was applied
 
 

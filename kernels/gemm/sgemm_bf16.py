@@ -67,6 +67,11 @@ def reference(A, B) -> np.ndarray:
     return A @ np.swapaxes(B, -1, -2)
 
 
+#: How far the kernels' GELU may be from the float64 one, relative to its argument: the hardware's tanh
+#: (tanh.approx.f32) is within about 2^-11 of tanh, and GELU(x) = x (1 + tanh(...)) / 2.
+GELU_TOLERANCE = 2.0 ** -11
+
+
 def apply_activation(x: np.ndarray, activation: str | None) -> np.ndarray:
     """What BF_ACTIVATION applies, in float64: nothing, ReLU, or GELU in its tanh form."""
     if activation is None:
@@ -233,6 +238,20 @@ def _b_box_rows(kernel: str, defines: dict) -> int:
     return min(share, 128)
 
 
+#: Versions 15 and 16 on products too small for 128 x 256 tiles to give half the multiprocessors one each:
+#: 128 x 128 tiles (twice as many), six stages deep.
+SMALL_PRODUCT_CONFIG = {"T_BN": 128, "S_STAGES": 6}
+
+
+def planned_config(kernel: str, shape, sms: int | None = None) -> dict:
+    """The configuration versions 15 and 16 run a product of ``shape`` with when none is given: DEFAULTS, or
+    SMALL_PRODUCT_CONFIG where DEFAULTS' tiles are fewer than half the multiprocessors (1024³ on 132)."""
+    batch, M, N, _ = _sizes(shape)
+    sms = multiprocessors() if sms is None else sms
+    tiles = blocks_for(M, TMA_BM) * blocks_for(N, int(DEFAULTS[kernel]["T_BN"])) * batch
+    return {**DEFAULTS[kernel], **(SMALL_PRODUCT_CONFIG if 2 * tiles < sms else {})}
+
+
 def _tma_product(kernel: str, A, B, out, out_dtype, config, sync, prepare_only, bias=None, activation=None):
     require_ptx_gpu(kernel)
     A, B = _operand(A), _operand(B)
@@ -240,6 +259,8 @@ def _tma_product(kernel: str, A, B, out, out_dtype, config, sync, prepare_only, 
     _require_k(K, VERSIONS[kernel][0])
     C = _output(A, out, batch, M, N, out_dtype)
     extra = {"BF_ACTIVATION": ACTIVATIONS[activation]} if kernel == "sgemm_bf16_fused" else None
+    if config is None and kernel != "sgemm_bf16_wgmma_tma":
+        config = planned_config(kernel, {"batch": batch, "M": M, "N": N, "K": K})
     defines = _defines(kernel, config, out_dtype, extra)
     # The tensor maps hold device addresses: NumPy operands are copied to the device first (kept until the launch),
     # and so is a NumPy C that TMA stores write.
@@ -353,7 +374,7 @@ def persistent_blocks(shape, defines=None, sms: int | None = None) -> int:
 
 
 def _persistent_launch(shape, defines=None):
-    d = defines or DEFAULTS["sgemm_bf16_warp_specialized"]
+    d = defines or planned_config("sgemm_bf16_warp_specialized", shape)
     stages = int(d["S_STAGES"])
     staging = 2 * 64 * int(d["T_BN"]) * 2 if int(d.get("S_TMA_STORE", 0)) and not int(d.get("BF_OUT_FLOAT", 0)) else 0
     return as_launch(persistent_blocks(shape, d), 384,
