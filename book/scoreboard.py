@@ -162,6 +162,13 @@ COMPARISONS: tuple[Comparison, ...] = (
                  peers={"name": "cuBLAS FP32 (TF32 off)"}, shape="{M} × {N} × {K}") for n in (4096, 8192)),
     *(Comparison("conv_as_gemm", f"SGEMM {label.split(',')[0]}", "conv_as_gemm", (label,), section="sgemm_shapes",
                  shape="{M} × {N} × {K}") for label in SGEMM_SHAPES),
+    *(Comparison("conv_as_gemm", f"BF16 GEMM, {group}", "sgemm_bf16", (group,),
+                 kernels={"kernel": "sgemm_bf16_warp_specialized"}, peers={"name": "cuBLAS BF16 (torch.matmul)"},
+                 shape="{batch} × {M} × {N} × {K}")
+      for group in ("square 4096", "square 8192", "MLP down projection", "attention Q K^T, head 128")),
+    Comparison("conv_as_gemm", "BF16 GEMM + bias + GELU", "sgemm_bf16", ("MLP up projection + bias + GELU",),
+               kernels={"kernel": "sgemm_bf16_fused"},
+               peers={"name": "cuBLASLt with its GELU epilogue (torch._addmm_activation)"}, shape="{M} × {N} × {K}"),
     # 5. Capsules.  einsum's own result is a strided view: the copy (.contiguous()) makes it the
     # contiguous array our kernels write; the view alone is listed too, as the chapter does.
     Comparison("capsules", "capsule prediction", "capsules", ("forward",),
