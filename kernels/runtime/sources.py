@@ -1,4 +1,5 @@
-"""Where the book's topic sources are: ``kernels/<topic>.cu``, beside this package.
+"""Where the book's topic sources are: ``kernels/<topic>.cu``, or ``kernels/<part>/<topic>.cu`` for a topic kept
+in a part's folder, beside this package.
 
 The engine reads them (:func:`kernels.runtime.loader.load_topic`) without
 importing the topic modules above it.
@@ -12,5 +13,9 @@ KERNEL_DIR = Path(__file__).resolve().parent.parent
 
 
 def source_path(topic: str) -> Path:
-    """Path of ``kernels/<topic>.cu``."""
-    return KERNEL_DIR / f"{topic}.cu"
+    """Path of ``kernels/<topic>.cu``, else of the one ``kernels/<part>/<topic>.cu``."""
+    path = KERNEL_DIR / f"{topic}.cu"
+    if path.exists():
+        return path
+    in_parts = sorted(KERNEL_DIR.glob(f"*/{topic}.cu"))
+    return in_parts[0] if in_parts else path
