@@ -300,3 +300,26 @@ def test_a_record_of_the_fused_kernels_refuses_another_head_dimension():
         A.KERNELS["attention_forward_float"].launch({**SMALL, "head_dim": 128})
     with pytest.raises(ValueError, match="16, 32, 48"):
         A.defines(40)
+
+
+# --------------------------------------------------------------------------- the numerics the chapter tabulates
+
+
+def test_the_numerics_models_rank_the_precisions():
+    from kernels.attention import numerics
+
+    [row] = numerics.error_table(lengths=(1024,))
+    assert row["float32"] < 1e-5 < row["bf16"] < 1e-2 < row["bf16 accumulation"]
+    assert np.isnan(numerics.without_running_max(np.array([[1.0, 100.0, 3.0]]))).any()
+    assert np.isnan(numerics.masked_row(guarded=False)).all() and not numerics.masked_row(guarded=True).any()
+
+
+@pytest.mark.backend
+def test_the_bf16_model_is_the_arithmetic_of_version_4(backend):
+    """The NumPy model of version 4's rounding agrees with version 4 to BF16's last bit or so."""
+    from kernels.attention import numerics
+
+    Q, K, V = bf16_operands((1, 1, 100, 32), seed=16)
+    O, _ = B16.attention_forward(Q, K, V)
+    model = numerics.forward_model(*(np.asarray(a[0, 0], np.float32) for a in (Q, K, V)), "bf16")
+    assert np.abs(np.asarray(O[0, 0], np.float64) - model).max() <= 2 ** -7 * np.abs(model).max()
