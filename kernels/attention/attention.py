@@ -362,16 +362,17 @@ def _backward_launch(shape, check: bool = True):
 
 
 def attention_backward(Q, K, V, O, lse, dO, causal: bool = False, scale: float | None = None, *, out=None,
-                       sync: bool = True):
+                       workspace=None, sync: bool = True):
     """Version 5 in float: ``(dQ, dK, dV)`` from the forward pass's O and log-sum-exp.  Two launches: D and
-    dQ = 0, then a block per key tile.  ``out``: three buffers for dQ, dK, dV."""
+    dQ = 0, then a block per key tile.  ``out``: three buffers for dQ, dK, dV; ``workspace``: a (batch x heads, N)
+    buffer for D (allocated when not given)."""
     host, (Q, K, V, O, dO), (batch, heads, n, d) = _operands(Q, K, V, O, dO)
     lse = lse if isinstance(lse, DeviceBuffer) else to_device(np.ascontiguousarray(lse, dtype=np.float32))
     for name, a in (("O", O), ("dO", dO)):
         if tuple(a.shape) != tuple(Q.shape):
             raise ValueError(f"{name} has shape {tuple(a.shape)}, Q {tuple(Q.shape)}: they must agree")
     dQ, dK, dV = out if out is not None else (empty(Q.shape), empty(Q.shape), empty(Q.shape))
-    Dvec = empty((batch, heads, n))
+    Dvec = workspace if workspace is not None else empty((batch * heads, n))
     shape = {"batch": batch, "heads": heads, "seq": n, "head_dim": d}
     kernels = module(d)
     pre = _preprocess_launch(shape, check=False)
