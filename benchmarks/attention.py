@@ -36,6 +36,7 @@ import numpy as np
 from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
 from kernels.attention import attention as fp32
 from kernels.attention import attention_bf16 as bf16
+from kernels.frameworks import torch_transformer_block as tb
 from kernels.runtime import borrow
 from kernels.runtime.timing import time_kernel, time_torch
 from kernels.tools.roofline import measure_peaks, peaks_as_dict
@@ -319,8 +320,6 @@ def measure_numerics(seqs, head_dims) -> list[dict]:
 def measure_training_step(seq: int = 2048, batch: int = 4, dim: int = 1024, heads: int = 16) -> tuple[list[dict], dict]:
     """A transformer block's training step in BF16, attention by the op and by SDPA, from the same weights."""
     import torch
-
-    from kernels.frameworks import torch_transformer_block as tb
 
     g = torch.Generator().manual_seed(3)
     x = torch.randn(batch, seq, dim, generator=g).to(device="cuda", dtype=torch.bfloat16)

@@ -8,7 +8,8 @@ A chapter called ``<name>`` with number ``N`` has
 * its exercises, declared in ``autograder/exercises/<name>.py`` (``EXERCISES``);
 * its benchmark ``benchmarks/<name>.py`` and results ``benchmarks/results/<name>.json``
   (or none), and any benchmarks it measures apart (``more_benchmarks``);
-* the kernel topics it teaches, ``kernels/<topic>.cu`` and ``kernels/<topic>.py``.
+* the kernel topics it teaches, ``kernels/<topic>.cu`` and ``kernels/<topic>.py`` (or
+  ``kernels/<part>/<topic>.cu`` and ``.py``).
 
 ``tests/test_chapters.py`` checks the repository against this list, and
 ``tests/test_exercises.py`` grades every chapter's exercises from it.
@@ -85,6 +86,9 @@ CHAPTERS = (
             graded_end_to_end=True),
     # kernels/comprehensions/ (the language) and kernels/index_notation.py (its generated kernels): no kernels/*.cu
     Chapter(7, "index_notation", "Index notation", ("index_notation",), (), graded_end_to_end=True),
+    # Read after the GEMM and convolution part (_toc.yml); numbered last so that no assignment is renamed.
+    Chapter(8, "attention", "Attention", ("attention", "attention_backward"), ("attention", "attention_bf16"),
+            graded=False),
 )
 
 

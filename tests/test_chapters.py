@@ -16,6 +16,7 @@ import pytest
 
 import autograder.exercises
 from book.chapters import CHAPTERS, ROOT
+from kernels.runtime.sources import source_path
 
 TOC = (ROOT / "_toc.yml").read_text()
 
@@ -37,7 +38,8 @@ def test_every_file_of_a_chapter_is_where_its_name_says(chapter):
     if chapter.benchmark:
         assert callable(importlib.import_module(chapter.benchmark).measure)
     for topic in chapter.topics:
-        assert (ROOT / "kernels" / f"{topic}.cu").exists() and (ROOT / "kernels" / f"{topic}.py").exists(), topic
+        source = source_path(topic)
+        assert source.exists() and source.with_suffix(".py").exists(), topic
 
 
 def test_every_exercise_module_benchmark_assignment_and_topic_belongs_to_a_chapter():
@@ -53,7 +55,7 @@ def test_every_exercise_module_benchmark_assignment_and_topic_belongs_to_a_chapt
     for folder in ("solutions", "exercises"):
         assignments = {p.name for p in (ROOT / folder).iterdir() if p.is_dir()}
         assert assignments == {c.assignment for c in CHAPTERS if c.graded}, folder
-    topics = {p.stem for p in (ROOT / "kernels").glob("*.cu")}
+    topics = {p.stem for pattern in ("*.cu", "*/*.cu") for p in (ROOT / "kernels").glob(pattern)}
     taught = {t for c in CHAPTERS for t in c.topics}
     assert topics == taught, f"topics no chapter teaches: {sorted(topics - taught)}"
 
