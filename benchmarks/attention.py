@@ -138,69 +138,95 @@ def _fits(nbytes: float) -> tuple[bool, str]:
     return nbytes <= MEMORY_MARGIN * free, f"needs {nbytes / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
 
 
-def _measure_size(sweep: _Sweep, shape: dict, with_float: bool) -> None:
-    """Every version and peer at one (N, d, causal)."""
+def _entry(sweep: _Sweep, name: str, group: str, kind: str, shape: dict, dtype: str, nbytes: float, flops: float,
+           run, check=None, tol: float = 0.0, version=None, peer: dict | None = None, **extra) -> dict | None:
+    """One row: ``check()`` (the output's error against the reference, after running it once) within ``tol``,
+    then ``run`` (which only queues the work) timed.  A failure is recorded in the row, and the run goes on."""
+    try:
+        if check is not None:
+            error = check()
+            if not error <= tol:
+                sweep.wrong(name, group, kind, shape, error, tol)
+                return None
+            extra["error_vs_peer"] = error
+        row = sweep.add(name, group, kind, _timed(run, kind == "peer"), shape, nbytes, flops, dtype, version=version,
+                        **extra)
+        if peer is not None:
+            row["speedup_vs_peer"] = peer["median_ms"] / row["median_ms"]
+        return row
+    except Exception as exc:  # noqa: BLE001 - one failing row must not lose the others
+        sweep.rows.append(untimed_row(name, group, kind, **sweep.sizes(shape), error=f"{type(exc).__name__}: {exc}"[:400]))
+        return None
+
+
+def _measure_bf16(sweep: _Sweep, shape: dict, q, k, v, grad) -> None:
+    """Version 4 and the BF16 backward against SDPA's flash kernel."""
     import torch
     from torch.nn.attention import SDPBackend
 
-    batch, heads, n, d, causal = (shape[k] for k in ("batch", "heads", "seq", "head_dim", "causal"))
-    dims = (batch, heads, n, d)
-    g = torch.Generator(device="cuda").manual_seed(n + d)
-    q, k, v, grad = (torch.randn(dims, device="cuda", generator=g) for _ in range(4))
+    batch, heads, n, d, causal = (shape[key] for key in ("batch", "heads", "seq", "head_dim", "causal"))
+    fwd_bytes, bwd_bytes = fp32.forward_bytes(shape, 2), fp32.backward_bytes(shape, 2)
     fwd_flops, bwd_flops = fp32.forward_flops(shape), fp32.backward_flops(shape)
-
-    # ------------------------------------------------------------------ BF16: version 4, the BF16 backward, SDPA
     qb, kb, vb, gb = (t.bfloat16() for t in (q, k, v, grad))
-    ref_out = sdpa(qb, kb, vb, causal, SDPBackend.FLASH_ATTENTION)
     out, lse = torch.empty_like(qb), torch.empty((batch, heads, n), device="cuda")
     torch.cuda.synchronize()
-    bf16.attention_forward(_view(qb), _view(kb), _view(vb), causal, out=_view(out), lse=_view(lse))
-    error = max_error(out, ref_out)
-    peer = sweep.add(SDPA, "forward", "peer", _timed(lambda: sdpa(qb, kb, vb, causal, SDPBackend.FLASH_ATTENTION), True),
-                     shape, fp32.forward_bytes(shape, 2), fwd_flops, "bf16")
-    if error <= 2e-2:
-        row = sweep.add(V4, "forward", "kernel", _timed(lambda: bf16.attention_forward(
-            _view(qb), _view(kb), _view(vb), causal, out=_view(out), lse=_view(lse), sync=False), False),
-            shape, fp32.forward_bytes(shape, 2), fwd_flops, "bf16", version=4, error_vs_peer=error)
-        row["speedup_vs_peer"] = peer["median_ms"] / row["median_ms"]
-    else:
-        sweep.wrong(V4, "forward", "kernel", shape, error, 2e-2)
+
+    def forward(sync=True):
+        return bf16.attention_forward(_view(qb), _view(kb), _view(vb), causal, out=_view(out), lse=_view(lse),
+                                      sync=sync)
+
+    def forward_error():
+        forward()
+        return max_error(out, sdpa(qb, kb, vb, causal, SDPBackend.FLASH_ATTENTION))
+
+    peer = _entry(sweep, SDPA, "forward", "peer", shape, "bf16", fwd_bytes, fwd_flops,
+                  lambda: sdpa(qb, kb, vb, causal, SDPBackend.FLASH_ATTENTION))
+    _entry(sweep, V4, "forward", "kernel", shape, "bf16", fwd_bytes, fwd_flops, lambda: forward(sync=False),
+           check=forward_error, tol=2e-2, version=4, peer=peer)
 
     qr, kr, vr = (t.clone().requires_grad_(True) for t in (qb, kb, vb))
     peer_out = sdpa(qr, kr, vr, causal, SDPBackend.FLASH_ATTENTION)
-    peer_grads = torch.autograd.grad(peer_out, (qr, kr, vr), gb, retain_graph=True)
     grads = tuple(torch.empty_like(qb) for _ in range(3))
     workspace = (torch.empty((batch * heads, n), device="cuda"), torch.empty((batch * heads, n, d), device="cuda"))
-    views = dict(out=tuple(_view(t) for t in grads), workspace=tuple(_view(t) for t in workspace))
-    args = (_view(qb), _view(kb), _view(vb), _view(out), _view(lse), _view(gb), causal)
-    bf16.attention_backward(*args, **views)
-    error = max(max_error(a, b) for a, b in zip(grads, peer_grads))
-    peer = sweep.add(SDPA, "backward", "peer",
-                     _timed(lambda: torch.autograd.grad(peer_out, (qr, kr, vr), gb, retain_graph=True), True),
-                     shape, fp32.backward_bytes(shape, 2), bwd_flops, "bf16")
-    if error <= 5e-2:
-        row = sweep.add(V5B, "backward", "kernel", _timed(lambda: bf16.attention_backward(*args, **views, sync=False), False),
-                        shape, fp32.backward_bytes(shape, 2), bwd_flops, "bf16", version=5, error_vs_peer=error)
-        row["speedup_vs_peer"] = peer["median_ms"] / row["median_ms"]
-    else:
-        sweep.wrong(V5B, "backward", "kernel", shape, error, 5e-2)
-    del qr, kr, vr, peer_out, peer_grads
-    if not with_float:
-        return
 
-    # ------------------------------------------------------------------ float32: versions 1, 3, 5 and the naive peer
-    ref_out = sdpa(q, k, v, causal, SDPBackend.EFFICIENT_ATTENTION)
-    naive_bytes = 4.0 * 3 * batch * heads * n * n          # S, P and the gradient's N x N, at least
-    fits, why = _fits(naive_bytes)
+    def backward(sync=True):
+        return bf16.attention_backward(_view(qb), _view(kb), _view(vb), _view(out), _view(lse), _view(gb), causal,
+                                       out=tuple(_view(t) for t in grads),
+                                       workspace=tuple(_view(t) for t in workspace), sync=sync)
+
+    def backward_error():
+        forward()
+        backward()
+        expected = torch.autograd.grad(peer_out, (qr, kr, vr), gb, retain_graph=True)
+        return max(max_error(a, b) for a, b in zip(grads, expected))
+
+    peer = _entry(sweep, SDPA, "backward", "peer", shape, "bf16", bwd_bytes, bwd_flops,
+                  lambda: torch.autograd.grad(peer_out, (qr, kr, vr), gb, retain_graph=True))
+    _entry(sweep, V5B, "backward", "kernel", shape, "bf16", bwd_bytes, bwd_flops, lambda: backward(sync=False),
+           check=backward_error, tol=5e-2, version=5, peer=peer)
+
+
+def _measure_float(sweep: _Sweep, shape: dict, q, k, v, grad) -> None:
+    """Versions 1, 3 and the float backward against the naive three products, checked against SDPA's float32
+    memory-efficient kernel (which needs no N x N matrix)."""
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    batch, heads, n, causal = (shape[key] for key in ("batch", "heads", "seq", "causal"))
+    fwd_bytes, bwd_bytes = fp32.forward_bytes(shape), fp32.backward_bytes(shape)
+    fwd_flops, bwd_flops = fp32.forward_flops(shape), fp32.backward_flops(shape)
+    reference = sdpa(q, k, v, causal, SDPBackend.EFFICIENT_ATTENTION)
+    out, lse = torch.empty_like(q), torch.empty((batch, heads, n), device="cuda")
+
     naive_fwd = naive_bwd = None
+    fits, why = _fits(4.0 * 3 * batch * heads * n * n)   # S, P and the gradient's N x N, at least
     if fits:
-        naive_fwd = sweep.add(NAIVE, "forward", "peer", _timed(lambda: naive_attention(q, k, v, causal), True), shape,
-                              fp32.forward_bytes(shape), fwd_flops, "float32")
+        naive_fwd = _entry(sweep, NAIVE, "forward", "peer", shape, "float32", fwd_bytes, fwd_flops,
+                           lambda: naive_attention(q, k, v, causal))
         qr, kr, vr = (t.clone().requires_grad_(True) for t in (q, k, v))
         naive_out = naive_attention(qr, kr, vr, causal)
-        naive_bwd = sweep.add(NAIVE, "backward", "peer",
-                              _timed(lambda: torch.autograd.grad(naive_out, (qr, kr, vr), grad, retain_graph=True), True),
-                              shape, fp32.backward_bytes(shape), bwd_flops, "float32")
+        naive_bwd = _entry(sweep, NAIVE, "backward", "peer", shape, "float32", bwd_bytes, bwd_flops,
+                           lambda: torch.autograd.grad(naive_out, (qr, kr, vr), grad, retain_graph=True))
         del qr, kr, vr, naive_out
         gc.collect()
         torch.cuda.empty_cache()
@@ -208,79 +234,95 @@ def _measure_size(sweep: _Sweep, shape: dict, with_float: bool) -> None:
         sweep.skip(NAIVE, "forward", "peer", shape, why)
         sweep.skip(NAIVE, "backward", "peer", shape, why)
 
-    def against(row, peer_row):
-        if peer_row is not None:
-            row["speedup_vs_peer"] = peer_row["median_ms"] / row["median_ms"]
-
-    out, lse = torch.empty_like(q), torch.empty((batch, heads, n), device="cuda")
     fits, why = _fits(fp32.unfused_bytes_needed(shape))
     if fits:
         workspace = fp32.unfused_workspace(shape)
-        fp32.attention_unfused(_view(q), _view(k), _view(v), causal, out=_view(out), workspace=workspace)
-        error = max_error(out, ref_out)
-        if error <= 1e-4:
-            against(sweep.add(V1, "forward", "kernel", _timed(lambda: fp32.attention_unfused(
-                _view(q), _view(k), _view(v), causal, out=_view(out), workspace=workspace, sync=False), False),
-                shape, fp32.forward_bytes(shape), fwd_flops, "float32", version=1, error_vs_peer=error,
-                n_by_n_bytes=fp32.unfused_bytes_needed(shape)), naive_fwd)
-        else:
-            sweep.wrong(V1, "forward", "kernel", shape, error, 1e-4)
+
+        def unfused(sync=True):
+            return fp32.attention_unfused(_view(q), _view(k), _view(v), causal, out=_view(out), workspace=workspace,
+                                          sync=sync)
+
+        def unfused_error():
+            unfused()
+            return max_error(out, reference)
+
+        _entry(sweep, V1, "forward", "kernel", shape, "float32", fwd_bytes, fwd_flops, lambda: unfused(sync=False),
+               check=unfused_error, tol=1e-4, version=1, peer=naive_fwd, n_by_n_bytes=fp32.unfused_bytes_needed(shape))
         del workspace
         gc.collect()
     else:
         sweep.skip(V1, "forward", "kernel", shape, why)
 
-    fp32.attention_forward(_view(q), _view(k), _view(v), causal, out=_view(out), lse=_view(lse))
-    error = max_error(out, ref_out)
-    if error <= 1e-4:
-        against(sweep.add(V3, "forward", "kernel", _timed(lambda: fp32.attention_forward(
-            _view(q), _view(k), _view(v), causal, out=_view(out), lse=_view(lse), sync=False), False),
-            shape, fp32.forward_bytes(shape), fwd_flops, "float32", version=3, error_vs_peer=error), naive_fwd)
-    else:
-        sweep.wrong(V3, "forward", "kernel", shape, error, 1e-4)
+    def forward(sync=True):
+        return fp32.attention_forward(_view(q), _view(k), _view(v), causal, out=_view(out), lse=_view(lse), sync=sync)
 
-    qr, kr, vr = (t.clone().requires_grad_(True) for t in (q, k, v))
-    ref_grads = torch.autograd.grad(sdpa(qr, kr, vr, causal, SDPBackend.EFFICIENT_ATTENTION), (qr, kr, vr), grad)
+    def forward_error():
+        forward()
+        return max_error(out, reference)
+
+    _entry(sweep, V3, "forward", "kernel", shape, "float32", fwd_bytes, fwd_flops, lambda: forward(sync=False),
+           check=forward_error, tol=1e-4, version=3, peer=naive_fwd)
+
     grads = tuple(torch.empty_like(q) for _ in range(3))
     Dvec = torch.empty((batch * heads, n), device="cuda")
-    args = (_view(q), _view(k), _view(v), _view(out), _view(lse), _view(grad), causal)
-    views = dict(out=tuple(_view(t) for t in grads), workspace=_view(Dvec))
-    fp32.attention_backward(*args, **views)
-    error = max(max_error(a, b) for a, b in zip(grads, ref_grads))
-    if error <= 1e-3:
-        against(sweep.add(V5F, "backward", "kernel", _timed(lambda: fp32.attention_backward(*args, **views, sync=False),
-                                                            False),
-                          shape, fp32.backward_bytes(shape), bwd_flops, "float32", version=5, error_vs_peer=error),
-                naive_bwd)
-    else:
-        sweep.wrong(V5F, "backward", "kernel", shape, error, 1e-3)
+
+    def backward(sync=True):
+        return fp32.attention_backward(_view(q), _view(k), _view(v), _view(out), _view(lse), _view(grad), causal,
+                                       out=tuple(_view(t) for t in grads), workspace=_view(Dvec), sync=sync)
+
+    def backward_error():
+        forward()
+        backward()
+        qr, kr, vr = (t.clone().requires_grad_(True) for t in (q, k, v))
+        expected = torch.autograd.grad(sdpa(qr, kr, vr, causal, SDPBackend.EFFICIENT_ATTENTION), (qr, kr, vr), grad)
+        return max(max_error(a, b) for a, b in zip(grads, expected))
+
+    _entry(sweep, V5F, "backward", "kernel", shape, "float32", bwd_bytes, bwd_flops, lambda: backward(sync=False),
+           check=backward_error, tol=1e-3, version=5, peer=naive_bwd)
+
+
+def _measure_size(sweep: _Sweep, shape: dict, with_float: bool) -> None:
+    """Every version and peer at one (N, d, causal); the float ones only if ``with_float``."""
+    import torch
+
+    dims = tuple(shape[key] for key in ("batch", "heads", "seq", "head_dim"))
+    g = torch.Generator(device="cuda").manual_seed(shape["seq"] + shape["head_dim"])
+    q, k, v, grad = (torch.randn(dims, device="cuda", generator=g) for _ in range(4))
+    _measure_bf16(sweep, shape, q, k, v, grad)
+    gc.collect()
+    torch.cuda.empty_cache()
+    if with_float:
+        _measure_float(sweep, shape, q, k, v, grad)
 
 
 def measure_softmax(sweep: _Sweep, seqs, batch: int, heads: int) -> None:
     """Version 2 against torch.softmax on every row of the scores, (batch x heads x N) rows of N."""
     import torch
 
+    record = fp32.KERNELS["attention_online_softmax"]
     for n in seqs:
         rows = batch * heads * n
-        shape = {"rows": rows, "cols": n}
-        fits, why = _fits(8.0 * rows * n)
         sizes = {"batch": batch, "heads": heads, "seq": n, "head_dim": None, "causal": False}
+        fits, why = _fits(8.0 * rows * n)
         if not fits:
             sweep.skip("v2 online softmax", "softmax", "kernel", sizes, why)
             continue
         S = torch.randn(rows, n, device="cuda") * 4
         P, lse = torch.empty_like(S), torch.empty(rows, device="cuda")
         torch.cuda.synchronize()
-        fp32.online_softmax(_view(S), out=_view(P), lse=_view(lse))
-        error = max_error(P, torch.softmax(S, dim=-1))
-        record = fp32.KERNELS["attention_online_softmax"]
-        nbytes, flops = record.bytes(shape), record.flops(shape)
-        peer = sweep.add("torch softmax float32", "softmax", "peer", _timed(lambda: torch.softmax(S, dim=-1), True),
-                         sizes, 8.0 * rows * n, flops, "float32")
-        row = sweep.add("v2 online softmax", "softmax", "kernel",
-                        _timed(lambda: fp32.online_softmax(_view(S), out=_view(P), lse=_view(lse), sync=False), False),
-                        sizes, nbytes, flops, "float32", version=2, error_vs_peer=error)
-        row["speedup_vs_peer"] = peer["median_ms"] / row["median_ms"]
+
+        def online(sync=True):
+            return fp32.online_softmax(_view(S), out=_view(P), lse=_view(lse), sync=sync)
+
+        def online_error():
+            online()
+            return max_error(P, torch.softmax(S, dim=-1))
+
+        nbytes, flops = record.bytes({"rows": rows, "cols": n}), record.flops({"rows": rows, "cols": n})
+        peer = _entry(sweep, "torch softmax float32", "softmax", "peer", sizes, "float32", nbytes, flops,
+                      lambda: torch.softmax(S, dim=-1))
+        _entry(sweep, "v2 online softmax", "softmax", "kernel", sizes, "float32", nbytes, flops,
+               lambda: online(sync=False), check=online_error, tol=1e-5, version=2, peer=peer)
         del S, P, lse
         torch.cuda.empty_cache()
 
@@ -387,18 +429,28 @@ def measure(seqs=SEQS, head_dims=HEAD_DIMS, batch: int = BATCH, heads: int = HEA
         for causal in (False, True):
             for n in seqs:
                 shape = {"batch": batch, "heads": heads, "seq": n, "head_dim": d, "causal": int(causal)}
-                _measure_size(sweep, shape, with_float=n <= float_up_to)
+                try:
+                    _measure_size(sweep, shape, with_float=n <= float_up_to)
+                except Exception as exc:  # noqa: BLE001 - the inputs of this size could not be made (memory)
+                    sweep.rows.append(untimed_row("every version", "forward", "kernel", **sweep.sizes(shape),
+                                                  error=f"{type(exc).__name__}: {exc}"[:400]))
                 gc.collect()
                 torch.cuda.empty_cache()
     measure_softmax(sweep, [n for n in seqs if n <= float_up_to], batch, heads)
     summary = {"goals": goals(sweep.rows, head_dims), "bf16_matmul_gflops": sweep.bf16_gflops}
     result = {"peaks": peaks_as_dict(peaks), "sizes": {"batch": batch, "heads": heads, "seqs": list(seqs),
-                                                        "head_dims": list(head_dims), "float_up_to": float_up_to},
-              "numerics": measure_numerics(numerics_seqs, head_dims)}
+                                                        "head_dims": list(head_dims), "float_up_to": float_up_to}}
+    try:
+        result["numerics"] = measure_numerics(numerics_seqs, head_dims)
+    except Exception as exc:  # noqa: BLE001 - the timings above are kept
+        summary["numerics_error"] = f"{type(exc).__name__}: {exc}"[:400]
     if training_step:
-        step_rows, step_summary = measure_training_step()
-        sweep.rows += step_rows
-        summary.update(step_summary)
+        try:
+            step_rows, step_summary = measure_training_step()
+            sweep.rows += step_rows
+            summary.update(step_summary)
+        except Exception as exc:  # noqa: BLE001
+            summary["training_step_error"] = f"{type(exc).__name__}: {exc}"[:400]
     result.update(summary=summary, results=sweep.rows)
     return result
 
@@ -426,7 +478,10 @@ def main() -> None:
     for goal in data["summary"]["goals"]:
         print(f"goal {goal['goal']} d={goal['head_dim']} causal={goal['causal']}: {goal['ratio']:.2f} "
               f"(target {goal['target']}) {'met' if goal['met'] else 'NOT met'}")
-    for entry in data["numerics"]:
+    for key in ("numerics_error", "training_step_error"):
+        if key in data["summary"]:
+            print(f"{key}: {data['summary'][key]}")
+    for entry in data.get("numerics", []):
         print(f"numerics N={entry['seq']} d={entry['head_dim']}: "
               + ", ".join(f"{k} {v:.2e}" for k, v in entry["errors"].items()))
 
