@@ -192,9 +192,19 @@ def test_the_bf16_backward_matches_float64(backend, causal):
 
 
 #: The GPU's sizes: many tiles of every kind, the head dimensions the benchmark measures, and each configuration
-#: the benchmark or a tuning run may choose (4 or 8 warps, 32 to 128 keys per forward tile).
+#: a tuning run may choose (4 or 8 warps, 32 to 128 keys per forward tile, one or two 16-row tiles per warp).
 GPU_SHAPES = [(2, 3, 1000, 64), (1, 2, 777, 128), (1, 1, 4096, 64)]
-CONFIGS = [{}, {"BF_WARPS": 8}, {"BF_BN": 32}, {"BF_BN": 128}]
+CONFIGS = [{}, {"BF_WARPS": 8}, {"BF_BN": 32}, {"BF_BN": 128}, {"BF_M_TILES": 2}, {"BF_M_TILES": 2, "BF_BN": 32}]
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("config", [CONFIGS[1], CONFIGS[3], CONFIGS[5]], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_the_bf16_forward_in_other_tile_configurations(backend, config):
+    Q, K, V = bf16_operands((1, 2, 150, 16), seed=17)
+    O, lse = B16.attention_forward(Q, K, V, True, config=config)
+    O_ref, lse_ref = A.reference(*as64(Q, K, V), True)
+    assert_close(O, O_ref, BF16_TOL, f"version 4 with {config}: O")
+    assert_close(lse, lse_ref, 1e-5, f"version 4 with {config}: log-sum-exp")
 
 
 @pytest.mark.gpu
@@ -211,7 +221,7 @@ def test_the_bf16_forward_on_the_tensor_cores(backend, shape, config, causal):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("config", CONFIGS[:2], ids=["default", "BF_WARPS=8"])
+@pytest.mark.parametrize("config", [{}, {"BF_BWD_WARPS": 4, "BF_WARPS": 8}], ids=["default", "BF_WARPS=8"])
 @pytest.mark.parametrize("shape", GPU_SHAPES[:2], ids=["1000x64", "777x128"])
 def test_the_bf16_backward_on_the_tensor_cores(backend, shape, config, causal):
     Q, K, V = bf16_operands(shape, seed=12)

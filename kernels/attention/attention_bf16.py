@@ -20,9 +20,9 @@ from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
 
 TOPIC = "attention_bf16"
 BF16 = np.dtype(ml_dtypes.bfloat16)
-#: The tile configuration (attention_bf16.cu's BF_* defines): warps per block (16 query rows, or 16 keys in the
-#: backward pass, each) and keys per forward tile.
-DEFAULT_CONFIG = {"BF_WARPS": 4, "BF_BN": 64}
+#: The tile configuration (attention_bf16.cu's BF_* defines): the forward pass's warps per block, keys per tile and
+#: 16-row query tiles per warp; the backward pass's warps per block (16 keys each).
+DEFAULT_CONFIG = {"BF_WARPS": 4, "BF_BN": 64, "BF_M_TILES": 1, "BF_BWD_WARPS": 4}
 PRE_WARPS = 4                        # attention_bf16.cu: PRE_WARPS
 CONVERT_THREADS = 256
 HEAD_DIMS = fp32.HEAD_DIMS
@@ -58,12 +58,14 @@ def bf16(a) -> np.ndarray:
 
 def _geometry(head_dim: int, config: dict | None = None) -> dict:
     c = {**DEFAULT_CONFIG, **(config or {})}
-    rows = 16 * int(c["BF_WARPS"])
-    return {"rows": rows, "threads": 32 * int(c["BF_WARPS"]), "keys": int(c["BF_BN"]),
+    tile = 16 * int(c["BF_BWD_WARPS"])             # keys (and queries) per backward tile
+    rows = 16 * int(c["BF_WARPS"]) * int(c["BF_M_TILES"])   # query rows per forward block
+    return {"rows": rows, "tile": tile, "threads": 32 * int(c["BF_WARPS"]), "keys": int(c["BF_BN"]),
+            "backward_threads": 32 * int(c["BF_BWD_WARPS"]),
             # Q, two stages of K and of V (BF16)
             "forward_shared": 2 * head_dim * (rows + 4 * int(c["BF_BN"])),
             # K, V, two stages of Q and dO (BF16), dS^T (BF16), two stages of L and D (float)
-            "backward_shared": 2 * (6 * rows * head_dim + rows * rows) + 4 * 4 * rows}
+            "backward_shared": 2 * (6 * tile * head_dim + tile * tile) + 4 * 4 * tile}
 
 
 def _recorded_build(shape, kernel: str) -> None:
@@ -92,7 +94,7 @@ def _backward_launch(shape, config: dict | None = None, check: bool = True):
         _recorded_build(shape, "attention_backward_bf16")
     bh, n, d = fp32._sizes(shape)
     g = _geometry(d, config)
-    return as_launch((blocks_for(n, g["rows"]), bh), g["threads"], g["backward_shared"])
+    return as_launch((blocks_for(n, g["tile"]), bh), g["backward_threads"], g["backward_shared"])
 
 
 def _convert_launch(shape, check: bool = True):
