@@ -172,6 +172,18 @@ __device__ __forceinline__ void load_tile(float* Xs, int stride, const float* X,
 // Column e of group g of the ATT_D columns a thread with column index tx (0..7) owns.
 __device__ __forceinline__ int owned_column(int tx, int g, int e) { return g * 8 * ATT_VEC + tx * ATT_VEC + e; }
 
+// The ATT_VEC columns of group g a thread owns, from a row of ATT_D floats in shared memory: one 16- (or 8-) byte load.
+__device__ __forceinline__ void load_owned(float (&out)[ATT_VEC], const float* row, int tx, int g)
+{
+#if ATT_VEC == 4
+    float4 v = *reinterpret_cast<const float4*>(row + owned_column(tx, g, 0));
+    out[0] = v.x; out[1] = v.y; out[2] = v.z; out[3] = v.w;
+#else
+    float2 v = *reinterpret_cast<const float2*>(row + owned_column(tx, g, 0));
+    out[0] = v.x; out[1] = v.y;
+#endif
+}
+
 // ------------------------------------------------------------------------------------------------
 // 3. Fused forward.  Block (qt, head): query rows q0 = 64 qt ... q0 + 63.  128 threads: thread t owns rows
 //    4 ty .. 4 ty + 3 (ty = t / 8) of the tile, and of each 64 x 64 score tile the 8 columns 4 tx .. 4 tx + 3 and
@@ -278,13 +290,14 @@ attention_forward_float(const float* __restrict__ Q, const float* __restrict__ K
             float4 p = *reinterpret_cast<const float4*>(&PsT[j * (ATT_BR + ATT_PAD) + 4 * ty]);
             float pv[4] = {p.x, p.y, p.z, p.w};
             #pragma unroll
-            for (int g = 0; g < ATT_GROUPS; ++g)
+            for (int g = 0; g < ATT_GROUPS; ++g) {
+                float v[ATT_VEC];
+                load_owned(v, Vs + j * ATT_D, tx, g);
                 #pragma unroll
-                for (int e = 0; e < ATT_VEC; ++e) {
-                    float v = Vs[j * ATT_D + owned_column(tx, g, e)];
+                for (int e = 0; e < ATT_VEC; ++e)
                     #pragma unroll
-                    for (int i = 0; i < 4; ++i) o[i][g * ATT_VEC + e] += pv[i] * v;
-                }
+                    for (int i = 0; i < 4; ++i) o[i][g * ATT_VEC + e] += pv[i] * v[e];
+            }
         }
         __syncthreads();                                       // everyone is done with K, V and P of this tile
     }
