@@ -451,18 +451,22 @@ ATTENTION_GOALS = {
 }
 
 
-def attention_goal(data: dict | None, goal: str) -> str:
-    """One of the attention chapter's goals at the sequence length it is set at, per head dimension and mask:
-    the recorded ratio, the target and how many of the cases meet it."""
-    found = [g for g in (data or {}).get("summary", {}).get("goals", []) if g["goal"] == goal]
-    if not found:
+def attention_goal(data: dict | None, *goals: str) -> str:
+    """The attention chapter's goals at the sequence length they are set at, per head dimension and mask: each
+    recorded ratio, the target and how many of the cases meet it (one clause per goal)."""
+    clauses = []
+    for goal in goals:
+        found = [g for g in (data or {}).get("summary", {}).get("goals", []) if g["goal"] == goal]
+        if not found:
+            continue
+        parts = [ATTENTION_GOALS[goal].format(ratio=f"{g['ratio']:.2f}") + f" (d = {g['head_dim']}"
+                 + (", causal)" if g["causal"] else ")") for g in found]
+        met = sum(bool(g["met"]) for g in found)
+        verdict = "met in every case" if met == len(found) else f"met in {met} of the {len(found)} cases"
+        clauses.append("; ".join(parts) + f": the goal, {found[0]['target']}, is {verdict}")
+    if not clauses:
         return ATTENTION_NOT_MEASURED
-    parts = [ATTENTION_GOALS[goal].format(ratio=f"{g['ratio']:.2f}") + f" (d = {g['head_dim']}"
-             + (", causal)" if g["causal"] else ")") for g in found]
-    met = sum(bool(g["met"]) for g in found)
-    verdict = "met in every case" if met == len(found) else f"met in {met} of the {len(found)} cases"
-    return (f"on the {device_name(data)} at N = 4096, " + "; ".join(parts)
-            + f": the goal, {found[0]['target']}, is {verdict}")
+    return f"on the {device_name(data)} at N = 4096, " + ". Also, ".join(clauses)
 
 
 def attention_training_step(data: dict | None) -> str:

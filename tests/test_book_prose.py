@@ -316,6 +316,8 @@ def test_attention_phrases_follow_the_goals_and_say_when_nothing_was_measured():
     assert prose.attention_goal(goals(1.1, 0.9), "forward_vs_sdpa").endswith("is met in every case")
     assert "not measured yet" in prose.attention_goal(None, "forward_vs_sdpa")
     assert "not measured yet" in prose.attention_goal(goals(1.0, 1.0), "backward_vs_sdpa")
+    both = prose.attention_goal(goals(1.0, 1.0), "forward_vs_sdpa", "backward_vs_sdpa")
+    assert both.startswith("on the GPU X at N = 4096, the BF16 forward") and "backward" not in both
     assert "not measured yet" in prose.attention_training_step({"results": []})
     rows = [{"group": "training_step", "kind": kind, "median_ms": ms, "batch": 4, "seq": 2048, "heads": 16, "dim": 1024}
             for kind, ms in (("kernel", 30.0), ("peer", 27.0))]
