@@ -86,6 +86,9 @@ CHAPTERS = (
             graded_end_to_end=True),
     # kernels/index_notation/: the language, and generated.py, the records of the kernels it writes (no .cu file)
     Chapter(7, "index_notation", "Index notation", ("index_notation",), (), graded_end_to_end=True),
+    # Read after the GEMM and convolution part (_toc.yml); numbered last so that no assignment is renamed.
+    Chapter(8, "attention", "Attention", ("attention", "attention_backward"), ("attention", "attention_bf16"),
+            graded=False),
 )
 
 

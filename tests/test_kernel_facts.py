@@ -111,6 +111,11 @@ def test_the_rungs_run_one_two_three_in_teaching_order():
     assert [v.number for v in ladder(kernel_table(_record("d", number=3), continues=table))] == [3]
     with pytest.raises(ValueError, match="is rung 2, after rung 2"):  # no sharing the other topic's last rung
         kernel_table(_record("d", number=2), continues=table)
+    # a ladder that alternates between two files skips, in each, the rungs the other holds, and only those
+    assert [v.number for v in ladder(kernel_table(_record("a"), _record("e", number=3), taught_elsewhere=(2,)))] == [1, 3]
+    assert [v.number for v in ladder(kernel_table(_record("e", number=3), taught_elsewhere=(1, 2)))] == [3]
+    with pytest.raises(ValueError, match="is rung 4, after rung 2"):
+        kernel_table(_record("a"), _record("e", number=4), taught_elsewhere=(2,))
 
 
 @pytest.mark.parametrize("topic", TOPICS)
