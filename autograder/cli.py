@@ -7,6 +7,7 @@
     autograder feedback ASSIGNMENT [--student ID ...] autograded/ -> feedback/ (HTML)
     autograder export   ASSIGNMENT [--csv F] [--gradescope DIR]
     autograder leaderboard ASSIGNMENT [--names]       gradebook -> feedback/leaderboard_<assignment>.html
+    autograder similarity ASSIGNMENT [--names]        submitted/ -> feedback/similarity_<assignment>.html
     autograder grade-notebook NOTEBOOK --assignment A [--results-json F]
                                                       one notebook, no gradebook
                                                       (e.g. a Gradescope runner)
@@ -460,6 +461,18 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return 0 if _write_leaderboard(args, cd, path=args.out, top=args.top) else 1
 
 
+def cmd_similarity(args: argparse.Namespace) -> int:
+    from autograder.similarity import SimilarityError, similarity_report
+
+    try:
+        out, matches = similarity_report(args.course_dir, args.assignment, None if args.names else _existing_secret(args),
+                                         named=args.names, path=args.out)
+    except SimilarityError as exc:
+        raise SystemExit(f"autograder: {exc}") from None
+    _say(f"similarity of {args.assignment}: {len(matches)} pairs with kernels in common; report {out}")
+    return 0
+
+
 # --------------------------------------------------------------------------
 # export
 # --------------------------------------------------------------------------
@@ -589,6 +602,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="show students' names (default: their course alias)")
     sp.add_argument("--top", type=int, default=10, help="kernels shown per exercise (default %(default)s)")
     sp.add_argument("--out", help="the HTML file (default feedback/leaderboard_<assignment>.html)")
+    sp.add_argument("--secret-file", help="the course secret the aliases derive from")
+
+    sp = command("similarity", cmd_similarity, help="which submissions' kernels look alike (HTML report; no score changes)")
+    sp.add_argument("assignment")
+    sp.add_argument("--names", action="store_true", help="show students' names (default: their course alias)")
+    sp.add_argument("--out", help="the HTML file (default feedback/similarity_<assignment>.html)")
     sp.add_argument("--secret-file", help="the course secret the aliases derive from")
 
     sp = command("export", cmd_export, help="export grades: CSV and/or Gradescope results.json")

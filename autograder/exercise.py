@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
 
@@ -92,12 +92,25 @@ class ReferenceKernel:
     kernel exactly as the chapter launches it.  ``arg_order`` names the
     exercise's arguments in the reference kernel's order when that differs
     from the exercise's declaration.
+
+    An exercise asks for more than the chapter prints (a stride, a padding, a
+    layout, an epilogue the chapter's kernel does not handle), so the chapter's
+    kernel computes the exercise's function only where those extras take the
+    values of the chapter's problem: ``solves`` names them (``{"pad": 0,
+    "stride": 1}``), and the exercise's timing shape must have them.  There the
+    grader times the book's kernel on the same problem, and nowhere else is it
+    a solution: the hidden shapes take other values.
     """
 
     version: KernelVersion
     arg_order: tuple[str, ...] | None = None
     #: Use this source instead of kernels/<part>/<topic>.cu (a provisional reference).
     source: str | None = None
+    #: The sizes and scalars of a shape at which the kernel computes the exercise's function (all of them: {}).
+    solves: Mapping[str, object] = field(default_factory=dict)
+
+    def solves_shape(self, shape: Shape) -> bool:
+        return all(shape.get(key) == value for key, value in self.solves.items())
 
     topic = property(attrgetter("version.topic"), doc="The version's topic (kernels/<part>/<topic>.cu).")
     kernel = property(attrgetter("version.kernel"), doc="The version's CUDA kernel name.")
@@ -182,6 +195,9 @@ class Exercise:
     def __post_init__(self):
         if not self.kernel:
             object.__setattr__(self, "kernel", re.match(r"\s*(?:def\s+)?(\w+)", self.signature).group(1))
+        if self.reference_kernel is not None and not self.reference_kernel.solves_shape(self.timing_shape or self.hidden_shapes[-1]):
+            raise ValueError(f"exercise {self.name}: its reference kernel solves it only where {dict(self.reference_kernel.solves)}, "
+                             f"and the timing shape is not such a shape")
         for fact, record_fact in (("flops", "flops"), ("bytes_moved", "bytes")):
             if getattr(self, fact) is None:
                 if self.reference_kernel is None:

@@ -170,9 +170,10 @@ class Contract:
     ``groups``: the groups it reads; ``rows``: per group, the rows it looks up by their ``row_field`` (a row's
     ``name``; the profiler names its rows by ``step``); ``prefixes``: per group, the starts of names it picks
     rows by (a method tried in several configurations); ``values``: per field, the values it filters rows on
-    (a ``layer``, a ``gradient``); ``sections``: the parts of the file besides ``results`` it reads; ``labels``:
-    per section, the ``label`` s of the entries it reads there (a section that is a list of entries, or that keeps
-    them under ``shapes``).  The benchmark writes its rows through the same constants the contract is made of.
+    (a ``layer``, a ``gradient``); ``sections``: the parts of the file besides ``results`` it reads; ``entries``:
+    per section, the strings it finds entries there by (an entry of a list the section is or holds, by its
+    ``label``, ``name``, ``step``, ``goal`` or ``group``).  The benchmark writes its rows through the same constants the contract is
+    made of.
     """
 
     results: str
@@ -181,27 +182,27 @@ class Contract:
     prefixes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sections: tuple[str, ...] = ()
-    labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    entries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     row_field: str = "name"
 
     def __post_init__(self):
         # A bare string would be read as its letters ("forward" as "f", "o", ...): every entry is a tuple.
         for what, entries in (("groups", self.groups), ("sections", self.sections),
-                              *((f"{kind}[{key!r}]", names) for kind in ("rows", "prefixes", "values", "labels")
+                              *((f"{kind}[{key!r}]", names) for kind in ("rows", "prefixes", "values", "entries")
                                 for key, names in getattr(self, kind).items())):
             if isinstance(entries, str) or not all(isinstance(e, str) for e in entries):
                 raise TypeError(f"contract of {self.results}.json: {what} must be a tuple of strings, not {entries!r}")
         unknown = (set(self.rows) | set(self.prefixes)) - set(self.groups)
         if unknown:
             raise ValueError(f"contract of {self.results}.json: rows of groups it does not list: {sorted(unknown)}")
-        if set(self.labels) - set(self.sections):
-            raise ValueError(f"contract of {self.results}.json: labels of sections it does not list: "
-                             f"{sorted(set(self.labels) - set(self.sections))}")
+        if set(self.entries) - set(self.sections):
+            raise ValueError(f"contract of {self.results}.json: entries of sections it does not list: "
+                             f"{sorted(set(self.entries) - set(self.sections))}")
 
     def strings(self) -> set[str]:
-        """Every name the contract promises: the file's, its groups', rows', prefixes', values', sections' and labels'."""
+        """Every name the contract promises: the file's, its groups', rows', prefixes', values', sections', entries'."""
         return {self.results, *self.groups, *self.sections,
-                *(name for kind in (self.rows, self.prefixes, self.values, self.labels)
+                *(name for kind in (self.rows, self.prefixes, self.values, self.entries)
                   for names in kind.values() for name in names)}
 
     def broken_by(self, data: dict) -> list[str]:
@@ -216,12 +217,12 @@ class Contract:
         broken += [f"no row whose {key} is {value!r}" for key, values in self.values.items() for value in values
                    if not any(r.get(key) == value for r in rows)]
         broken += [f"no section {section!r}" for section in self.sections if section not in data]
-        for section, labels in self.labels.items():
-            entries = data.get(section) or []
-            entries = entries if isinstance(entries, list) else entries.get("shapes", [])
-            found_labels = {e.get("label") for e in entries if isinstance(e, dict)}
-            broken += [f"no entry labelled {label!r} in section {section!r}" for label in labels
-                       if label not in found_labels]
+        for section, names in self.entries.items():
+            part = data.get(section) or []
+            lists = [part] if isinstance(part, list) else [v for v in part.values() if isinstance(v, list)]
+            named = {e.get(key) for entries in lists for e in entries if isinstance(e, dict)
+                     for key in ("label", "name", "step", "goal", "group")}
+            broken += [f"no entry {name!r} in section {section!r}" for name in names if name not in named]
         return broken
 
 

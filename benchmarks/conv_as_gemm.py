@@ -96,7 +96,7 @@ CONTRACT = Contract(
     NAME, groups=(SGEMM, SGEMM_SEARCH, SGEMM_TWICE, IM2COL, CONV),
     rows={SGEMM: (CUBLAS, WARPTILE), SGEMM_TWICE: (CUBLAS, WARPTILE)},
     prefixes={CONV: (CUDNN, IMPLICIT_GEMM, WINOGRAD, UNROLL_GEMM, DIRECT)},
-    values={"layer": LAYER_NAMES}, sections=("peaks", SGEMM_SHAPES), labels={SGEMM_SHAPES: SHAPE_LABELS},
+    values={"layer": LAYER_NAMES}, sections=("peaks", SGEMM_SHAPES), entries={SGEMM_SHAPES: SHAPE_LABELS},
 )
 
 

@@ -50,6 +50,10 @@ METRICS = {
     "issue_slots_percent": "sm__inst_issued.avg.pct_of_peak_sustained_active",
     "l2_percent": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     "barrier_stall_percent": "smsp__warp_issue_stalled_barrier_per_warp_active.pct",
+    "long_scoreboard_stall_percent": "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct",
+    "wait_stall_percent": "smsp__warp_issue_stalled_wait_per_warp_active.pct",
+    "sleeping_stall_percent": "smsp__warp_issue_stalled_sleeping_per_warp_active.pct",
+    "math_throttle_stall_percent": "smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct",
 }
 
 #: ncu's time units, in microseconds (``--print-units base`` reports nanoseconds; the others in case).
@@ -81,8 +85,10 @@ C3 = {"N": 64, "C": 6, "H": 14, "W": 14, "M": 16, "K": 5}  # LeNet's second conv
 
 # --- the results file and what the book reads in it ------------------------------------------
 NAME = "profiles"
-#: The figures: the SGEMM ladder, the direct convolution on C3, what limits the fastest SGEMMs.
-SGEMM, CONV2D_C3, LIMITS = "sgemm", "conv2d_c3", "limits"
+#: The figures: the SGEMM ladder, the direct convolution on C3, what limits the fastest SGEMMs; the BF16 ladder's
+#: counters are recorded by benchmarks/sgemm_bf16.py in its own file, as rows of this module's layout.
+SGEMM, CONV2D_C3, LIMITS, BF16 = "sgemm", "conv2d_c3", "limits", "bf16"
+CUBLAS_BF16_KERNEL = "cublas_bf16"  # the name of cuBLAS's BF16 row (a library's kernel has no name of ours)
 #: A row's ``step`` is the chapter's name for its kernel: a version of the ladder (sgemm.py's keys), a version
 #: of the direct convolution (conv2d.py's), and in LIMITS the names the tensor-core benchmark gives its rows.
 SGEMM_NAIVE, SGEMM_COALESCED, SGEMM_VECTORIZED, SGEMM_WARPTILE = "naive", "coalesced", "vectorized", "warptile"
@@ -103,7 +109,7 @@ class Target:
     belongs to, and how to run it once."""
 
     kernel: str
-    group: str  # SGEMM (the ladder), CONV2D_C3 or LIMITS
+    group: str  # SGEMM (the ladder), CONV2D_C3, LIMITS or BF16 (the BF16 ladder)
     step: str  # the chapter's name for it
     library: bool = False  # a cuBLAS kernel: ncu takes the second GEMM launch (the first warms up)
 
@@ -119,7 +125,16 @@ def targets() -> list[Target]:
               Target("sgemm_tf32x3_wgmma", LIMITS, tensor_cores.V10),
               Target("sgemm_tf32x3_tma", LIMITS, tensor_cores.V11),
               Target("cublas_tf32", LIMITS, tensor_cores.CUBLAS_TF32, library=True)]
-    return ladder + direct + limits
+    from kernels.gemm import sgemm_bf16
+
+    bf16 = [Target(kernel, BF16, f"version {number}: {title}") for kernel, number, title in ((r.kernel, r.number, r.title) for r in sgemm_bf16.KERNELS.values())]
+    bf16.append(Target(CUBLAS_BF16_KERNEL, BF16, "cuBLAS BF16", library=True))
+    return ladder + direct + limits + bf16
+
+
+#: The groups a run of this module profiles by default; BF16 is profiled by benchmarks/sgemm_bf16.py, beside
+#: its timings.
+DEFAULT_GROUPS = (SGEMM, CONV2D_C3, LIMITS)
 
 
 def run_once(target: Target) -> None:
@@ -129,6 +144,9 @@ def run_once(target: Target) -> None:
     from kernels.gemm import sgemm, sgemm_hopper
 
     rng = np.random.default_rng(0)
+    if target.group == BF16:
+        run_bf16_once(target, rng)
+        return
     if target.group == LIMITS:
         A = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
         B = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
@@ -156,10 +174,31 @@ def run_once(target: Target) -> None:
         conv2d.FORWARDS[target.step](X, Wf, rng.standard_normal(M, dtype=np.float32))
 
 
+def run_bf16_once(target: Target, rng) -> None:
+    """The BF16 ladder's kernels at LIMITS_SIZE^3 (C = A B^T; version 16 with a bias and GELU), or cuBLAS on the
+    same operands (torch.matmul(A, B.t()), twice: ncu skips the first)."""
+    from kernels.gemm import sgemm_bf16
+
+    A = sgemm_bf16.bf16(rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32))
+    B = sgemm_bf16.bf16(rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32))
+    if target.library:
+        import torch
+
+        tA, tB = (torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16) for x in (A, B))
+        for _ in range(2):
+            torch.matmul(tA, tB.t())
+        torch.cuda.synchronize()
+    elif target.kernel == "sgemm_bf16_fused":
+        sgemm_bf16.sgemm_bf16_fused(A, B, sgemm_bf16.bf16(rng.standard_normal(LIMITS_SIZE)))
+    else:
+        sgemm_bf16.KERNELS[target.kernel].launcher(A, B)
+
+
 def ncu_command(target: Target) -> list[str]:
     """ncu, profiling the first launch of ``target.kernel`` in a process that runs it once (for a cuBLAS
     target, the second launch of a kernel whose name has "gemm" in it)."""
-    chosen = ["--kernel-name", "regex:gemm", "--launch-skip", "1"] if target.library else \
+    # cuBLAS names its kernels ...gemm... (FP32, TF32) or nvjet_... (BF16 on Hopper)
+    chosen = ["--kernel-name", "regex:gemm|nvjet", "--launch-skip", "1"] if target.library else \
         ["--kernel-name", f"regex:^{target.kernel}$"]
     return ["ncu", "--csv", "--page", "raw", "--print-units", "base", *chosen,
             "--launch-count", "1", "--metrics", ",".join(METRICS.values()),
@@ -259,12 +298,12 @@ def profile_row(target: Target, metrics: dict[str, float]) -> dict:
     return row
 
 
-def measure(only: str | None = None, verbose: bool = False) -> dict:
+def measure(only: str | None = None, verbose: bool = False, groups=DEFAULT_GROUPS) -> dict:
     require_gpu_backend()
     if shutil.which("ncu") is None:
         sys.exit("profiles need Nsight Compute's ncu on the PATH")
     log = print if verbose else (lambda *args, **kwargs: None)
-    chosen = [t for t in targets() if only in (None, t.kernel)]
+    chosen = [t for t in targets() if only in (None, t.kernel) and (only is not None or t.group in groups)]
     if not chosen:
         sys.exit(f"no profiled kernel is called {only!r} (known: {', '.join(t.kernel for t in targets())})")
     rows = []

@@ -76,15 +76,19 @@ CHAPTERS = (
             ("perceptron", "fully_connected", "activations", "softmax", "sgd")),
     Chapter(3, "cnn", "Convolutional networks", ("cnn", "lenet"), ("conv2d", "conv2d_backward", "pooling"),
             graded_end_to_end=True),
-    Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication", ("conv_as_gemm",),
-            ("im2col", "sgemm", "sgemm_hopper", "conv2d_gemm"), graded_end_to_end=True,
-            more_benchmarks=("sgemm_tensor_cores",)),  # versions 10 and 11 of the GEMM need a Hopper GPU
+    Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication", ("conv_as_gemm", "gemm_bf16"),
+            ("im2col", "sgemm", "sgemm_hopper", "conv2d_gemm", "sgemm_bf16"), graded_end_to_end=True,
+            # versions 10, 11 and 13 to 16 of the GEMM need a Hopper GPU
+            more_benchmarks=("sgemm_tensor_cores", "sgemm_bf16")),
     Chapter(5, "capsules", "Capsule networks", ("capsules",),
             ("capsule_prediction", "capsule_prediction_backward", "capsule_routing")),
     Chapter(6, "large_margin_softmax", "Large-margin softmax", ("large_margin_softmax",), ("lsoftmax",),
             graded_end_to_end=True),
     # kernels/index_notation/: the language, and generated.py, the records of the kernels it writes (no .cu file)
     Chapter(7, "index_notation", "Index notation", ("index_notation",), (), graded_end_to_end=True),
+    # Read after the GEMM and convolution part (_toc.yml); numbered last so that no assignment is renamed.
+    Chapter(8, "attention", "Attention", ("attention", "attention_backward"), ("attention", "attention_bf16"),
+            graded=False),
 )
 
 

@@ -32,10 +32,10 @@ def show_python(obj) -> None:
     display(Code(textwrap.dedent(inspect.getsource(obj)), language="python"))
 
 
-def excerpt(source: str, start: str, end: str) -> str:
-    """The part of ``source`` from the first ``start`` up to the first ``end`` after it."""
+def excerpt(source: str, start: str, end: str | None = None) -> str:
+    """The part of ``source`` from the first ``start`` up to the first ``end`` after it (None: to its end)."""
     first = source.index(start)
-    return source[first:source.index(end, first)]
+    return source[first:source.index(end, first) if end else len(source)]
 
 
 def generated_listing(source: str) -> Code:

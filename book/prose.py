@@ -11,7 +11,7 @@ sentence reads are named by the constants of the benchmark that writes them.
 
 from __future__ import annotations
 
-from benchmarks import capsules, cnn, conv_as_gemm, cuda_from_python, perceptrons_mlp, profiles
+from benchmarks import attention, capsules, cnn, conv_as_gemm, cuda_from_python, perceptrons_mlp, profiles
 from benchmarks import sgemm_tensor_cores as tensor_cores
 from book.speed_figures import SpeedFigures
 
@@ -430,3 +430,49 @@ C3_PROFILE_PAIRS = (
     ("global_load_requests", "global load requests", "{:,.0f}", _BASIC, _TILED),
     ("shared_bank_conflicts", "shared-memory bank conflicts", "{:,.0f}", _BASIC, _TILED),
 )
+
+
+# --- attention ----------------------------------------------------------------------------------
+
+ATTENTION_NOT_MEASURED = ("(not measured yet: `python -m benchmarks.attention` on a GPU records the figures in "
+                          "`benchmarks/results/attention.json`)")
+#: What each of the attention chapter's goals compares (``summary["goals"]`` of attention.json).
+ATTENTION_GOALS = {
+    attention.FORWARD_VS_SDPA: "the BF16 forward (version 4) runs at {ratio} of the speed of SDPA's flash kernel",
+    attention.BACKWARD_VS_SDPA: "the BF16 backward runs at {ratio} of the speed of SDPA's flash kernel",
+    attention.FUSED_VS_UNFUSED_FLOAT: "the fused float forward (version 3) is {ratio} times as fast as the unfused version 1",
+    attention.FLOAT_TIMES_BOUND: "the fused float forward takes {ratio} times its own bound (the FP32 roof or the memory floor)",
+}
+
+
+def attention_goal(data: dict | None, *goals: str) -> str:
+    """The attention chapter's goals at the sequence length they are set at, per head dimension and mask: each
+    recorded ratio, the target and how many of the cases meet it (one clause per goal)."""
+    clauses = []
+    for goal in goals:
+        found = [g for g in (data or {}).get("summary", {}).get("goals", []) if g["goal"] == goal]
+        if not found:
+            continue
+        parts = [ATTENTION_GOALS[goal].format(ratio=f"{g['ratio']:.2f}") + f" (d = {g['head_dim']}"
+                 + (", causal)" if g["causal"] else ")") for g in found]
+        met = sum(bool(g["met"]) for g in found)
+        verdict = "met in every case" if met == len(found) else f"met in {met} of the {len(found)} cases"
+        clauses.append("; ".join(parts) + f": the goal, {found[0]['target']}, is {verdict}")
+    if not clauses:
+        return ATTENTION_NOT_MEASURED
+    return f"on the {device_name(data)} at N = 4096, " + ". Also, ".join(clauses)
+
+
+def attention_training_step(data: dict | None) -> str:
+    """The transformer block's training step with the op against the same step with SDPA."""
+    rows = [r for r in (data or {}).get("results", []) if r.get("group") == attention.TRAINING_STEP and r.get("median_ms")]
+    ours = next((r for r in rows if r["kind"] == "kernel"), None)
+    peer = next((r for r in rows if r["kind"] == "peer"), None)
+    if ours is None or peer is None:
+        return ATTENTION_NOT_MEASURED
+    agree = (data.get("summary", {}).get("training_step_losses_agree"))
+    return (f"{ours['median_ms']:.2f} ms per step with `dlk::attention`, {peer['median_ms']:.2f} ms with SDPA "
+            f"(batch {ours['batch']}, N = {ours['seq']}, {ours['heads']} heads of {ours['dim'] // ours['heads']}, BF16, "
+            f"on the {device_name(data)}): the step with the book's kernels runs at "
+            f"{relative_speed(1 / ours['median_ms'], 1 / peer['median_ms'])} the step with SDPA, with "
+            f"{'the same' if agree else 'a different'} first loss")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from benchmarks import capsules, cnn, index_notation
 from benchmarks import conv_as_gemm as gemm, cuda_from_python as basics, large_margin_softmax as lsm
-from benchmarks import perceptrons_mlp as mlp, sgemm_tensor_cores as tensor_cores
+from benchmarks import perceptrons_mlp as mlp, sgemm_bf16 as bf16, sgemm_tensor_cores as tensor_cores
 from book.chapters import chapter
 from book.speed_figures import SpeedFigures
 
@@ -152,6 +152,12 @@ COMPARISONS: tuple[Comparison, ...] = (
       for n in (4096, 8192)),
     *(Comparison("conv_as_gemm", f"SGEMM {label.split(',')[0]}", gemm.NAME, (label,), section=gemm.SGEMM_SHAPES,
                  shape="{M} × {N} × {K}") for label in SGEMM_SHAPES),
+    *(Comparison("conv_as_gemm", f"BF16 GEMM, {group}", bf16.NAME, (group,),
+                 kernels={"kernel": bf16.WARP_SPECIALIZED}, peers={"name": bf16.CUBLAS},
+                 shape="{batch} × {M} × {N} × {K}")
+      for group in (bf16.square(4096), bf16.square(8192), bf16.MLP_DOWN, bf16.QK_128)),
+    Comparison("conv_as_gemm", "BF16 GEMM + bias + GELU", bf16.NAME, (bf16.FUSED_GROUP,),
+               kernels={"kernel": bf16.FUSED}, peers={"name": bf16.GELU_EPILOGUE}, shape="{M} × {N} × {K}"),
     # 5. Capsules.  einsum's own result is a strided view: the copy (.contiguous()) makes it the
     # contiguous array our kernels write; the view alone is listed too, as the chapter does.
     Comparison("capsules", "capsule prediction", capsules.NAME, (capsules.FORWARD,), peers={"name": capsules.EINSUM},

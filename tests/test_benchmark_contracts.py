@@ -68,16 +68,17 @@ def test_the_chapters_benchmarks_and_the_profiler_declare_their_contracts():
 
 def test_a_contract_names_what_a_file_lacks_and_refuses_a_bare_string():
     contract = Contract("demo", groups=("g", "h"), rows={"g": ("a", "b")}, prefixes={"g": ("imp",)},
-                        values={"layer": ("L1",)}, sections=("sweep", "shapes_part"), labels={"shapes_part": ("s1",)})
+                        values={"layer": ("L1",)}, sections=("sweep", "shapes_part"),
+                        entries={"shapes_part": ("s1",), "sweep": ("k",)})
     data = {"results": [{"name": "a", "group": "g", "layer": "L1"}, {"name": "implicit 1", "group": "g"}],
-            "sweep": [], "shapes_part": {"shapes": [{"label": "s1"}]}}
+            "sweep": [{"name": "k"}], "shapes_part": {"size": 3, "shapes": [{"label": "s1"}]}}
     assert contract.broken_by(data) == ["no group 'h'", "no row 'b' in group 'g'"]
     data["results"] += [{"name": "b", "group": "g"}, {"name": "x", "group": "h"}]
     assert contract.broken_by(data) == []
     assert contract.broken_by({"results": []}) == [
         "no group 'g'", "no group 'h'", "no row 'a' in group 'g'", "no row 'b' in group 'g'",
         "no row starting 'imp' in group 'g'", "no row whose layer is 'L1'", "no section 'sweep'",
-        "no section 'shapes_part'", "no entry labelled 's1' in section 'shapes_part'"]
+        "no section 'shapes_part'", "no entry 's1' in section 'shapes_part'", "no entry 'k' in section 'sweep'"]
     profiled = Contract("demo", groups=("g",), rows={"g": ("naive",)}, row_field="step")
     assert profiled.broken_by({"results": [{"name": "kernel_naive", "step": "naive", "group": "g"}]}) == []
     with pytest.raises(TypeError, match="groups must be a tuple of strings"):
@@ -130,17 +131,22 @@ def test_what_the_book_takes_from_a_benchmark_is_in_its_contract():
     promised = {name: set().union(*(c.strings() for c in vars(module).values() if isinstance(c, Contract)))
                 for name, module in MODULES.items()}
     outside = []
-    for where, code in SOURCES:
-        tree = ast.parse(code)
-        modules, constants = _benchmark_names(tree)
-        used = {(modules[n.value.id], n.attr) for n in ast.walk(tree)
+    for file in sorted({where.split(",")[0] for where, _ in SOURCES}):
+        # A page imports in its first cell what its other cells use: its cells share the names.
+        trees = [ast.parse(code) for where, code in SOURCES if where.split(",")[0] == file]
+        modules, constants = {}, {}
+        for tree in trees:
+            found_modules, found_constants = _benchmark_names(tree)
+            modules.update(found_modules)
+            constants.update(found_constants)
+        used = {(modules[n.value.id], n.attr) for tree in trees for n in ast.walk(tree)
                 if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in modules}
         used |= set(constants.values())
         for module, attr in sorted(used):
             strings = _strings(getattr(MODULES[module], attr))
             missing = sorted(set(strings or ()) - promised[module])
             if missing:
-                outside.append(f"{where}: benchmarks.{module}.{attr} ({', '.join(map(repr, missing))})")
+                outside.append(f"{file}: benchmarks.{module}.{attr} ({', '.join(map(repr, missing))})")
     assert not outside, ("the book reads names no contract promises (add them to the benchmark's Contract):\n  "
                          + "\n  ".join(outside))
 
@@ -152,7 +158,7 @@ LOOKUPS_ALL_ARGUMENTS = {"rows", "row", "timed", "layers", "section", "every_run
 #: ...or the first only (the others say what is shown, or how to measure).
 LOOKUPS_FIRST_ARGUMENT = {"load", "show"}
 #: A row's fields that name it, or that the book filters rows by.
-ROW_FIELDS = {"name", "group", "layer", "step", "gradient", "source"}
+ROW_FIELDS = {"name", "group", "layer", "step", "gradient", "source", "kernel"}
 #: The common layout of every results file (benchmarks/common.py): a row's kind, and the parts every file has.
 COMMON_LAYOUT = {"kernel", "peer", "peaks", "device", "summary", "results", "date", "benchmark", "software"}
 #: The scoreboard's comparisons: which of their arguments name the file and its rows.

@@ -300,3 +300,28 @@ def test_built_kernels_page_shows_its_glued_phrases():
     text = text.replace("\u2019", "'")  # the page's typographic apostrophes
     assert re.sub(r"`", "", prose.small_layer_versions(recorded("cnn"))) in text
     assert "{glue" not in text, "a glue role was left unrendered"
+
+
+def test_attention_phrases_follow_the_goals_and_say_when_nothing_was_measured():
+    def goals(ratio_full, ratio_causal):
+        return {"device": {"name": "GPU X"}, "summary": {"goals": [
+            {"goal": "forward_vs_sdpa", "head_dim": 64, "causal": False, "ratio": ratio_full, "target": 0.9,
+             "met": ratio_full >= 0.9},
+            {"goal": "forward_vs_sdpa", "head_dim": 64, "causal": True, "ratio": ratio_causal, "target": 0.9,
+             "met": ratio_causal >= 0.9}]}}
+
+    text = prose.attention_goal(goals(0.95, 0.8), "forward_vs_sdpa")
+    assert "on the GPU X at N = 4096" in text and "0.95 of the speed of SDPA's flash kernel (d = 64)" in text
+    assert "0.80 of the speed of SDPA's flash kernel (d = 64, causal)" in text and "met in 1 of the 2 cases" in text
+    assert prose.attention_goal(goals(1.1, 0.9), "forward_vs_sdpa").endswith("is met in every case")
+    assert "not measured yet" in prose.attention_goal(None, "forward_vs_sdpa")
+    assert "not measured yet" in prose.attention_goal(goals(1.0, 1.0), "backward_vs_sdpa")
+    both = prose.attention_goal(goals(1.0, 1.0), "forward_vs_sdpa", "backward_vs_sdpa")
+    assert both.startswith("on the GPU X at N = 4096, the BF16 forward") and "backward" not in both
+    assert "not measured yet" in prose.attention_training_step({"results": []})
+    rows = [{"group": "training_step", "kind": kind, "median_ms": ms, "batch": 4, "seq": 2048, "heads": 16, "dim": 1024}
+            for kind, ms in (("kernel", 30.0), ("peer", 27.0))]
+    step = prose.attention_training_step({"results": rows, "summary": {"training_step_losses_agree": True},
+                                          "device": {"name": "GPU X"}})
+    assert "30.00 ms per step with `dlk::attention`, 27.00 ms with SDPA" in step and "90% of the speed of" in step
+    assert "16 heads of 64" in step and "with the same first loss" in step

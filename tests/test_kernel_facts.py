@@ -24,7 +24,7 @@ import pytest
 
 from autograder.exercises import all_exercises
 from kernels.runtime.signature import parse_kernels
-from kernels.runtime.sources import source_path, topic_module, topic_sources
+from kernels.runtime.sources import function_lines, source_path, topic_module, topic_sources
 from kernels.runtime.versions import KernelVersion, LaunchConfig, kernel_table, ladder, rung, versions
 from book import ladders
 from kernels.basics import reduction
@@ -37,13 +37,23 @@ def _exercises():
     return list(found.values()) if isinstance(found, dict) else list(found)
 
 
+def _declared(topic, table) -> dict:
+    """The ``__global__`` functions of the topic's file as its records compile it: a kernel written for one
+    architecture only (under ``DLK_ARCH_SPECIFIC``) is declared only with its record's defines."""
+    text = source_path(topic).read_text()
+    declared = {}
+    for defines in {tuple(sorted(version.defines.items())) for version in table.values()}:
+        declared.update(parse_kernels(text, f"{topic}.cu", dict(defines)))
+    return declared
+
+
 @pytest.mark.parametrize("topic", TOPICS)
 def test_every_topic_declares_its_versions_as_records(topic):
     module = importlib.import_module(topic_module(topic))
     assert module.TOPIC == topic
     table = module.KERNELS
     assert isinstance(table, dict) and table, f"{module.__name__}: KERNELS is empty"
-    declared = parse_kernels(source_path(topic).read_text(), f"{topic}.cu")
+    declared = _declared(topic, table)
     for name, version in table.items():
         assert isinstance(version, KernelVersion)
         assert version.kernel == name and version.topic == topic
@@ -57,8 +67,8 @@ def test_every_topic_declares_its_versions_as_records(topic):
 @pytest.mark.parametrize("topic", TOPICS)
 def test_every_kernel_of_a_topic_has_a_record(topic):
     """Every ``__global__`` function has a record: a rung (a number) or, deliberately, a helper (None)."""
-    declared = parse_kernels(source_path(topic).read_text(), f"{topic}.cu")
     table = importlib.import_module(topic_module(topic)).KERNELS
+    declared = _declared(topic, table)
     missing = {name for name in declared if name not in table}
     assert not missing, f"{source_path(topic).name}: kernels without a record {sorted(missing)}"
 
@@ -101,6 +111,11 @@ def test_the_rungs_run_one_two_three_in_teaching_order():
     assert [v.number for v in ladder(kernel_table(_record("d", number=3), continues=table))] == [3]
     with pytest.raises(ValueError, match="is rung 2, after rung 2"):  # no sharing the other topic's last rung
         kernel_table(_record("d", number=2), continues=table)
+    # a ladder that alternates between two files skips, in each, the rungs the other holds, and only those
+    assert [v.number for v in ladder(kernel_table(_record("a"), _record("e", number=3), taught_elsewhere=(2,)))] == [1, 3]
+    assert [v.number for v in ladder(kernel_table(_record("e", number=3), taught_elsewhere=(1, 2)))] == [3]
+    with pytest.raises(ValueError, match="is rung 4, after rung 2"):
+        kernel_table(_record("a"), _record("e", number=4), taught_elsewhere=(2,))
 
 
 @pytest.mark.parametrize("topic", TOPICS)
@@ -113,14 +128,23 @@ def test_no_topic_module_lists_its_versions_by_hand(topic):
     assert not hasattr(module, "VERSIONS") and not hasattr(module, "LAUNCHERS")
 
 
+def _defines_function(source: str, name: str) -> bool:
+    try:
+        function_lines(source, name)
+    except KeyError:
+        return False
+    return True
+
+
 @pytest.mark.parametrize("topic", TOPICS)
 def test_every_record_finds_its_section_of_the_source_by_its_name(topic):
     """The section holds the kernel's own definition, and no other kernel's."""
     table = importlib.import_module(topic_module(topic)).KERNELS
+    kernels = _declared(topic, table)
     for name, version in table.items():
         section = version.source
-        definitions = parse_kernels(section, f"{topic}.cu section")
-        assert list(definitions) == [name], f"{topic}.{name}: the section defines {list(definitions)}"
+        definitions = [kernel for kernel in kernels if _defines_function(section, kernel)]
+        assert definitions == [name], f"{topic}.{name}: the section defines {definitions}"
         assert version.source_file == f"kernels/{source_path(topic).parent.name}/{topic}.cu"
 
 

@@ -96,16 +96,19 @@ def test_every_ladder_step_and_the_c3_versions_are_profiled_by_name():
 
 def test_the_limits_group_profiles_our_fastest_sgemms_beside_the_cublas_kernels_they_are_measured_against():
     """Version 7 is in the ladder (2048³) and in the limits (4096³): each process is told which, and a
-    cuBLAS kernel, whose name ncu is not told, is the second launch of a kernel named *gemm*."""
+    cuBLAS kernel, whose name ncu is not told, is the second launch of a kernel named *gemm* (or *nvjet*, cuBLAS's
+    BF16 kernels on Hopper)."""
     limits = [t for t in targets() if t.group == "limits"]
     assert [t.step for t in limits] == ["version 7: FP32 warptile", "cuBLAS FP32 (TF32 off)", "version 10: 3xTF32, wgmma",
                                         "version 11: 3xTF32, wgmma fed by TMA", "cuBLAS TF32"]
     ours = ncu_command(limits[0])
     assert ours[-1] == "limits/sgemm_warptile" and ours[ours.index("--kernel-name") + 1] == "regex:^sgemm_warptile$"
     library = ncu_command(limits[1])
-    assert library[library.index("--kernel-name") + 1] == "regex:gemm"
+    assert library[library.index("--kernel-name") + 1] == "regex:gemm|nvjet"
     assert library[library.index("--launch-skip") + 1] == "1"
     assert len({tuple(ncu_command(t)[-1:]) for t in targets()}) == len(targets())
+    bf16 = [t.step for t in targets() if t.group == "bf16"]
+    assert bf16[0].startswith("version 12") and bf16[-2].startswith("version 16") and bf16[-1] == "cuBLAS BF16"
 
 
 def test_a_library_kernel_is_read_whatever_its_name():

@@ -43,30 +43,57 @@ def _out_size(H, W, K, pad, stride):
 _im2col_dims = im2col.unroll_dims
 
 
+def _dilation(shape) -> int:
+    return int(shape.get("dilation", 1))
+
+
+def _dilated_out(shape) -> tuple[int, int]:
+    """H_out, W_out of the unroll of ``shape`` (its taps ``dilation`` pixels apart)."""
+    N, n0, count, C, H, W, K, pad, stride = _im2col_dims(shape)
+    span = (K - 1) * _dilation(shape) + 1
+    return (H + 2 * pad - span) // stride + 1, (W + 2 * pad - span) // stride + 1
+
+
 def _im2col_label(shape):
     N, n0, count, C, H, W, K, pad, stride = _im2col_dims(shape)
-    return f"samples {n0}..{n0 + count - 1} of {N}, C={C}, {H}x{W}, K={K}, pad={pad}, stride={stride}"
+    return (f"samples {n0}..{n0 + count - 1} of {N}, C={C}, {H}x{W}, K={K}, pad={pad}, stride={stride}, "
+            f"dilation={_dilation(shape)}")
 
 
 def _im2col_columns(shape) -> int:
     """Threads of the one-thread-per-(sample, channel, pixel) launch."""
     N, n0, count, C, H, W, K, pad, stride = _im2col_dims(shape)
-    H_out, W_out = _out_size(H, W, K, pad, stride)
+    H_out, W_out = _dilated_out(shape)
     return count * C * H_out * W_out
 
 
 def _im2col_inputs(shape, rng):
     N, n0, count, C, H, W, K, pad, stride = _im2col_dims(shape)
-    H_out, W_out = _out_size(H, W, K, pad, stride)
+    H_out, W_out = _dilated_out(shape)
     return {"X": varied(rng, (N, C, H, W), 0.5), "U": None, "n0": n0, "count": count, "C": C, "H": H, "W": W,
-            "K": K, "pad": pad, "stride": stride, "H_out": H_out, "W_out": W_out}
+            "K": K, "pad": pad, "stride": stride, "dilation": _dilation(shape), "H_out": H_out, "W_out": W_out}
+
+
+def unroll(X, K: int, pad: int, stride: int, dilation: int) -> np.ndarray:
+    """float64 unrolled matrices of the samples of X: [s][c K^2 + i K + j][h W_out + w] =
+    X[s][c][h stride - pad + i dilation][w stride - pad + j dilation], 0 in the padding."""
+    X = np.asarray(X, np.float64)
+    S, C, H, W = X.shape
+    padded = np.zeros((S, C, H + 2 * pad, W + 2 * pad))
+    padded[:, :, pad:pad + H, pad:pad + W] = X
+    H_out = (H + 2 * pad - (K - 1) * dilation - 1) // stride + 1
+    W_out = (W + 2 * pad - (K - 1) * dilation - 1) // stride + 1
+    U = np.zeros((S, C, K, K, H_out, W_out))
+    for i in range(K):
+        for j in range(K):
+            U[:, :, i, j] = padded[:, :, i * dilation:i * dilation + stride * (H_out - 1) + 1:stride,
+                                   j * dilation:j * dilation + stride * (W_out - 1) + 1:stride]
+    return U.reshape(S, C * K * K, H_out * W_out)
 
 
 def _im2col_reference(inputs):
-    from kernels.conv.im2col import reference
-
     n0, count = inputs["n0"], inputs["count"]
-    return {"U": reference(inputs["X"][n0:n0 + count].astype(np.float64), inputs["K"], inputs["pad"], inputs["stride"])}
+    return {"U": unroll(inputs["X"][n0:n0 + count], inputs["K"], inputs["pad"], inputs["stride"], inputs["dilation"])}
 
 
 def _im2col_scale(inputs):
@@ -77,31 +104,34 @@ def _im2col_scale(inputs):
 def _im2col_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
     N = int(rng.integers(2, 5))
     n0 = int(rng.integers(0, N))
+    H, W = int(rng.integers(5, 24)) | 1, int(rng.integers(5, 24))
     return [{"N": N, "n0": n0, "count": int(rng.integers(1, N - n0 + 1)), "C": int(rng.integers(2, 9)) | 1,
-             "H": int(rng.integers(5, 24)) | 1, "W": int(rng.integers(5, 24)), "K": int(rng.choice([2, 3, 5])),
-             "pad": int(rng.integers(0, 2)), "stride": int(rng.choice([1, 2]))}]
+             "H": H, "W": W, "K": int(rng.choice([2, 3, 5])), "pad": int(rng.integers(0, 2)),
+             "stride": int(rng.choice([1, 2])), "dilation": int(rng.integers(1, 3)) if min(H, W) >= 11 else 1}]
 
 
 def _im2col_shapes(rows):
-    return shapes("N n0 count C H W K pad stride", rows)
+    return shapes("N n0 count C H W K pad stride dilation", rows)
 
 
-# (N, n0, count, C, H, W, K, pad, stride).  Visible: the chapter's example (3 maps of 3x3, 2x2 filters),
-# padding, stride 2, a sample range.  Hidden: a 1x1 input, 1x1 filters, a filter as large as the map,
-# 13 and 17 channels, maps spanning several blocks, a range in the middle of the batch.
+# (N, n0, count, C, H, W, K, pad, stride, dilation).  Visible: the chapter's example (3 maps of 3x3, 2x2
+# filters), padding, stride 2, dilations 2 and 3, a sample range.  Hidden: a 1x1 input, 1x1 filters, a
+# filter as large as the map, 13 and 17 channels, maps spanning several blocks, a range in the middle of the
+# batch, dilations 2 and 3 with padding and stride.
 IM2COL_VISIBLE = _im2col_shapes((
-    (1, 0, 1, 3, 3, 3, 2, 0, 1), (2, 0, 2, 4, 9, 8, 3, 1, 1), (3, 1, 2, 2, 12, 10, 3, 0, 2),
-    (1, 0, 1, 5, 16, 16, 5, 2, 1), (4, 2, 2, 3, 7, 11, 3, 1, 1)))
+    (1, 0, 1, 3, 3, 3, 2, 0, 1, 1), (2, 0, 2, 4, 9, 8, 3, 1, 1, 2), (3, 1, 2, 2, 12, 10, 3, 0, 2, 2),
+    (1, 0, 1, 5, 16, 16, 5, 2, 1, 1), (4, 2, 2, 3, 7, 11, 3, 1, 1, 3)))
 IM2COL_HIDDEN = _im2col_shapes((
-    (1, 0, 1, 1, 1, 1, 1, 0, 1), (2, 1, 1, 13, 6, 6, 6, 0, 1), (1, 0, 1, 17, 11, 13, 1, 0, 1),
-    (5, 2, 3, 7, 19, 23, 3, 1, 2), (2, 0, 2, 3, 33, 35, 5, 2, 1), (3, 1, 1, 6, 28, 28, 4, 3, 3)))
-IM2COL_TIMING = {"N": 32, "n0": 0, "count": 32, "C": 64, "H": 56, "W": 56, "K": 3, "pad": 1, "stride": 1}
+    (1, 0, 1, 1, 1, 1, 1, 0, 1, 1), (2, 1, 1, 13, 6, 6, 6, 0, 1, 1), (1, 0, 1, 17, 11, 13, 1, 0, 1, 3),
+    (5, 2, 3, 7, 19, 23, 3, 1, 2, 2), (2, 0, 2, 3, 33, 35, 5, 2, 1, 2), (3, 1, 1, 6, 28, 28, 4, 3, 3, 2)))
+IM2COL_TIMING = {"N": 32, "n0": 0, "count": 32, "C": 64, "H": 56, "W": 56, "K": 3, "pad": 1, "stride": 1,
+                 "dilation": 1}
 
 IM2COL = Exercise(
     name="im2col",
-    title="Unrolling the input of a convolution layer",
+    title="Unrolling the input of a dilated convolution layer",
     signature=("im2col(const float* X, float* U, int n0, int count, int C, int H, int W, int K, int pad, "
-               "int stride, int H_out, int W_out)"),
+               "int stride, int dilation, int H_out, int W_out)"),
     make_inputs=_im2col_inputs,
     reference=_im2col_reference,
     error_scale=_im2col_scale,
@@ -115,14 +145,18 @@ IM2COL = Exercise(
     launch_config=one_dimensional_launch,
     correctness_points=6.0,
     speed_points=2.0,
-    reference_kernel=ReferenceKernel(IM2COL_REFERENCE),
+    reference_kernel=ReferenceKernel(IM2COL_REFERENCE, solves={"dilation": 1},
+                                     arg_order=("X", "U", "n0", "count", "C", "H", "W", "K", "pad", "stride", "H_out",
+                                                "W_out")),
     timing_shape=IM2COL_TIMING,
     max_elements=1 << 27,
     label=_im2col_label,
-    description=("U[s][c*K*K + i*K + j][h*W_out + w] = X[n0 + s][c][h*stride - pad + i][w*stride - pad + j] (0 where "
-                 "that falls outside the input map) for every sample s < count, channel c < C, filter tap (i, j) and "
-                 "output pixel (h, w). U holds count matrices of (C*K*K) x (H_out*W_out), one after another. "
-                 "Launched on a 1-D grid (block, grid)."),
+    description=("U[s][c*K*K + i*K + j][h*W_out + w] = X[n0 + s][c][h*stride - pad + i*dilation][w*stride - pad + "
+                 "j*dilation] (0 where that falls outside the input map) for every sample s < count, channel c < C, "
+                 "filter tap (i, j) and output pixel (h, w): the unroll of a dilated convolution, whose taps are "
+                 "dilation pixels apart. U holds count matrices of (C*K*K) x (H_out*W_out), one after another. "
+                 "Launched on a 1-D grid (block, grid). Speed is compared with the chapter's im2col_unroll at "
+                 "dilation 1."),
 )
 
 # ------------------------------------------------------------------------------ 2. tiled SGEMM

@@ -1,6 +1,10 @@
 """Exercises of the chapter "Perceptrons and multilayer perceptrons" (pages ``perceptrons`` and ``mlp_backprop``).
 
-Perceptrons: batched inference, and the minibatch gradient sum.  Inputs have a
+Perceptrons: batched inference, and the minibatch gradient sum, both on the feature-major layout
+(one row per feature, or per parameter, holding every sample: the layout in which one thread per
+sample reads consecutive addresses), where the chapter's kernels take one row per sample.  At one
+feature (one parameter) the two layouts are one, and there the chapter's kernels are the speed
+references (``ReferenceKernel.solves``).  Inputs have a
 non-zero mean and varied scale, so a kernel that writes zeros, the mean, or one
 sample's value for all cannot pass.  Weights are scaled with the number of
 features so that the sigmoid stays away from saturation, where a wrong weighted
@@ -24,7 +28,7 @@ from kernels.dense import fully_connected, perceptron
 
 from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied
 from ..secret_sizes import size_avoiding
-from ._parts import BLOCK_REQUIRED, SHARED, from_record, grid_key, one_dimensional_launch, shapes, tensor_inputs
+from ._parts import BLOCK_REQUIRED, SHARED, grid_key, one_dimensional_launch, shapes
 
 FORWARD_REFERENCE = perceptron.KERNELS["perceptron_forward_sigmoid"]
 SUM_REFERENCE = perceptron.KERNELS["gradient_sum_tree"]
@@ -37,19 +41,19 @@ F32_EPS = float(np.finfo(np.float32).eps)
 
 def _forward_inputs(shape, rng):
     n, d = int(shape["n"]), int(shape["d"])
-    x = varied(rng, (n, d), 0.5)
+    x = varied(rng, (d, n), 0.5)  # feature-major: row j holds feature j of every sample
     w = (rng.standard_normal(d) * 0.7 / np.sqrt(d)).astype(np.float32)
     b = np.float32(rng.uniform(-1.0, 1.0))
     return {"x": x, "params": np.append(w, b).astype(np.float32), "y": None, "n": n, "d": d}
 
 
 def _forward_reference(inputs):
-    return {"y": FORWARD_REFERENCE.reference(inputs["x"], inputs["params"])}
+    return {"y": FORWARD_REFERENCE.reference(inputs["x"].T, inputs["params"])}
 
 
 def _forward_scale(inputs):
     # The weighted sum is rounded on the scale of sum |w_j x_j| + |b|; the sigmoid's slope is at most 1/4.
-    x = inputs["x"].astype(np.float64)
+    x = inputs["x"].astype(np.float64).T
     p = inputs["params"].astype(np.float64)
     return {"y": 0.25 * (np.abs(x) @ np.abs(p[:-1]) + abs(p[-1])) + 1.0}
 
@@ -69,16 +73,18 @@ PERCEPTRON_FORWARD = Exercise(
     rtol=1e-5,  # float32 sums are within ~1e-6 of the scale; float16 inputs or sums are ~5e-4 off
     atol=1e-7,
     visible_shapes=({"n": 1, "d": 2}, {"n": 100, "d": 2}, {"n": 256, "d": 3}, {"n": 1000, "d": 5}, {"n": 4099, "d": 2}),
-    hidden_shapes=({"n": 31, "d": 1}, {"n": 257, "d": 7}, {"n": 3001, "d": 64}, {"n": 65537, "d": 2}),
+    hidden_shapes=({"n": 31, "d": 1}, {"n": 3, "d": 4}, {"n": 257, "d": 7}, {"n": 3001, "d": 64}, {"n": 65537, "d": 2}),
     secret_shapes=_secret_forward_shapes,
     launch_keys=(BLOCK_REQUIRED, grid_key(lambda shape: int(shape["n"]), "n")),
     launch_config=one_dimensional_launch,
     correctness_points=4.0,
     speed_points=0.0,
-    reference_kernel=ReferenceKernel(FORWARD_REFERENCE),
-    timing_shape={"n": 2**22 + 3, "d": 2},
-    description=("y[i] = sigmoid(params[0] x[i][0] + ... + params[d-1] x[i][d-1] + params[d]) for every sample i < n; "
-                 "x is n-by-d, row-major; params holds the d weights and then the bias. One thread per sample."),
+    reference_kernel=ReferenceKernel(FORWARD_REFERENCE, solves={"d": 1}),
+    timing_shape={"n": 2**22 + 3, "d": 1},
+    description=("y[i] = sigmoid(params[0] x[0][i] + ... + params[d-1] x[d-1][i] + params[d]) for every sample i < n; "
+                 "x is d-by-n, row-major, feature-major: row j holds feature j of every sample (the chapter's "
+                 "kernels take one sample per row); params holds the d weights and then the bias. One thread per "
+                 "sample."),
 )
 
 # ------------------------------------------------------------ minibatch gradient sum
@@ -86,20 +92,20 @@ PERCEPTRON_FORWARD = Exercise(
 
 def _sum_inputs(shape, rng):
     n, k = int(shape["n"]), int(shape["k"])
-    return {"grads": varied(rng, (n, k), 1.0), "total": None, "n": n, "k": k}
+    return {"grads": varied(rng, (k, n), 1.0), "total": None, "n": n, "k": k}  # one row per parameter
 
 
 def _sum_reference(inputs):
-    return {"total": SUM_REFERENCE.reference(inputs["grads"])}
+    return {"total": SUM_REFERENCE.reference(inputs["grads"].T)}
 
 
 def _sum_scale(inputs):
-    # Relative to the column sums of |grads|: a float32 sum in any order (one atomicAdd per element
+    # Relative to the row sums of |grads|: a float32 sum in any order (one atomicAdd per element
     # included) stays within about eps * sqrt(n) of it; partial sums rounded through float16 do not.
     g = inputs["grads"]
-    n = max(1, g.shape[0])
+    n = max(1, g.shape[1])
     factor = 1.0 + 0.5 * F32_EPS * np.sqrt(n) / 1e-5
-    return {"total": np.abs(g).astype(np.float64).sum(axis=0) * factor}
+    return {"total": np.abs(g).astype(np.float64).sum(axis=1) * factor}
 
 
 def _sum_launch(shape, launch) -> LaunchConfig:
@@ -120,25 +126,27 @@ GRADIENT_SUM = Exercise(
     reference=_sum_reference,
     error_scale=_sum_scale,
     visible_shapes=({"n": 1, "k": 3}, {"n": 100, "k": 3}, {"n": 256, "k": 2}, {"n": 1000, "k": 1}, {"n": 4099, "k": 3}),
-    hidden_shapes=({"n": 31, "k": 5}, {"n": 257, "k": 4}, {"n": 10007, "k": 3}, {"n": 65537, "k": 2}),
+    hidden_shapes=({"n": 31, "k": 5}, {"n": 3, "k": 2}, {"n": 257, "k": 4}, {"n": 10007, "k": 3}, {"n": 65537, "k": 2}),
     secret_shapes=_secret_sum_shapes,
     launch_keys=(
         BLOCK_REQUIRED,
         LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(int(shape["n"]), launch["block"]),
                   help="blocks along x; default ceil(n / block)"),
         LaunchKey("grid_y", 1, 65535, default=lambda shape, launch: int(shape["k"]),
-                  help="blocks along y; default k (one row of blocks per column, as the tree reference); "
-                       "set grid_y=1 for a kernel that loops over the columns itself"),
+                  help="blocks along y; default k (one row of blocks per parameter, as the tree reference); "
+                       "set grid_y=1 for a kernel that loops over the parameters itself"),
         SHARED,
     ),
     launch_config=_sum_launch,
     correctness_points=5.0,
     speed_points=3.0,
-    reference_kernel=ReferenceKernel(SUM_REFERENCE),
-    timing_shape={"n": 2**24 + 3, "k": 3},
-    description=("total[j] = grads[0][j] + ... + grads[n-1][j] for every column j < k of the n-by-k row-major matrix "
-                 "grads (one row of per-sample gradients per sample). total holds zeros before the launch; "
-                 "atomicAdd of per-block partial sums is allowed. Speed is compared with gradient_sum_tree."),
+    reference_kernel=ReferenceKernel(SUM_REFERENCE, solves={"k": 1}),
+    timing_shape={"n": 2**24 + 3, "k": 1},
+    description=("total[j] = grads[j][0] + ... + grads[j][n-1] for every parameter j < k of the k-by-n row-major matrix "
+                 "grads (parameter-major: row j holds parameter j's gradient for every sample; the chapter's "
+                 "kernels take one sample per row). total holds zeros before the launch; atomicAdd of per-block "
+                 "partial sums is allowed. Speed is compared with the chapter's gradient_sum_tree at k = 1, where "
+                 "the two layouts are one."),
 )
 
 # ============================================================ multilayer perceptrons: backward kernels
@@ -193,37 +201,121 @@ MATRICES = {"dY": (("n", "out"), 0.5), "W": (("out", "in"), 0.3), "X": (("n", "i
 #: The kernel's name for each axis.
 SIZE_ARGS = {"n": "n", "in": "in_features", "out": "out_features"}
 
+#: The activation whose derivative dE/dX is multiplied by (``activation``), computed from its output X.
+ACTIVATIONS = {0: ("identity", lambda X: np.ones_like(X)), 1: ("sigmoid", lambda X: X * (1.0 - X)),
+               2: ("tanh", lambda X: 1.0 - X * X), 3: ("relu", lambda X: (X > 0).astype(np.float64))}
+
 
 def _sizes(shape) -> dict:
     return {SIZE_ARGS[axis]: int(shape[axis]) for axis in SIZE_ARGS}
 
 
-def _fc_backward(name: str, title: str, operands: tuple[str, str], output: str, record, description: str) -> Exercise:
-    """``name(const float* a, const float* b, float* output, int n, int in_features, int out_features)`` on a 2-D
-    grid with, by default, one 16 x 16 block per 16 x 16 tile of the output."""
+def _matrix(rng, shape, name):
+    axes, mean = MATRICES[name]
+    return varied(rng, tuple(int(shape[a]) for a in axes), mean)
+
+
+def _activated(rng, shape):
+    """X as the activation's output: in (0, 1) for the sigmoid, (-1, 1) for tanh, >= 0 with zeros for ReLU."""
+    z = (rng.standard_normal((int(shape["n"]), int(shape["in"]))) * 1.5).astype(np.float32)
+    kind = int(shape["activation"])
+    if kind == 1:
+        return (1.0 / (1.0 + np.exp(-z))).astype(np.float32)
+    if kind == 2:
+        return np.tanh(z).astype(np.float32)
+    if kind == 3:
+        return np.maximum(z, 0).astype(np.float32)
+    return z
+
+
+def _input_inputs(shape, rng):
+    return {"dY": _matrix(rng, shape, "dY"), "W": _matrix(rng, shape, "W"), "X": _activated(rng, shape), "dX": None,
+            **_sizes(shape), "activation": int(shape["activation"])}
+
+
+def _slope(inputs) -> np.ndarray:
+    return ACTIVATIONS[int(inputs["activation"])][1](np.asarray(inputs["X"], np.float64))
+
+
+def _input_reference(inputs):
+    return {"dX": (inputs["dY"].astype(np.float64) @ inputs["W"].astype(np.float64)) * _slope(inputs)}
+
+
+#: The slope is computed from X in float32 (1 - X^2 near X = 1 cancels): an absolute error of a few eps, which the
+#: tolerance (rtol = 1e-5 of the scale) covers when the scale carries it as a share of the sum |dY| |W|.
+SLOPE_ROUNDING = 4 * F32_EPS / 1e-5
+
+
+def _input_scale(inputs):
+    return {"dX": (np.abs(inputs["dY"].astype(np.float64)) @ np.abs(inputs["W"].astype(np.float64)))
+            * (np.abs(_slope(inputs)) + SLOPE_ROUNDING)}
+
+
+def _weight_inputs(shape, rng):
+    return {"dY": _matrix(rng, shape, "dY"), "X": _matrix(rng, shape, "X"), "W": _matrix(rng, shape, "W"),
+            "dW": None, **_sizes(shape), "weight_decay": np.float32(shape["weight_decay"])}
+
+
+def _weight_reference(inputs):
+    return {"dW": inputs["dY"].astype(np.float64).T @ inputs["X"].astype(np.float64)
+            + float(inputs["weight_decay"]) * inputs["W"].astype(np.float64)}
+
+
+def _weight_scale(inputs):
+    return {"dW": np.abs(inputs["dY"].astype(np.float64)).T @ np.abs(inputs["X"].astype(np.float64))
+            + abs(float(inputs["weight_decay"])) * np.abs(inputs["W"].astype(np.float64))}
+
+
+def _with(rows, name, values):
+    """The shapes ``rows`` with ``name`` set to ``values`` in turn."""
+    return tuple({**shape, name: values[i % len(values)]} for i, shape in enumerate(rows))
+
+
+def _fc_backward(name: str, title: str, signature: str, operands: tuple[str, str], output: str, record, extra: str,
+                 values, chapter, inputs, reference, scale, description: str) -> Exercise:
+    """A backward kernel on a 2-D grid with, by default, one 16 x 16 block per 16 x 16 tile of the output; its
+    extra scalar ``extra`` takes ``values`` over the shapes, and ``chapter`` where the chapter's kernel (which
+    reads ``operands``) is the exercise (the timing shape's value)."""
     rows, columns = MATRICES[output][0]
+
+    def secret(rng, launch):
+        (shape,) = _secret_shapes(rng, launch)
+        return [{**shape, extra: values[int(rng.integers(1, len(values)))]}]
+
     return Exercise(
-        name=name, title=title, description=description,
-        signature=(f"{name}(const float* {operands[0]}, const float* {operands[1]}, float* {output}, "
-                   "int n, int in_features, int out_features)"),
-        make_inputs=tensor_inputs(MATRICES, operands, output, _sizes), **from_record(record, output, operands),
-        visible_shapes=VISIBLE, hidden_shapes=HIDDEN, secret_shapes=_secret_shapes, timing_shape=TIMING, label=_label,
+        name=name, title=title, description=description, signature=signature,
+        make_inputs=inputs, reference=reference, error_scale=scale,
+        visible_shapes=_with(VISIBLE, extra, values), hidden_shapes=_with(HIDDEN, extra, values[1:] + values[:1]),
+        secret_shapes=secret, timing_shape={**TIMING, extra: chapter}, label=lambda s: f"{_label(s)}, {extra}={s[extra]}",
         launch_keys=_keys(lambda shape, launch: ceil_div(int(shape[columns]), launch["block_x"]),
                           lambda shape, launch: ceil_div(int(shape[rows]), launch["block_y"]),
                           f"blocks along x; default ceil({SIZE_ARGS[columns]} / block_x)",
                           f"blocks along y; default ceil({SIZE_ARGS[rows]} / block_y)"),
-        launch_config=_launch, correctness_points=5.0, speed_points=1.0, reference_kernel=ReferenceKernel(record))
+        launch_config=_launch, correctness_points=5.0, speed_points=1.0,
+        flops=record.flops, bytes_moved=record.bytes,
+        reference_kernel=ReferenceKernel(record, arg_order=(*operands, output, "n", "in_features", "out_features"),
+                                         solves={extra: chapter}))
 
 
 FC_BACKWARD_INPUT = _fc_backward(
-    "fc_backward_input", "Fully connected layer, backward: dE/dX = dE/dY W", ("dY", "W"), "dX", INPUT_REFERENCE,
-    "dX[i][k] = sum over j of dY[i][j] * W[j][k] for every sample i < n and input k < in_features "
-    "(for one sample: dE/dx = W^T dE/dy). dY is n-by-out, W out-by-in, dX n-by-in, all row-major.")
+    "fc_backward_input", "Fully connected layer, backward through the activation below: dE/dZ = (dE/dY W) f'",
+    "fc_backward_input(const float* dY, const float* W, const float* X, float* dX, int n, int in_features, "
+    "int out_features, int activation)", ("dY", "W"), "dX", INPUT_REFERENCE, "activation", (0, 1, 2, 3), 0,
+    _input_inputs, _input_reference, _input_scale,
+    "dX[i][k] = (sum over j of dY[i][j] * W[j][k]) * f'[i][k] for every sample i < n and input k < in_features: the "
+    "gradient dE/dY W carried on through the activation f that produced this layer's input X = f(Z), fused into "
+    "the same kernel (dX is then dE/dZ). f' from f's output X: activation 0 identity (1), 1 sigmoid (X (1 - X)), "
+    "2 tanh (1 - X^2), 3 ReLU (1 where X > 0, else 0). dY is n-by-out, W out-by-in, X and dX n-by-in, all "
+    "row-major. Speed is compared with the chapter's fc_backward_input at activation 0.")
 
 FC_BACKWARD_WEIGHT = _fc_backward(
-    "fc_backward_weight", "Fully connected layer, backward: dE/dW = dE/dY^T X", ("dY", "X"), "dW", WEIGHT_REFERENCE,
-    "dW[j][k] = sum over samples i of dY[i][j] * X[i][k] for every output j < out_features and input "
-    "k < in_features: the outer products dE/dy x^T summed over the minibatch. dY is n-by-out, X n-by-in, "
-    "dW out-by-in, all row-major.")
+    "fc_backward_weight", "Fully connected layer, backward: dE/dW = dE/dY^T X + weight decay",
+    "fc_backward_weight(const float* dY, const float* X, const float* W, float* dW, int n, int in_features, "
+    "int out_features, float weight_decay)", ("dY", "X"), "dW", WEIGHT_REFERENCE, "weight_decay", (0.0, 0.01, 0.5, 3.0), 0.0,
+    _weight_inputs, _weight_reference, _weight_scale,
+    "dW[j][k] = sum over samples i of dY[i][j] * X[i][k] + weight_decay * W[j][k] for every output j < out_features "
+    "and input k < in_features: the outer products dE/dy x^T summed over the minibatch, plus the gradient of the L2 "
+    "penalty weight_decay / 2 |W|^2, fused into the same kernel. dY is n-by-out, X n-by-in, W and dW out-by-in, all "
+    "row-major. Speed is compared with the chapter's fc_backward_weight at weight_decay 0.")
 
 EXERCISES = [PERCEPTRON_FORWARD, GRADIENT_SUM, FC_BACKWARD_INPUT, FC_BACKWARD_WEIGHT]

@@ -13,7 +13,8 @@ and the layers below it only, never from the project above the runtime
 2. ``frontend``, ``signature``, ``cooperative``, ``input_blend``: what CUDA C source says (the kernels'
    parameters, a grid-wide sync), and the source of the timing's fresh inputs;
 3. ``backend``: the seam between the runtime and a machine (buffers, compiled modules, launch limits);
-4. ``gpu``, ``gpu_cooperative``, ``emulator``: the two machines, PyCUDA on a GPU and the CPU emulator;
+4. ``gpu``, ``gpu_cooperative``, ``tensor_maps``, ``emulator``: the two machines, PyCUDA on a GPU (with what
+   the driver library gives beyond PyCUDA: cooperative launches, TMA tensor maps) and the CPU emulator;
 5. ``selection``, ``queueing``, ``streams``: which machine this process uses, and how this thread's
    launches queue (waiting once, on a framework's stream);
 6. ``module``: compiling source and launching its kernels on NumPy arrays, arguments checked;

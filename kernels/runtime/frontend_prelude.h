@@ -12,6 +12,7 @@
 #define __constant__ __attribute__((constant))
 #define __managed__ __attribute__((managed))
 #define __launch_bounds__(...)
+#define __cluster_dims__(...)
 #define __grid_constant__
 #define __forceinline__ inline
 #define __noinline__

@@ -32,7 +32,7 @@ class DriverError(KernelError):
 
 
 @functools.lru_cache(maxsize=1)
-def _driver():
+def driver_library():
     lib = ctypes.CDLL("libcuda.so.1")
     p, i, u, size = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint, ctypes.c_size_t
     lib.cuModuleLoadData.argtypes = [ctypes.POINTER(p), ctypes.c_char_p]
@@ -47,10 +47,10 @@ def _driver():
     return lib
 
 
-def _check(status: int, what: str) -> None:
+def check_driver_call(status: int, what: str) -> None:
     if status != 0:
         name = ctypes.c_char_p()
-        _driver().cuGetErrorName(status, ctypes.byref(name))
+        driver_library().cuGetErrorName(status, ctypes.byref(name))
         raise DriverError(what, name.value.decode() if name.value else f"CUresult {status}")
 
 
@@ -73,24 +73,25 @@ class DriverFunction:
 
     def max_active_blocks_per_multiprocessor(self, threads: int, shared_bytes: int) -> int:
         count = ctypes.c_int()
-        _check(_driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(count), self.handle, threads,
-                                                                      shared_bytes), "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        check_driver_call(driver_library().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(count), self.handle, threads, shared_bytes), "cuOccupancyMaxActiveBlocksPerMultiprocessor")
         return count.value
 
     def set_max_dynamic_shared(self, shared_bytes: int) -> None:
-        _check(_driver().cuFuncSetAttribute(self.handle, _MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes), "cuFuncSetAttribute")
+        check_driver_call(driver_library().cuFuncSetAttribute(self.handle, _MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_bytes),
+                          "cuFuncSetAttribute")
 
     def launch(self, grid, block, shared_bytes: int, arguments: list[bytes], stream: int = 0) -> None:
         """A cooperative launch; ``arguments``: each parameter's bytes (its value, or a pointer's address)."""
         params, _buffers = _parameters(arguments)
-        _check(_driver().cuLaunchCooperativeKernel(self.handle, *grid, *block, shared_bytes, stream or None, params),
-               "cuLaunchCooperativeKernel")
+        check_driver_call(driver_library().cuLaunchCooperativeKernel(
+            self.handle, *grid, *block, shared_bytes, stream or None, params), "cuLaunchCooperativeKernel")
 
     def launch_on_stream(self, grid, block, shared_bytes: int, arguments: list[bytes], stream: int) -> None:
         """An ordinary launch queued on ``stream``, a raw ``CUstream`` handle (0: the legacy default stream)."""
         params, _buffers = _parameters(arguments)
-        _check(_driver().cuLaunchKernel(self.handle, *grid, *block, shared_bytes, stream or None, params, None),
-               "cuLaunchKernel")
+        check_driver_call(driver_library().cuLaunchKernel(
+            self.handle, *grid, *block, shared_bytes, stream or None, params, None), "cuLaunchKernel")
 
 
 class DriverModule:
@@ -98,16 +99,17 @@ class DriverModule:
 
     def __init__(self, image: bytes):
         self.handle = ctypes.c_void_p()
-        _check(_driver().cuModuleLoadData(ctypes.byref(self.handle), image), "cuModuleLoadData")
+        check_driver_call(driver_library().cuModuleLoadData(ctypes.byref(self.handle), image), "cuModuleLoadData")
 
     def get_function(self, name: str) -> DriverFunction:
         function = ctypes.c_void_p()
-        _check(_driver().cuModuleGetFunction(ctypes.byref(function), self.handle, name.encode()), f"finding kernel {name}")
+        check_driver_call(driver_library().cuModuleGetFunction(ctypes.byref(function), self.handle, name.encode()),
+                          f"finding kernel {name}")
         return DriverFunction(function, name)
 
     def get_global(self, name: str) -> tuple[int, int]:
         address, size = ctypes.c_uint64(), ctypes.c_size_t()
-        _check(_driver().cuModuleGetGlobal_v2(ctypes.byref(address), ctypes.byref(size), self.handle, name.encode()),
-               f"finding variable {name}")
+        check_driver_call(driver_library().cuModuleGetGlobal_v2(
+            ctypes.byref(address), ctypes.byref(size), self.handle, name.encode()), f"finding variable {name}")
         return address.value, size.value
 

@@ -100,13 +100,15 @@ class KernelVersion:
         return kernel_section(self.topic, self.kernel)
 
 
-def kernel_table(*versions: KernelVersion, continues: Mapping[str, KernelVersion] | None = None
-                 ) -> dict[str, KernelVersion]:
+def kernel_table(*versions: KernelVersion, continues: Mapping[str, KernelVersion] | None = None,
+                 taught_elsewhere: tuple[int, ...] = ()) -> dict[str, KernelVersion]:
     """``KERNELS`` of a topic module: the versions by CUDA name, in teaching order.
 
     The rungs' numbers must run 1, 2, ... in that order without a gap (helpers, numbered None, anywhere),
     or, for a topic that ``continues`` another's ladder (sgemm_hopper after sgemm), on from that ladder's
-    last rung; a rung's key is on its first kernel and unique.
+    last rung; a rung's key is on its first kernel and unique.  A chapter whose ladder alternates between
+    two files (attention: the float kernels in one, the BF16 ones in the other) names in
+    ``taught_elsewhere`` the rungs the other file holds, which this table then skips.
     """
     table: dict[str, KernelVersion] = {}
     for version in versions:
@@ -119,6 +121,8 @@ def kernel_table(*versions: KernelVersion, continues: Mapping[str, KernelVersion
     for version in table.values():
         if version.number is None:
             continue
+        while last + 1 in taught_elsewhere and version.number > last + 1:
+            last, shared = last + 1, False
         if version.number != last + 1 and not (shared and version.number == last):
             raise ValueError(f"{version.topic}.{version.kernel} is rung {version.number}, after rung {last}: "
                              f"number the rungs 1, 2, ... in teaching order")

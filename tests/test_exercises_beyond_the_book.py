@@ -1,0 +1,249 @@
+"""Every graded exercise asks for something the book does not print, and stays so.
+
+(a) The part of each solution a student writes shares no run of more than
+    :data:`~exercise_distance.MAX_SHARED_RUN` tokens (comments and whitespace dropped) with any CUDA
+    source students are given (``kernels/**/*.cu``, ``*.cuh``, and any under ``autograder/``).
+(b) Each kernel the exercise's chapter prints (the records of its topics), pasted into the exercise's
+    cell with the exercise's parameter list and launch, fails a hidden case: the smallest hidden shape
+    (by output size) on which it is wrong is found by running them from the smallest up.  A printed
+    kernel is pasted as a student would paste it: its whole source file (helpers and all) with a copy of
+    the kernel under the exercise's parameter list, which works when each of its parameters is an
+    argument of the exercise of the same name (an exercise's extra arguments, a padding, a stride, go
+    unused).  One module is compiled per topic for all the chapter's exercises, and the cases run on the
+    current backend (the CPU emulator under ``make test``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from autograder.comparison import compare
+from autograder.exercises import get_exercise
+from book.chapters import CHAPTERS
+from exercise_distance import MAX_SHARED_RUN, longest_shared_run, solution_body
+from kernels.runtime import errors as E
+from kernels.runtime.module import compile_source
+from kernels.runtime.sources import KERNEL_DIR, source_path, topic_module
+from planted_corpus import solution_kernel
+
+CUDA_EXERCISES = [(chapter, name) for chapter in CHAPTERS for name in chapter.exercises()
+                  if get_exercise(name).language == "cuda"]
+
+#: Exercises that still ask for a kernel the book prints (or close to it): their turn has not come yet.
+#: Not run (each would compile its chapter's kernels on the emulator for nothing); remove a name when its
+#: exercise asks for more than the book.
+STILL_THE_BOOKS = {"saxpy", "reduce_sum", "sgemm_tiled", "conv2d_gemm_forward", "capsule_predict",
+                   "capsule_grad_input", "capsule_grad_weight", "lsoftmax_cos_mtheta", "lsoftmax_patch_logits",
+                   "lsoftmax_margin_grad_input", "mv_faster"}
+
+
+def _marked(name):
+    marks = [pytest.mark.xfail(run=False, reason="the exercise still asks for the book's kernel")] \
+        if name in STILL_THE_BOOKS else []
+    return pytest.param(name, id=name, marks=marks)
+
+
+# ------------------------------------------------------------------ (a) no long run of shipped tokens
+
+
+@pytest.mark.parametrize("name", [_marked(name) for _, name in CUDA_EXERCISES])
+def test_the_solution_shares_no_long_run_with_a_shipped_kernel(name):
+    length, path, run = longest_shared_run(solution_body(name))
+    assert length <= MAX_SHARED_RUN, f"{name}: {length} tokens in a row are in {path}: {run}"
+
+
+def test_a_pasted_kernel_is_found():
+    """The measure finds a kernel of the book in a cell (and a short common idiom is not a run)."""
+    text = source_path("saxpy").read_text()
+    assert longest_shared_run(text)[0] > MAX_SHARED_RUN
+    assert longest_shared_run("int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i];")[0] == 0
+
+
+# ------------------------------------------------------------------ (b) the printed kernels fail
+
+
+def _definition(source: str, kernel: str) -> tuple[int, int, int, int]:
+    """(start of ``__global__``, start of the parameter list, end of it, end of the body) of ``kernel``."""
+    match = re.search(r"__global__\s+(?:[\w()\s,]*?\s)?" + re.escape(kernel) + r"\s*\(", source)
+    assert match, kernel
+    depth, i = 1, match.end()
+    while depth:
+        depth += {"(": 1, ")": -1}.get(source[i], 0)
+        i += 1
+    params_end = i - 1
+    body = source.index("{", i)
+    depth, j = 1, body + 1
+    while depth:
+        depth += {"{": 1, "}": -1}.get(source[j], 0)
+        j += 1
+    return match.start(), match.end(), params_end, j
+
+
+def _pastable(record, exercise) -> bool:
+    """Whether every parameter of the printed kernel is an argument of the exercise of the same name."""
+    names = {arg.name for arg in exercise.args}
+    return all(p.name in names for p in _printed_params(record))
+
+
+@lru_cache(maxsize=None)
+def _topic_signatures(topic: str, defines: tuple):
+    from kernels.runtime.signature import parse_kernels
+
+    return parse_kernels(source_path(topic).read_text(), f"{topic}.cu", dict(defines))
+
+
+def _printed_params(record):
+    return _topic_signatures(record.topic, tuple(sorted(record.defines.items())))[record.kernel].params
+
+
+def _pasted_name(exercise: str, kernel: str) -> str:
+    return f"pasted__{exercise}__{kernel}"
+
+
+def _printed_records(chapter):
+    import importlib
+
+    for topic in chapter.topics:
+        for record in importlib.import_module(topic_module(topic)).KERNELS.values():
+            if "DLK_ARCH_SPECIFIC" in record.defines:
+                continue  # inline PTX for one GPU: the emulator runs none of it (see the module's report)
+            yield record
+
+
+def _groups(records):
+    """The records of one topic in groups whose compile-time definitions agree (one module each)."""
+    groups: list[tuple[dict, list]] = []
+    for record in records:
+        for defines, members in groups:
+            if all(defines.get(k, v) == v for k, v in record.defines.items()):
+                defines.update(record.defines)
+                members.append(record)
+                break
+        else:
+            groups.append((dict(record.defines), [record]))
+    return groups
+
+
+@lru_cache(maxsize=None)
+def _chapter_modules(chapter_name: str):
+    """(pasted kernel name -> (module, record)) for every printed kernel of the chapter that fits an exercise's
+    parameter list, compiled one module per topic (and set of definitions)."""
+    chapter = next(c for c in CHAPTERS if c.name == chapter_name)
+    exercises = [get_exercise(name) for name in chapter.exercises() if get_exercise(name).language == "cuda"]
+    pasted = {}
+    by_topic: dict[str, list] = {}
+    for record in _printed_records(chapter):
+        by_topic.setdefault(record.topic, []).append(record)
+    for topic, records in by_topic.items():
+        original = source_path(topic).read_text()
+        for defines, members in _groups(records):
+            copies = []
+            for record in members:
+                start, params_start, params_end, end = _definition(original, record.kernel)
+                for exercise in exercises:
+                    if not _pastable(record, exercise):
+                        continue
+                    head = original[start:params_start - 1].rsplit(record.kernel, 1)[0]
+                    params = exercise.signature[exercise.signature.index("(") + 1:exercise.signature.rindex(")")]
+                    name = _pasted_name(exercise.name, record.kernel)
+                    copies.append((name, record, f"{head}{name}({params}){original[params_end + 1:end]}\n"))
+            if not copies:
+                continue
+            for module, kept in _compiled(topic, original, copies, defines):
+                pasted.update({name: (module, record) for name, record in kept})
+    return pasted
+
+
+def _compiled(topic, original, copies, defines):
+    """[(module, [(pasted name, record)])]: the copies compiled with the topic's source.  A copy that does not
+    compile (the kernel declares a name the exercise's parameter list has: a student gets a compile error)
+    is left out, and the rest compiled again."""
+    while copies:
+        text = original + "\n// pasted into the exercises' cells\n"
+        lines = []
+        for name, record, copy in copies:
+            lines.append((text.count("\n") + 1, text.count("\n") + copy.count("\n") + 1, name))
+            text += copy
+        try:
+            module = compile_source(text, name=f"{topic}_pasted.cu", defines=defines,
+                                    include_dirs=(str(source_path(topic).parent), str(KERNEL_DIR)))
+        except E.KernelCompileError as exc:
+            bad = {name for line in map(int, re.findall(r"_pasted\.cu:(\d+):\d*:? ?error", str(exc)))
+                   for first, last, name in lines if first <= line <= last}
+            bad |= {name for line in map(int, re.findall(r"_pasted\.cu:(\d+): error", str(exc)))
+                    for first, last, name in lines if first <= line <= last}
+            assert bad, f"{topic}: the pasted kernels do not compile for a reason of the topic's own: {exc}"
+            REFUSED.update(bad)
+            copies = [c for c in copies if c[0] not in bad]
+            continue
+        return [(module, [(name, record) for name, record, _ in copies])]
+    return []
+
+
+#: Pasted kernels that do not compile with the exercise's parameter list (rejected as a compile error).
+REFUSED: set[str] = set()
+
+
+def _output_size(exercise, shape) -> int:
+    inputs = exercise.make_inputs(shape, np.random.default_rng(0))
+    return sum(int(np.size(v)) for v in exercise.reference(inputs).values())
+
+
+def _fails(exercise, kernel, shape, launch) -> str:
+    """Why the pasted kernel is rejected on ``shape`` ('' if it passes)."""
+    inputs = exercise.make_inputs(shape, np.random.default_rng(7))
+    expected, scales = exercise.reference(inputs), exercise.error_scale(inputs)
+    params = exercise.declared_params
+    args, outputs = [], {}
+    for arg, param in zip(exercise.args, params):
+        if arg.role == "scalar":
+            args.append(param.dtype.type(inputs[arg.name]))
+            continue
+        if arg.role == "out":
+            value = np.full(np.shape(expected[arg.name]), 0 if arg.init == "zeros" else np.nan, param.dtype)
+        else:
+            value = np.array(inputs[arg.name], dtype=param.dtype)
+        if arg.role != "in":
+            outputs[arg.name] = value
+        args.append(value)
+    try:
+        _, config = exercise.resolve_launch(shape, exercise.validate_launch(launch))
+        kernel(*args, grid=config.grid, block=config.block, shared=config.shared)
+    except (E.KernelError, ValueError) as exc:
+        return f"rejected: {str(exc).splitlines()[0]}"
+    for name, got in outputs.items():
+        verdict = compare(got, expected[name], scales[name], exercise.rtol, exercise.atol)
+        if verdict["n_bad"]:
+            return f"{verdict['n_bad']} wrong elements of {name}"
+    return ""
+
+
+PRINTED = [pytest.param(chapter.name, *_marked(name).values, id=name, marks=_marked(name).marks)
+           for chapter, name in CUDA_EXERCISES]
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("chapter, name", PRINTED)
+def test_each_printed_kernel_of_the_chapter_fails_the_hidden_cases(backend, chapter, name):
+    exercise = get_exercise(name)
+    assert next(c for c in CHAPTERS if c.name == chapter).topics, (
+        f"{chapter} prints kernels generated from comprehensions, which this test does not paste yet")
+    pasted = {key: value for key, value in _chapter_modules(chapter).items() if key.startswith(f"pasted__{name}__")}
+    reference = exercise.reference_kernel
+    if reference is not None and reference.source is None and reference.topic in next(
+            c for c in CHAPTERS if c.name == chapter).topics:
+        assert _pasted_name(name, reference.kernel) in pasted or _pasted_name(name, reference.kernel) in REFUSED, (
+            f"the chapter's {reference.kernel}, the exercise's speed reference, does not fit its parameter list")
+    launch = solution_kernel(name).launch
+    shapes = sorted(exercise.hidden_shapes, key=lambda shape: _output_size(exercise, shape))
+    passed = []
+    for key, (module, record) in sorted(pasted.items()):
+        kernel = module.function(key)
+        if not any(_fails(exercise, kernel, shape, launch) for shape in shapes):
+            passed.append(record.kernel)
+    assert not passed, f"{name}: the chapter's {', '.join(passed)}, pasted, pass every hidden case"
