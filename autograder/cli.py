@@ -46,6 +46,7 @@ from .grade_cells import instructor_test_cells
 from .leaderboard import write_leaderboard
 from .nbgrader_bridge import grade_notebook
 from .sandbox import SandboxUnavailable, require
+from .similarity import SimilarityError, similarity_report
 
 
 def _say(msg: str) -> None:
@@ -288,11 +289,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def cmd_similarity(args: argparse.Namespace) -> int:
-    from autograder.similarity import SimilarityError, similarity_report
-
+    course_secret = None if args.names else existing_course_secret(args.course_dir, getattr(args, "secret_file", None))
     try:
-        out, matches = similarity_report(args.course_dir, args.assignment, None if args.names else _existing_secret(args),
-                                         named=args.names, path=args.out)
+        out, matches = similarity_report(args.course_dir, args.assignment, course_secret, named=args.names,
+                                         path=args.out)
     except SimilarityError as exc:
         raise SystemExit(f"autograder: {exc}") from None
     _say(f"similarity of {args.assignment}: {len(matches)} pairs with kernels in common; report {out}")
