@@ -178,7 +178,7 @@ def test_wrong_input_gets_one_sentence(tmp_path):
         similarity_report(course, ASSIGNMENT, course_secret="s")
     course.mkdir()
     with pytest.raises(SimilarityError, match="unknown assignment 'nope'"):
-        similarity_report(course, "nope", secret="s")
+        similarity_report(course, "nope", course_secret="s")
     with pytest.raises(SimilarityError, match="no submissions of 01_cuda_from_python"):
         similarity_report(course, ASSIGNMENT, course_secret="s")
     write_submission(course, ASSIGNMENT, "ann", [generated_kernel(np.random.default_rng(2))])
