@@ -3,14 +3,19 @@
 * :mod:`autograder.submission` -- read ``%%cuda`` cells from a notebook without running it;
 * :mod:`autograder.exercise`, :mod:`autograder.exercises` -- how exercises are declared, and every one declared;
 * :mod:`autograder.isolation` -- :func:`grade_submission`, in a fresh child process;
-* :mod:`autograder.checker`, :mod:`autograder.timing_policy` -- what that child does;
+* :mod:`autograder.grading_child`, :mod:`autograder.checker`, :mod:`autograder.timing_policy` -- what that child
+  does;
+* :mod:`autograder.verdict`, :mod:`autograder.scoring` -- the grader's own verdict on what came back, and its points;
 * :mod:`autograder.result` -- :class:`ExerciseResult`, the JSON that comes back;
 * :mod:`autograder.student` -- the ``%%cuda`` magic and ``check()`` for notebooks;
 * :mod:`autograder.nbgrader_autograde` -- nbgrader's Autograde, never executing a notebook: its preprocessors
   (:mod:`autograder.nbgrader_preprocessors`), the test cells (:mod:`autograder.grade_cells`) and one notebook's
-  grading (:mod:`autograder.nbgrader_bridge`).
+  grading (:mod:`autograder.nbgrader_bridge`);
+* :mod:`autograder.cli` -- the ``autograder`` command, over :mod:`autograder.course` (the course's folders),
+  :mod:`autograder.course_secret`, :mod:`autograder.class_run` and :mod:`autograder.cluster` (a class graded
+  in this process or as Dask tasks).
 
-Points, in short:
+Points, in short (:mod:`autograder.scoring`):
 
 * correctness: per shape, all of whose seeds must pass; proportional to the
   shapes that pass.  A kernel that does not compile, crashes, hangs, or whose

@@ -19,22 +19,30 @@ from __future__ import annotations
 
 import re
 import time
+import traceback
 from collections.abc import Callable
+from dataclasses import asdict, replace
 
 import numpy as np
 
 from kernels.runtime import errors as E
+from kernels.runtime import selection
 from kernels.runtime.measurement import measurement
+from kernels.runtime.module import Kernel, compile_source, to_device
+from kernels.runtime.signature import KernelSignature, strip_comments
 
 from . import case_outputs
 from .causes import refine_hint
 from .comparison import CaseError
 from .diagnosis import GUARD_FLOAT
 from .exercise import Exercise, LaunchConfig, LaunchError
+from .exercises import get_exercise
 from .gpu_turn import take_gpu_turn
 from .result import ExerciseResult, ShapeResult
-from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
-from .timing_policy import TimingSets, is_seed, measure_speed, speed_points, timed_shape, times_kernel
+from .scoring import (score_correctness, score_speed, speed_for_information, speed_not_measured_here,
+                      speed_only_if_correct, speed_pending, timing_size_failed)
+from .source_policy import SourceRefused, check_source
+from .timing_policy import TimingSets, is_seed, measure_speed, timed_shape, times_kernel
 from .verdict import case_data, judge_case
 
 #: Elements of guard before and after every buffer on the GPU (the kernel is given the part between:
@@ -48,8 +56,6 @@ def kernel_is_empty(source: str, kernel: str) -> bool:
 
     That is the released stub (comments and the shared-memory declaration it gives) or an empty body.
     """
-    from kernels.runtime.signature import strip_comments
-
     text = strip_comments(source)
     m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel) + r"\s*\(", text)
     if not m:
@@ -143,8 +149,6 @@ class CaseRunner:
     def _buffer(self, host: np.ndarray):
         """(what the grader reads back, what the kernel is given): on the GPU one allocation with guard
         words before and after the data, and a view of the data between them."""
-        from kernels.runtime.module import to_device
-
         if not self.guard:
             buf = to_device(np.ascontiguousarray(host), backend=self.backend)
             return buf, buf
@@ -156,7 +160,7 @@ class CaseRunner:
         return whole, self._view(whole, host.size)
 
     def _view(self, whole, size: int):
-        from kernels.runtime.gpu import GPUBufferView
+        from kernels.runtime.gpu import GPUBufferView  # deferred: the GPU backend (PyCUDA) loads only for a GPU grading
 
         return GPUBufferView(whole, self.guard, (size,))
 
@@ -189,8 +193,6 @@ class CaseRunner:
     # one launch -------------------------------------------------------
     def run_once(self, inputs: dict, expected: dict, config: LaunchConfig) -> tuple[dict, dict]:
         """Launch once on fresh device copies of ``inputs``; returns (outputs, inputs read back)."""
-        from kernels.runtime import errors as E
-
         args, buffers = [], {}
         try:
             for arg, param in zip(self.ex.args, self.params):
@@ -250,11 +252,6 @@ def _inputs_returned(kernel):
     pointer writable for the launch makes the emulator return it, so the
     "inputs unchanged" check sees what a GPU would.
     """
-    from dataclasses import replace
-
-    from kernels.runtime.module import Kernel
-    from kernels.runtime.signature import KernelSignature
-
     sig = kernel.signature
     params = tuple(replace(p, is_const=False) if p.is_pointer else p for p in sig.params)
     return Kernel(kernel.module, KernelSignature(sig.name, params, sig.line))
@@ -313,8 +310,6 @@ def run_case(runner: CaseRunner, ex: Exercise, case: dict) -> ShapeResult:
 # ------------------------------------------------------------------ the whole request
 def backend_for(res: ExerciseResult):
     """The backend this child runs kernels on, named in ``res``; None (``res`` says why) when there is none."""
-    from kernels.runtime import selection
-
     try:
         backend = selection.current_backend()
     except Exception as exc:
@@ -330,11 +325,6 @@ def backend_for(res: ExerciseResult):
 
 def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None) -> ExerciseResult:
     """Check one submission as described by ``request`` (see :mod:`autograder.isolation`)."""
-    from kernels.runtime import errors as E
-    from kernels.runtime.module import compile_source
-
-    from .exercises import get_exercise
-
     ex = get_exercise(request["exercise"])
     mode = request["mode"]
     cases = request["cases"]
@@ -355,8 +345,6 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     send("stage", stage="compile")
     source = "\n" * max(0, int(request.get("cell_line", 1)) - 1) + request["source"]
     # what the source may include and contain is decided on its preprocessed text (see source_policy)
-    from .source_policy import SourceRefused, check_source
-
     try:
         problem = check_source(source)
     except SourceRefused as exc:
@@ -418,14 +406,12 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     if res.status == "passed":
         _speed(ex, res, module, launch, backend, mode, send, request.get("outputs_dir"), timing_sets)
     else:
-        res.speed_note = "no speed points: speed counts only for a kernel that passes every case"
+        speed_only_if_correct(res)
     res.elapsed_s = round(time.monotonic() - started, 3)
     return res
 
 
 def _shape_dict(s: ShapeResult) -> dict:
-    from dataclasses import asdict
-
     return asdict(s)
 
 
@@ -445,8 +431,6 @@ def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mod
         return
     if not times_kernel(ex, backend.name == "gpu", mode):
         return
-    from kernels.runtime import errors as E
-
     send("stage", stage="timing")
     try:
         timing = measure_speed(ex, module, launch, backend, quick=(mode == "visible"),
@@ -465,20 +449,12 @@ def _speed(ex: Exercise, res: ExerciseResult, module, launch: dict, backend, mod
         timing_size_failed(ex, res, str(exc), hint)
         return
     except Exception as exc:  # a failure of the timing itself: the kernel keeps its correctness points
-        import traceback
-
-        res.speed_pending = mode == "hidden"
-        res.speed_note = f"not measured: the timing failed ({type(exc).__name__}: {exc}); please tell the instructor"
+        speed_pending(res, f"not measured: the timing failed ({type(exc).__name__}: {exc}); please tell the instructor")
         res.log = traceback.format_exc()[-4000:]
         return
     res.timing = timing
     res.speed_measured = True
     if mode != "hidden":
-        res.speed_note = "measured for information only (check() awards no points)"
+        speed_for_information(res)
         return
-    points, note = speed_points(ex, timing)
-    res.speed_score = points
-    res.speed_note = note
-    if timing.get("below_floor"):
-        res.status = "failed"
-        res.message += " " + note
+    score_speed(ex, res, timing)

@@ -19,7 +19,9 @@ notebook. To grade on other machines the same work is cut in three:
 
 The grading pass checks each grading against the notebook it is written into
 (:func:`~autograder.nbgrader_bridge.grading_input_digest`), so a submission
-changed while its grading ran is never scored from the older one.
+changed while its grading ran is never scored from the older one.  A class's
+grading, in this process or on a cluster, is :mod:`autograder.class_run`'s and
+:mod:`autograder.cluster`'s.
 """
 
 from __future__ import annotations
@@ -28,12 +30,18 @@ import os
 import platform
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+import nbformat
+from nbconvert.writers import FilesWriter
+
+from .course import assignment_notebooks, gradebook_total, submission_folder
+from .course_secret import student_key
+from .grade_cells import graded_exercises
 from .grading_record import StudentEntry
-
-if TYPE_CHECKING:
-    from .nbgrader_bridge import NotebookGrading
+from .nbgrader_autograde import TrustedAutograde
+from .nbgrader_bridge import RESULTS_SUFFIX, NotebookGrading, grade_notebook, read_results_file
+from .scoring import speed_is_pending
 
 
 @dataclass
@@ -43,7 +51,7 @@ class GradingJob:
     assignment: str
     student: str
     notebooks: dict[str, str]  # notebook name -> the sanitized notebook (nbformat JSON)
-    student_key: str  # course_secret.student_key(): this student's hidden cases derive from it, never the secret
+    student_key: str  # course_secret.student_key(): this student's hidden cases derive from it (never the course secret)
     timeout_s: float | None = None
     submission: str = ""  # submission_hash() of the folder the notebooks were read from
     grade_fn: Callable | None = None  # grade_submission replacement (tests only)
@@ -60,33 +68,12 @@ class JobOutcome:
     lines: list[str] = field(default_factory=list)  # grade_notebook's line per exercise
 
 
-def submission_folder(cd, assignment: str, student: str) -> str:
-    return cd.format_path(cd.submitted_directory, student, assignment)
-
-
-def assignment_notebooks(cd, assignment: str) -> list[str]:
-    """The notebooks of ``assignment`` the gradebook knows (nbgrader grades only those)."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(cd.db_url, cd.course_id) as gb:
-        try:
-            return sorted(nb.name for nb in gb.find_assignment(assignment).notebooks)
-        except MissingEntry:
-            raise SystemExit(f"autograder: {assignment} is not in the gradebook {cd.db_url}; "
-                             f"run `autograder release {assignment}` first") from None
-
-
-def prepare_job(config, cd, assignment: str, student: str, *, secret: str, timeout_s: float | None,
+def prepare_job(config, cd, assignment: str, student: str, *, course_secret: str, timeout_s: float | None,
                 submission: str, grade_fn: Callable | None = None) -> GradingJob:
     """The job for one student: each submitted notebook sanitized in memory by nbgrader's first pass.
 
-    ``secret`` (the course secret) stays here: the job carries only this student's key.
+    ``course_secret`` stays here: the job carries only this student's key.
     """
-    from nbconvert.writers import FilesWriter
-
-    from .course_secret import student_key
-    from .nbgrader_autograde import TrustedAutograde
-
     folder = submission_folder(cd, assignment, student)
     notebooks = {}
     for name in assignment_notebooks(cd, assignment):
@@ -102,7 +89,7 @@ def prepare_job(config, cd, assignment: str, student: str, *, secret: str, timeo
         text, _ = conv.exporter.from_filename(path, resources=resources)
         notebooks[name] = text
     return GradingJob(assignment=assignment, student=student, notebooks=notebooks,
-                      student_key=student_key(secret, assignment, student),
+                      student_key=student_key(course_secret, assignment, student),
                       timeout_s=timeout_s, submission=submission, grade_fn=grade_fn)
 
 
@@ -123,11 +110,6 @@ def worker_name() -> str:
 
 def run_job(job: GradingJob) -> JobOutcome:
     """Grade every notebook of one submission (runs on a worker; writes nothing)."""
-    import nbformat
-
-    from .grade_cells import graded_exercises
-    from .nbgrader_bridge import grade_notebook
-
     started = time.perf_counter()
     lines: list[str] = []
     gradings = {}
@@ -143,8 +125,6 @@ def run_job(job: GradingJob) -> JobOutcome:
 def record_gradings(config, cd, assignment: str, student: str, gradings: dict[str, NotebookGrading] | None,
                     progress: Callable[[str], None] | None = None) -> None:
     """nbgrader's converter for one student: sanitize, grade (or take ``gradings``), write the gradebook."""
-    from .nbgrader_autograde import TrustedAutograde
-
     conv = TrustedAutograde(coursedir=cd, config=config)
     conv.force = True
     conv.create_student = True
@@ -153,30 +133,19 @@ def record_gradings(config, cd, assignment: str, student: str, gradings: dict[st
     conv.start()
 
 
-def gradebook_total(cd, assignment: str, student: str) -> tuple[float, float]:
-    from nbgrader.api import Gradebook
-
-    with Gradebook(cd.db_url, cd.course_id) as gb:
-        sub = gb.find_submission(assignment, student)
-        return float(sub.score), float(sub.max_score)
-
-
 def graded_entry(cd, assignment: str, student: str, *, submission: str, settings: str, worker: str,
                  attempts: int, seconds: float) -> StudentEntry:
     """The record of a grading just written: the gradebook's total, and each exercise's backend and device."""
-    from .export import _results_file
-    from .nbgrader_bridge import RESULTS_SUFFIX
-
     score, maximum = gradebook_total(cd, assignment, student)
     folder = cd.format_path(cd.autograded_directory, student, assignment)
     backends, devices, pending = [], [], False
     for name in assignment_notebooks(cd, assignment):
-        results = _results_file(os.path.join(folder, name + RESULTS_SUFFIX))
+        results = read_results_file(os.path.join(folder, name + RESULTS_SUFFIX))
         for res in results.get("exercises", {}).values():
             if res.get("backend"):
                 backends.append(res["backend"])
                 devices.append(res.get("device", ""))
-            pending = pending or (bool(res.get("speed_pending")) and not res.get("speed_measured"))
+            pending = pending or speed_is_pending(res)
     return StudentEntry(status="graded", submission=submission, settings=settings, score=score,
                         max_score=maximum, backends=backends, devices=devices, speed_pending=pending,
                         worker=worker, attempts=attempts, seconds=round(seconds, 3))

@@ -17,6 +17,10 @@ holds nbgrader_config.py) and ``--db`` (any database URL nbgrader accepts;
 default ``sqlite:///<course-dir>/gradebook.db``).
 
 Grading never executes a submitted notebook: see autograder.nbgrader_autograde.
+What a subcommand does beyond its options and its printing is in the modules
+it calls: the course's folders (autograder.course), the course secret
+(autograder.course_secret), grading a class in this process or on a cluster
+(autograder.class_run, autograder.cluster).
 """
 
 from __future__ import annotations
@@ -29,8 +33,20 @@ import os
 import sys
 import time
 
-from traitlets.config import Config
-from traitlets.config.loader import PyFileConfigLoader
+import nbformat
+
+from . import export
+from .class_run import ClassRun, grade_sequentially
+from .cluster import DEFAULT_RETRIES, grade_on_cluster
+from .course import coursedir, load_config, submitted_students
+from .course_secret import existing_course_secret, get_course_secret, student_key
+from .exchange_guard import guarded_collect_class
+from .feedback_html import wrap_feedback_pages
+from .grade_cells import instructor_test_cells
+from .leaderboard import write_leaderboard
+from .nbgrader_bridge import grade_notebook
+from .sandbox import SandboxUnavailable, require
+from .similarity import SimilarityError, similarity_report
 
 
 def _say(msg: str) -> None:
@@ -38,36 +54,8 @@ def _say(msg: str) -> None:
 
 
 # --------------------------------------------------------------------------
-# Configuration
+# nbgrader's log and errors
 # --------------------------------------------------------------------------
-
-
-def load_config(course_dir: str, db: str | None = None, exchange: str | None = None) -> Config:
-    course_dir = os.path.abspath(course_dir)
-    config = Config()
-    path = os.path.join(course_dir, "nbgrader_config.py")
-    if os.path.exists(path):
-        config.merge(PyFileConfigLoader("nbgrader_config.py", path=course_dir).load_config())
-    else:
-        _say(f"note: no nbgrader_config.py in {course_dir}; using the course layout defaults")
-        config.CourseDirectory.source_directory = "solutions"
-        config.CourseDirectory.release_directory = "exercises"
-        config.ClearSolutions.code_stub = {"python": "// YOUR CODE HERE"}
-    config.CourseDirectory.root = course_dir
-    if db:
-        config.CourseDirectory.db_url = db
-    if exchange:
-        config.Exchange.root = os.path.abspath(exchange)
-    return config
-
-
-def _coursedir(config: Config, assignment: str, student: str = "*"):
-    from nbgrader.coursedir import CourseDirectory
-
-    cd = CourseDirectory(config=config)
-    cd.assignment_id = assignment
-    cd.student_id = student
-    return cd
 
 
 def _quiet_nbgrader(verbose: bool) -> None:
@@ -102,11 +90,11 @@ def cmd_release(args: argparse.Namespace) -> int:
     config = load_config(args.course_dir, args.db, args.exchange)
     assignments = args.assignment
     if assignments == ["all"]:
-        base = _coursedir(config, "*").format_path(_coursedir(config, "*").source_directory, ".", "")
+        base = coursedir(config, "*").format_path(coursedir(config, "*").source_directory, ".", "")
         assignments = sorted(d for d in os.listdir(base)
                              if glob.glob(os.path.join(base, d, "*.ipynb")))
     for assignment in assignments:
-        cd = _coursedir(config, assignment)
+        cd = coursedir(config, assignment)
         gen = GenerateAssignment(coursedir=cd, config=config)
         gen.force = True
         gen.create_assignment = True
@@ -129,10 +117,8 @@ def cmd_release(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from nbgrader.auth import Authenticator
 
-    from .exchange_guard import guarded_collect_class
-
     config = load_config(args.course_dir, args.db, args.exchange)
-    cd = _coursedir(config, args.assignment)
+    cd = coursedir(config, args.assignment)
     collect = guarded_collect_class()(coursedir=cd, authenticator=Authenticator(config=config), config=config)
     collect.update = True
     collect.start()
@@ -148,60 +134,38 @@ def cmd_collect(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------
 
 
-def submitted_students(cd, assignment: str) -> list[str]:
-    base = os.path.join(cd.root, cd.submitted_directory)
-    return sorted(
-        s for s in os.listdir(base) if os.path.isdir(os.path.join(base, s, assignment))
-    ) if os.path.isdir(base) else []
-
-
-def _grading_secret(args: argparse.Namespace) -> str:
-    """--secret-file, else $DLK_GRADER_SECRET, else the course's own secret (made once), so regrades agree."""
-    from autograder.course_secret import course_secret, read_secret_file
-
-    if args.secret_file:
-        if not os.path.isfile(args.secret_file):
-            raise SystemExit(f"autograder: --secret-file {args.secret_file}: no such file")
-        return read_secret_file(args.secret_file)
-    secret, where = course_secret(args.course_dir)
-    _say(f"hidden cases drawn from the course secret in {where}")
-    return secret
+def _course_secret_of(args: argparse.Namespace) -> str:
+    """The course secret (--secret-file, else $DLK_GRADER_SECRET, else the course's own, made once), so regrades agree."""
+    course_secret, where = get_course_secret(args.course_dir, args.secret_file)
+    if not args.secret_file:
+        _say(f"hidden cases drawn from the course secret in {where}")
+    return course_secret
 
 
 def _require_sandbox() -> None:
-    from autograder.sandbox import SandboxUnavailable, require
-
     try:
         require()
     except SandboxUnavailable as exc:
         raise SystemExit(f"autograder: {exc}") from None
 
 
-def cluster_retries_default() -> int:
-    from autograder.cluster import DEFAULT_RETRIES
-
-    return DEFAULT_RETRIES
-
-
 def cmd_grade(args: argparse.Namespace) -> int:
     _require_sandbox()
     config = load_config(args.course_dir, args.db)
-    secret = _grading_secret(args)
-    config.TrustedGrade.secret = secret
-    if args.timeout is not None:
-        if args.timeout <= 0:
-            raise SystemExit(f"autograder: --timeout {args.timeout:g}: the time limit must be more than 0 seconds")
-        config.TrustedGrade.timeout_s = float(args.timeout)
+    course_secret = _course_secret_of(args)
+    if args.timeout is not None and args.timeout <= 0:
+        raise SystemExit(f"autograder: --timeout {args.timeout:g}: the time limit must be more than 0 seconds")
     _check_cluster_options(args)
     _quiet_nbgrader(args.verbose)
-    cd0 = _coursedir(config, args.assignment)
-    students = args.student or submitted_students(cd0, args.assignment)
+    run = ClassRun(config, args.assignment, course_secret, args.timeout)
+    students = args.student or submitted_students(run.coursedir(), args.assignment)
     if not students:
-        _say(f"no submissions of {args.assignment} under {os.path.join(cd0.root, cd0.submitted_directory)}")
+        cd = run.coursedir()
+        _say(f"no submissions of {args.assignment} under {os.path.join(cd.root, cd.submitted_directory)}")
         return 1
     if args.cluster is not None:
-        return _grade_on_cluster(args, config, secret, students)
-    return _grade_sequentially(args, config, secret, students)
+        return _grade_on_cluster(args, run, students)
+    return _grade_sequentially(run, students)
 
 
 def _check_cluster_options(args: argparse.Namespace) -> None:
@@ -222,147 +186,31 @@ def _check_cluster_options(args: argparse.Namespace) -> None:
         raise SystemExit(f"autograder: --task-timeout {args.task_timeout:g}: the time limit must be more than 0 seconds")
 
 
-def _grade_sequentially(args: argparse.Namespace, config: Config, secret: str, students: list[str]) -> int:
+def _grade_sequentially(run: ClassRun, students: list[str]) -> int:
     """Every student in this process, one after another (the grading record is kept as on a cluster)."""
-    from autograder.class_grading import graded_entry, record_gradings, submission_folder
-    from autograder.grading_record import GradingRecord, settings_hash, submission_hash
-
-    record = GradingRecord(args.course_dir, args.assignment)
-    settings = settings_hash(secret, config.TrustedGrade.timeout_s if args.timeout is not None else None)
-    _say(f"grading {args.assignment}: {len(students)} submission(s), backend "
+    _say(f"grading {run.assignment}: {len(students)} submission(s), backend "
          f"{os.environ.get('DLK_BACKEND', 'auto')}")
-    failures = []
-    t_all = time.perf_counter()
-    for i, student in enumerate(students, 1):
-        _say(f"[{i}/{len(students)}] {student}")
-        cd = _coursedir(config, args.assignment, student)
-        submitted = submission_hash(submission_folder(cd, args.assignment, student))
-        t0 = time.perf_counter()
-        try:
-            record_gradings(config, cd, args.assignment, student, None, progress=_say)
-        except Exception as exc:  # one broken submission never stops the others
-            failures.append(student)
-            record.failed(student, submitted, settings, f"{type(exc).__name__}: {exc}", worker="this process",
-                          seconds=time.perf_counter() - t0)
-            _say(f"  {student}: grading failed: {exc} (run with -v for nbgrader's log)")
-            continue
-        seconds = time.perf_counter() - t0
-        entry = graded_entry(cd, args.assignment, student, submission=submitted, settings=settings,
-                             worker="this process", attempts=1, seconds=seconds)
-        record.graded(student, entry)
-        _say(f"  {student}: {entry.score:g} / {entry.max_score:g} points; grading took {seconds:.1f} s")
-    _say(f"graded {len(students) - len(failures)} of {len(students)} in {time.perf_counter() - t_all:.1f} s")
-    _warn_mixed_gpus(record, args.assignment, students)
+    started = time.perf_counter()
+    failures = grade_sequentially(run, students, _say)
+    _say(f"graded {len(students) - len(failures)} of {len(students)} in {time.perf_counter() - started:.1f} s")
+    _warn_mixed_gpus(run)
     return 1 if failures else 0
 
 
-def _grade_on_cluster(args: argparse.Namespace, config: Config, secret: str, students: list[str]) -> int:
+def _grade_on_cluster(args: argparse.Namespace, run: ClassRun, students: list[str]) -> int:
     """Every student missing or changed, as Dask tasks; results written here as they arrive."""
-    import nbformat
-    from tqdm import tqdm
-
-    from autograder import cluster
-    from autograder.class_grading import (
-        graded_entry,
-        prepare_job,
-        record_gradings,
-        submission_folder,
-    )
-    from autograder.grading_record import GradingRecord, settings_hash, submission_hash
-    from autograder.grade_cells import graded_exercises
-
-    timeout_s = config.TrustedGrade.timeout_s if args.timeout is not None else None
-    record = GradingRecord(args.course_dir, args.assignment)
-    settings = settings_hash(secret, timeout_s)
-    client, local = cluster.connect(args.cluster or None, args.workers)
-    try:
-        n_workers = len(client.scheduler_info(n_workers=-1).get("workers", {}))
-        if n_workers == 0:
-            _say("waiting for the cluster's first worker ...")
-            client.wait_for_workers(1, timeout=300)
-        gpu_workers = cluster.cluster_gpus(client)
-        where = "a local cluster" if local is not None else f"the cluster at {args.cluster}"
-        n_workers = len(client.scheduler_info(n_workers=-1).get("workers", {}))
-        _say(f"grading {args.assignment} on {where}: {n_workers} worker(s), "
-             + (f"{gpu_workers} with a GPU (one grading per GPU at a time)" if gpu_workers
-                else "none with a GPU: correctness on the CPU emulator, speed not measured"))
-        submitted = {s: submission_hash(submission_folder(_coursedir(config, args.assignment, s), args.assignment, s))
-                     for s in students}
-        in_gradebook = _students_in_gradebook(_coursedir(config, args.assignment), args.assignment)
-        todo, up_to_date = [], []
-        for student in students:
-            why = "--regrade" if args.regrade else record.needs_grading(student, submitted[student], settings,
-                                                                       bool(gpu_workers))
-            if not why and student not in in_gradebook:
-                why = "not in the gradebook"
-            (todo if why else up_to_date).append(student)
-        if up_to_date:
-            _say(f"{len(up_to_date)} submission(s) graded before and unchanged: not graded again "
-                 f"(--regrade grades them all)")
-        prepared: list[str] = []
-        t_all = time.perf_counter()
-        with cluster.progress_bar(len(todo), enabled=not args.no_progress) as bar:
-
-            def tasks():
-                """Each student's job, made as the cluster grades the ones before (a generator)."""
-                for student in todo:
-                    cd = _coursedir(config, args.assignment, student)
-                    try:
-                        job = prepare_job(config, cd, args.assignment, student, secret=secret, timeout_s=timeout_s,
-                                          submission=submitted[student])
-                    except Exception as exc:  # nbgrader refused the notebook (e.g. cell metadata it cannot check)
-                        reason = f"the submission could not be read: {type(exc).__name__}: {exc}"
-                        record.failed(student, submitted[student], settings, reason)
-                        bar.update(1)
-                        tqdm.write(f"  {student}: grading failed: {reason}", file=sys.stdout)
-                        continue
-                    n_exercises = sum(len(graded_exercises(nbformat.reads(text, as_version=4)))
-                                      for text in job.notebooks.values())
-                    prepared.append(student)
-                    yield cluster.Task(student=student, job=job, time_limit=args.task_timeout or
-                                       cluster.default_task_timeout(n_exercises, timeout_s))
-
-            def recorded(task, outcome):
-                cd = _coursedir(config, args.assignment, task.student)
-                record_gradings(config, cd, args.assignment, task.student, outcome.gradings)
-                entry = graded_entry(cd, args.assignment, task.student, submission=task.job.submission,
-                                     settings=settings, worker=outcome.worker, attempts=task.attempts,
-                                     seconds=outcome.seconds)
-                record.graded(task.student, entry)
-                bar.update(1)
-                tqdm.write(f"  {task.student}: {entry.score:g} / {entry.max_score:g} points; grading took "
-                           f"{outcome.seconds:.1f} s on {outcome.worker}", file=sys.stdout)
-
-            def failed(task, reason):
-                record.failed(task.student, task.job.submission, settings, reason, attempts=task.attempts)
-                bar.update(1)
-                tqdm.write(f"  {task.student}: grading failed: {reason}", file=sys.stdout)
-
-            cluster.run_tasks(client, tasks(), record_result=recorded, record_failure=failed, retries=args.retries,
-                              on_progress=lambda n: bar.set_postfix(failed=n))
-        seconds = time.perf_counter() - t_all
-    finally:
-        client.close()
-        if local is not None:
-            local.close()
-    _final_table(record, students, todo)
-    ran = [s for s in todo if record.students.get(s) is not None]
+    done = grade_on_cluster(run, students, address=args.cluster, workers=args.workers, retries=args.retries,
+                            task_timeout=args.task_timeout, regrade=args.regrade, progress=not args.no_progress,
+                            say=_say)
+    record = run.record
+    _final_table(record, students, done.graded_now)
+    ran = [s for s in done.graded_now if record.students.get(s) is not None]
     n_failed = sum(1 for s in students if record.students.get(s) is None or record.students[s].status != "graded")
-    rate = f", {60 * len(prepared) / seconds:.1f} gradings per minute" if prepared and seconds > 0 else ""
-    _say(f"graded {len(ran) - sum(1 for s in ran if record.students[s].status != 'graded')} of {len(todo)} "
-         f"in {seconds:.1f} s{rate}; {len(up_to_date)} up to date; {n_failed} without a grade")
-    _warn_mixed_gpus(record, args.assignment, students)
+    rate = f", {60 * done.prepared / done.seconds:.1f} gradings per minute" if done.prepared and done.seconds > 0 else ""
+    _say(f"graded {len(ran) - sum(1 for s in ran if record.students[s].status != 'graded')} of {len(done.graded_now)} "
+         f"in {done.seconds:.1f} s{rate}; {len(done.up_to_date)} up to date; {n_failed} without a grade")
+    _warn_mixed_gpus(run)
     return 1 if n_failed else 0
-
-
-def _students_in_gradebook(cd, assignment: str) -> set[str]:
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(cd.db_url, cd.course_id) as gb:
-        try:
-            return {sub.student.id for sub in gb.find_assignment(assignment).submissions}
-        except MissingEntry:
-            return set()
 
 
 def _final_table(record, students: list[str], graded_now: list[str]) -> None:
@@ -389,10 +237,8 @@ def _final_table(record, students: list[str], graded_now: list[str]) -> None:
     _say("")
 
 
-def _warn_mixed_gpus(record, assignment: str, students: list[str]) -> None:
-    from autograder.grading_record import mixed_gpu_warning
-
-    warning = mixed_gpu_warning(assignment, record.gpu_models())
+def _warn_mixed_gpus(run: ClassRun) -> None:
+    warning = run.mixed_gpu_warning()
     if warning:
         _say(warning)
 
@@ -410,45 +256,26 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     _quiet_nbgrader(args.verbose)
     students = args.student or ["*"]
     for student in students:
-        cd = _coursedir(config, args.assignment, student)
+        cd = coursedir(config, args.assignment, student)
         conv = GenerateFeedback(coursedir=cd, config=config)
         conv.force = True
         _run_converter(conv)
-    from autograder.feedback_html import wrap_feedback_pages
-
-    cd = _coursedir(config, args.assignment)
+    cd = coursedir(config, args.assignment)
     for path in wrap_feedback_pages(cd.format_path(cd.feedback_directory, "*", args.assignment)):
         _say(f"  {os.path.relpath(path, cd.root)}")
     _write_leaderboard(args, cd)
     return 0
 
 
-def _existing_secret(args: argparse.Namespace) -> str | None:
-    """The course secret if there is one (--secret-file, $DLK_GRADER_SECRET, the course's file); never made here."""
-    from autograder.course_secret import SECRET_ENV, read_secret_file, secret_path
-
-    if getattr(args, "secret_file", None):
-        if not os.path.isfile(args.secret_file):
-            raise SystemExit(f"autograder: --secret-file {args.secret_file}: no such file")
-        return read_secret_file(args.secret_file)
-    if os.environ.get(SECRET_ENV):
-        return os.environ[SECRET_ENV]
-    path = secret_path(args.course_dir)
-    return read_secret_file(path) if os.path.isfile(path) else None
-
-
 def _write_leaderboard(args: argparse.Namespace, cd, path: str | None = None, top: int = 10) -> str | None:
-    from autograder.export import collect
-    from autograder.leaderboard import write_leaderboard
-
     named = bool(getattr(args, "leaderboard_names", False))
-    secret = None if named else _existing_secret(args)
-    if not named and secret is None:
+    course_secret = None if named else existing_course_secret(args.course_dir, getattr(args, "secret_file", None))
+    if not named and course_secret is None:
         _say("no leaderboard: its aliases derive from the course secret, and this course has none yet "
              "(grade first, or pass --leaderboard-names)")
         return None
-    out = write_leaderboard(cd, args.assignment, collect(cd, args.assignment), secret, named=named, top=top,
-                            path=path)
+    out = write_leaderboard(cd, args.assignment, export.collect(cd, args.assignment), course_secret, named=named,
+                            top=top, path=path)
     _say(f"leaderboard ({'names' if named else 'course aliases'}): {os.path.relpath(out, cd.root)}")
     return out
 
@@ -457,16 +284,15 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise SystemExit(f"autograder: --top {args.top}: show at least 1 kernel per exercise")
     config = load_config(args.course_dir, args.db)
-    cd = _coursedir(config, args.assignment)
+    cd = coursedir(config, args.assignment)
     return 0 if _write_leaderboard(args, cd, path=args.out, top=args.top) else 1
 
 
 def cmd_similarity(args: argparse.Namespace) -> int:
-    from autograder.similarity import SimilarityError, similarity_report
-
+    course_secret = None if args.names else existing_course_secret(args.course_dir, getattr(args, "secret_file", None))
     try:
-        out, matches = similarity_report(args.course_dir, args.assignment, None if args.names else _existing_secret(args),
-                                         named=args.names, path=args.out)
+        out, matches = similarity_report(args.course_dir, args.assignment, course_secret, named=args.names,
+                                         path=args.out)
     except SimilarityError as exc:
         raise SystemExit(f"autograder: {exc}") from None
     _say(f"similarity of {args.assignment}: {len(matches)} pairs with kernels in common; report {out}")
@@ -479,10 +305,8 @@ def cmd_similarity(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from autograder import export
-
     config = load_config(args.course_dir, args.db)
-    cd = _coursedir(config, args.assignment)
+    cd = coursedir(config, args.assignment)
     rows = export.collect(cd, args.assignment)
     if not (args.csv or args.gradescope):
         args.csv = f"{args.assignment}_grades.csv"
@@ -501,16 +325,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_grade_notebook(args: argparse.Namespace) -> int:
-    import nbformat
-
-    from autograder import export
-    from autograder.course_secret import student_key
-    from autograder.grade_cells import instructor_test_cells
-    from autograder.nbgrader_bridge import grade_notebook
-
     _require_sandbox()
     config = load_config(args.course_dir)
-    cd = _coursedir(config, args.assignment)
+    cd = coursedir(config, args.assignment)
     source_nb = args.source
     if not source_nb:
         folder = cd.format_path(cd.source_directory, ".", args.assignment)
@@ -520,13 +337,13 @@ def cmd_grade_notebook(args: argparse.Namespace) -> int:
             source_nb = candidates[0]  # the assignment's only notebook, whatever the upload is called
     cells = instructor_test_cells(nbformat.read(source_nb, as_version=4))
     nb = nbformat.read(args.notebook, as_version=4)
-    secret = _grading_secret(args)
+    course_secret = _course_secret_of(args)
     grading = grade_notebook(
         nb,
         list(dict.fromkeys(c.exercise for c in cells)),
         student=args.student,
         notebook=os.path.splitext(os.path.basename(args.notebook))[0],
-        student_key=student_key(secret, args.assignment, args.student),
+        student_key=student_key(course_secret, args.assignment, args.student),
         timeout_s=args.timeout,
         log=_say,
     )
@@ -568,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = command("grade", cmd_grade, help="autograde submissions into the gradebook, never executing them")
     sp.add_argument("assignment")
     sp.add_argument("--student", action="append", help="grade only this student (repeatable)")
-    sp.add_argument("--secret-file", help="file holding the secret the hidden seeds derive from "
+    sp.add_argument("--secret-file", help="file holding the course secret the hidden seeds derive from "
                     "(default: $DLK_GRADER_SECRET, else the course's secret in <course>/course_secret, "
                     "created on first use and reused by every grading)")
     sp.add_argument("--timeout", type=float, default=None, help="time limit per exercise, seconds")
@@ -578,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(emulator workers when there is none); grades only what is missing or changed")
     sp.add_argument("--workers", type=int, default=None,
                     help="with --cluster and no address: the local cluster's workers (at most one per GPU)")
-    sp.add_argument("--retries", type=int, default=cluster_retries_default(),
+    sp.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
                     help="with --cluster: attempts after the first for a grading whose worker died or timed out "
                     "(default %(default)s); then it is recorded as failed, with the reason")
     sp.add_argument("--task-timeout", type=float, default=None,

@@ -1,10 +1,11 @@
 """Grading a class as Dask tasks: one grading per GPU at a time, on one machine or many.
 
-The instructor's process (the driver) prepares each student's job
-(:func:`autograder.class_grading.prepare_job`), submits it as a Dask task
+The instructor's process (the driver, :func:`grade_on_cluster`) prepares each
+student's job (:meth:`autograder.class_run.ClassRun.job`), submits it as a Dask task
 asking for ``resources={"GPU": 1}`` when the cluster has GPU workers, and
-writes each result into nbgrader's gradebook as it arrives
-(:func:`autograder.class_grading.record_gradings`). Workers only grade: the
+writes each result into nbgrader's gradebook and the grading record as it
+arrives, as the sequential path does (:class:`autograder.class_run.ClassRun`).
+Workers only grade (:func:`autograder.class_grading.run_job`): the
 isolation of every exercise (a fresh child process with limits, the
 student's code never in the worker) is the engine's, unchanged.
 
@@ -26,8 +27,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+import nbformat
+
 from .class_grading import GradingJob, JobOutcome, run_job
-from .grading_record import GradingRecord
+from .class_run import ClassRun
+from .course_secret import COURSE_SECRET_ENV
+from .grade_cells import graded_exercises
 
 #: Extra attempts after the first for a task whose worker died or that timed out.
 DEFAULT_RETRIES = 2
@@ -80,13 +85,11 @@ def local_cluster(gpus: list[str], cpu_workers: int):
     import dask
     from distributed import LocalCluster, Nanny, Scheduler, SpecCluster
 
-    from .course_secret import SECRET_ENV
-
     dask.config.set(CLUSTER_CONFIG)
     quiet = {"silence_logs": logging.ERROR}
     # Worker processes start from this process's environment: blank the course secret in theirs
-    # (a job carries each student's own key; a worker never needs the secret).
-    no_secret = {SECRET_ENV: ""}
+    # (a job carries each student's own key; a worker never needs the course secret).
+    no_secret = {COURSE_SECRET_ENV: ""}
     if gpus:
         workers = {
             f"gpu-{gpu}": {"cls": Nanny, "options": {
@@ -330,5 +333,79 @@ def progress_bar(total: int, enabled: bool):
                 bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}{postfix}]")
 
 
-def record_path_note(record: GradingRecord) -> str:
-    return os.path.relpath(record.path)
+
+@dataclass
+class ClusterRun:
+    """What one grading of a class on a cluster did."""
+
+    graded_now: list[str]  # the students it graded (or tried to): missing or changed
+    up_to_date: list[str]  # graded before and unchanged: not graded again
+    prepared: int  # jobs made and submitted
+    seconds: float
+
+
+def grade_on_cluster(run: ClassRun, students: list[str], *, address: str | None, workers: int | None,
+                     retries: int, task_timeout: float | None, regrade: bool, progress: bool,
+                     say: Callable[[str], None]) -> ClusterRun:
+    """Every student of ``students`` missing or changed (every one, ``regrade``), as Dask tasks, on the cluster
+    whose scheduler is at ``address`` (else a local cluster of ``workers``); each result recorded as it arrives."""
+    client, local = connect(address or None, workers)
+    try:
+        if not _workers(client):
+            say("waiting for the cluster's first worker ...")
+            client.wait_for_workers(1, timeout=300)
+        gpu_workers = cluster_gpus(client)
+        where = "a local cluster" if local is not None else f"the cluster at {address}"
+        say(f"grading {run.assignment} on {where}: {len(_workers(client))} worker(s), "
+            + (f"{gpu_workers} with a GPU (one grading per GPU at a time)" if gpu_workers
+               else "none with a GPU: correctness on the CPU emulator, speed not measured"))
+        submitted = {s: run.submission(s) for s in students}
+        todo, up_to_date = run.to_grade(students, submitted, bool(gpu_workers), regrade)
+        if up_to_date:
+            say(f"{len(up_to_date)} submission(s) graded before and unchanged: not graded again "
+                f"(--regrade grades them all)")
+        prepared: list[str] = []
+        started = time.perf_counter()
+        with progress_bar(len(todo), enabled=progress) as bar:
+
+            def line(text: str) -> None:
+                bar.write(text, file=sys.stdout)  # above the bar
+
+            def tasks():
+                """Each student's job, made as the cluster grades the ones before (a generator)."""
+                for student in todo:
+                    try:
+                        job = run.job(student, submitted[student])
+                    except Exception as exc:  # nbgrader refused the notebook (e.g. cell metadata it cannot check)
+                        reason = f"the submission could not be read: {type(exc).__name__}: {exc}"
+                        run.failed(student, submitted[student], reason)
+                        bar.update(1)
+                        line(f"  {student}: grading failed: {reason}")
+                        continue
+                    n_exercises = sum(len(graded_exercises(nbformat.reads(text, as_version=4)))
+                                      for text in job.notebooks.values())
+                    prepared.append(student)
+                    yield Task(student=student, job=job,
+                               time_limit=task_timeout or default_task_timeout(n_exercises, run.timeout_s))
+
+            def recorded(task: Task, outcome: JobOutcome) -> None:
+                run.write_gradebook(task.student, outcome.gradings)
+                entry = run.graded(task.student, submission=task.job.submission, worker=outcome.worker,
+                                   attempts=task.attempts, seconds=outcome.seconds)
+                bar.update(1)
+                line(f"  {task.student}: {entry.score:g} / {entry.max_score:g} points; grading took "
+                     f"{outcome.seconds:.1f} s on {outcome.worker}")
+
+            def failed(task: Task, reason: str) -> None:
+                run.failed(task.student, task.job.submission, reason, attempts=task.attempts)
+                bar.update(1)
+                line(f"  {task.student}: grading failed: {reason}")
+
+            run_tasks(client, tasks(), record_result=recorded, record_failure=failed, retries=retries,
+                      on_progress=lambda n: bar.set_postfix(failed=n))
+        seconds = time.perf_counter() - started
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+    return ClusterRun(graded_now=todo, up_to_date=up_to_date, prepared=len(prepared), seconds=seconds)

@@ -11,7 +11,7 @@ to change when a chapter adds one:
   errors are measured against (so that tolerances are relative to the size of
   the numbers float32 rounding works on, not to values that cancel);
 * visible shapes (what ``check()`` runs), hidden shapes (grading only), and
-  shapes drawn per student from the grading secret;
+  shapes drawn per student from the student's key (derived from the course secret);
 * the launch integers the student chooses (``block=256 grid=512``): their
   ranges and defaults, and how grid, block and shared memory follow from them;
 * points for correctness and for speed, the reference kernel speed is
@@ -30,6 +30,10 @@ from operator import attrgetter
 
 import numpy as np
 
+from kernels.runtime import loader
+from kernels.runtime.host_chunks import chunk_ranges, over_chunks
+from kernels.runtime.module import compile_source
+from kernels.runtime.signature import parse_kernels
 from kernels.runtime.versions import KernelVersion, LaunchConfig
 
 Shape = dict  # {"n": 1000003}
@@ -125,12 +129,9 @@ class ReferenceKernel:
     def compile(self, backend):
         """The compiled module holding the kernel, on ``backend``: the one way the grader builds it, so
         that the grading process's stored images (``autograder.kernel_images``) match the child's compile."""
-        from kernels.runtime.loader import load_topic
-        from kernels.runtime.module import compile_source
-
         if self.source is not None:
             return compile_source(self.source, name=f"{self.topic}.cu", defines=self.defines, backend=backend)
-        return load_topic(self.topic, self.defines or None, backend=backend)
+        return loader.load_topic(self.topic, self.defines or None, backend=backend)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,10 +172,11 @@ class Exercise:
     #: A visible shape just past one pass of the student's own grid, f(launch) -> shape or None (no fixed
     #: grid, or too large to check quickly): a kernel without a grid-stride loop fails check() on it.
     past_one_pass: Callable[[dict], Shape | None] | None = None
-    #: Shapes drawn per student and exercise from the grading secret: f(rng, launch) -> shapes.
+    #: Shapes drawn per student and exercise from the student's key: f(rng, launch) -> shapes.
     secret_shapes: Callable[[np.random.Generator, dict], list[Shape]] | None = None
-    #: (minimum speed-up over the reference, fraction of the speed points), best first.
-    speed_bands: tuple[tuple[float, float], ...] = ((0.9, 1.0), (0.7, 0.75), (0.5, 0.5), (0.25, 0.25))
+    #: (minimum speed-up over the reference, fraction of the speed points), best first; None: the grader's
+    #: (:data:`autograder.scoring.SPEED_BANDS`).
+    speed_bands: tuple[tuple[float, float], ...] | None = None
     visible_seeds: int = 1
     hidden_seeds: int = 3
     #: Hard limit for one grading child process (seconds), hidden and visible mode.
@@ -209,7 +211,7 @@ class Exercise:
         """The kernel's arguments in the order of its declaration, with their roles (read on first use:
         reading a C declaration loads the C parser)."""
         if self.language == "tc":
-            from kernels.index_notation import parse
+            from kernels.index_notation import parse  # deferred: its grammar loads only for a %%tc exercise
 
             definition = parse(self.signature + " {}")[0]
             return tuple(Arg(p.name, "in") for p in definition.params) + tuple(Arg(o, "out") for o in definition.outputs)
@@ -229,8 +231,6 @@ class Exercise:
     @cached_property
     def declared_params(self):
         """The parameters of the declared kernel, as the runtime reads a kernel's (types, constness)."""
-        from kernels.runtime.signature import parse_kernels
-
         return parse_kernels(f"__global__ void {self.signature} {{}}", "exercise", {})[self.kernel].params
 
     # ----------------------------------------------------------------- helpers
@@ -324,8 +324,6 @@ def varied(rng: np.random.Generator, shape, mean: float, decades: float = 1.0, s
     size = int(np.prod(shape))
     if size <= VARIED_CHUNK:
         return _varied_values(rng, size, mean, decades, spread).reshape(shape)
-    from kernels.runtime.host_chunks import chunk_ranges, over_chunks
-
     children = rng.spawn(len(chunk_ranges(size, VARIED_CHUNK)))
     out = np.empty(size, np.float32)
 

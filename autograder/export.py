@@ -19,7 +19,8 @@ import nbformat
 from autograder.feedback import part_feedback, speedup_of
 from autograder.leaderboard import gradescope_leaderboard
 from autograder.grade_cells import GradedCell, grade_target, part_points
-from autograder.nbgrader_bridge import RESULTS_SUFFIX, NotebookGrading
+from autograder.nbgrader_bridge import RESULTS_SUFFIX, NotebookGrading, read_results_file
+from autograder.scoring import speed_is_pending
 
 
 def _cell_outputs(nb_path: str) -> dict[str, str]:
@@ -36,13 +37,6 @@ def _cell_outputs(nb_path: str) -> dict[str, str]:
                 if o.get("output_type") == "stream" and o.get("name") == "stdout"
             )
     return out
-
-
-def _results_file(path: str) -> dict:
-    if not os.path.exists(path):
-        return {}
-    with open(path) as f:
-        return json.load(f)
 
 
 def collect(cd, assignment: str) -> list[dict]:
@@ -75,7 +69,7 @@ def collect(cd, assignment: str) -> list[dict]:
             for snb in sub.notebooks:
                 folder = cd.format_path(cd.autograded_directory, student, assignment)
                 texts = _cell_outputs(os.path.join(folder, snb.name + ".ipynb"))
-                results = _results_file(os.path.join(folder, snb.name + RESULTS_SUFFIX))
+                results = read_results_file(os.path.join(folder, snb.name + RESULTS_SUFFIX))
                 row["grading_seconds"] += float(results.get("grading_seconds", 0.0))
                 for name, res in results.get("exercises", {}).items():
                     row["exercises"][name] = res
@@ -101,7 +95,7 @@ NOT_MEASURED = "not measured"
 def _pending(cell: dict, row: dict) -> bool:
     """A speed cell whose kernel was correct but not timed (graded without a GPU): neither a fail nor a zero."""
     res = row["exercises"].get(cell.get("exercise") or "", {})
-    return cell.get("part") == "speed" and bool(res.get("speed_pending")) and not res.get("speed_measured")
+    return cell.get("part") == "speed" and speed_is_pending(res)
 
 
 def pending_points(row: dict) -> float:
@@ -147,8 +141,7 @@ def write_csv(rows: list[dict], path: str) -> None:
             line += [by_id.get(g, "") for g in grade_ids]
             for name in exercises:
                 r = res.get(name, {})
-                line += [r.get("status", ""), NOT_MEASURED if r.get("speed_pending") and not r.get("speed_measured")
-                         else _speedup(r)]
+                line += [r.get("status", ""), NOT_MEASURED if speed_is_pending(r) else _speedup(r)]
             pending = pending_points(row)
             drivers = sorted({str((r.get("timing") or {}).get("driver")) for r in res.values()
                               if (r.get("timing") or {}).get("driver")})

@@ -8,7 +8,7 @@ process that writes the gradebook, after each student, atomically (a run
 stopped at any moment leaves the record of every student finished before).
 
 A student is graded again when there is no entry, when the last grading
-failed, when the submitted files or the grading settings (secret, time
+failed, when the submitted files or the grading settings (course secret, time
 limit) changed since, or when their speed points are pending (graded without
 a GPU) and this run has one.
 """
@@ -42,9 +42,9 @@ def submission_hash(folder: str) -> str:
     return digest.hexdigest()
 
 
-def settings_hash(secret: str, timeout_s: float | None) -> str:
-    """What else decides a score: the secret (the hidden cases) and the time limit. Only a hash is stored."""
-    text = json.dumps({"secret": hashlib.sha256(secret.encode()).hexdigest(), "timeout_s": timeout_s})
+def settings_hash(course_secret: str, timeout_s: float | None) -> str:
+    """What else decides a score: the course secret (the hidden cases) and the time limit. Only a hash is stored."""
+    text = json.dumps({"secret": hashlib.sha256(course_secret.encode()).hexdigest(), "timeout_s": timeout_s})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -1,13 +1,14 @@
-"""Grade one submission in a fresh, sandboxed child process, and the child's side of that.
+"""Grade one submission in a fresh, sandboxed child process: the grader's side of it.
 
-The parent (the grader, holding the secret) starts ``python -I`` inside the
+The parent (the grader, holding the student's key) starts ``python -I`` inside the
 sandbox (:mod:`autograder.sandbox`: namespaces, a read-only view of the
 system, a seccomp filter, all in place before the child's first
 instruction), with a scrubbed environment, its working directory a fresh
-scratch directory, its own session, and limits on CPU time, file size and
-core dumps (and, inside the sandbox, on processes: the child sets
-``RLIMIT_NPROC`` after becoming the sandbox's own uid, before any student code
-exists); it polls the whole process tree (:mod:`autograder.process_tree`) -- its resident memory, the memfds
+scratch directory and its own session; the child
+(:mod:`autograder.grading_child`) sets its limits on CPU time, file size and
+core dumps (and, inside the sandbox, on processes: ``RLIMIT_NPROC`` after
+becoming the sandbox's own uid) before any student code exists.  The parent
+polls the whole process tree (:mod:`autograder.process_tree`) -- its resident memory, the memfds
 it holds and its /dev/shm, its number of processes and threads, and the files
 it wrote to its scratch directory and build cache -- and kills it past a
 limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
@@ -16,8 +17,8 @@ machine runs without it there (it guards nothing of anyone else's).
 
 What crosses into the child, on its stdin (then closed): the exercise name,
 the kernel source text, the launch integers, and the list of cases to run
-(shape, seed) -- the seeds derived in the parent from the secret, the
-student id and the exercise, so the secret itself never leaves the parent
+(shape, seed) -- the seeds derived in the parent from the student's key, the
+student id and the exercise, so the key itself never leaves the parent
 and nothing about the hidden cases is ever written to a file.
 
 What comes back: the arrays every launch left in its buffers, as files in
@@ -39,30 +40,29 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
-import secrets as _secrets
+import secrets
 import selectors
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, fields
 from pathlib import Path
-
-import numpy as np
 
 from . import emulator_builds, kernel_images, sandbox
 from .case_plan import plan_cases
+from .course_secret import course_secret_of_this_run
 from .exercise import Exercise, LaunchError
-from .result import ExerciseResult, ShapeResult
-from .submission import KernelSubmission
+from .exercises import all_exercises
 from .gpu_turn import GpuTurn
 from .process_tree import descendants, kill_group, task_count, tree_memory_bytes, wait_gone, written_bytes
+from .result import ExerciseResult, ShapeResult, json_default
+from .submission import KernelSubmission
 from .timing_policy import TimingSets, timed_shape, times_kernel
 from .verdict import judge
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SECRET_ENV = "DLK_GRADER_SECRET"
 #: Environment variables the child may see (besides those set below).
 PASS_ENV = (
     "PATH", "LANG", "LC_ALL", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH",
@@ -79,19 +79,105 @@ SCRATCH_LIMIT = 4 * 2**30
 SCRATCH_POLL_S = 0.5
 LOG_LIMIT = 4000  # characters of captured stdout/stderr kept
 
-
-# ------------------------------------------------------------------ seeds
-def _resolve_secret(secret: bytes | None) -> bytes:
-    if secret is not None:
-        return secret if isinstance(secret, bytes) else str(secret).encode()
-    env = os.environ.get(SECRET_ENV)
-    if env:
-        return env.encode()
-    # No secret held: fresh seeds for this run only (nothing to reproduce them from).
-    return _secrets.token_bytes(32)
+#: Seconds one emulator launch may run unless $DLK_EMULATOR_TIMEOUT says otherwise (the README states it).
+EMULATOR_LAUNCH_LIMIT_S = 60.0
+#: A launch may use at most this share of the exercise's time limit, so that a hang is
+#: reported by the emulator (naming the kernel) before the process is killed.
+LAUNCH_SHARE_OF_LIMIT = 0.6
 
 
-# ------------------------------------------------------------------ parent
+# ------------------------------------------------------------------ one grading
+def grade_submission(
+    sub: KernelSubmission,
+    mode: str = "hidden",
+    student_key: bytes | str | None = None,
+    student_id: str = "",
+    timeout_s: float | None = None,
+    backend: str | None = None,
+    memory_limit: int | None = None,
+) -> ExerciseResult:
+    """Check (and on a GPU, in hidden mode, time) one submission in a fresh child process.
+
+    ``mode="visible"``: the visible shapes with public seeds (what ``check()``
+    runs).  ``mode="hidden"``: visible and hidden shapes with seeds derived
+    from ``student_key`` (:func:`autograder.course_secret.student_key`; without one,
+    :func:`~autograder.course_secret.course_secret_of_this_run`), and
+    speed on a GPU.  ``backend`` forces "gpu" or "cpu" in the child (default:
+    ``$DLK_BACKEND``, else the child's own choice).  Never raises for
+    anything the submission does.
+    """
+    if mode not in ("visible", "hidden"):
+        raise ValueError(f"mode must be 'visible' or 'hidden', not {mode!r}")
+    ex = all_exercises().get(sub.exercise)
+    if ex is None:
+        known = ", ".join(sorted(all_exercises()))
+        return _base_result(None, sub, mode, "invalid_launch",
+                            f"There is no exercise called '{sub.exercise}' (the name after %%cuda). Known exercises: {known}.")
+    if sub.parse_error:
+        return _base_result(ex, sub, mode, "invalid_launch", f"The %%cuda line could not be read: {sub.parse_error}.")
+    try:
+        launch = ex.validate_launch(sub.launch)
+    except LaunchError as exc:
+        return _base_result(ex, sub, mode, "invalid_launch", f"Launch configuration refused: {exc}.")
+    if not sub.source.strip():
+        magic, what = ("%%tc", "the index notation") if ex.language == "tc" else ("%%cuda", "the kernel")
+        return _base_result(ex, sub, mode, "not_written", f"No code was written: the '{magic} {ex.name}' cell is empty. Write {what} {ex.signature} in it.")
+
+    if mode == "hidden":
+        sandbox.require()  # grading never runs a submission outside the sandbox (raises, naming the reason)
+    cases = plan_cases(ex, launch, mode, _key_bytes(student_key), student_id)
+    limit = float(timeout_s if timeout_s is not None else (ex.time_limit_s if mode == "hidden" else ex.visible_time_limit_s))
+    request = {
+        "exercise": ex.name,
+        "source": sub.source,
+        "cell_line": sub.cell_line,
+        "launch": launch,
+        "mode": mode,
+        "cases": cases,
+        "nonce": secrets.token_hex(16),
+        "cache_dir": _build_cache_dir(student_id),
+        "cpu_limit_s": limit * 2 + 30,
+        "file_limit_bytes": 512 * 2**20,
+    }
+    started = time.monotonic()
+    lock = GpuTurn(mode, backend)
+    if memory_limit is None:
+        memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
+    timing_sets = None
+    if mode == "hidden" and times_kernel(ex, lock.wants_gpu, mode):
+        # The grader chooses the timing's input sets and draws them itself once the child is timing (a kernel
+        # that fails a case is never timed): it checks the output of the last timed call against its own
+        # float64 reference of that call's inputs.
+        timing_sets = TimingSets.fresh(ex, timed_shape(ex), start=False)
+        request["timing_seeds"] = list(timing_sets.seeds)
+    # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
+    images = kernel_images.folder_for(ex) if lock.wants_gpu else None
+    result = _run_child(ex, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images,
+                        lock=lock, timing_sets=timing_sets)
+    result.elapsed_s = round(time.monotonic() - started, 3)
+    return result
+
+
+def _key_bytes(student_key: bytes | str | None) -> bytes:
+    """The key the hidden seeds derive from, as bytes (none given: the course secret of this run)."""
+    if student_key is None:
+        student_key = course_secret_of_this_run()
+    return student_key if isinstance(student_key, bytes) else str(student_key).encode()
+
+
+def _base_result(ex: Exercise | None, sub: KernelSubmission, mode: str, status: str, message: str) -> ExerciseResult:
+    return ExerciseResult(
+        exercise=sub.exercise,
+        status=status,
+        correctness_max=ex.correctness_points if ex else 0.0,
+        speed_max=ex.speed_points if ex else 0.0,
+        message=message,
+        mode=mode,
+        launch=dict(sub.launch),
+    )
+
+
+# ------------------------------------------------------------------ the child's surroundings
 def _build_cache_dir(student_id: str = "") -> str:
     """Where the child caches compiled kernels: one folder per student (emulator builds are
     keyed by a hash of the source and verified on use), so that nothing one student's
@@ -102,13 +188,6 @@ def _build_cache_dir(student_id: str = "") -> str:
 
 def _grader_cache() -> Path:
     return Path(os.environ.get("DLK_CACHE_DIR") or Path.home() / ".cache" / "dlk-grader")
-
-
-#: Seconds one emulator launch may run unless $DLK_EMULATOR_TIMEOUT says otherwise (the README states it).
-EMULATOR_LAUNCH_LIMIT_S = 60.0
-#: A launch may use at most this share of the exercise's time limit, so that a hang is
-#: reported by the emulator (naming the kernel) before the process is killed.
-LAUNCH_SHARE_OF_LIMIT = 0.6
 
 
 def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default: float = EMULATOR_LAUNCH_LIMIT_S) -> float:
@@ -134,113 +213,6 @@ def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | Non
     return env
 
 
-def _apply_limits(cpu_s: float, file_bytes: int, processes: int | None = None) -> None:
-    """Limits of the grading child, set by the child itself first thing (inherited by the
-    compiler and the emulator's worker).  Not a preexec_fn: that is unsafe in a threaded
-    parent such as a notebook kernel.
-
-    ``processes`` (``RLIMIT_NPROC``) is set only inside the sandbox, where it counts the
-    sandbox's own processes and threads: outside it the limit would count every process of
-    the user, and before the sandbox's user namespace exists it would be recorded as the
-    limit of all of them."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if processes is not None:
-        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
-        limit = processes if hard == resource.RLIM_INFINITY else min(processes, hard)
-        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
-    cpu = int(cpu_s) + 5
-    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    if hard == resource.RLIM_INFINITY or hard > cpu + 5:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-
-
-def _base_result(ex: Exercise | None, sub: KernelSubmission, mode: str, status: str, message: str) -> ExerciseResult:
-    return ExerciseResult(
-        exercise=sub.exercise,
-        status=status,
-        correctness_max=ex.correctness_points if ex else 0.0,
-        speed_max=ex.speed_points if ex else 0.0,
-        message=message,
-        mode=mode,
-        launch=dict(sub.launch),
-    )
-
-
-def grade_submission(
-    sub: KernelSubmission,
-    mode: str = "hidden",
-    secret: bytes | None = None,
-    student_id: str = "",
-    timeout_s: float | None = None,
-    backend: str | None = None,
-    memory_limit: int | None = None,
-) -> ExerciseResult:
-    """Check (and on a GPU, in hidden mode, time) one submission in a fresh child process.
-
-    ``mode="visible"``: the visible shapes with public seeds (what ``check()``
-    runs).  ``mode="hidden"``: visible and hidden shapes with seeds derived
-    from ``secret`` (or ``$DLK_GRADER_SECRET``, or a fresh random one), and
-    speed on a GPU.  ``backend`` forces "gpu" or "cpu" in the child (default:
-    ``$DLK_BACKEND``, else the child's own choice).  Never raises for
-    anything the submission does.
-    """
-    from .exercises import all_exercises
-
-    if mode not in ("visible", "hidden"):
-        raise ValueError(f"mode must be 'visible' or 'hidden', not {mode!r}")
-    ex = all_exercises().get(sub.exercise)
-    if ex is None:
-        known = ", ".join(sorted(all_exercises()))
-        return _base_result(None, sub, mode, "invalid_launch",
-                            f"There is no exercise called '{sub.exercise}' (the name after %%cuda). Known exercises: {known}.")
-    if sub.parse_error:
-        return _base_result(ex, sub, mode, "invalid_launch", f"The %%cuda line could not be read: {sub.parse_error}.")
-    try:
-        launch = ex.validate_launch(sub.launch)
-    except LaunchError as exc:
-        return _base_result(ex, sub, mode, "invalid_launch", f"Launch configuration refused: {exc}.")
-    if not sub.source.strip():
-        magic, what = ("%%tc", "the index notation") if ex.language == "tc" else ("%%cuda", "the kernel")
-        return _base_result(ex, sub, mode, "not_written", f"No code was written: the '{magic} {ex.name}' cell is empty. Write {what} {ex.signature} in it.")
-
-    if mode == "hidden":
-        sandbox.require()  # grading never runs a submission outside the sandbox (raises, naming the reason)
-    secret_bytes = _resolve_secret(secret)
-    cases = plan_cases(ex, launch, mode, secret_bytes, student_id)
-    limit = float(timeout_s if timeout_s is not None else (ex.time_limit_s if mode == "hidden" else ex.visible_time_limit_s))
-    nonce = _secrets.token_hex(16)
-    request = {
-        "exercise": ex.name,
-        "source": sub.source,
-        "cell_line": sub.cell_line,
-        "launch": launch,
-        "mode": mode,
-        "cases": cases,
-        "nonce": nonce,
-        "cache_dir": _build_cache_dir(student_id),
-        "cpu_limit_s": limit * 2 + 30,
-        "file_limit_bytes": 512 * 2**20,
-    }
-    started = time.monotonic()
-    lock = GpuTurn(mode, backend)
-    if memory_limit is None:
-        memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
-    timing_sets = None
-    if mode == "hidden" and times_kernel(ex, lock.wants_gpu, mode):
-        # The grader chooses the timing's input sets and draws them itself once the child is timing (a kernel
-        # that fails a case is never timed): it checks the output of the last timed call against its own
-        # float64 reference of that call's inputs.
-        timing_sets = TimingSets.fresh(ex, timed_shape(ex), start=False)
-        request["timing_seeds"] = list(timing_sets.seeds)
-    # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
-    images = kernel_images.folder_for(ex) if lock.wants_gpu else None
-    result = _run_child(ex, sub, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images,
-                        lock=lock, timing_sets=timing_sets)
-    result.elapsed_s = round(time.monotonic() - started, 3)
-    return result
-
-
 def _import_path() -> list[str]:
     """The repository, then the grader's own import path (PyCUDA may come from PYTHONPATH),
     without the current directory: a student's folder must not shadow a module."""
@@ -259,229 +231,233 @@ def _child_command() -> list[str]:
     # import path is set explicitly from the grader's own.
     bootstrap = (
         "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-        "from autograder.isolation import child_main; child_main()"
+        "from autograder.grading_child import child_main; child_main()"
     )
     return [sys.executable, "-I", "-c", bootstrap, json.dumps(_import_path())]
 
 
-def _run_child(ex: Exercise, sub: KernelSubmission, request: dict, limit: float, backend: str | None, memory_limit: int,
+# ------------------------------------------------------------------ running the child
+def _run_child(ex: Exercise, request: dict, limit: float, backend: str | None, memory_limit: int,
                gpu: bool = False, images: str | None = None, lock: GpuTurn | None = None,
                timing_sets: TimingSets | None = None) -> ExerciseResult:
-    nonce = request["nonce"]
+    """Run the grading child on ``request`` in a fresh scratch directory, then judge what it left there."""
     cache_dir = request.pop("cache_dir", None)  # the child's environment says it; the request need not
-    with tempfile.TemporaryDirectory(prefix="dlk-grade-") as tmp:
-        request["outputs_dir"] = tmp
-        read_fd, write_fd = os.pipe()
-        request["result_fd"] = write_fd
-        child = _child_command()
-        pass_fds = [write_fd]
-        sandboxed = not sandbox.unavailable_reason()
-        launch = None
-        env = _child_env(tmp, backend, limit, cache_dir)
-        shared = {"DLK_KERNEL_IMAGES": images} if images else {}  # the grader's own builds, lent read-only
-        if sandboxed:
-            if not gpu:
-                # the emulator's runtime, built by this process (only a sandbox keeps the child from writing it)
-                prebuilt = emulator_builds.folder(_grader_cache(), env)
-                if prebuilt:
-                    shared["DLK_EMULATOR_PREBUILT"] = prebuilt
-            # Everything the child and the student's code will ever run starts inside this sandbox.
-            launch = sandbox.command(child, tmp, writable=[cache_dir or _build_cache_dir()], gpu=gpu,
-                                     import_path=_import_path(), readonly=list(shared.values()))
-            child = launch.argv
-            pass_fds += launch.pass_fds
-            request["sandbox_uid"] = launch.drop_to
-        env.update(shared)
-        lock_fd = lock.open_for_child() if lock is not None else None  # closed here with the others once passed
-        if lock_fd is not None:
-            request["gpu_lock_fd"] = lock_fd
-            pass_fds.append(lock_fd)
-        cached_before = written_bytes([cache_dir], 2**62)  # this student's earlier builds are not this grading's
+    with tempfile.TemporaryDirectory(prefix="dlk-grade-") as scratch:
+        child = _start_child(request, scratch, cache_dir, limit, backend, gpu, images, lock)
+        watch = _ChildWatch(request["nonce"], limit, timing_sets, child.gpu_turn_given)
         try:
-            proc = subprocess.Popen(
-                child,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=tmp,
-                env=env,
-                pass_fds=tuple(pass_fds),
-                start_new_session=True,
-            )
-        except BaseException:
-            if launch is not None:
-                launch.abandon()
-            raise
+            watch.follow(child, memory_limit, scratch, cache_dir)
         finally:
-            for fd in pass_fds:
-                os.close(fd)
-        if launch is not None:
-            launch.pass_fds = ()  # closed just above
-            launch.started()  # the sandbox's user mapping, where the grader writes it
-        try:
-            proc.stdin.write(json.dumps(request, default=_json_default).encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
+            _end_child(child, watch)
+        return _judged(ex, request, child, watch, scratch, limit, memory_limit, gpu, timing_sets)
 
-        events: list[dict] = []
-        log = bytearray()
-        buffer = b""
-        final: dict | None = None
-        killed_for = ""
-        deadline = time.monotonic() + limit
-        waiting_since: float | None = None  # the child waits for its turn on the card (not counted)
-        written_at = 0.0  # when what the grading wrote was last measured
+
+@dataclass
+class _Child:
+    """A grading child, started."""
+
+    proc: subprocess.Popen
+    result_fd: int  # the grader's end of the result pipe
+    sandboxed: bool
+    gpu_turn_given: bool  # it was given the lock of its turn on the card
+    cached_before: int  # what the student's build cache held before (earlier gradings' builds are not this one's)
+
+    def returncode(self) -> int | None:
+        code = self.proc.returncode
+        if self.sandboxed and code is not None and 128 < code < 128 + 65:
+            return 128 - code  # bubblewrap reports a child killed by signal N as 128 + N
+        return code
+
+
+def _start_child(request: dict, scratch: str, cache_dir: str | None, limit: float, backend: str | None, gpu: bool,
+                 images: str | None, lock: GpuTurn | None) -> _Child:
+    """Start the child (inside the sandbox wherever it can start) and write ``request`` to its stdin."""
+    read_fd, write_fd = os.pipe()
+    request["outputs_dir"] = scratch
+    request["result_fd"] = write_fd
+    argv = _child_command()
+    pass_fds = [write_fd]
+    sandboxed = not sandbox.unavailable_reason()
+    launch = None
+    env = _child_env(scratch, backend, limit, cache_dir)
+    shared = {"DLK_KERNEL_IMAGES": images} if images else {}  # the grader's own builds, lent read-only
+    if sandboxed:
+        if not gpu:
+            # the emulator's runtime, built by this process (only a sandbox keeps the child from writing it)
+            prebuilt = emulator_builds.folder(_grader_cache(), env)
+            if prebuilt:
+                shared["DLK_EMULATOR_PREBUILT"] = prebuilt
+        # Everything the child and the student's code will ever run starts inside this sandbox.
+        launch = sandbox.command(argv, scratch, writable=[cache_dir or _build_cache_dir()], gpu=gpu,
+                                 import_path=_import_path(), readonly=list(shared.values()))
+        argv = launch.argv
+        pass_fds += launch.pass_fds
+        request["sandbox_uid"] = launch.drop_to
+    env.update(shared)
+    lock_fd = lock.open_for_child() if lock is not None else None  # closed here with the others once passed
+    if lock_fd is not None:
+        request["gpu_lock_fd"] = lock_fd
+        pass_fds.append(lock_fd)
+    cached_before = written_bytes([cache_dir], 2**62)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                cwd=scratch, env=env, pass_fds=tuple(pass_fds), start_new_session=True)
+    except BaseException:
+        if launch is not None:
+            launch.abandon()
+        raise
+    finally:
+        for fd in pass_fds:
+            os.close(fd)
+    if launch is not None:
+        launch.pass_fds = ()  # closed just above
+        launch.started()  # the sandbox's user mapping, where the grader writes it
+    try:
+        proc.stdin.write(json.dumps(request, default=json_default).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    return _Child(proc, read_fd, sandboxed, lock_fd is not None, cached_before)
+
+
+class _ChildWatch:
+    """What the grader learns while its child runs: the child's messages and output, and why it was stopped."""
+
+    def __init__(self, nonce: str, limit: float, timing_sets: TimingSets | None, gpu_turn_given: bool):
+        self.nonce = nonce
+        self.timing_sets = timing_sets
+        self.gpu_turn_given = gpu_turn_given
+        self.events: list[dict] = []
+        self.log = bytearray()
+        self.final: dict | None = None  # the child's result, once it sends one
+        self.killed_for = ""  # "timeout", "memory", "files" or "processes" once stopped for it
+        self.deadline = time.monotonic() + limit
+        self.waiting_since: float | None = None  # the child waits for its turn on the card (not counted)
+        self._unread = b""  # the start of a message line not yet complete
+        self._written_at = 0.0  # when what the grading wrote was last measured
+
+    def follow(self, child: _Child, memory_limit: int, scratch: str, cache_dir: str | None) -> None:
+        """Read the child's pipes until it closes them, or until it passes a limit (``killed_for`` then says which)."""
         sel = selectors.DefaultSelector()
-        sel.register(read_fd, selectors.EVENT_READ, "result")
-        sel.register(proc.stdout, selectors.EVENT_READ, "log")
+        sel.register(child.result_fd, selectors.EVENT_READ, "result")
+        sel.register(child.proc.stdout, selectors.EVENT_READ, "log")
         open_streams = 2
         try:
             while open_streams:
                 now = time.monotonic()
-                if now > deadline and waiting_since is None:
-                    killed_for = "timeout"
+                if now > self.deadline and self.waiting_since is None:
+                    self.killed_for = "timeout"
                     break
-                for key, _ in sel.select(timeout=0.1 if waiting_since is not None else min(0.1, max(0.0, deadline - now))):
-                    if key.data == "result":
-                        chunk = os.read(read_fd, 65536)
-                    else:
-                        chunk = os.read(proc.stdout.fileno(), 65536)
+                wait_s = 0.1 if self.waiting_since is not None else min(0.1, max(0.0, self.deadline - now))
+                for key, _ in sel.select(timeout=wait_s):
+                    fd = child.result_fd if key.data == "result" else child.proc.stdout.fileno()
+                    chunk = os.read(fd, 65536)
                     if not chunk:
                         sel.unregister(key.fileobj)
                         open_streams -= 1
-                        continue
-                    if key.data == "log":
-                        if len(log) < 4 * LOG_LIMIT:
-                            log += chunk
-                        continue
-                    buffer += chunk
-                    while b"\n" in buffer:
-                        line, buffer = buffer.split(b"\n", 1)
-                        try:
-                            msg = json.loads(line)
-                        except ValueError:
-                            continue
-                        if not isinstance(msg, dict) or msg.get("nonce") != nonce:
-                            continue  # not from the checker
-                        if waiting_since is not None:  # the child has its turn: its time runs again
-                            deadline += time.monotonic() - waiting_since
-                            waiting_since = None
-                        if msg.get("event") == "result":
-                            final = msg.get("result")
-                        elif timing_sets is not None and msg.get("event") == "stage" and msg.get("stage") == "timing":
-                            timing_sets.start()  # drawn beside the child's timing, in time for the verdict
-                            events.append(msg)
-                        elif (lock_fd is not None and msg.get("event") == "stage"
-                              and msg.get("stage") == GpuTurn.WAITING
-                              and not any(e.get("stage") == GpuTurn.WAITING for e in events)):
-                            waiting_since = time.monotonic()  # once per child, and only where it was given a lock
-                            events.append(msg)
-                        else:
-                            events.append(msg)
-                tree = descendants(proc.pid)
-                if task_count(tree) >= sandbox.PROCESS_LIMIT:
-                    killed_for = "processes"  # at the sandbox's limit: only a fork bomb gets there
+                    elif key.data == "log":
+                        if len(self.log) < 4 * LOG_LIMIT:
+                            self.log += chunk
+                    else:
+                        self._read_messages(chunk)
+                self.killed_for = self._limit_passed(child, memory_limit, scratch, cache_dir)
+                if self.killed_for:
                     break
-                if tree_memory_bytes(tree) > memory_limit:
-                    killed_for = "memory"
-                    break
-                if time.monotonic() - written_at > SCRATCH_POLL_S:
-                    written_at = time.monotonic()
-                    if written_bytes([tmp, cache_dir], SCRATCH_LIMIT + cached_before) - cached_before > SCRATCH_LIMIT:
-                        killed_for = "files"
-                        break
         finally:
             sel.close()
-            ended: list[int] = []
-            if killed_for or proc.poll() is None:
-                if killed_for:
-                    ended = kill_group(proc)
-                try:
-                    proc.wait(timeout=max(1.0, deadline - time.monotonic() + 5) if not killed_for else 10)
-                except subprocess.TimeoutExpired:
-                    killed_for = killed_for or "timeout"
-                    ended = kill_group(proc)
-                    proc.wait()
-            else:
-                # The child closed its pipes; make sure no grandchild lingers in the group.
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            wait_gone(ended)
-            os.close(read_fd)
-            proc.stdout.close()
-        log_text = log.decode(errors="replace")[-LOG_LIMIT:]
-        returncode = proc.returncode
-        if sandboxed and returncode is not None and 128 < returncode < 128 + 65:
-            returncode = 128 - returncode  # bubblewrap reports a child killed by signal N as 128 + N
-        if final is None or killed_for:
-            return _result_without_report(ex, sub, request, events, killed_for, returncode, log_text, limit,
-                                          memory_limit)
-        # The sandbox and every process in it are gone: judge from the arrays it left in the scratch directory.
+
+    def _read_messages(self, chunk: bytes) -> None:
+        self._unread += chunk
+        while b"\n" in self._unread:
+            line, self._unread = self._unread.split(b"\n", 1)
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and msg.get("nonce") == self.nonce:  # else not from the checker
+                self._take(msg)
+
+    def _take(self, msg: dict) -> None:
+        if self.waiting_since is not None:  # the child has its turn: its time runs again
+            self.deadline += time.monotonic() - self.waiting_since
+            self.waiting_since = None
+        event, stage = msg.get("event"), msg.get("stage")
+        if event == "result":
+            self.final = msg.get("result")
+            return
+        if self.timing_sets is not None and event == "stage" and stage == "timing":
+            self.timing_sets.start()  # drawn beside the child's timing, in time for the verdict
+        elif (self.gpu_turn_given and event == "stage" and stage == GpuTurn.WAITING
+              and not any(e.get("stage") == GpuTurn.WAITING for e in self.events)):
+            self.waiting_since = time.monotonic()  # once per child, and only where it was given a lock
+        self.events.append(msg)
+
+    def _limit_passed(self, child: _Child, memory_limit: int, scratch: str, cache_dir: str | None) -> str:
+        """The limit the child's process tree has passed ("processes", "memory", "files"), else ""."""
+        tree = descendants(child.proc.pid)
+        if task_count(tree) >= sandbox.PROCESS_LIMIT:
+            return "processes"  # at the sandbox's limit: only a fork bomb gets there
+        if tree_memory_bytes(tree) > memory_limit:
+            return "memory"
+        if time.monotonic() - self._written_at > SCRATCH_POLL_S:
+            self._written_at = time.monotonic()
+            written = written_bytes([scratch, cache_dir], SCRATCH_LIMIT + child.cached_before) - child.cached_before
+            if written > SCRATCH_LIMIT:
+                return "files"
+        return ""
+
+
+def _end_child(child: _Child, watch: _ChildWatch) -> None:
+    """The child and every process it started are gone when this returns; its pipes are closed."""
+    proc = child.proc
+    ended: list[int] = []
+    if watch.killed_for or proc.poll() is None:
+        if watch.killed_for:
+            ended = kill_group(proc)
         try:
-            reported = ExerciseResult.from_dict(final)
-        except (TypeError, ValueError, AttributeError):
-            return _result_without_report(ex, sub, request, events, "", returncode, log_text, limit, memory_limit)
-        timing_failure = next((e for e in events if e.get("event") == "timing_failure"), None)
-        result = judge(ex, request, reported, tmp, speed_allowed=gpu, timing_failure=timing_failure,
-                       timing_sets=timing_sets)
+            proc.wait(timeout=max(1.0, watch.deadline - time.monotonic() + 5) if not watch.killed_for else 10)
+        except subprocess.TimeoutExpired:
+            watch.killed_for = watch.killed_for or "timeout"
+            ended = kill_group(proc)
+            proc.wait()
+    else:
+        # The child closed its pipes; make sure no grandchild lingers in the group.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    wait_gone(ended)
+    os.close(child.result_fd)
+    proc.stdout.close()
+
+
+def _judged(ex: Exercise, request: dict, child: _Child, watch: _ChildWatch, scratch: str, limit: float,
+            memory_limit: int, gpu: bool, timing_sets: TimingSets | None) -> ExerciseResult:
+    """The verdict on what the child reported and left in ``scratch`` (the sandbox and its processes are gone)."""
+    log_text = watch.log.decode(errors="replace")[-LOG_LIMIT:]
+    if watch.final is None or watch.killed_for:
+        return _result_without_report(ex, request, watch, child.returncode(), log_text, limit, memory_limit)
+    try:
+        reported = ExerciseResult.from_dict(watch.final)
+    except (TypeError, ValueError, AttributeError):
+        return _result_without_report(ex, request, watch, child.returncode(), log_text, limit, memory_limit)
+    timing_failure = next((e for e in watch.events if e.get("event") == "timing_failure"), None)
+    result = judge(ex, request, reported, scratch, speed_allowed=gpu, timing_failure=timing_failure,
+                   timing_sets=timing_sets)
     if log_text.strip():
         result.log = (result.log + "\n" if result.log else "") + "output:\n" + log_text
     return result
 
 
-def _result_without_report(ex, sub, request, events, killed_for, returncode, log_text, limit, memory_limit) -> ExerciseResult:
-    shapes = [ShapeResult(**_shape_fields(e["case"])) for e in events if e.get("event") == "case"]
-    running = next((e for e in reversed(events) if e.get("event") == "start_case"), None)
-    done = len(shapes)
-    where = ""
-    if running is not None and running.get("index", -1) >= done:
-        c = request["cases"][running["index"]]
-        where = f" while running {'the visible' if c['visible'] else 'a hidden'} case {ex.shape_label(c['shape'])}"
-    stage = next((e.get("stage") for e in reversed(events) if e.get("event") == "stage"), "")
-    if stage == "compile" and running is None:
-        where = " while compiling"
-    elif stage == "timing":
-        where = " while timing the kernel"
-    if killed_for == "timeout":
-        status = "timeout"
-        message = (
-            f"The check did not finish within {limit:.0f} s{where}, so it was stopped. "
-            f"A kernel that never returns usually has a loop whose index does not advance (a grid-stride step of 0, "
-            f"a `while` without progress) or a __syncthreads() that some threads of the block never reach."
-        )
-    elif killed_for == "memory":
-        status = "crashed"
-        message = f"The check used more than {memory_limit / 2**30:.1f} GiB of memory{where} and was stopped."
-    elif killed_for == "files":
-        status = "crashed"
-        limit_text = f"{SCRATCH_LIMIT / 2**30:g} GiB" if SCRATCH_LIMIT >= 2**30 else f"{SCRATCH_LIMIT / 2**20:g} MiB"
-        message = (f"The check wrote more than {limit_text} of files{where} and was stopped. "
-                   f"A kernel cell needs no files of its own: remove anything the cell writes to a file.")
-    elif killed_for == "processes":
-        status = "crashed"
-        message = (f"Too many processes: the check reached the limit of {sandbox.PROCESS_LIMIT} processes and threads"
-                   f"{where} and was stopped. A kernel cell needs no processes of its own: remove any fork(), "
-                   f"system() or thread the cell starts.")
-    else:
-        status = "crashed"
-        if returncode is not None and returncode < 0:
-            try:
-                sig = signal.Signals(-returncode).name
-            except ValueError:
-                sig = f"signal {-returncode}"
-            how = f"was killed by {sig}"
-        else:
-            how = f"exited (status {returncode}) without a result"
-        message = (
-            f"The process checking the kernel {how}{where}. This usually means the kernel wrote far outside its "
-            f"buffers (a missing bounds check) and corrupted memory."
-        )
+# ------------------------------------------------------------------ a child that sent no result
+def _result_without_report(ex: Exercise, request: dict, watch: _ChildWatch, returncode: int | None, log_text: str,
+                           limit: float, memory_limit: int) -> ExerciseResult:
+    shapes = [ShapeResult(**_shape_fields(e["case"])) for e in watch.events if e.get("event") == "case"]
+    status, message = _why_it_stopped(watch.killed_for, returncode, limit, memory_limit,
+                                      _where_it_stopped(ex, request, watch.events, len(shapes)))
     if shapes:
         message += f" {sum(s.passed for s in shapes)} of {len(shapes)} cases finished before that passed."
-    result = ExerciseResult(
+    return ExerciseResult(
         exercise=ex.name,
         status=status,
         correctness_max=ex.correctness_points,
@@ -492,119 +468,56 @@ def _result_without_report(ex, sub, request, events, killed_for, returncode, log
         launch=dict(request["launch"]),
         log=log_text,
     )
-    return result
+
+
+def _where_it_stopped(ex: Exercise, request: dict, events: list[dict], done: int) -> str:
+    """" while running ... case ...", " while compiling", " while timing the kernel" or ""."""
+    running = next((e for e in reversed(events) if e.get("event") == "start_case"), None)
+    where = ""
+    if running is not None and running.get("index", -1) >= done:
+        c = request["cases"][running["index"]]
+        where = f" while running {'the visible' if c['visible'] else 'a hidden'} case {ex.shape_label(c['shape'])}"
+    stage = next((e.get("stage") for e in reversed(events) if e.get("event") == "stage"), "")
+    if stage == "compile" and running is None:
+        where = " while compiling"
+    elif stage == "timing":
+        where = " while timing the kernel"
+    return where
+
+
+def _why_it_stopped(killed_for: str, returncode: int | None, limit: float, memory_limit: int,
+                    where: str) -> tuple[str, str]:
+    """(status, message) of a child stopped for ``killed_for``, or that ended (``returncode``) without a result."""
+    if killed_for == "timeout":
+        return "timeout", (
+            f"The check did not finish within {limit:.0f} s{where}, so it was stopped. "
+            f"A kernel that never returns usually has a loop whose index does not advance (a grid-stride step of 0, "
+            f"a `while` without progress) or a __syncthreads() that some threads of the block never reach."
+        )
+    if killed_for == "memory":
+        return "crashed", f"The check used more than {memory_limit / 2**30:.1f} GiB of memory{where} and was stopped."
+    if killed_for == "files":
+        limit_text = f"{SCRATCH_LIMIT / 2**30:g} GiB" if SCRATCH_LIMIT >= 2**30 else f"{SCRATCH_LIMIT / 2**20:g} MiB"
+        return "crashed", (f"The check wrote more than {limit_text} of files{where} and was stopped. "
+                           f"A kernel cell needs no files of its own: remove anything the cell writes to a file.")
+    if killed_for == "processes":
+        return "crashed", (f"Too many processes: the check reached the limit of {sandbox.PROCESS_LIMIT} processes "
+                           f"and threads{where} and was stopped. A kernel cell needs no processes of its own: "
+                           f"remove any fork(), system() or thread the cell starts.")
+    if returncode is not None and returncode < 0:
+        try:
+            sig = signal.Signals(-returncode).name
+        except ValueError:
+            sig = f"signal {-returncode}"
+        how = f"was killed by {sig}"
+    else:
+        how = f"exited (status {returncode}) without a result"
+    return "crashed", (
+        f"The process checking the kernel {how}{where}. This usually means the kernel wrote far outside its "
+        f"buffers (a missing bounds check) and corrupted memory."
+    )
 
 
 def _shape_fields(d: dict) -> dict:
-    from dataclasses import fields
-
     names = {f.name for f in fields(ShapeResult)}
     return {k: v for k, v in d.items() if k in names}
-
-
-def _json_default(value):
-    """NumPy scalars and arrays (from an exercise's shapes or timings) as plain JSON values."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"cannot send {type(value).__name__} to or from the grading process")
-
-
-# ------------------------------------------------------------------ child
-class _Channel:
-    """The child's end of the result pipe: one JSON line per message, tagged with the nonce."""
-
-    def __init__(self, fd: int, nonce: str):
-        self.fd = fd
-        self.nonce = nonce
-
-    def send(self, event: str, **payload) -> None:
-        from .result import _clean
-
-        data = json.dumps(_clean({"nonce": self.nonce, "event": event, **payload}), allow_nan=False,
-                          default=_json_default).encode() + b"\n"
-        view = memoryview(data)
-        while view:
-            written = os.write(self.fd, view)
-            view = view[written:]
-
-
-def _check_request(request: dict, send) -> ExerciseResult:
-    """Check the request's submission: index notation is turned into a kernel (tc_grading), a kernel is run as it is."""
-    from .exercises import get_exercise
-
-    exercise = get_exercise(request["exercise"])
-    if exercise.language == "tc":
-        from .tc_grading import run_tc_request
-
-        return run_tc_request(request, exercise, send)
-    from .checker import run_request
-
-    return run_request(request, send)
-
-
-def _not_dumpable() -> None:
-    """No process of the same user may read or write this one's memory through /proc (ptrace access):
-    the student's code, in the emulator's worker, runs beside it in the sandbox."""
-    import ctypes
-
-    PR_SET_DUMPABLE = 4
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-def _become(uid: int) -> None:
-    """Inside the sandbox, before anything else: become ``uid`` (no longer the machine's root), which
-    drops the last capabilities; refuse to go on if any is left."""
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    caps = [line.split()[1] for line in Path("/proc/self/status").read_text().splitlines()
-            if line.startswith(("CapEff:", "CapPrm:", "CapAmb:"))]
-    if os.getresuid() != (uid, uid, uid) or any(int(c, 16) for c in caps):
-        raise SystemExit("the grading child could not give up its privileges; nothing was run")
-
-
-def child_main() -> None:
-    """Entry point of the grading child: read the request, check, report, exit."""
-    request = json.loads(sys.stdin.buffer.read())
-    sys.stdin.close()
-    if request.get("sandbox_uid") is not None:
-        _become(int(request["sandbox_uid"]))
-    _not_dumpable()
-    _apply_limits(float(request.get("cpu_limit_s", 300)), int(request.get("file_limit_bytes", 512 * 2**20)),
-                  processes=sandbox.PROCESS_LIMIT if "sandbox_uid" in request else None)
-    # Move the result pipe to an unpredictable high descriptor, away from the
-    # low numbers a kernel's code might guess.
-    import fcntl
-
-    fd = fcntl.fcntl(int(request["result_fd"]), fcntl.F_DUPFD_CLOEXEC, 100 + _secrets.randbelow(800))
-    os.close(int(request["result_fd"]))
-    channel = _Channel(fd, request["nonce"])
-    if request.get("gpu_lock_fd") is not None:  # nothing the child starts (nvcc) inherits its turn on the card
-        lock_fd = fcntl.fcntl(int(request["gpu_lock_fd"]), fcntl.F_DUPFD_CLOEXEC, 100)
-        os.close(int(request["gpu_lock_fd"]))
-        request["gpu_lock_fd"] = lock_fd
-
-    try:
-        result = _check_request(request, channel.send)
-    except BaseException as exc:  # a bug in the grader itself: report it, never a traceback as a score
-        import traceback
-
-        result = ExerciseResult(
-            exercise=request.get("exercise", ""),
-            status="crashed",
-            message=f"The grader failed while checking this kernel ({type(exc).__name__}: {exc}). Please tell the instructor.",
-            log=traceback.format_exc()[-LOG_LIMIT:],
-            mode=request.get("mode", ""),
-        )
-    channel.send("result", result=result.to_dict())
-    sys.stdout.flush()
-    os._exit(0)  # no atexit handlers of a possibly broken CUDA context
-
-
-if __name__ == "__main__":  # python -m autograder.isolation (reads a request on stdin)
-    child_main()

@@ -32,9 +32,9 @@ class Entry:
     student_ms: float | None
 
 
-def course_alias(secret: str, student: str) -> str:
+def course_alias(course_secret: str, student: str) -> str:
     """The name ``student`` has on this course's leaderboards ("anonymous-" and 8 hex digits)."""
-    digest = hmac.new(secret.encode(), b"leaderboard alias\0" + student.encode(), hashlib.sha256).hexdigest()
+    digest = hmac.new(course_secret.encode(), b"leaderboard alias\0" + student.encode(), hashlib.sha256).hexdigest()
     return f"anonymous-{digest[:8]}"
 
 
@@ -133,13 +133,13 @@ def leaderboard_path(cd, assignment: str) -> str:
     return os.path.join(cd.root, cd.feedback_directory, f"leaderboard_{assignment}.html")
 
 
-def write_leaderboard(cd, assignment: str, rows: list[dict], secret: str | None, named: bool = False,
+def write_leaderboard(cd, assignment: str, rows: list[dict], course_secret: str | None, named: bool = False,
                       top: int = 10, path: str | None = None) -> str:
     """Write the page of ``rows`` (:func:`autograder.export.collect`); anonymised unless ``named``
-    (then ``secret`` may be None)."""
-    if not named and not secret:
+    (then ``course_secret`` may be None)."""
+    if not named and not course_secret:
         raise ValueError("an anonymised leaderboard needs the course secret (its aliases derive from it)")
-    boards = leaderboard(rows, (lambda s: s) if named else (lambda s: course_alias(secret, s)), top=top)
+    boards = leaderboard(rows, (lambda s: s) if named else (lambda s: course_alias(course_secret, s)), top=top)
     path = path or leaderboard_path(cd, assignment)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:

@@ -36,6 +36,8 @@ from typing import Callable, Protocol
 from nbformat.notebooknode import NotebookNode
 
 from .feedback import speedup_of
+from .gpu_turn import grades_on_gpu
+from .isolation import grade_submission
 from .result import ExerciseResult
 from .submission import KernelSubmission, submissions_from_notebook
 
@@ -45,7 +47,7 @@ RESULTS_SUFFIX = ".results.json"
 class GradeFn(Protocol):
     """What grades one kernel: :func:`autograder.isolation.grade_submission`, or a stand-in in tests."""
 
-    def __call__(self, sub: KernelSubmission, *, mode: str, secret: bytes, student_id: str,
+    def __call__(self, sub: KernelSubmission, *, mode: str, student_key: bytes, student_id: str,
                  timeout_s: float | None = None) -> ExerciseResult: ...
 
 
@@ -90,6 +92,14 @@ class NotebookGrading:
         return path
 
 
+def read_results_file(path: str) -> dict:
+    """What :meth:`NotebookGrading.write_results_file` wrote at ``path`` (``{}`` where there is no such file)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 def missing_result(exercise: str, message: str = "") -> ExerciseResult:
     """An ExerciseResult for an exercise the notebook has no kernel for."""
     result = ExerciseResult.missing(exercise)
@@ -106,15 +116,10 @@ def crashed_result(exercise: str, message: str) -> ExerciseResult:
 
 def _overlapping_gradings(grade_fn: GradeFn, exercises: int) -> int:
     """How many of a notebook's exercises are graded at once: two where the engine grades on a GPU."""
-    from autograder.gpu_turn import grades_on_gpu
-    from autograder.isolation import grade_submission
-
     return 2 if grade_fn is grade_submission and grades_on_gpu() and exercises > 1 else 1
 
 
 def _default_grade_fn() -> GradeFn:
-    from autograder.isolation import grade_submission  # the sandbox is started only when grading
-
     return grade_submission
 
 
@@ -159,9 +164,9 @@ def grade_notebook(
             return missing_result(exercise, why), time.perf_counter() - t0
         try:
             if timeout_s is None:  # the engine's own default
-                result = grade_fn(sub, mode="hidden", secret=student_key.encode(), student_id=student)
+                result = grade_fn(sub, mode="hidden", student_key=student_key.encode(), student_id=student)
             else:
-                result = grade_fn(sub, mode="hidden", secret=student_key.encode(), student_id=student,
+                result = grade_fn(sub, mode="hidden", student_key=student_key.encode(), student_id=student,
                                   timeout_s=timeout_s)
         except Exception as exc:  # the grader itself failed: never a score
             result = crashed_result(exercise, f"the grader failed: {type(exc).__name__}: {exc}")

@@ -10,14 +10,13 @@ run in.
 from __future__ import annotations
 
 import os
-import secrets
 
 from nbformat.notebooknode import NotebookNode
 from traitlets import Callable, Dict, Float, Unicode, default
 
 from nbgrader.preprocessors import NbGraderPreprocessor
 
-from .course_secret import SECRET_ENV, student_key  # the engine reads the same variable
+from .course_secret import course_secret_of_this_run, student_key
 from .grade_cells import graded_exercises, write_outputs
 from .nbgrader_bridge import NotebookGrading, grade_notebook, grading_input_digest
 
@@ -33,9 +32,10 @@ class TrustedGrade(NbGraderPreprocessor):
     and writes ``<notebook>.results.json`` beside the autograded notebook.
     """
 
-    secret = Unicode(
+    course_secret = Unicode(
         "",
-        help="Secret the hidden seeds derive from. Default: $DLK_GRADER_SECRET, else a fresh random one per run.",
+        help="The course secret each student's key (and so the hidden seeds) derives from. "
+             "Default: $DLK_GRADER_SECRET, else a fresh random one per run.",
     ).tag(config=True)
 
     timeout_s = Float(
@@ -49,9 +49,9 @@ class TrustedGrade(NbGraderPreprocessor):
     gradings = Dict(default_value=None, allow_none=True,
                     help="notebook name -> NotebookGrading made elsewhere (a cluster worker): written, not regraded")
 
-    @default("secret")
-    def _secret_default(self) -> str:
-        return os.environ.get(SECRET_ENV) or secrets.token_hex(16)
+    @default("course_secret")
+    def _course_secret_default(self) -> str:
+        return course_secret_of_this_run()
 
     @default("timeout_s")
     def _timeout_default(self) -> float | None:
@@ -73,7 +73,7 @@ class TrustedGrade(NbGraderPreprocessor):
                 exercises,
                 student=student,
                 notebook=notebook,
-                student_key=student_key(self.secret, info["assignment"], student),
+                student_key=student_key(self.course_secret, info["assignment"], student),
                 timeout_s=self.timeout_s,
                 grade_fn=self.grade_fn,
                 log=say,

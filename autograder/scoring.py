@@ -1,17 +1,47 @@
-"""Points from the cases' verdicts: per shape for correctness, and what a failure at the timing size costs.
+"""Every rule that turns a check or a measurement into points: correctness per shape, speed in bands.
 
 Trusted code only: the grader scores the cases it judged itself
 (:mod:`autograder.verdict`); the grading child uses the same rules for the
-account it reports while it runs.
+account it reports while it runs (:mod:`autograder.checker`).  How a kernel is
+timed is :mod:`autograder.timing_policy`'s; what its time is worth is decided here:
+
+* correctness points per shape, a shape counting only if all of its seeds
+  pass; none when a launch failed, hung or crashed;
+* a kernel that passed every case but went wrong at the timing size loses that
+  size's share of the correctness points, as one more shape, and all the speed
+  points;
+* speed points only for a kernel that passed every case, in bands of the
+  speed-up over the reference (:data:`SPEED_BANDS`, unless the exercise
+  declares its own);
+* a time below the physical floor (bytes over the peak bandwidth, flops over
+  the peak rate, less :data:`FLOOR_MARGIN`) earns no speed points and fails
+  the exercise;
+* speed not measured (graded without a GPU, or the timing itself failed) is
+  pending, not zero: the points are awarded when the instructor grades on a GPU.
 """
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 from .comparison import CaseError
-from .exercise import Exercise
 from .result import ExerciseResult, ShapeResult
 
+if TYPE_CHECKING:
+    from .exercise import Exercise
 
+#: (minimum speed-up over the reference, fraction of the speed points), best first.
+SPEED_BANDS: tuple[tuple[float, float], ...] = ((0.9, 1.0), (0.7, 0.75), (0.5, 0.5), (0.25, 0.25))
+#: A measured time this far below the floor is impossible (event resolution and clock drift allowance).
+FLOOR_MARGIN = 0.9
+
+ONLY_IF_CORRECT = "no speed points: speed counts only for a kernel that passes every case"
+FOR_INFORMATION = "measured for information only (check() awards no points)"
+INCOMPLETE_TIMING = "not measured: the timing came back incomplete; please tell the instructor"
+
+
+# ------------------------------------------------------------------ correctness
 def score_correctness(ex: Exercise, res: ExerciseResult, failure: CaseError | None) -> None:
     """Points per shape (all of its seeds must pass); none when a launch failed, hung or crashed."""
     by_shape: dict[str, bool] = {}
@@ -74,12 +104,77 @@ def timing_size_failed(ex: Exercise, res: ExerciseResult, error: str, hint: str)
     res.speed_note = "no speed points: the kernel went wrong while being timed"
 
 
+# ------------------------------------------------------------------ speed
+def is_below_floor(student_ms, floor_ms) -> bool:
+    """Whether a measured time is impossibly fast: under :data:`FLOOR_MARGIN` of a known physical floor."""
+    known = (isinstance(floor_ms, (int, float)) and not isinstance(floor_ms, bool) and math.isfinite(floor_ms)
+             and floor_ms > 0)
+    return bool(known and student_ms < FLOOR_MARGIN * floor_ms)
+
+
+def speed_points(ex: Exercise, timing: dict) -> tuple[float, str]:
+    """(points, explanation) from a timing: 0 below the floor, else by the exercise's bands."""
+    if timing.get("below_floor"):
+        return 0.0, (
+            f"rejected: {timing['student_ms']:.4g} ms is below the physical floor of {timing['floor_ms']:.4g} ms "
+            f"({ex.bytes_moved(timing['shape']):.3g} bytes at {timing['peak_bandwidth_gbs']:.0f} GB/s): the kernel cannot "
+            f"have done all the work in that time (skipped or cached work?)"
+        )
+    speedup = float(timing["speedup"])
+    bands = speed_bands(ex)
+    for minimum, fraction in bands:
+        if speedup >= minimum:
+            points = round(ex.speed_points * fraction, 4)
+            return points, f"{speedup:.2f}x the reference's speed (band >= {minimum:g}x): {points:g} of {ex.speed_points:g} points"
+    lowest = bands[-1][0] if bands else 0
+    return 0.0, f"{speedup:.2f}x the reference's speed, below the lowest band ({lowest:g}x): no speed points"
+
+
+def speed_bands(ex: Exercise) -> tuple[tuple[float, float], ...]:
+    """The bands ``ex`` is scored in: its own, else :data:`SPEED_BANDS`."""
+    return SPEED_BANDS if ex.speed_bands is None else tuple(ex.speed_bands)
+
+
+def score_speed(ex: Exercise, res: ExerciseResult, timing: dict) -> None:
+    """The speed points of a graded timing; a time below the floor also fails the exercise.
+
+    Raises KeyError, TypeError or ValueError (``res`` unchanged) when the timing lacks what the points need.
+    """
+    points, note = speed_points(ex, timing)
+    res.speed_score = points
+    res.speed_note = note
+    if timing.get("below_floor"):
+        res.status = "failed"
+        res.message += " " + note
+
+
+def speed_only_if_correct(res: ExerciseResult) -> None:
+    """A kernel that failed a case is not timed for points."""
+    res.speed_note = ONLY_IF_CORRECT
+
+
+def speed_for_information(res: ExerciseResult) -> None:
+    """check() times a kernel to show its speed-up, and awards nothing for it."""
+    res.speed_note = FOR_INFORMATION
+
+
+def speed_pending(res: ExerciseResult, note: str, pending: bool = True) -> None:
+    """Speed not measured, for a reason ``note`` gives: pending when grading (``pending``), never zero points."""
+    res.speed_pending = pending and res.mode == "hidden"
+    res.speed_note = note
+
+
+def speed_is_pending(result: dict) -> bool:
+    """Whether the speed points of a result (as a results file holds it) are pending: a correct kernel whose
+    speed was not measured, so neither a fail nor a zero."""
+    return bool(result.get("speed_pending")) and not result.get("speed_measured")
+
+
 def speed_not_measured_here(ex: Exercise, res: ExerciseResult) -> None:
     """No GPU: the speed points stay pending (while grading) and the student is told why."""
     res.speed_measured = False
     res.speed_score = 0.0
     if ex.speed_points:
-        res.speed_pending = res.mode == "hidden"
-        res.speed_note = (f"not measured: this ran on the CPU emulator, which checks results but says nothing about "
-                          f"speed. The {ex.speed_points:g} speed points are not awarded here; they are awarded when "
-                          f"the instructor grades on a GPU.")
+        speed_pending(res, f"not measured: this ran on the CPU emulator, which checks results but says nothing "
+                           f"about speed. The {ex.speed_points:g} speed points are not awarded here; they are "
+                           f"awarded when the instructor grades on a GPU.")

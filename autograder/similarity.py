@@ -294,7 +294,7 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def similarity_report(course_dir, assignment: str, secret: str | None, named: bool = False, path=None,
+def similarity_report(course_dir, assignment: str, course_secret: str | None, named: bool = False, path=None,
                       top: int = DETAILED_PAIRS) -> tuple[Path, list[Match]]:
     """Compare the class's kernels of ``assignment`` and write the page; (its path, the ranked pairs).
     :class:`SimilarityError` for input that cannot give a report."""
@@ -307,11 +307,11 @@ def similarity_report(course_dir, assignment: str, secret: str | None, named: bo
     if not kernels:
         raise SimilarityError(f"no submissions of {assignment} in {course / 'submitted'} "
                               f"(collect them first: autograder collect {assignment})")
-    if not named and not secret:
+    if not named and not course_secret:
         raise SimilarityError("students are shown by their course alias, which derives from the course secret, and "
                               "this course has none yet (grade first, or pass --names)")
     matches, from_book = compare_class(kernels, stub_kernels(course, assignment), book_kernels())
-    name_of = (lambda s: s) if named else (lambda s: course_alias(secret, s))
+    name_of = (lambda s: s) if named else (lambda s: course_alias(course_secret, s))
     out = Path(path) if path else report_path(course, assignment)
     write_atomically(out, report_html(assignment, kernels, matches, from_book, name_of, named, top))
     return out, matches

@@ -1,4 +1,4 @@
-"""How the grader times a kernel and turns the time into speed points (GPU only).
+"""How the grader times a kernel against the reference kernel (GPU only).
 
 Runs inside the grading child, with trusted code only (a student cannot patch
 it: their Python never runs there).  The policy:
@@ -28,13 +28,11 @@ it: their Python never runs there).  The policy:
   or overwrites its inputs' sources on the device, fails there;
 * samples until the standard error of the mean is under 1 % of the mean for
   both kernels (at least 10 pairs) or 100 pairs; the medians are compared;
-* a time below the physical floor (bytes over the peak bandwidth, flops over
-  the peak rate) is an error, not a record: no speed points and a failed
-  status;
-* speed points in bands of the speed-up over the reference, only for a kernel
-  that passed every correctness case.
+* the physical floor (bytes over the peak bandwidth, flops over the peak
+  rate) is measured with the times, and a time below it is marked so.
 
-Everything that imports PyCUDA does so inside the functions, so this module
+What the times are worth in points is :mod:`autograder.scoring`'s.  The
+runtime's measuring layer imports PyCUDA only when it is used, so this module
 imports on a machine without it.
 """
 
@@ -42,37 +40,26 @@ from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from kernels.runtime import errors as E
+from kernels.runtime import measurement as gpu_measurement  # the module, so that a stand-in can replace measurement()
+from kernels.runtime.input_blend import TOLERANCE_FACTOR, argument_seed, blend_host, mismatches_host
+
+from . import case_outputs
 from .comparison import CaseError, count_wrong
 from .exercise import Exercise, LaunchError
+from .scoring import is_below_floor
 
 WARMUP_PAIRS = 3
 MIN_PAIRS = 10
 MAX_PAIRS = 100
 QUICK_MIN, QUICK_MAX = 5, 15
 TARGET_STDERR = 0.01
-#: A measured time this far below the floor is impossible (event resolution and clock drift allowance).
-FLOOR_MARGIN = 0.9
-
-
-def speed_points(ex: Exercise, timing: dict) -> tuple[float, str]:
-    """(points, explanation) from a timing: 0 below the floor, else by the exercise's bands."""
-    if timing.get("below_floor"):
-        return 0.0, (
-            f"rejected: {timing['student_ms']:.4g} ms is below the physical floor of {timing['floor_ms']:.4g} ms "
-            f"({ex.bytes_moved(timing['shape']):.3g} bytes at {timing['peak_bandwidth_gbs']:.0f} GB/s): the kernel cannot "
-            f"have done all the work in that time (skipped or cached work?)"
-        )
-    speedup = float(timing["speedup"])
-    for minimum, fraction in ex.speed_bands:
-        if speedup >= minimum:
-            points = round(ex.speed_points * fraction, 4)
-            return points, f"{speedup:.2f}x the reference's speed (band >= {minimum:g}x): {points:g} of {ex.speed_points:g} points"
-    lowest = ex.speed_bands[-1][0] if ex.speed_bands else 0
-    return 0.0, f"{speedup:.2f}x the reference's speed, below the lowest band ({lowest:g}x): no speed points"
 
 
 def stderr_fraction(samples: list[float]) -> float:
@@ -98,8 +85,6 @@ def physical_floor_ms(ex: Exercise, shape: dict, peak_bandwidth: float, peak_flo
 
 def draw_pair(ex: Exercise, shape: dict, seed_a: int, seed_b: int) -> tuple[dict, dict]:
     """The two input sets every blend of a timing is made of (drawn side by side: each takes seconds at timing sizes)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(2) as pool:
         a, b = pool.map(lambda seed: ex.make_inputs(shape, np.random.default_rng(seed)), (seed_a, seed_b))
     return a, b
@@ -118,8 +103,6 @@ class TimingSets:
 
     def __init__(self, ex: Exercise, shape: dict, seed_a: int, seed_b: int, with_reference: bool = False,
                  start: bool = True):
-        import threading
-
         self.seeds = (int(seed_a), int(seed_b))
         self._done = threading.Event()
         self._value: tuple | None = None
@@ -150,8 +133,6 @@ class TimingSets:
 
     def start(self) -> None:
         """Start drawing the sets on a thread (once: later calls do nothing)."""
-        import threading
-
         with self._start_lock:
             if self._started:
                 return
@@ -178,8 +159,6 @@ def timed_shape(ex: Exercise) -> dict:
 
 def blended_inputs(ex: Exercise, a: dict, b: dict, call_seed: int) -> dict:
     """The inputs of the call drawn with ``call_seed``, on the host: every array argument blended, scalars from A."""
-    from kernels.runtime.input_blend import argument_seed, blend_host
-
     out = {}
     for position, arg in enumerate(ex.args):
         value = a.get(arg.name)
@@ -213,11 +192,7 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
     the runtime's :mod:`kernels.runtime.measurement`; this function is the
     policy around it.  ``sets``: the input sets, drawn ``with_reference`` (default: drawn here, fresh seeds).
     """
-    from kernels.runtime import errors as E
-    from kernels.runtime.input_blend import TOLERANCE_FACTOR, argument_seed, mismatches_host
-    from kernels.runtime.measurement import measurement
-
-    gpu = measurement(backend)
+    gpu = gpu_measurement.measurement(backend)
     rk = ex.reference_kernel
     shape = timed_shape(ex)
     try:
@@ -370,8 +345,6 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
         last_seed = fresh_seed()
         timed(stu_fn, student_sig, stu_order, config, last_seed)
         if outputs_dir:
-            from . import case_outputs
-
             case_outputs.save(outputs_dir, "timing", {arg.name: read(arg.name) for arg in ex.outputs})
     except gpu.error as exc:
         raise gpu.launch_error(exc, ex.kernel) from None
@@ -390,14 +363,14 @@ def measure_speed(ex: Exercise, module, launch: dict, backend, quick: bool = Fal
         "speedup": reference / student if student > 0 else float("inf"),
         "floor_ms": floor_ms,
         "percent_of_floor": 100.0 * floor_ms / student if student > 0 else float("inf"),
-        "below_floor": bool(student < FLOOR_MARGIN * floor_ms),
+        "below_floor": is_below_floor(student, floor_ms),
         "student_stderr": stderr_fraction(stu_ms),
         "reference_stderr": stderr_fraction(ref_ms),
         "pairs": len(stu_ms),
         "input_sets": len(seeds_used) + 1,
         "timed_inputs": {"seed_a": seed_a, "seed_b": seed_b, "call_seed": last_seed},
         "student_launch": {"grid": list(config.grid), "block": list(config.block), "shared": config.shared},
-        "reference_kernel": f"kernels/{rk.topic}.cu:{rk.kernel}",
+        "reference_kernel": f"{rk.version.source_file if rk.source is None else rk.topic + '.cu (generated)'}:{rk.kernel}",
         "peak_bandwidth_gbs": peak_bw / 1e9,
         "measured_copy_bandwidth_gbs": measured_bw / 1e9,
         "peak_gflops": peak_flops / 1e9,

@@ -33,8 +33,9 @@ from .comparison import compare, count_wrong
 from .diagnosis import diagnose, error_map
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .result import STATUSES, ExerciseResult, ShapeResult
-from .scoring import score_correctness, speed_not_measured_here, timing_size_failed
-from .timing_policy import FLOOR_MARGIN, TimingSets, blended_inputs, draw_pair, is_seed, speed_points, timed_shape
+from .scoring import (INCOMPLETE_TIMING, is_below_floor, score_correctness, score_speed, speed_for_information,
+                      speed_not_measured_here, speed_only_if_correct, speed_pending, timing_size_failed)
+from .timing_policy import TimingSets, blended_inputs, draw_pair, is_seed, timed_shape
 
 #: Statuses of a child's result that are judged case by case here; any other (a compile error, a crash, a
 #: hang, a refused launch, no code) already carries no points and is kept as the child reported it.
@@ -181,7 +182,7 @@ def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult
 
     timing = reported.timing or None
     if verdict.status != "passed":
-        verdict.speed_note = "no speed points: speed counts only for a kernel that passes every case"
+        speed_only_if_correct(verdict)
         return
     if timing_failure and verdict.mode == "hidden":
         # the child saw the kernel go wrong while it was being timed: that costs one more shape and the speed points
@@ -195,8 +196,7 @@ def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult
         return
     if not timing:
         # on the GPU, but not timed (check() without a reference kernel, or the timing itself failed): say so
-        verdict.speed_pending = bool(reported.speed_pending) and verdict.mode == "hidden"
-        verdict.speed_note = reported.speed_note
+        speed_pending(verdict, reported.speed_note, pending=bool(reported.speed_pending))
         return
     problem = _timed_output_problem(ex, timing, scratch, timing_sets)
     if problem:
@@ -204,30 +204,21 @@ def _judge_speed(ex: Exercise, verdict: ExerciseResult, reported: ExerciseResult
                                                   "of that call.")
         return
     if not all(_finite_positive(timing.get(k)) for k in ("student_ms", "reference_ms")):
-        verdict.speed_pending = verdict.mode == "hidden"
-        verdict.speed_note = "not measured: the timing came back incomplete; please tell the instructor"
+        speed_pending(verdict, INCOMPLETE_TIMING)
         return
     verdict.timing = dict(timing)
     verdict.timing["speedup"] = timing["reference_ms"] / timing["student_ms"]  # from the times, not as reported
     verdict.timing["shape"] = timed_shape(ex)
     verdict.speed_measured = True
     if verdict.mode != "hidden":
-        verdict.speed_note = "measured for information only (check() awards no points)"
+        speed_for_information(verdict)
         return
-    floor = timing.get("floor_ms")
-    verdict.timing["below_floor"] = bool(_finite_positive(floor) and timing["student_ms"] < FLOOR_MARGIN * floor)
+    verdict.timing["below_floor"] = is_below_floor(timing["student_ms"], timing.get("floor_ms"))
     try:
-        points, note = speed_points(ex, verdict.timing)
+        score_speed(ex, verdict, verdict.timing)
     except (KeyError, TypeError, ValueError):
         verdict.timing, verdict.speed_measured = None, False
-        verdict.speed_pending = True
-        verdict.speed_note = "not measured: the timing came back incomplete; please tell the instructor"
-        return
-    verdict.speed_score = points
-    verdict.speed_note = note
-    if verdict.timing["below_floor"]:
-        verdict.status = "failed"
-        verdict.message += " " + note
+        speed_pending(verdict, INCOMPLETE_TIMING)
 
 
 def timing_case_data(ex: Exercise, shape: dict, seeds, sets: TimingSets | None = None) -> tuple[dict, dict] | None:

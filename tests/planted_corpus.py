@@ -189,7 +189,7 @@ def corpus(exercises) -> list:
 
 
 def grade(sub: KernelSubmission):
-    return grade_submission(sub, mode="hidden", secret=SECRET, student_id="corpus")
+    return grade_submission(sub, mode="hidden", student_key=SECRET, student_id="corpus")
 
 
 def check_accepted(sub: KernelSubmission) -> None:

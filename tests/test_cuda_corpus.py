@@ -8,17 +8,24 @@ memory.  Each kernel runs on the current backend (the CPU emulator under
 ``make test``, the GPU under ``make test-gpu``) and is compared with NumPy.
 The features the emulator cannot run must be named in one sentence at their line
 (those tests, and the emulator's own checks at the end, run on the emulator only).
+The GPU backend compiles each file as written (C++ names, no ``extern "C"``): with
+nvcc alone (no GPU), every kernel the cases launch is looked up in nvcc's image of
+its file by the name the case asks for.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from kernels.runtime import compile_source, to_device
-from kernels.runtime.errors import KernelCompileError
+from kernels.runtime import compile_source, gpu, to_device
+from kernels.runtime.errors import KernelArgumentError, KernelCompileError
+from kernels.runtime.kernel_symbols import comparable_name, kernel_symbols, source_name
+from kernels.runtime.signature import parse_kernels, template_instance
 
 CORPUS = Path(__file__).resolve().parent / "cuda_corpus"
 _modules: dict = {}
@@ -872,6 +879,145 @@ def grid_blocked_prefix_sum(m):
     return y, np.cumsum(x).astype(np.int32)
 
 
+# ---- sgemm_ladder.cu: a GEMM ladder that starts with #pragma once ------------------------------------------
+
+
+def _sgemm(m, name, M, N, K, grid, block, seed):
+    A = rng(seed).standard_normal((M, K)).astype(np.float32)
+    B = rng(seed + 1).standard_normal((K, N)).astype(np.float32)
+    C0 = rng(seed + 2).standard_normal((M, N)).astype(np.float32)
+    C = C0.copy()
+    m.function(name)(M, N, K, 1.5, A, B, 0.5, C, grid=grid, block=block)
+    return C, 1.5 * (A @ B) + 0.5 * C0
+
+
+@case("sgemm_ladder.cu", "#pragma once", "template kernel", "const uint template parameter")
+def sgemm_coalesced(m):
+    return _sgemm(m, "sgemm_coalesced<16>", 40, 36, 20, grid=(3, 3), block=256, seed=160)
+
+
+@case("sgemm_ladder.cu", "#pragma once", "template kernel", "register strip", "assert")
+def sgemm_strip_per_thread(m):
+    return _sgemm(m, "sgemm_strip_per_thread<32, 32, 8, 4>", 64, 64, 32, grid=(2, 2), block=256, seed=163)
+
+
+@case("sgemm_ladder.cu", "template kernel", "float4", "double buffering", "__launch_bounds__ of template arguments")
+def sgemm_double_buffered(m):
+    return _sgemm(m, "sgemm_double_buffered<32, 32, 8, 4, 4>", 64, 96, 48, grid=(3, 2), block=64, seed=166)
+
+
+# ---- reduction_ladder.cu: template reductions made concrete by explicit instantiations ---------------------
+
+
+def _block_partials(m, name, x, block, grid, shared=0):
+    out = np.zeros(grid, x.dtype)
+    m.function(name)(x, out, x.size, grid=grid, block=block, shared=shared)
+    return np.array([out.sum()], x.dtype), np.array([x.sum()], x.dtype)
+
+
+@case("reduction_ladder.cu", "explicit instantiation", "cooperative groups in a template kernel", "dynamic shared memory")
+def reduce_interleaved_float(m):
+    return _block_partials(m, "reduce_interleaved<float>", rng(170).standard_normal(1000).astype(np.float32),
+                           block=128, grid=8, shared=128 * 4)
+
+
+@case("reduction_ladder.cu", "explicit instantiation", "cooperative groups in a template kernel", "int")
+def reduce_interleaved_int(m):
+    return _block_partials(m, "reduce_interleaved<int>", rng(171).integers(-1000, 1000, 700).astype(np.int32),
+                           block=64, grid=11, shared=64 * 4)
+
+
+@case("reduction_ladder.cu", "explicit instantiation", "thread_block_tile<32>.shfl_down")
+def reduce_warp_tiles_float(m):
+    return _block_partials(m, "reduce_warp_tiles<float, 128>", rng(172).standard_normal(3000).astype(np.float32),
+                           block=128, grid=4)
+
+
+@case("reduction_ladder.cu", "explicit instantiation", "thread_block_tile<32>.shfl_down", "double")
+def reduce_warp_tiles_double(m):
+    return _block_partials(m, "reduce_warp_tiles<double, 64>", rng(173).standard_normal(1000), block=64, grid=3)
+
+
+@case("reduction_ladder.cu", "explicit instantiation", "float4", "scalar tail")
+def block_sum_f32x4(m):
+    x = rng(174).standard_normal(1001).astype(np.float32)  # not a multiple of 4: the tail is read by scalars
+    out = np.zeros(1, np.float32)
+    m.function("block_sum_f32x4<128>")(x, out, x.size, grid=blocks(x.size, 4 * 128), block=128)
+    return out, x.sum(keepdims=True)
+
+
+@case("reduction_ladder.cu", "explicit instantiation with deduced arguments")
+def scale_inplace_double(m):
+    x = rng(175).standard_normal(500)
+    y = x.copy()
+    m.function("scale_inplace<double>")(y, -2.5, 500, grid=2, block=128)
+    return y, -2.5 * x
+
+
+# ---- online_softmax.cu: cg::reduce with a struct and the program's own operators ---------------------------
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+@case("online_softmax.cu", "cg::reduce of a struct", "__device__ function as the operator")
+def softmax_online_warp(m):
+    x = (rng(180).standard_normal((7, 70)) * 4).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("softmax_online_warp")(y, x, 7, 70, grid=4, block=64)
+    return y, _softmax(x)
+
+
+@case("online_softmax.cu", "cg::reduce of a struct", "functor as the operator", "template kernel")
+def softmax_online_block(m):
+    x = (rng(181).standard_normal((3, 300)) * 4).astype(np.float32)
+    y = np.zeros_like(x)
+    m.function("softmax_online_block<128>")(y, x, 300, grid=3, block=128)
+    return y, _softmax(x)
+
+
+@case("online_softmax.cu", "cg::reduce", "lambda as the operator")
+def logsumexp_rows(m):
+    x = (rng(182).standard_normal((5, 50)) * 3).astype(np.float32)
+    lse = np.zeros(5, np.float32)
+    m.function("logsumexp_rows")(x, lse, 5, 50, grid=3, block=64)
+    mx = x.max(1)
+    return lse, mx + np.log(np.exp(x - mx[:, None]).sum(1))
+
+
+# ---- vectorized.cu: 64- and 128-bit accesses through casting macros ---------------------------------------
+
+
+@case("vectorized.cu", "float4 through a macro")
+def elementwise_add_f32x4(m):
+    a, b = rng(185).standard_normal(512).astype(np.float32), rng(186).standard_normal(512).astype(np.float32)
+    c = np.zeros_like(a)
+    m.function("elementwise_add_f32x4")(a, b, c, 512, grid=1, block=128)
+    return c, a + b
+
+
+@case("vectorized.cu", "const float4 through a macro", "math functions")
+def sigmoid_f32x4(m):
+    x = rng(187).standard_normal(400).astype(np.float32)
+    return output_of(m, "sigmoid_f32x4", x, 400, grid=1, block=128), 1 / (1 + np.exp(-x))
+
+
+@case("vectorized.cu", "bfloat16", "__nv_bfloat162 through a macro")
+def relu_bf16x2(m):
+    x = rng(188).standard_normal(300).astype(bf16())
+    y = output_of(m, "relu_bf16x2", x, 300, grid=2, block=128)
+    return y.astype(np.float32), np.maximum(x.astype(np.float32), 0)
+
+
+@case("vectorized.cu", "bfloat16", "128-bit load and store of eight values")
+def scale_bf16x8(m):
+    x = rng(189).standard_normal(256).astype(bf16())
+    y = output_of(m, "scale_bf16x8", x, 0.5, 256, grid=1, block=32)
+    return y.astype(np.float32), (x.astype(np.float32) * 0.5).astype(bf16()).astype(np.float32)
+
+
 @pytest.mark.backend
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
@@ -889,6 +1035,62 @@ def test_corpus_kernel_runs_as_written_and_matches_numpy(backend, name):
 
 def test_corpus_is_large_enough():
     assert len(CASES) >= 60, len(CASES)
+
+
+# ---- on the GPU backend, every kernel the corpus launches is found by its source name (nvcc, no GPU) ------------
+
+
+class _Unlaunched:
+    def __init__(self, signature):
+        self.signature = signature
+
+    def __call__(self, *args, **launch):
+        pass
+
+
+class _LaunchRecorder:
+    """Stands in for a corpus file's module: gives each case the signatures it asks for (as the runtime makes
+    them) and launches nothing, so that the kernels the cases launch are known without running them."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.source = (CORPUS / file).read_text()
+        self.signatures = parse_kernels(self.source, file)
+        self.asked: set[str] = set()
+
+    def function(self, name: str):
+        instance = self.signatures.get(name) or template_instance(self.source, name, self.file)
+        self.signatures.setdefault(instance.name, instance)
+        self.asked.add(instance.name)
+        return _Unlaunched(instance)
+
+    def set_constant(self, name, host):
+        pass
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed: the GPU backend's image cannot be made")
+@pytest.mark.parametrize("file", sorted({file for file, _, _ in CASES.values()}))
+def test_every_kernel_the_corpus_launches_is_found_in_nvccs_image_by_its_source_name(file, tmp_path):
+    """The GPU backend compiles the source as written (no extern "C"), so its kernels carry C++ names in the
+    image; each kernel the cases launch (plain, in a namespace, a template instance, an explicit instantiation)
+    must be found by the name the case asks for, and be the kernel of that name."""
+    recorder = _LaunchRecorder(file)
+    for case_file, _features, run in CASES.values():
+        if case_file == file:
+            try:
+                run(recorder)
+            except Exception:  # a reference computed from the outputs of kernels that did not run
+                pass
+    text, _, _ = gpu._image_source(recorder.source, file, recorder.signatures)
+    (tmp_path / "image.cu").write_text(text)
+    done = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-o", "image.cubin", "image.cu"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    found = kernel_symbols((tmp_path / "image.cubin").read_bytes(), recorder.signatures.values())
+    assert recorder.asked and recorder.asked <= set(found), sorted(recorder.asked - set(found))
+    for name in recorder.asked:
+        assert comparable_name(source_name(found[name])) == comparable_name(name), (name, found[name])
+    assert len({found[name] for name in recorder.asked}) == len(recorder.asked)
 
 
 # ---- tf32.cu: TF32 tensor cores through wmma (both backends; the truncation check on the emulator) --------
@@ -1077,6 +1279,76 @@ def test_vector_load_before_its_bounds_test_is_caught_on_the_emulator():
     with pytest.raises(KernelMemoryError) as info:
         module.function("sum4")(np.ones(100, np.float32), np.zeros(25, np.float32), 100, grid=1, block=32)
     assert "argument 'x'" in str(info.value) and "line 4" in str(info.value)
+
+
+# a vectorised block sum whose last vector is read whole and used only for the lanes below n: on a GPU
+# that is one 16-byte (8-byte) load that reads past the end of the array when n is not a multiple of the width
+VECTOR_TAIL_SOURCE = r"""
+#include <cuda_runtime.h>
+template <typename V, typename T, int WIDTH>
+__global__ void sum_tail(const T* x, T* out, int n) {
+    T s = 0;
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (WIDTH * i < n) {
+        V v = reinterpret_cast<const V*>(x)[i];
+        s = v.x;
+        if (WIDTH * i + 1 < n) s += v.y;
+        if constexpr (WIDTH == 4) {
+            if (WIDTH * i + 2 < n) s += v.z;
+            if (WIDTH * i + 3 < n) s += v.w;
+        }
+    }
+    for (int offset = 16; offset > 0; offset /= 2) s += __shfl_down_sync(0xffffffffu, s, offset);
+    if (threadIdx.x % 32 == 0) atomicAdd(out, s);
+}
+"""
+VECTOR_TAILS = {"float4": ("float4, float, 4", np.float32), "float2": ("float2, float, 2", np.float32),
+                "int4": ("int4, int, 4", np.int32), "double2": ("double2, double, 2", np.float64)}
+
+
+@pytest.fixture(scope="module")
+def vector_tail_module():
+    from kernels.runtime.emulator import EmulatorBackend
+
+    return compile_source(VECTOR_TAIL_SOURCE, "tail.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+
+
+@pytest.mark.parametrize("vector", sorted(VECTOR_TAILS))
+def test_a_vector_read_past_the_end_is_caught_like_a_scalar_one_on_the_emulator(vector_tail_module, vector):
+    """The lanes past n are never used, so a compiler that splits the vector into its lanes would read only
+    the ones in the array; the emulator checks the read as written, all its bytes (the GPU makes one load)."""
+    from kernels.runtime.errors import KernelMemoryError
+
+    arguments, dtype = VECTOR_TAILS[vector]
+    width = int(arguments.rsplit(",", 1)[1])
+    kernel = vector_tail_module.function(f"sum_tail<{arguments}>")
+    x = np.arange(1, 4 * width + 2).astype(dtype)  # one past a multiple of the width
+    with pytest.raises(KernelMemoryError) as info:
+        kernel(x, np.zeros(1, dtype), x.size, grid=1, block=32)
+    message = str(info.value)
+    assert f"out-of-bounds read of {width * x.itemsize} bytes from argument 'x'" in message and "line 8" in message, message
+    # its honest twin: the same kernel on an array of whole vectors reads nothing past the end
+    x = np.arange(1, 4 * width + 1).astype(dtype)
+    out = np.zeros(1, dtype)
+    kernel(x, out, x.size, grid=1, block=32)
+    assert out[0] == x.sum()
+
+
+@pytest.mark.backend
+def test_float32_arrays_for_a_bfloat16_kernel_say_what_to_pass(backend):
+    m = module(backend, "vectorized.cu")
+    x = rng(190).standard_normal(64).astype(np.float32)
+    with pytest.raises(KernelArgumentError) as info:
+        m.function("relu_bf16x2")(x, np.zeros_like(x), 64, grid=1, block=32)
+    message = str(info.value)
+    assert "needs bfloat16 data, got float32" in message and "x.astype(ml_dtypes.bfloat16)" in message, message
+    assert "\n" not in message
+    # what it says works
+    import ml_dtypes
+
+    y = np.zeros(64, ml_dtypes.bfloat16)
+    m.function("relu_bf16x2")(x.astype(ml_dtypes.bfloat16), y, 64, grid=1, block=32)
+    np.testing.assert_array_equal(y.astype(np.float32), np.maximum(x.astype(ml_dtypes.bfloat16).astype(np.float32), 0))
 
 
 # ---- grid-wide cooperative groups: co-residency (both backends) and divergence (the emulator) -----------

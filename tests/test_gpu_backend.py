@@ -29,6 +29,35 @@ def test_compile_error_quotes_the_readers_line(gpu):
     assert "x[0] = undefined_name;" in message
 
 
+def test_a_warning_never_fails_a_compile_and_is_shown_at_its_line():
+    """``#pragma once`` (a header's first line, kept when a header becomes a notebook's kernel) makes nvcc warn.
+    The compile succeeds even where warnings are errors (``-W error::UserWarning``: PyCUDA passes nvcc's words on
+    as a UserWarning), and the warning names the reader's line.  In a fresh
+    process, with a source no earlier run compiled (PyCUDA's cache would give the image without nvcc's words)."""
+    import uuid
+
+    script = textwrap.dedent(
+        f"""
+        import warnings
+        import numpy as np
+        from kernels.runtime import KernelCompileWarning, compile_source, use_backend
+        use_backend("gpu")
+        source = "#pragma once\\n// {uuid.uuid4()}\\n__global__ void one(float* x) {{ x[threadIdx.x] = 1.0f; }}\\n"
+        with warnings.catch_warnings(record=True) as shown:
+            module = compile_source(source, "header_kernel.cu")
+        x = np.zeros(32, np.float32)
+        module.function("one")(x, grid=1, block=32)
+        print("RAN", float(x.sum()))
+        for w in shown:
+            print("WARNING", w.category.__name__, str(w.message).replace("\\n", " | "))
+        """
+    )
+    out = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", script], capture_output=True, text=True, timeout=300)
+    assert "RAN 32.0" in out.stdout, out.stdout + out.stderr
+    assert "WARNING KernelCompileWarning header_kernel.cu compiled, with warnings (nvcc):" in out.stdout, out.stdout
+    assert "header_kernel.cu:1: warning: #pragma once in main file |      1 | #pragma once" in out.stdout, out.stdout
+
+
 def test_constant_memory_and_launch_roundtrip(gpu):
     from kernels.runtime import compile_source
 

@@ -5,6 +5,9 @@
   package docstring of ``kernels/runtime/__init__.py`` lists them;
 * ``kernels`` and ``autograder`` import nothing of ``book`` or ``benchmarks``;
 * the grader's modules import each other without a circle, and so do the engine's;
+* the grading child (what runs in the sandbox) and the grader's side of a
+  grading are apart: the child holds nothing of the instructor's side, the
+  grader's side starts the child and never imports its code;
 * ``benchmarks`` is a package: no script edits ``sys.path``.
 
 Imports are read from the source (every ``import``, at the top of a module
@@ -163,6 +166,37 @@ def test_a_circle_through_a_function_level_import_is_found(tmp_path, monkeypatch
         "kernels.runtime.backend", "kernels.runtime.measurement", "kernels.runtime.selection", "kernels.runtime.backend"]
     (package / "backend.py").write_text("def measurement():\n    pass\n")
     assert import_circle(module_graph("kernels/runtime")) == []
+
+
+def grader_imports(start: str) -> set[str]:
+    """Every module of the grader that ``start`` imports, directly or through others."""
+    files = {module_name(p): p for p in python_files("autograder")}
+    seen, todo = set(), [start]
+    while todo:
+        for dep in imports(files[todo.pop()]):
+            if dep in files and dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+#: The instructor's side: the course secret, nbgrader, the gradebook, a class's grading, the command.
+INSTRUCTOR_SIDE = ("autograder.course", "autograder.course_secret", "autograder.class_grading", "autograder.class_run",
+                   "autograder.cluster", "autograder.cli", "autograder.grading_record", "autograder.export",
+                   "autograder.leaderboard", "autograder.grade_cells", "autograder.nbgrader_autograde",
+                   "autograder.nbgrader_bridge", "autograder.nbgrader_preprocessors")
+
+
+def test_the_grading_child_holds_nothing_of_the_instructor_s_side():
+    inside = grader_imports("autograder.grading_child")
+    assert "autograder.checker" in inside and "autograder.tc_grading" in inside
+    assert not inside & {"autograder.isolation", *INSTRUCTOR_SIDE}, sorted(inside & {"autograder.isolation", *INSTRUCTOR_SIDE})
+
+
+def test_the_grader_s_side_of_a_grading_starts_the_child_and_never_imports_its_code():
+    parent = grader_imports("autograder.isolation")
+    child_only = {"autograder.grading_child", "autograder.checker", "autograder.tc_grading"}
+    assert "autograder.verdict" in parent and not parent & child_only, sorted(parent & child_only)
 
 
 @pytest.mark.parametrize("path", python_files("benchmarks"), ids=lambda p: p.name)

@@ -24,6 +24,7 @@ from kernels.runtime import (
 )
 from kernels.runtime import selection
 from kernels.runtime.backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits
+from kernels.runtime.signature import template_instance
 
 
 class FakeBuffer(DeviceBuffer):
@@ -455,6 +456,52 @@ def test_the_front_end_resolves_types_as_cpp_does():
     assert sigs["k"].line == 6
 
 
+# A template kernel whose body uses what the front end's prelude does not declare (cooperative groups),
+# made concrete by explicit instantiations (one with its arguments deduced), as SDK samples write them.
+INSTANTIATED = """#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+template <class T, unsigned BLOCK>
+__global__ void reduce_tiles(const T* in, T* out, unsigned int n) {
+    cg::thread_block cta = cg::this_thread_block();
+    cg::thread_block_tile<32> tile = cg::tiled_partition<32>(cta);
+    T sum = 0;
+    for (unsigned i = blockIdx.x * BLOCK + threadIdx.x; i < n; i += BLOCK * gridDim.x) sum += in[i];
+    sum = cg::reduce(tile, sum, cg::plus<T>());
+    if (tile.thread_rank() == 0) atomicAdd(out, sum);
+    cg::sync(cta);
+}
+template __global__ void reduce_tiles<float, 128>(const float*, float*, unsigned int);
+template __global__ void reduce_tiles(const int*, int*, unsigned int);
+"""
+
+
+@pytest.mark.parametrize("request_, params, symbol", [
+    ("reduce_tiles<float, 128>", ("const float* in", "float* out", "unsigned int n"), "_Z12reduce_tilesIfLj128EEvPKT_PS0_j"),
+    ("reduce_tiles<int, 64>", ("const int* in", "int* out", "unsigned int n"), "_Z12reduce_tilesIiLj64EEvPKT_PS0_j"),
+])
+def test_a_template_kernel_is_instantiated_whatever_its_body_uses(request_, params, symbol):
+    """clang instantiates the declaration only: the body's names, which the front end does not know, and the
+    reader's explicit instantiations (which instantiate the body) do not stop it, as they do not stop nvcc."""
+    instance = template_instance(INSTANTIATED, request_, "reduce.cu")
+    assert instance.name == request_ and tuple(p.describe() for p in instance.params) == params
+    assert instance.symbol == symbol and instance.line == 3
+
+
+def test_an_instantiation_clang_refuses_is_named_with_clangs_reason():
+    source = "template <typename T>\n__global__ void scale(T* x, T s) { x[0] *= s; }\n"
+    with pytest.raises(KernelCompileError, match=r"k.cu:1: scale<3> is not an instantiation of scale: "
+                                                 r"reference to overloaded function could not be resolved"):
+        template_instance(source, "scale<3>", "k.cu")  # the source ends with a newline: its reason is on the next line
+
+
+def test_signatures_carry_the_names_kernels_have_in_a_compiled_module():
+    sigs = parse_kernels('namespace nn { __global__ void relu(float* x, int n) {} }\n'
+                         'extern "C" __global__ void plain(const double* x) {}\n'
+                         '__global__ void half_scale(__half* x, __nv_bfloat16 s, size_t n) {}\n')
+    assert sigs["relu"].symbol == "_ZN2nn4reluEPfi" and sigs["plain"].symbol == "plain"
+    assert sigs["half_scale"].symbol == "_Z10half_scaleP6__half13__nv_bfloat16m"
+
+
 def test_the_front_end_reads_no_file_but_the_source(tmp_path):
     """Reading signatures must not read the files a source names (a grader would echo them back)."""
     secret = tmp_path / "secret.h"
@@ -480,7 +527,7 @@ def test_a_cooperative_launch_hands_the_driver_each_argument_by_address(monkeypa
             seen["args"] = [ctypes.string_at(params[i], n) for i, n in enumerate((8, 16, 4))]
             return 0
 
-    monkeypatch.setattr(gpu_cooperative, "_driver", lambda: FakeDriver())
+    monkeypatch.setattr(gpu_cooperative, "driver_library", lambda: FakeDriver())
     from kernels.runtime.gpu import argument_bytes
 
     sig = parse_kernels(STRUCTS.read_text())["add_bias4"]  # (float4* data, float4 bias, int n4)

@@ -254,7 +254,7 @@ def test_the_gpu_backend_queues_a_stream_launch_on_the_handle_through_the_driver
     from kernels.runtime.gpu import BorrowedBuffer
 
     driver = FakeDriver()
-    monkeypatch.setattr(gpu_cooperative, "_driver", lambda: driver)
+    monkeypatch.setattr(gpu_cooperative, "driver_library", lambda: driver)
     backend = FakeGPUBackend()
     scale = compile_source(SOURCE, backend=backend).function("scale")
     x, y = BorrowedBuffer(0xA000, (8,), np.float32), BorrowedBuffer(0xB000, (8,), np.float32)

@@ -10,8 +10,9 @@ and the layers below it only, never from the project above the runtime
 
 1. ``errors``, ``cuda_errors``, ``diagnostics``, ``host_chunks``: what went wrong, in the reader's terms
    (a CUDA error's name and meaning, a compiler's log at the reader's lines); work on host arrays;
-2. ``frontend``, ``signature``, ``cooperative``, ``input_blend``: what CUDA C source says (the kernels'
-   parameters, a grid-wide sync), and the source of the timing's fresh inputs;
+2. ``frontend``, ``signature``, ``cooperative``, ``kernel_symbols``, ``input_blend``: what CUDA C source says
+   (the kernels' parameters, a grid-wide sync), which kernel of a compiled image is which, and the source of
+   the timing's fresh inputs;
 3. ``backend``: the seam between the runtime and a machine (buffers, compiled modules, launch limits);
 4. ``gpu``, ``gpu_cooperative``, ``tensor_maps``, ``emulator``: the two machines, PyCUDA on a GPU (with what
    the driver library gives beyond PyCUDA: cooperative launches, TMA tensor maps) and the CPU emulator;
@@ -28,6 +29,7 @@ from .errors import (
     BarrierDivergenceError,
     KernelArgumentError,
     KernelCompileError,
+    KernelCompileWarning,
     KernelError,
     KernelLaunchError,
     KernelMemoryError,
@@ -46,7 +48,7 @@ from .signature import KernelSignature, Parameter, parse_kernels
 
 __all__ = [
     "Backend", "DeviceBuffer", "DeviceLimits",
-    "BarrierDivergenceError", "KernelArgumentError", "KernelCompileError", "KernelError",
+    "BarrierDivergenceError", "KernelArgumentError", "KernelCompileError", "KernelCompileWarning", "KernelError",
     "KernelLaunchError", "KernelMemoryError", "KernelNotFoundError", "KernelRaceError",
     "KernelTimeoutError", "LaunchConfigError", "NoGPUError", "UninitializedSharedMemoryError",
     "Kernel", "Module", "blocks_for", "borrow", "compile_source", "empty", "to_device", "zeros",

@@ -27,6 +27,10 @@ class KernelCompileError(KernelError):
         self.source_name = source_name
 
 
+class KernelCompileWarning(UserWarning):
+    """The source compiled, and the compiler warned about it: its messages at the reader's lines."""
+
+
 class KernelNotFoundError(KernelError):
     """The module has no ``__global__`` function of the requested name."""
 

@@ -14,6 +14,10 @@ The reader's ``#include`` lines are left out (blanked, keeping line numbers):
 ``frontend_prelude.h`` declares what kernels' declarations use from CUDA's headers.  Function
 bodies are parsed too (that is how a definition is told from a prototype), and their errors,
 from functions the prelude does not declare, are ignored: only the kernels' parameters matter.
+A template kernel is instantiated in a parse that skips function bodies (``skip_bodies``): an
+explicit instantiation in the reader's file instantiates the body, and a body that uses what the
+prelude does not declare (cooperative groups, say) would make that instance invalid, while nvcc,
+with the real headers, instantiates it.
 """
 
 from __future__ import annotations
@@ -66,33 +70,40 @@ class Parsed:
     # files clang read that are not the prelude: an #include written so that it was not blanked
     # (split by a line continuation, say); the caller refuses the source without reading its kernels
     stray_includes: tuple[tuple[int, str], ...] = ()
+    extra_line: int = 0  # the line ``extra`` starts on (0: none appended)
 
 
-def parse(source: str, defines: tuple[tuple[str, str], ...] = (), extra: str = "") -> Parsed:
+def parse(source: str, defines: tuple[tuple[str, str], ...] = (), extra: str = "", skip_bodies: bool = False) -> Parsed:
     """The source parsed as CUDA device code; ``extra`` is appended (after the reader's last line).
+    With ``skip_bodies`` clang skips the bodies of functions (not of constexpr ones, which it may need).
 
-    Parses are cached by (source, defines, extra): the emulator and the grader compile the same
-    source many times.
+    Parses are cached by (source, defines, extra, skip_bodies): the emulator and the grader compile the
+    same source many times.
     """
-    return _parse_cached(source, tuple(defines), extra)
+    return _parse_cached(source, tuple(defines), extra, skip_bodies)
 
 
 @functools.lru_cache(maxsize=16)  # translation units are large; the signatures are cached by the caller
-def _parse_cached(source: str, defines: tuple[tuple[str, str], ...], extra: str) -> Parsed:
+def _parse_cached(source: str, defines: tuple[tuple[str, str], ...], extra: str, skip_bodies: bool) -> Parsed:
     cindex = _cindex()
     text = without_includes(source)
+    extra_line = 0
     if extra:
-        text = text + ("" if text.endswith("\n") else "\n") + extra + "\n"
+        text = text + ("" if text.endswith("\n") else "\n")
+        extra_line = text.count("\n") + 1
+        text = text + extra + "\n"
     args = list(_ARGS) + [f"-D{k}={v}" for k, v in defines]
+    options = cindex.TranslationUnit.PARSE_SKIP_FUNCTION_BODIES if skip_bodies else 0
     with _lock:  # one libclang index; parses of one process one at a time
-        unit = _index().parse(_MAIN, args=args, unsaved_files=[(_MAIN, text), (_PRELUDE_NAME, _PRELUDE.read_text())])
+        unit = _index().parse(_MAIN, args=args, unsaved_files=[(_MAIN, text), (_PRELUDE_NAME, _PRELUDE.read_text())],
+                              options=options)
     errors = []
     for d in unit.diagnostics:
         if d.severity >= cindex.Diagnostic.Error and d.location.file is not None and d.location.file.name == _MAIN:
             errors.append((d.location.line, d.location.column, d.spelling))
     stray = tuple((inc.location.line, inc.include.name) for inc in unit.get_includes()
                   if inc.include is not None and inc.include.name != _PRELUDE_NAME)
-    return Parsed(unit, tuple(errors), stray)
+    return Parsed(unit, tuple(errors), stray, extra_line)
 
 
 @atexit.register

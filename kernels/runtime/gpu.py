@@ -2,10 +2,13 @@
 
 Source is compiled by nvcc through PyCUDA's ``compile`` (which caches images by
 source and options), or its image is taken from the grader's folder of images
-(``$DLK_KERNEL_IMAGES``, see :func:`stored_image`).  Each ``__global__``
-function of the reader's source is declared ``extern "C"`` so that kernels are found by their plain names (the
-rest stays C++: templates, overloads, headers), with a ``#line`` directive so
-that compiler messages give the reader's own line numbers.
+(``$DLK_KERNEL_IMAGES``, see :func:`stored_image`).  The reader's source is compiled
+as written, as C++, after a ``#line`` directive so that compiler messages give the
+reader's own line numbers; its kernels are found in the image by the names C++ gives
+them (see :mod:`.kernel_symbols`), so plain kernels, kernels in namespaces, template
+instances and explicit instantiations are all asked for by their source names.  A
+compile succeeds when nvcc succeeds: what nvcc says then is shown as a
+:class:`~kernels.runtime.errors.KernelCompileWarning`, at the reader's lines.
 """
 
 from __future__ import annotations
@@ -13,19 +16,21 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import re
 import struct
 import time
+import warnings
 
 import numpy as np
 
 from .backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
 from .cuda_errors import cuda_error_name, launch_error, meaning
-from .diagnostics import compile_error_message
-from .errors import KernelCompileError, KernelError, KernelLaunchError, KernelTimeoutError, LaunchConfigError
+from .diagnostics import compile_error_message, compile_warning_message
+from .errors import (KernelCompileError, KernelCompileWarning, KernelError, KernelLaunchError, KernelNotFoundError,
+                     KernelTimeoutError, LaunchConfigError)
 from .cooperative import check_co_resident, grid_sync_line
 from .gpu_cooperative import DriverError, DriverModule
-from .signature import KernelSignature, strip_comments
+from .kernel_symbols import kernel_symbols
+from .signature import KernelSignature
 
 try:  # PyCUDA is only needed on a machine with a GPU.
     import pycuda.driver as cuda
@@ -33,21 +38,11 @@ except ImportError:  # pragma: no cover - exercised on machines without PyCUDA
     cuda = None
 
 
-def _wrap_source(source: str, source_name: str) -> str:
-    """The source with ``extern "C"`` in front of each (non-template) ``__global__`` function, so that
-    kernels are found by their own names while templates, C++ headers and overloads of device
-    functions compile as C++; line numbers preserved."""
-    clean = strip_comments(source)
-    text = source
-    for m in reversed(list(re.finditer(r"\b__global__\b", clean))):
-        before = clean[max(0, m.start() - 300) : m.start()]
-        if re.search(r"template\s*<[^;{}]*>\s*$", before) or re.search(r'extern\s*"C"\s*$', before):
-            continue
-        if re.search(r"\bstatic\s*$", before):
-            continue
-        text = text[: m.start()] + 'extern "C" ' + text[m.start() :]
+def nvcc_source(source: str, source_name: str) -> str:
+    """The text nvcc compiles for ``source``: the source as written, after a ``#line`` directive that
+    names the reader's file (nvcc's messages then give its own lines)."""
     escaped = source_name.replace("\\", "\\\\").replace('"', '\\"')
-    return f'#line 1 "{escaped}"\n' + text + ("" if text.endswith("\n") else "\n")
+    return f'#line 1 "{escaped}"\n' + source + ("" if source.endswith("\n") else "\n")
 
 
 #: A folder of compiled kernel images, read-only for whoever compiles: the grader fills it with its own
@@ -59,12 +54,11 @@ _HEADER_SUFFIXES = (".cuh", ".h", ".hpp")
 
 def _image_source(source: str, source_name: str, signatures) -> tuple[str, list, int]:
     """(the text nvcc compiles, the template instances asked for, the line of a grid sync or 0)."""
-    wrapped = _wrap_source(source, source_name)
+    text = nvcc_source(source, source_name)
     instances = _instantiations(signatures)
-    cooperative_line = grid_sync_line(source)
-    if instances or cooperative_line:
-        wrapped += _instantiating(signatures, instances)
-    return wrapped, instances, cooperative_line
+    if instances:
+        text += _instantiating(signatures, instances)
+    return text, instances, grid_sync_line(source)
 
 
 def image_key(text: str, options, include_dirs, arch: str) -> str:
@@ -122,6 +116,47 @@ def _compile_image(text: str, options, include_dirs, arch: str) -> bytes:
 
     return compile_to_cubin(text, options=list(options), no_extern_c=True, include_dirs=list(include_dirs),
                             arch=compile_target(arch, options))
+
+
+#: how PyCUDA passes on what nvcc printed when it succeeded (as a Python warning)
+_COMPILER_SAID = "The CUDA compiler succeeded, but said the following:"
+#: PyCUDA's note, on each compile, that its cache had no image for the source yet: not about the source
+_CACHE_MISS = "Could not read cache file"
+
+
+def compiler_said(compile_image):
+    """``(compile_image(), what the compiler said though it succeeded)``.
+
+    PyCUDA hands nvcc's output of a successful compile over as a ``UserWarning`` (and a type demotion nvcc
+    reported as another); they are caught here whatever the warning filters say (under ``-W error`` they
+    would be raised in the middle of the compile) and returned as text, so that a warning never fails a
+    compile.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        image = compile_image()
+    said = []
+    for w in caught:
+        text = str(w.message)
+        if text.startswith(_COMPILER_SAID):
+            said.append(text[len(_COMPILER_SAID):].strip("\n"))
+        elif not text.startswith(_CACHE_MISS):
+            said.append(text)
+    return image, "\n".join(said)
+
+
+def show_compiler_warnings(log: str, source: str, source_name: str, shown: set | None = None) -> None:
+    """nvcc's warnings about a source that compiled, shown as a :class:`KernelCompileWarning` at the reader's
+    lines, once per source and warnings (``shown`` holds those shown: a module is compiled again for each
+    template instance asked for); shown, never raised: an "error" warning filter does not apply (nvcc's own
+    ``-w`` silences them)."""
+    if not log.strip() or (shown is not None and (source, log) in shown):
+        return
+    if shown is not None:
+        shown.add((source, log))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", KernelCompileWarning)
+        warnings.warn(compile_warning_message(log, source, source_name, "nvcc"), KernelCompileWarning, stacklevel=4)
 
 
 def store_image(folder: str, source: str, source_name: str, options, include_dirs, signatures, arch: str) -> str:
@@ -205,88 +240,14 @@ def _instantiations(signatures) -> list[str]:
 
 
 def _instantiating(signatures, names: list[str]) -> str:
-    """An explicit instantiation of each kernel asked for by name, so that nvcc compiles its device code
-    (named with its namespaces, after the reader's last line).
-
-    (Taking the address in host code is not enough: a cubin holds device code only.)
-    """
+    """Host code that takes the address of each template kernel asked for by name (named with its
+    namespaces, after the reader's last line): nvcc compiles the device code of every kernel host code
+    refers to, as for a launch.  An implicit instantiation, unlike an explicit one, may follow the reader's
+    own explicit instantiation of the same kernel; the function is not static, so that nvcc does not warn
+    that it is unused."""
     qualified = [getattr(signatures[name], "qualified_name", name) for name in names]
-    return "".join(f"\ntemplate __global__ decltype({q}) {q};" for q in qualified) + "\n"
-
-
-def _elf_function_names(image: bytes) -> list[str]:
-    """Names of the FUNC symbols of an ELF64 image (a cubin)."""
-    import struct
-
-    if image[:4] != b"\x7fELF" or image[4] != 2:
-        return []
-    shoff, = struct.unpack_from("<Q", image, 0x28)
-    shentsize, shnum = struct.unpack_from("<HH", image, 0x3A)
-    sections = [struct.unpack_from("<IIQQQQIIQQ", image, shoff + k * shentsize) for k in range(shnum)]
-    names = []
-    for sh in sections:
-        if sh[1] != 2:  # SHT_SYMTAB
-            continue
-        offset, size, link, entsize = sh[4], sh[5], sh[6], sh[9] or 24
-        strtab = sections[link]
-        for k in range(size // entsize):
-            st_name, st_info = struct.unpack_from("<IB", image, offset + k * entsize)
-            if st_info & 0xF == 2:  # STT_FUNC
-                start = strtab[4] + st_name
-                names.append(image[start : image.index(b"\0", start)].decode())
-    return names
-
-
-def _normal(text: str) -> str:
-    # cu++filt writes unsigned and long template arguments as 64u, 64ul
-    return re.sub(r"(?<=\d)[uUlL]+\b", "", re.sub(r"\s+", "", text))
-
-
-def _demangle(name: str) -> str:
-    """``name`` demangled by the C++ runtime's own ``__cxa_demangle`` (libstdc++), or as it is."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        runtime = ctypes.CDLL(ctypes.util.find_library("stdc++") or "libstdc++.so.6")
-    except OSError:
-        return name
-    demangle = runtime.__cxa_demangle
-    demangle.restype = ctypes.c_void_p
-    demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
-    status = ctypes.c_int()
-    pointer = demangle(name.encode(), None, None, ctypes.byref(status))
-    if status.value != 0 or not pointer:
-        return name
-    try:
-        return ctypes.string_at(pointer).decode()
-    finally:
-        ctypes.CDLL(None).free(ctypes.c_void_p(pointer))
-
-
-def _mangled_names(image: bytes, wanted: list[str]) -> dict[str, str]:
-    """``{"sgemm<64, 64, 8>": "_Z5sgemmILi64ELi64ELi8EEvPKfS1_Pfiii"}`` for the instantiations in a cubin."""
-    import shutil
-    import subprocess
-
-    mangled = [n for n in _elf_function_names(image) if n.startswith("_Z")]
-    if not mangled:
-        return {}
-    # The C++ runtime's demangler first: it writes template arguments as C++ does (cu++filt of CUDA 13
-    # writes scale<double, (int)64>), and needs no tool (nvcc from PyPI ships no cu++filt).
-    readable_names = [_demangle(name) for name in mangled]
-    tool = shutil.which("c++filt") or shutil.which("cu++filt")
-    if tool and any(r == m for r, m in zip(readable_names, mangled)):
-        filtered = subprocess.run([tool], input="\n".join(mangled), capture_output=True, text=True,
-                                  timeout=60).stdout.splitlines()
-        readable_names = [f if r == m else r for r, m, f in zip(readable_names, mangled, filtered)]
-    found = {}
-    for raw, readable in zip(mangled, readable_names):
-        head = _normal(re.sub(r"^\s*void\s+", "", readable.split("(", 1)[0]))  # kernels return void
-        for name in wanted:
-            if name not in found and (head == _normal(name) or head.endswith("::" + _normal(name).lstrip(":"))):
-                found[name] = raw
-    return found
+    uses = "".join(f" (void)&::{q};" for q in qualified)
+    return f"\nvoid __dlk_instances_used_by_the_runtime() {{{uses} }}\n"
 
 
 def argument_bytes(param, value) -> bytes:
@@ -326,6 +287,10 @@ def packed_format(signature: KernelSignature) -> str | None:
     return "".join(codes)
 
 
+#: what looking a kernel up in a loaded module may raise (CUDA_ERROR_NOT_FOUND: the image has no such name)
+_LOOKUP_ERRORS = (DriverError,) + ((cuda.LogicError,) if cuda is not None else ())
+
+
 class GPUModule(CompiledModule):
     def __init__(self, backend: "GPUBackend", module, source_name: str, aliases: dict[str, str] | None = None,
                  grid_sync_line: int = 0, cubin=None):
@@ -333,7 +298,7 @@ class GPUModule(CompiledModule):
         self.module = module  # PyCUDA's, or a DriverModule where the source uses this_grid()
         self.grid_sync_line = grid_sync_line
         self.source_name = source_name
-        self.aliases = dict(aliases or {})  # template instantiation -> its mangled name
+        self.aliases = dict(aliases or {})  # a kernel's source name -> its name in the image (mangled)
         self._cubin = cubin  # () -> the module's cubin, for loading it through the driver (stream launches)
         self._driver_module: DriverModule | None = module if isinstance(module, DriverModule) else None
         self._functions: dict[str, object] = {}
@@ -344,12 +309,23 @@ class GPUModule(CompiledModule):
         # id(signature) -> (signature, PyCUDA function prepared with its argument format, or None)
         self._prepared: dict[int, tuple] = {}
 
+    def _load(self, module, name: str):
+        """Kernel ``name`` of a loaded ``module``, looked up by its name in the image (its C++ mangled name,
+        see :mod:`.kernel_symbols`; a module made without the names looks up ``name`` itself)."""
+        try:
+            return module.get_function(self.aliases.get(name, name))
+        except _LOOKUP_ERRORS as exc:
+            if getattr(exc, "name", None) != "CUDA_ERROR_NOT_FOUND" and "not found" not in str(exc):
+                raise
+            raise KernelNotFoundError(f"{self.source_name}: nvcc's image has no kernel '{name}' (kernels found in "
+                                      f"it: {', '.join(self.aliases) or 'none'})") from None
+
     def kernel_function(self, name: str):
         """Kernel ``name`` as the loaded module holds it (PyCUDA's function, or the driver's where the source uses
         ``this_grid()``): what this module's launches call, and what a raw launch calls with no checks and no
         copies (:meth:`~kernels.runtime.measurement.GpuMeasurement.raw_kernel`)."""
         if name not in self._functions:
-            self._functions[name] = self.module.get_function(self.aliases.get(name, name))
+            self._functions[name] = self._load(self.module, name)
         return self._functions[name]
 
     def _driver_function(self, name: str):
@@ -362,7 +338,7 @@ class GPUModule(CompiledModule):
             for global_name, host in self._globals_set.items():
                 self._set_driver_global(global_name, host)
         if name not in self._driver_functions:
-            self._driver_functions[name] = self._driver_module.get_function(self.aliases.get(name, name))
+            self._driver_functions[name] = self._load(self._driver_module, name)
         return self._driver_functions[name]
 
     def launch(self, signature: KernelSignature, args: list, grid: Dim3, block: Dim3, shared_bytes: int,
@@ -551,6 +527,7 @@ class GPUBackend(Backend):
         #: Seconds synchronize() waits for a kernel before calling it hung.
         self.timeout_s = float(os.environ.get("DLK_GPU_TIMEOUT", "120"))
         self._limits: DeviceLimits | None = None
+        self._compiler_warnings_shown: set[tuple[str, str]] = set()  # (source, nvcc's warnings) shown once
 
     def _close(self) -> None:
         try:
@@ -564,17 +541,18 @@ class GPUBackend(Backend):
         return f"sm_{major}{minor}"
 
     def compile(self, source, source_name, options, include_dirs, signatures) -> GPUModule:
-        text, instances, cooperative_line = _image_source(source, source_name, signatures)
+        text, _instances, cooperative_line = _image_source(source, source_name, signatures)
         try:
             image = stored_image(text, options, include_dirs, self.arch)
             if image is None:
-                image = _compile_image(text, options, include_dirs, self.arch)
+                image, said = compiler_said(lambda: _compile_image(text, options, include_dirs, self.arch))
+                show_compiler_warnings(said, source, source_name, self._compiler_warnings_shown)
         except cuda.CompileError as exc:
             log = compiler_log(exc)
             raise KernelCompileError(compile_error_message(log, source, source_name, "nvcc"), log=log, source_name=source_name) from None
         module = DriverModule(image) if cooperative_line else cuda.module_from_buffer(image)
-        aliases = _mangled_names(image, instances) if instances else {}
-        return GPUModule(self, module, source_name, aliases, cooperative_line, lambda: image)
+        return GPUModule(self, module, source_name, kernel_symbols(image, signatures.values()), cooperative_line,
+                         lambda: image)
 
     @contextlib.contextmanager
     def activated(self):

@@ -181,11 +181,19 @@ def _convert_scalar(param: Parameter, value, kernel: str):
     return _number(param.dtype, value, kernel, lambda: f"parameter '{param.describe()}'")
 
 
+def _conversion(dtype: np.dtype) -> str:
+    """How to make a NumPy array of ``dtype``: NumPy has no bfloat16 of its own; ml_dtypes (which the runtime
+    reads __nv_bfloat16 as) has."""
+    if dtype.name == "bfloat16":
+        return ": pass an ml_dtypes.bfloat16 array, e.g. x.astype(ml_dtypes.bfloat16) after import ml_dtypes"
+    return f" (convert with .astype(np.{dtype}))"
+
+
 def _check_array(param: Parameter, array, kernel: str) -> None:
     if array.dtype != param.dtype:
         raise KernelArgumentError(
             f"{kernel}: parameter '{param.describe()}' needs {param.dtype} data, got {array.dtype}"
-            + (f" (convert with .astype(np.{param.dtype}))" if isinstance(array, np.ndarray) else "")
+            + (_conversion(param.dtype) if isinstance(array, np.ndarray) else "")
         )
     if param.lanes > 1 and array.size % param.lanes:
         raise KernelArgumentError(

@@ -113,6 +113,9 @@ class KernelSignature:
     params: tuple[Parameter, ...]
     line: int
     namespace: tuple[str, ...] = ()  # the namespaces it is defined in, outermost first (as clang resolved them)
+    # its name in a compiled module as clang mangles it (``_Z10vector_addPKfS0_Pfi``; the plain name for an
+    # extern "C" kernel); empty for a signature made by hand
+    symbol: str = ""
 
     @property
     def qualified_name(self) -> str:
@@ -365,7 +368,7 @@ def _parse_kernels(source: str, source_name: str, defines: tuple[tuple[str, str]
                                      name, source_name, line))
         if name in kernels:
             raise _error(source_name, line, f"kernel {name} is defined twice")
-        kernels[name] = KernelSignature(name, tuple(params), line, tuple(path))
+        kernels[name] = KernelSignature(name, tuple(params), line, tuple(path), cursor.mangled_name or "")
     return tuple(kernels.items())
 
 
@@ -431,16 +434,16 @@ def template_instance(source: str, request: str, source_name: str = "kernel.cu",
         name = f"{base}<{', '.join(shown)}>"
         qualified = "::" + "::".join(path + [base])
         extra = f"using __dlk_instance = decltype(&{qualified}<{', '.join(args)}>);"
-        instance = frontend.parse(source, key, extra)
-        last_line = source.count("\n") + 1
-        problems = [message for at, _, message in instance.errors if at > last_line]
+        # the declaration is instantiated without the bodies: see frontend's docstring
+        instance = frontend.parse(source, key, extra, skip_bodies=True)
+        problems = [message for at, _, message in instance.errors if at >= instance.extra_line]
         function = _instance_type(instance)
         if function is not None and function.kind == TypeKind.FUNCTIONPROTO:
             # struct templates taken by value (Range<float>) are instantiated only when their size is asked for
             incomplete = [_value_type(t).spelling for t in function.argument_types() if _value_type(t).get_size() < 0]
             if incomplete:
                 extra += "".join(f"\nstatic_assert(sizeof({t}) > 0, \"\");" for t in incomplete)
-                instance = frontend.parse(source, key, extra)
+                instance = frontend.parse(source, key, extra, skip_bodies=True)
                 function = _instance_type(instance)
         if problems or function is None or function.kind != TypeKind.FUNCTIONPROTO:
             raise KernelCompileError(f"{source_name}:{line}: {request} is not an instantiation of {base}: "
@@ -453,13 +456,30 @@ def template_instance(source: str, request: str, source_name: str = "kernel.cu",
                 raise error
             params.append(_parameter(param_type, param.spelling, _original(param, param.type.spelling),
                                      name, source_name, line))
-        return KernelSignature(name, tuple(params), line, tuple(path))
+        return KernelSignature(name, tuple(params), line, tuple(path), _instance_symbol(instance))
     return None
 
 
-def _instance_type(parsed):
+def _instance_alias(parsed):
     alias = [c for c in parsed.unit.cursor.get_children() if c.spelling == "__dlk_instance"]
-    return alias[0].underlying_typedef_type.get_canonical().get_pointee() if alias else None
+    return alias[0] if alias else None
+
+
+def _instance_type(parsed):
+    alias = _instance_alias(parsed)
+    return alias.underlying_typedef_type.get_canonical().get_pointee() if alias else None
+
+
+def _instance_symbol(parsed) -> str:
+    """The mangled name of the function the ``__dlk_instance`` alias names (the specialization clang chose)."""
+    from clang.cindex import CursorKind
+
+    alias = _instance_alias(parsed)
+    for node in alias.walk_preorder() if alias is not None else ():
+        if node.kind == CursorKind.DECL_REF_EXPR and node.referenced is not None \
+                and node.referenced.kind == CursorKind.FUNCTION_DECL:
+            return node.referenced.mangled_name or ""
+    return ""
 
 
 def _value_type(t):

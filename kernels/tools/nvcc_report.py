@@ -20,7 +20,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kernels import KERNEL_DIR, source_path
+from kernels.runtime import kernel_symbols
 from kernels.runtime.errors import KernelCompileError
+from kernels.runtime.diagnostics import quote_source_lines
+from kernels.runtime.gpu import ARCH_SPECIFIC_OPTION, compile_target, nvcc_source
 
 DEFAULT_ARCH = "sm_90"
 
@@ -47,17 +50,9 @@ def nvcc_path() -> str | None:
     return shutil.which("nvcc")
 
 
-def wrap_extern_c(source: str, source_name: str) -> str:
-    """The text nvcc compiles, made as the GPU runtime makes it (``kernels.runtime.gpu``): ``extern "C"``
-    in front of each kernel that is not a template, so that kernels keep their own names while templates
-    and overloaded device functions compile as C++; line numbers kept."""
-    from kernels.runtime.gpu import _wrap_source
-
-    return _wrap_source(source, source_name)
-
-
 def parse_ptxas_log(log: str) -> list[KernelResources]:
-    """Read ptxas ``-v`` output into one :class:`KernelResources` per entry function."""
+    """Read ptxas ``-v`` output into one :class:`KernelResources` per entry function, named as its source
+    names it (ptxas names kernels by their C++ mangled names)."""
     results: list[KernelResources] = []
     current: dict | None = None
 
@@ -70,7 +65,7 @@ def parse_ptxas_log(log: str) -> list[KernelResources]:
         if m:
             finish()
             current = dict(
-                kernel=m.group(1), registers=0, shared_bytes=0, constant_bytes=0,
+                kernel=kernel_symbols.source_name(m.group(1)), registers=0, shared_bytes=0, constant_bytes=0,
                 stack_frame_bytes=0, spill_store_bytes=0, spill_load_bytes=0, barriers=0,
             )
             continue
@@ -110,7 +105,7 @@ def compile_report(
         raise FileNotFoundError("nvcc is not on the PATH (install the CUDA toolkit to see resource reports)")
     with tempfile.TemporaryDirectory(prefix="nvcc-report-") as tmp:
         cu = Path(tmp) / source_name
-        cu.write_text(wrap_extern_c(source, source_name))
+        cu.write_text(nvcc_source(source, source_name))
         cmd = [nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(Path(tmp) / "out.cubin"), str(cu)]
         for d in include_dirs:
             cmd[1:1] = [f"-I{d}"]
@@ -118,8 +113,6 @@ def compile_report(
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        from kernels.runtime.diagnostics import quote_source_lines
-
         try:
             quoted = quote_source_lines(log, source, source_name)
         except Exception:
@@ -130,8 +123,6 @@ def compile_report(
 
 def report_topic(topic: str, arch: str = DEFAULT_ARCH) -> list[KernelResources]:
     """:func:`compile_report` of ``kernels/<part>/<topic>.cu``, kernels in the order the file defines them."""
-    from kernels.runtime.gpu import ARCH_SPECIFIC_OPTION, compile_target
-
     path = source_path(topic)
     source = path.read_text()
     # A topic written for one architecture only (Hopper's wgmma) is compiled as its loader compiles it.

@@ -26,7 +26,7 @@ ZEROS = HONEST.replace("y[i] = alpha * x[i] + y[i];", "y[i] = 0.0f;")
 
 
 def _grade(cell: str, student: str):
-    return grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id=student, backend="cpu")
+    return grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id=student, backend="cpu")
 
 
 def _modules(student: str) -> list[Path]:

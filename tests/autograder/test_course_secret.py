@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from autograder.cli import _grading_secret
+from autograder.cli import _course_secret_of
 from autograder.exercises import all_exercises
 from autograder.case_plan import plan_cases
 
@@ -27,10 +27,10 @@ def test_two_gradings_of_one_course_draw_the_same_hidden_cases(tmp_path, monkeyp
     monkeypatch.delenv("DLK_GRADER_SECRET", raising=False)
     course = tmp_path / "course"
     course.mkdir()
-    first = _grading_secret(_grade_args(course))
+    first = _course_secret_of(_grade_args(course))
     path = course / "course_secret"
     assert path.exists() and stat.S_IMODE(path.stat().st_mode) == 0o600
-    second = _grading_secret(_grade_args(course))
+    second = _course_secret_of(_grade_args(course))
     assert first == second
     # the per-student hidden sizes and seeds: identical from one grading to the next
     assert _hidden_plan(first, "alice") == _hidden_plan(second, "alice")
@@ -38,16 +38,33 @@ def test_two_gradings_of_one_course_draw_the_same_hidden_cases(tmp_path, monkeyp
     other = tmp_path / "other"
     other.mkdir()
     sizes = lambda s: [c["shape"]["n"] for c in _hidden_plan(s, "alice")]
-    assert sizes(_grading_secret(_grade_args(other))) != sizes(first)
+    assert sizes(_course_secret_of(_grade_args(other))) != sizes(first)
 
 
 def test_secret_file_and_environment_take_precedence(tmp_path, monkeypatch):
     monkeypatch.setenv("DLK_GRADER_SECRET", "from-env")
-    assert _grading_secret(_grade_args(tmp_path)) == "from-env"
+    assert _course_secret_of(_grade_args(tmp_path)) == "from-env"
     assert not (tmp_path / "course_secret").exists()
     given = tmp_path / "s.txt"
     given.write_text("from-file\n")
-    assert _grading_secret(_grade_args(tmp_path, str(given))) == "from-file"
+    assert _course_secret_of(_grade_args(tmp_path, str(given))) == "from-file"
+
+
+def test_only_the_course_secret_module_reads_the_course_secret():
+    """$DLK_GRADER_SECRET and the course's file are read (and the file made) by autograder.course_secret alone;
+    every other module asks it.  The cluster names the variable only to blank it in its workers' environment."""
+    import ast
+    from pathlib import Path
+
+    naming = set()
+    for path in sorted((Path(ROOT) / "autograder").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+        if "DLK_GRADER_SECRET" in literals or names & {"COURSE_SECRET_ENV", "secret_path", "read_secret_file"}:
+            naming.add(path.stem)
+    assert naming == {"course_secret", "cluster"}
 
 
 def test_the_course_secret_is_ignored_by_git():
@@ -64,8 +81,8 @@ def test_regrading_gives_identical_correctness_scores(tmp_path, monkeypatch):
     planted = read_corpus_file(CORPUS / "saxpy" / "stride_off_by_one.edit").submission
     runs = []
     for _ in range(2):
-        secret = _grading_secret(_grade_args(tmp_path))
-        result = grade_submission(planted, mode="hidden", secret=secret.encode(),
+        secret = _course_secret_of(_grade_args(tmp_path))
+        result = grade_submission(planted, mode="hidden", student_key=secret.encode(),
                                   student_id="alice", backend="cpu")
         runs.append((result.correctness_score, [(s.label, s.passed) for s in result.shapes]))
     assert runs[0] == runs[1]
@@ -84,7 +101,7 @@ def test_a_cluster_job_carries_each_student_s_key_never_the_course_secret(tmp_pa
     from nbgrader_course import ASSIGNMENT, SUBMISSIONS, make_course, run_cli, submit
 
     from autograder.class_grading import prepare_job, run_job
-    from autograder.cli import _coursedir, load_config
+    from autograder.course import coursedir, load_config
     from autograder.cluster import Task
     from autograder.course_secret import student_key
     from autograder.result import ExerciseResult
@@ -96,7 +113,7 @@ def test_a_cluster_job_carries_each_student_s_key_never_the_course_secret(tmp_pa
     for student in ("ada", "bob"):
         submit(course, student, SUBMISSIONS / "correct.ipynb")
     config = load_config(course)
-    jobs = {s: prepare_job(config, _coursedir(config, ASSIGNMENT, s), ASSIGNMENT, s, secret=secret, timeout_s=None,
+    jobs = {s: prepare_job(config, coursedir(config, ASSIGNMENT, s), ASSIGNMENT, s, course_secret=secret, timeout_s=None,
                            submission="hash") for s in ("ada", "bob")}
     for student, job in jobs.items():
         assert job.notebooks  # a real job: the sanitized notebook is in it
@@ -111,13 +128,13 @@ def test_a_cluster_job_carries_each_student_s_key_never_the_course_secret(tmp_pa
 
     def recorder(path):
         def grade(sub, **kwargs):
-            seen[path].append((sub.exercise, kwargs["student_id"], kwargs["secret"]))
+            seen[path].append((sub.exercise, kwargs["student_id"], kwargs["student_key"]))
             return ExerciseResult(exercise=sub.exercise, status="failed")
         return grade
 
     run_job(replace(jobs["ada"], grade_fn=recorder("cluster")))
-    config.TrustedGrade.secret = secret
-    cd = _coursedir(config, ASSIGNMENT, "ada")
+    config.TrustedGrade.course_secret = secret
+    cd = coursedir(config, ASSIGNMENT, "ada")
     from autograder.nbgrader_autograde import TrustedAutograde
 
     conv = TrustedAutograde(coursedir=cd, config=config)

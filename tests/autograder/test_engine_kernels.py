@@ -106,7 +106,7 @@ def timed_at_the_timing_size(result) -> bool:
 @pytest.mark.parametrize("path", HONEST, ids=corpus_id)
 def test_honest_solution_gets_every_correctness_point(path, backend_name, timing_draws):
     sub = load(path)
-    result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="honest", backend=backend_name)
+    result = grade_submission(sub, mode="hidden", student_key=SECRET, student_id="honest", backend=backend_name)
     ex = get_exercise(sub.exercise)
     # the grader draws the timing's inputs for the verdict on a timed kernel, and only on the GPU
     assert len(timing_draws) == (1 if backend_name == "gpu" else 0)
@@ -134,7 +134,7 @@ def test_honest_solution_gets_every_correctness_point(path, backend_name, timing
 def test_planted_bug_fails_the_hidden_tests_and_is_named(path, backend_name, timing_draws):
     planted = read_corpus_file(path)
     sub = planted.submission
-    result = grade_submission(sub, mode="hidden", secret=SECRET, student_id="planted", backend=backend_name)
+    result = grade_submission(sub, mode="hidden", student_key=SECRET, student_id="planted", backend=backend_name)
     ex = get_exercise(sub.exercise)
     # a kernel that fails a case is never timed, and the grader draws no timing inputs for it
     assert bool(timing_draws) == (backend_name == "gpu" and (result.status == "passed" or timed_at_the_timing_size(result)))
@@ -186,7 +186,7 @@ def test_including_files_is_refused(backend_name):
 def test_an_infinite_loop_costs_only_that_exercise(backend_name):
     hang = saxpy_cell("for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 0) y[i] = alpha * x[i] + y[i];")
     start = time.monotonic()
-    result = grade_submission(submission_from_cell(hang), mode="hidden", secret=SECRET, timeout_s=10, backend=backend_name)
+    result = grade_submission(submission_from_cell(hang), mode="hidden", student_key=SECRET, timeout_s=10, backend=backend_name)
     assert time.monotonic() - start < 25
     assert result.status == "timeout", result.feedback_text()
     assert result.score == 0 and "loop" in result.message
@@ -267,7 +267,7 @@ def test_error_map_picture_for_a_failing_check(backend_name):
 
 @pytest.mark.gpu
 def test_speed_is_measured_against_the_reference_on_a_gpu():
-    result = grade_submission(load(CORPUS / "saxpy" / "one_thread_per_element.cu"), mode="hidden", secret=SECRET,
+    result = grade_submission(load(CORPUS / "saxpy" / "one_thread_per_element.cu"), mode="hidden", student_key=SECRET,
                               student_id="gpu", backend="gpu")
     assert result.status == "passed", result.feedback_text()
     t = result.timing
@@ -284,7 +284,7 @@ def test_a_write_just_before_a_buffer_hits_the_guard_on_a_gpu():
     """y[-1] on a GPU lands in the guard the grader puts before every buffer (no fault, no other allocation)."""
     cell = saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;", "if (i < n) y[i] = alpha * x[i] + y[i];",
                       "if (i == 0) y[-1] = 1.0f;")
-    result = grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id="gpu", backend="gpu")
+    result = grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id="gpu", backend="gpu")
     assert result.status == "launch_error" and result.score == 0, result.feedback_text()
     assert "before the start of 'y'" in result.message, result.message
 
@@ -294,7 +294,7 @@ def test_kernels_that_skip_work_when_timed_are_caught_on_a_gpu():
     """Correct on the correctness sizes, but does nothing for large n: the re-validation of timed calls fails it."""
     cell = saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;", "if (n > 4000000) return;",
                       "if (i < n) y[i] = alpha * x[i] + y[i];")
-    result = grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id="gpu", backend="gpu")
+    result = grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id="gpu", backend="gpu")
     assert result.status != "passed" and result.speed_score == 0, result.feedback_text()
 
 

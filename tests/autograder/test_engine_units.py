@@ -301,7 +301,7 @@ def test_child_environment_is_scrubbed(monkeypatch, tmp_path):
         print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "files": os.listdir("."),
                           "request_keys": sorted(req)}))
     """)
-    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k", timeout_s=20)
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k", timeout_s=20)
     seen = json.loads(r.log.split("output:\n", 1)[-1] if "output:" in r.log else r.log)
     assert "DLK_GRADER_SECRET" not in seen["env"] and "GRADEBOOK_URL" not in seen["env"]
     assert "top secret" not in json.dumps(seen) and "k" not in seen["request_keys"]
@@ -359,7 +359,7 @@ def _forging_child(monkeypatch, write_arrays: bool):
 def test_a_perfect_report_without_the_arrays_earns_nothing(monkeypatch):
     """A child that claims every case passed, full points and a million-fold speed-up, and hands back no arrays."""
     _forging_child(monkeypatch, write_arrays=False)
-    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k",
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k",
                          timeout_s=60, backend="cpu")
     assert r.score == 0 and r.status == "failed" and not r.speed_measured
     assert all(not s.passed and "could not read back" in s.error for s in r.shapes)
@@ -369,7 +369,7 @@ def test_the_grader_judges_the_arrays_itself_and_gives_speed_only_where_it_chose
     """The same report with right arrays: correctness from the grader's own comparison; the claimed GPU timing
     counts for nothing, because the grader chose the emulator."""
     _forging_child(monkeypatch, write_arrays=True)
-    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k",
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k",
                          timeout_s=60, backend="cpu")
     assert r.status == "passed" and r.correctness_score == r.correctness_max
     assert r.speed_score == 0 and not r.speed_measured
@@ -380,7 +380,7 @@ def test_grading_refuses_to_start_without_the_sandbox(monkeypatch):
 
     monkeypatch.setattr(sandbox, "unavailable_reason", lambda: "no user namespaces here")
     with pytest.raises(sandbox.SandboxUnavailable, match="no user namespaces here"):
-        grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k")
+        grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k")
     from autograder.cli import main
 
     with pytest.raises(SystemExit, match="graded only inside the sandbox.*no user namespaces here"):
@@ -461,8 +461,7 @@ def test_waiting_for_the_gpu_does_not_count_against_the_time_limit(monkeypatch, 
     request = {"exercise": "saxpy", "source": SAXPY_BODY, "cell_line": 1, "launch": {"block": 256}, "mode": "hidden",
                "cases": [], "nonce": "n0nce"}
     turn = GpuTurn("hidden", "gpu") if given_a_turn else None
-    r = isolation._run_child(ex, KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), request, 2, "cpu", 2**30,
-                             lock=turn)
+    r = isolation._run_child(ex, request, 2, "cpu", 2**30, lock=turn)
     assert (r.status == "timeout") is not given_a_turn, r.message
 
 
@@ -510,7 +509,7 @@ def test_a_root_grader_without_an_id_for_the_sandbox_refuses_to_grade(monkeypatc
     reason = sandbox.unavailable_reason()
     assert "runs as root" in reason and "maps no id besides root's" in reason
     with pytest.raises(sandbox.SandboxUnavailable, match="runs as root"):
-        grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k")
+        grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k")
 
 
 _WRITING_CHILD = """
@@ -529,7 +528,7 @@ def test_a_grading_that_fills_its_scratch_directory_is_stopped(monkeypatch, file
     monkeypatch.setattr(isolation, "SCRATCH_LIMIT", 16 * 2**20)
     monkeypatch.setattr(isolation, "SCRATCH_POLL_S", 0.1)
     _fake_child(monkeypatch, _WRITING_CHILD.format(files=files))
-    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", secret=b"k",
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k",
                          timeout_s=20, student_id="writer")
     if stopped:
         assert r.status == "crashed" and r.score == 0
@@ -552,7 +551,7 @@ def test_gradings_of_one_student_at_the_same_time_share_the_student_s_build_cach
 
     def grade(cell: str) -> None:
         sub = submission_from_cell(cell)
-        results[sub.exercise] = grade_submission(sub, mode="hidden", secret=b"k", student_id="both-at-once",
+        results[sub.exercise] = grade_submission(sub, mode="hidden", student_key=b"k", student_id="both-at-once",
                                                  timeout_s=120)
 
     for _ in range(2):  # the second time the student's cache exists, as it does for every later grading

@@ -71,7 +71,7 @@ SANITIZER_ATTACKS = {
 
 
 def _grade(cell: str, student: str):
-    return grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id=student)
+    return grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id=student)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from nbformat.v4 import new_code_cell
 from nbgrader import utils as nbutils
 
-from autograder.cli import load_config
+from autograder.course import load_config
 from autograder.exercises import get_exercise
 from autograder.grade_cells import GradeTarget, format_points, grade_target, part_points, write_outputs
 from autograder.nbgrader_autograde import TRUSTED_AUTOGRADE_PREPROCESSORS, TrustedAutograde
@@ -194,7 +194,7 @@ def test_the_engine_gets_only_kernel_text_and_launch_integers(standin_course):
     _, standin, _, _ = standin_course
     assert standin.calls
     for sub, kwargs in standin.calls:
-        assert kwargs["mode"] == "hidden" and isinstance(kwargs["secret"], bytes)
+        assert kwargs["mode"] == "hidden" and isinstance(kwargs["student_key"], bytes)
         assert kwargs["student_id"]
         assert all(isinstance(v, int) for v in sub.launch.values())
         assert "import" not in sub.source and "get_ipython" not in sub.source

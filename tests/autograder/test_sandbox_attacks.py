@@ -55,7 +55,7 @@ def _with_constructor(body: str, kernel: str = HONEST) -> str:
 
 
 def _grade(cell: str, student: str, **options):
-    return grade_submission(submission_from_cell(cell), mode="hidden", secret=SECRET, student_id=student, **options)
+    return grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id=student, **options)
 
 
 def _seen_by_student(result) -> str:

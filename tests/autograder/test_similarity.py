@@ -93,7 +93,7 @@ def test_a_class_of_300_ranks_the_copied_pair_first(tmp_path):
     kernels["student233"] = renamed_and_reformatted(kernels["student017"])
     for student, cell in kernels.items():
         write_submission(course, ASSIGNMENT, student, [cell])
-    out, matches = similarity_report(course, ASSIGNMENT, secret="course secret")
+    out, matches = similarity_report(course, ASSIGNMENT, course_secret="course secret")
     assert {matches[0].first, matches[0].second} == {"student017", "student233"}
     assert matches[0].score > 0.95 and matches[0].score > matches[1].score + 0.2
     page = out.read_text()
@@ -155,7 +155,7 @@ def test_every_submitted_text_is_escaped_and_names_are_shown_only_when_asked(tmp
     kernel = generated_kernel(np.random.default_rng(1)).replace("{\n", "{ // " + hostile + "\n", 1)
     write_submission(course, ASSIGNMENT, "ann<b>", [kernel])
     write_submission(course, ASSIGNMENT, "bob", [renamed_and_reformatted(kernel)])
-    out, matches = similarity_report(course, ASSIGNMENT, secret=None, named=True)
+    out, matches = similarity_report(course, ASSIGNMENT, course_secret=None, named=True)
     page = out.read_text()
     assert "<script>" not in page and "&lt;script&gt;" in page
     assert "ann&lt;b&gt;" in page and "ann<b>" not in page
@@ -175,15 +175,15 @@ def test_the_page_is_written_whole_or_not_at_all(tmp_path):
 def test_wrong_input_gets_one_sentence(tmp_path):
     course = tmp_path / "course"
     with pytest.raises(SimilarityError, match="no course directory"):
-        similarity_report(course, ASSIGNMENT, secret="s")
+        similarity_report(course, ASSIGNMENT, course_secret="s")
     course.mkdir()
     with pytest.raises(SimilarityError, match="unknown assignment 'nope'"):
-        similarity_report(course, "nope", secret="s")
+        similarity_report(course, "nope", course_secret="s")
     with pytest.raises(SimilarityError, match="no submissions of 01_cuda_from_python"):
-        similarity_report(course, ASSIGNMENT, secret="s")
+        similarity_report(course, ASSIGNMENT, course_secret="s")
     write_submission(course, ASSIGNMENT, "ann", [generated_kernel(np.random.default_rng(2))])
     with pytest.raises(SimilarityError, match="course secret"):
-        similarity_report(course, ASSIGNMENT, secret=None)
+        similarity_report(course, ASSIGNMENT, course_secret=None)
 
 
 @pytest.mark.parametrize("args", [["similarity", "nope"], ["similarity", ASSIGNMENT]])

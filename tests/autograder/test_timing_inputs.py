@@ -328,9 +328,9 @@ def test_a_caching_kernel_gains_no_speed_points_on_a_gpu():
         "    if (blockIdx.x == 0 && threadIdx.x == 0 && hit < 0) { keep_x0[slot] = x[0]; keep_n[slot] = n; kept = slot + 1; }\n"
         "}\n"
     )
-    twin = grade_submission(submission_from_cell(honest), mode="hidden", secret=b"gpu timing", student_id="twin",
+    twin = grade_submission(submission_from_cell(honest), mode="hidden", student_key=b"gpu timing", student_id="twin",
                             backend="gpu")
-    attack = grade_submission(submission_from_cell(caching), mode="hidden", secret=b"gpu timing",
+    attack = grade_submission(submission_from_cell(caching), mode="hidden", student_key=b"gpu timing",
                               student_id="cache", backend="gpu")
     assert attack.score <= twin.score, (attack.feedback_text(), twin.feedback_text())
     assert attack.speed_score <= twin.speed_score

@@ -34,7 +34,12 @@ RUNTIME = HERE / "runtime.cpp"
 GLOBAL_RACES = HERE / "global_races.h"
 INCLUDE = HERE / "include"
 
-BASE_FLAGS = ("-std=gnu++17", "-g", "-gdwarf-4", "-O1", "-fno-omit-frame-pointer", "-w", "-fdiagnostics-color=never", "-pthread")
+# -fno-tree-sra keeps a copy of a struct or vector value (float4 v = p[i]) a copy of all its bytes: split
+# into its fields, a field the code uses only under a bounds test is read only there, and a float4 read
+# past the end of an array (which a GPU makes whole, in one 16-byte load) would go unreported
+WHOLE_VALUE_READS = ("-fno-tree-sra",)
+BASE_FLAGS = ("-std=gnu++17", "-g", "-gdwarf-4", "-O1", "-fno-omit-frame-pointer", "-w", "-fdiagnostics-color=never",
+              "-pthread") + WHOLE_VALUE_READS
 # a check that fails calls __asan_report_*_noabort, which the runtime defines: the argument
 # buffers a launch may write are poisoned while it runs, and their accesses tracked for races
 ASAN_FLAGS = ("-fsanitize=address", "-fsanitize-recover=address")
@@ -178,7 +183,7 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
         candidates = [c for c in candidates if not c[1]]
     for flags, asan in candidates:
         # the runtime: optimised, not instrumented (only the reader's code needs checking)
-        runtime_flags = tuple(f for f in flags if f not in ASAN_FLAGS and f not in ("-O0", "-O1")) + ("-O2",)
+        runtime_flags = tuple(f for f in flags if f not in ASAN_FLAGS + WHOLE_VALUE_READS and f not in ("-O0", "-O1")) + ("-O2",)
         if asan:
             runtime_flags += ("-DDLK_WITH_ASAN=1",)
         if ucontext:

@@ -16,8 +16,9 @@ _FEATURES = [
      "inline PTX assembly (asm) is not supported by the CPU emulator, which runs kernels as C++ on the CPU; "
      "write the operation in CUDA C, or run this kernel on a GPU"),
     (re.compile(r"<<<"),
-     "launching a kernel from device code (dynamic parallelism, <<<...>>>) is not supported by the CPU emulator; "
-     "launch each kernel from Python instead, or run this kernel on a GPU"),
+     "a kernel launch written in the source (<<<...>>>: host code that launches kernels, or a launch from device "
+     "code, dynamic parallelism) is not supported by the CPU emulator; launch each kernel from Python with "
+     "module.function(...) instead, or run this source on a GPU"),
     (re.compile(r"\b(?:tex1Dfetch|tex1D|tex2D|tex3D|texture\s*<|cudaTextureObject_t|surf1Dwrite|surf2Dwrite|surf2Dread)\b"),
      "textures and surfaces are not supported by the CPU emulator; read the data through an ordinary pointer "
      "(const T* __restrict__, or __ldg), or run this kernel on a GPU"),

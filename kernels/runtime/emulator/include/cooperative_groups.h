@@ -2,14 +2,35 @@
 //
 // thread_block, this_thread_block(), tiled_partition<N>() / tiled_partition(g, N),
 // thread_block_tile<N> with sync, shfl*, any/all/ballot, and reduce() with plus/less/
-// greater/bit operations.  Tile operations are the warp intrinsics over the tile's
-// lanes (the mask of the tile), so the emulator's checks of warp intrinsics apply.
+// greater/bit operations or the program's own operator (a function, functor or lambda).
+// Tile operations are the warp intrinsics over the tile's lanes (the mask of the tile), so
+// the emulator's checks of warp intrinsics apply.  A tile shuffles a value that is not a
+// number (a struct of the program's own, such as a (max, sum) pair) as CUDA's cooperative
+// groups do: in 32-bit words, for trivially copyable types of at most 32 bytes.
 // Grid-wide groups: this_grid() with sync(), thread_rank(), size(), block_rank(), num_blocks().
 // A module that uses this_grid() is launched cooperatively (every block resident): see
 // run_grid_cooperative in runtime.cpp; grid.sync() is checked like a barrier.
 #pragma once
 
+#include <string.h>
+#include <type_traits>
+
 namespace cooperative_groups {
+
+namespace details {
+// a value the warp intrinsics do not take, moved word by word with shuffle_word
+template <class T, class Shuffle>
+static inline T shuffle_words(T value, Shuffle shuffle_word) {
+  static_assert(std::is_trivially_copyable<T>::value, "a tile shuffles trivially copyable types only");
+  static_assert(sizeof(T) <= 32, "cooperative groups' collectives are limited to types of at most 32 bytes");
+  constexpr unsigned count = (sizeof(T) + sizeof(unsigned) - 1) / sizeof(unsigned);
+  unsigned words[count] = {};
+  memcpy(words, &value, sizeof(T));
+  for (unsigned k = 0; k < count; ++k) words[k] = shuffle_word(words[k]);
+  memcpy(&value, words, sizeof(T));
+  return value;
+}
+}  // namespace details
 
 struct thread_block {
   __device__ void sync() const { __syncthreads(); }
@@ -64,10 +85,23 @@ struct thread_block_tile {
     return (blockDim.x * blockDim.y * blockDim.z + N - 1) / N;
   }
   __device__ void sync() const { __syncwarp(mask()); }
-  template <class T> __device__ T shfl(T v, int src) const { return __shfl_sync(mask(), v, src, N); }
-  template <class T> __device__ T shfl_down(T v, unsigned d) const { return __shfl_down_sync(mask(), v, d, N); }
-  template <class T> __device__ T shfl_up(T v, unsigned d) const { return __shfl_up_sync(mask(), v, d, N); }
-  template <class T> __device__ T shfl_xor(T v, unsigned m) const { return __shfl_xor_sync(mask(), v, m, N); }
+  // a number as the warp intrinsic moves it, anything else word by word (intrinsic: a generic lambda)
+  template <class T, class Intrinsic> static __device__ T shuffled(T v, Intrinsic intrinsic) {
+    if constexpr (std::is_arithmetic<T>::value) return intrinsic(v);
+    else return details::shuffle_words(v, intrinsic);
+  }
+  template <class T> __device__ T shfl(T v, int src) const {
+    return shuffled(v, [&](auto w) { return __shfl_sync(mask(), w, src, N); });
+  }
+  template <class T> __device__ T shfl_down(T v, unsigned d) const {
+    return shuffled(v, [&](auto w) { return __shfl_down_sync(mask(), w, d, N); });
+  }
+  template <class T> __device__ T shfl_up(T v, unsigned d) const {
+    return shuffled(v, [&](auto w) { return __shfl_up_sync(mask(), w, d, N); });
+  }
+  template <class T> __device__ T shfl_xor(T v, unsigned m) const {
+    return shuffled(v, [&](auto w) { return __shfl_xor_sync(mask(), w, m, N); });
+  }
   __device__ int any(int p) const { return __any_sync(mask(), p); }
   __device__ int all(int p) const { return __all_sync(mask(), p); }
   __device__ unsigned ballot(int p) const {
