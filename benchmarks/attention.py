@@ -33,7 +33,7 @@ import time
 import ml_dtypes
 import numpy as np
 
-from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
+from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
 from kernels.attention import attention as fp32
 from kernels.attention import attention_bf16 as bf16
 from kernels.frameworks import torch_transformer_block as tb
@@ -48,14 +48,29 @@ FLOAT_UP_TO = 4096
 NUMERICS_SEQS = (1024, 4096, 16384)
 GOAL_SEQ = 4096
 #: The chapter's goals: forward and backward time of SDPA-flash over ours, unfused float over fused float, and
-#: the fused float forward's time over its own bound.
-GOALS = {"forward_vs_sdpa": 0.9, "backward_vs_sdpa": 0.7, "fused_vs_unfused_float": 10.0, "float_times_bound": 1.5}
+#: the fused float forward's time over its own bound (``summary["goals"]`` names each by its key).
+FORWARD_VS_SDPA, BACKWARD_VS_SDPA, FUSED_VS_UNFUSED_FLOAT, FLOAT_TIMES_BOUND = (
+    "forward_vs_sdpa", "backward_vs_sdpa", "fused_vs_unfused_float", "float_times_bound")
+GOALS = {FORWARD_VS_SDPA: 0.9, BACKWARD_VS_SDPA: 0.7, FUSED_VS_UNFUSED_FLOAT: 10.0, FLOAT_TIMES_BOUND: 1.5}
 MEMORY_MARGIN = 0.85          # of the free memory a version may ask for
 BUDGET_S = 0.5                # time spent timing one row, about
 
+# --- the results file and what the book reads in it ------------------------------------------
+NAME = "attention"
+FORWARD, BACKWARD, SOFTMAX, TRAINING_STEP = "forward", "backward", "softmax", "training_step"
+#: A row's ``dtype``: what the book shows apart (the float versions against the naive peer, BF16 against SDPA).
+FLOAT32, BF16 = "float32", "bf16"
+#: Each forward's error against float64 at growing lengths, SDPA's among them.
+NUMERICS = "numerics"
 V1, V3, V4 = "v1 unfused float32", "v3 fused float32", "v4 fused bf16"
 V5F, V5B = "v5 backward float32", "v5 backward bf16"
 SDPA, SDPA_F32, NAIVE = "torch sdpa flash bf16", "torch sdpa efficient float32", "torch naive float32"
+
+CONTRACT = Contract(
+    NAME, groups=(FORWARD, BACKWARD, SOFTMAX, TRAINING_STEP),
+    rows={FORWARD: (V1, V3, V4, SDPA, NAIVE), BACKWARD: (V5F, V5B, SDPA, NAIVE)},
+    values={"dtype": (FLOAT32, BF16)}, sections=("summary", NUMERICS), entries={"summary": tuple(GOALS)},
+)
 
 
 def _timed(fn, torch_peer: bool):
@@ -115,7 +130,7 @@ class _Sweep:
 
     def add(self, name, group, kind, timing, shape, nbytes, flops, dtype, version=None, **extra):
         floor_ms = nbytes / (self.peaks.bandwidth_gbs * 1e9) * 1e3
-        roof_ms = flops / ((self.bf16_gflops if dtype == "bf16" else self.peaks.fp32_gflops) * 1e9) * 1e3
+        roof_ms = flops / ((self.bf16_gflops if dtype == BF16 else self.peaks.fp32_gflops) * 1e9) * 1e3
         row = timed_row(name, group, kind, timing.median_ms, nbytes, flops, self.peaks.bandwidth_gbs,
                         min_ms=timing.min_ms, samples=len(timing.samples_ms), **self.sizes(shape), dtype=dtype,
                         version=version, floor_ms=floor_ms, roof_ms=roof_ms,
@@ -179,9 +194,9 @@ def _measure_bf16(sweep: _Sweep, shape: dict, q, k, v, grad) -> None:
         forward()
         return max_error(out, sdpa(qb, kb, vb, causal, SDPBackend.FLASH_ATTENTION))
 
-    peer = _entry(sweep, SDPA, "forward", "peer", shape, "bf16", fwd_bytes, fwd_flops,
+    peer = _entry(sweep, SDPA, FORWARD, "peer", shape, BF16, fwd_bytes, fwd_flops,
                   lambda: sdpa(qb, kb, vb, causal, SDPBackend.FLASH_ATTENTION))
-    _entry(sweep, V4, "forward", "kernel", shape, "bf16", fwd_bytes, fwd_flops, lambda: forward(sync=False),
+    _entry(sweep, V4, FORWARD, "kernel", shape, BF16, fwd_bytes, fwd_flops, lambda: forward(sync=False),
            check=forward_error, tol=2e-2, version=4, peer=peer)
 
     qr, kr, vr = (t.clone().requires_grad_(True) for t in (qb, kb, vb))
@@ -200,9 +215,9 @@ def _measure_bf16(sweep: _Sweep, shape: dict, q, k, v, grad) -> None:
         expected = torch.autograd.grad(peer_out, (qr, kr, vr), gb, retain_graph=True)
         return max(max_error(a, b) for a, b in zip(grads, expected))
 
-    peer = _entry(sweep, SDPA, "backward", "peer", shape, "bf16", bwd_bytes, bwd_flops,
+    peer = _entry(sweep, SDPA, BACKWARD, "peer", shape, BF16, bwd_bytes, bwd_flops,
                   lambda: torch.autograd.grad(peer_out, (qr, kr, vr), gb, retain_graph=True))
-    _entry(sweep, V5B, "backward", "kernel", shape, "bf16", bwd_bytes, bwd_flops, lambda: backward(sync=False),
+    _entry(sweep, V5B, BACKWARD, "kernel", shape, BF16, bwd_bytes, bwd_flops, lambda: backward(sync=False),
            check=backward_error, tol=5e-2, version=5, peer=peer)
 
 
@@ -221,18 +236,18 @@ def _measure_float(sweep: _Sweep, shape: dict, q, k, v, grad) -> None:
     naive_fwd = naive_bwd = None
     fits, why = _fits(4.0 * 3 * batch * heads * n * n)   # S, P and the gradient's N x N, at least
     if fits:
-        naive_fwd = _entry(sweep, NAIVE, "forward", "peer", shape, "float32", fwd_bytes, fwd_flops,
+        naive_fwd = _entry(sweep, NAIVE, FORWARD, "peer", shape, FLOAT32, fwd_bytes, fwd_flops,
                            lambda: naive_attention(q, k, v, causal))
         qr, kr, vr = (t.clone().requires_grad_(True) for t in (q, k, v))
         naive_out = naive_attention(qr, kr, vr, causal)
-        naive_bwd = _entry(sweep, NAIVE, "backward", "peer", shape, "float32", bwd_bytes, bwd_flops,
+        naive_bwd = _entry(sweep, NAIVE, BACKWARD, "peer", shape, FLOAT32, bwd_bytes, bwd_flops,
                            lambda: torch.autograd.grad(naive_out, (qr, kr, vr), grad, retain_graph=True))
         del qr, kr, vr, naive_out
         gc.collect()
         torch.cuda.empty_cache()
     else:
-        sweep.skip(NAIVE, "forward", "peer", shape, why)
-        sweep.skip(NAIVE, "backward", "peer", shape, why)
+        sweep.skip(NAIVE, FORWARD, "peer", shape, why)
+        sweep.skip(NAIVE, BACKWARD, "peer", shape, why)
 
     fits, why = _fits(fp32.unfused_bytes_needed(shape))
     if fits:
@@ -246,12 +261,12 @@ def _measure_float(sweep: _Sweep, shape: dict, q, k, v, grad) -> None:
             unfused()
             return max_error(out, reference)
 
-        _entry(sweep, V1, "forward", "kernel", shape, "float32", fwd_bytes, fwd_flops, lambda: unfused(sync=False),
+        _entry(sweep, V1, FORWARD, "kernel", shape, FLOAT32, fwd_bytes, fwd_flops, lambda: unfused(sync=False),
                check=unfused_error, tol=1e-4, version=1, peer=naive_fwd, n_by_n_bytes=fp32.unfused_bytes_needed(shape))
         del workspace
         gc.collect()
     else:
-        sweep.skip(V1, "forward", "kernel", shape, why)
+        sweep.skip(V1, FORWARD, "kernel", shape, why)
 
     def forward(sync=True):
         return fp32.attention_forward(_view(q), _view(k), _view(v), causal, out=_view(out), lse=_view(lse), sync=sync)
@@ -260,7 +275,7 @@ def _measure_float(sweep: _Sweep, shape: dict, q, k, v, grad) -> None:
         forward()
         return max_error(out, reference)
 
-    _entry(sweep, V3, "forward", "kernel", shape, "float32", fwd_bytes, fwd_flops, lambda: forward(sync=False),
+    _entry(sweep, V3, FORWARD, "kernel", shape, FLOAT32, fwd_bytes, fwd_flops, lambda: forward(sync=False),
            check=forward_error, tol=1e-4, version=3, peer=naive_fwd)
 
     grads = tuple(torch.empty_like(q) for _ in range(3))
@@ -277,7 +292,7 @@ def _measure_float(sweep: _Sweep, shape: dict, q, k, v, grad) -> None:
         expected = torch.autograd.grad(sdpa(qr, kr, vr, causal, SDPBackend.EFFICIENT_ATTENTION), (qr, kr, vr), grad)
         return max(max_error(a, b) for a, b in zip(grads, expected))
 
-    _entry(sweep, V5F, "backward", "kernel", shape, "float32", bwd_bytes, bwd_flops, lambda: backward(sync=False),
+    _entry(sweep, V5F, BACKWARD, "kernel", shape, FLOAT32, bwd_bytes, bwd_flops, lambda: backward(sync=False),
            check=backward_error, tol=1e-3, version=5, peer=naive_bwd)
 
 
@@ -305,7 +320,7 @@ def measure_softmax(sweep: _Sweep, seqs, batch: int, heads: int) -> None:
         sizes = {"batch": batch, "heads": heads, "seq": n, "head_dim": None, "causal": False}
         fits, why = _fits(8.0 * rows * n)
         if not fits:
-            sweep.skip("v2 online softmax", "softmax", "kernel", sizes, why)
+            sweep.skip("v2 online softmax", SOFTMAX, "kernel", sizes, why)
             continue
         S = torch.randn(rows, n, device="cuda") * 4
         P, lse = torch.empty_like(S), torch.empty(rows, device="cuda")
@@ -319,9 +334,9 @@ def measure_softmax(sweep: _Sweep, seqs, batch: int, heads: int) -> None:
             return max_error(P, torch.softmax(S, dim=-1))
 
         nbytes, flops = record.bytes({"rows": rows, "cols": n}), record.flops({"rows": rows, "cols": n})
-        peer = _entry(sweep, "torch softmax float32", "softmax", "peer", sizes, "float32", nbytes, flops,
+        peer = _entry(sweep, "torch softmax float32", SOFTMAX, "peer", sizes, FLOAT32, nbytes, flops,
                       lambda: torch.softmax(S, dim=-1))
-        _entry(sweep, "v2 online softmax", "softmax", "kernel", sizes, "float32", nbytes, flops,
+        _entry(sweep, "v2 online softmax", SOFTMAX, "kernel", sizes, FLOAT32, nbytes, flops,
                lambda: online(sync=False), check=online_error, tol=1e-5, version=2, peer=peer)
         del S, P, lse
         torch.cuda.empty_cache()
@@ -371,10 +386,10 @@ def measure_training_step(seq: int = 2048, batch: int = 4, dim: int = 1024, head
         weights = tb.make_weights(dim, 4 * dim, device="cuda", dtype=torch.bfloat16, seed=4)
         losses[name] = tb.training_step(weights, x, target, heads, attention, learning_rate=0.0).item()
         timing = _timed(lambda: tb.training_step(weights, x, target, heads, attention, learning_rate=0.0), True)
-        rows.append(timed_row(f"training step, attention by {name}", "training_step",
+        rows.append(timed_row(f"training step, attention by {name}", TRAINING_STEP,
                               "kernel" if name.startswith("dlk::") else "peer", timing.median_ms, None, None, None,
                               min_ms=timing.min_ms, samples=len(timing.samples_ms), batch=batch, seq=seq, dim=dim,
-                              heads=heads, dtype="bf16", causal=True, loss=losses[name]))
+                              heads=heads, dtype=BF16, causal=True, loss=losses[name]))
     ours, peer = rows
     agree = abs(losses["dlk::attention"] - losses["torch sdpa (flash)"]) <= 1e-2 * abs(losses["torch sdpa (flash)"])
     return rows, {"training_step_speedup_vs_sdpa": peer["median_ms"] / ours["median_ms"], "training_step_losses_agree": agree}
@@ -387,23 +402,23 @@ def goals(rows: list[dict], head_dims) -> list[dict]:
                      and r["head_dim"] == d and r["causal"] == causal and "median_ms" in r), None)
 
     def bound(name, d, causal):
-        return next((r["times_bound"] for r in rows if r["name"] == name and r["group"] == "forward"
+        return next((r["times_bound"] for r in rows if r["name"] == name and r["group"] == FORWARD
                      and r["seq"] == GOAL_SEQ and r["head_dim"] == d and r["causal"] == causal and "median_ms" in r), None)
 
     found = []
     for d in head_dims:
         for causal in (False, True):
-            pairs = {"forward_vs_sdpa": (ms(SDPA, "forward", d, causal), ms(V4, "forward", d, causal)),
-                     "backward_vs_sdpa": (ms(SDPA, "backward", d, causal), ms(V5B, "backward", d, causal)),
-                     "fused_vs_unfused_float": (ms(V1, "forward", d, causal), ms(V3, "forward", d, causal))}
+            pairs = {FORWARD_VS_SDPA: (ms(SDPA, FORWARD, d, causal), ms(V4, FORWARD, d, causal)),
+                     BACKWARD_VS_SDPA: (ms(SDPA, BACKWARD, d, causal), ms(V5B, BACKWARD, d, causal)),
+                     FUSED_VS_UNFUSED_FLOAT: (ms(V1, FORWARD, d, causal), ms(V3, FORWARD, d, causal))}
             for goal, (theirs, ours) in pairs.items():
                 if theirs is not None and ours is not None:
                     found.append({"goal": goal, "head_dim": d, "causal": causal, "ratio": theirs / ours,
                                   "target": GOALS[goal], "met": theirs / ours >= GOALS[goal]})
             times = bound(V3, d, causal)
             if times is not None:
-                found.append({"goal": "float_times_bound", "head_dim": d, "causal": causal, "ratio": times,
-                              "target": GOALS["float_times_bound"], "met": times <= GOALS["float_times_bound"]})
+                found.append({"goal": FLOAT_TIMES_BOUND, "head_dim": d, "causal": causal, "ratio": times,
+                              "target": GOALS[FLOAT_TIMES_BOUND], "met": times <= GOALS[FLOAT_TIMES_BOUND]})
     return found
 
 
@@ -432,7 +447,7 @@ def measure(seqs=SEQS, head_dims=HEAD_DIMS, batch: int = BATCH, heads: int = HEA
                 try:
                     _measure_size(sweep, shape, with_float=n <= float_up_to)
                 except Exception as exc:  # noqa: BLE001 - the inputs of this size could not be made (memory)
-                    sweep.rows.append(untimed_row("every version", "forward", "kernel", **sweep.sizes(shape),
+                    sweep.rows.append(untimed_row("every version", FORWARD, "kernel", **sweep.sizes(shape),
                                                   error=f"{type(exc).__name__}: {exc}"[:400]))
                 gc.collect()
                 torch.cuda.empty_cache()
@@ -441,7 +456,7 @@ def measure(seqs=SEQS, head_dims=HEAD_DIMS, batch: int = BATCH, heads: int = HEA
     result = {"peaks": peaks_as_dict(peaks), "sizes": {"batch": batch, "heads": heads, "seqs": list(seqs),
                                                         "head_dims": list(head_dims), "float_up_to": float_up_to}}
     try:
-        result["numerics"] = measure_numerics(numerics_seqs, head_dims)
+        result[NUMERICS] = measure_numerics(numerics_seqs, head_dims)
     except Exception as exc:  # noqa: BLE001 - the timings above are kept
         summary["numerics_error"] = f"{type(exc).__name__}: {exc}"[:400]
     if training_step:
@@ -465,11 +480,11 @@ def main() -> None:
     args = parser.parse_args()
     data = measure(tuple(args.seqs), tuple(args.head_dims), float_up_to=args.float_up_to,
                    training_step=not args.no_training_step)
-    path = write_results("attention", data)
+    path = write_results(NAME, data)
     print(f"results written to {path}")
     print(f"{'name':<30} {'group':<9} {'d':>4} {'causal':>6} {'N':>6} {'ms':>9} {'TFLOP/s':>8} {'x bound':>8} {'vs peer':>8}")
     for r in data["results"]:
-        if r["group"] in ("forward", "backward") and "median_ms" in r:
+        if r["group"] in (FORWARD, BACKWARD) and "median_ms" in r:
             print(f"{r['name']:<30} {r['group']:<9} {r['head_dim']:>4} {str(r['causal']):>6} {r['seq']:>6} "
                   f"{r['median_ms']:>9.3f} {r['gflops'] / 1e3:>8.1f} {r['times_bound']:>8.2f} "
                   f"{r.get('speedup_vs_peer', float('nan')):>8.2f}")

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchmarks import cnn, conv_as_gemm, sgemm_tensor_cores as tensor_cores
+from benchmarks.common import Contract, require_gpu_backend, results_path, results_tag, write_results
 from kernels.runtime.versions import versions
 
 #: What is recorded of each kernel: the results file's name -> the ncu metric it is read from.
@@ -68,19 +70,37 @@ LIMITS_WARPTILE = {"WT_BM": 128, "WT_BN": 256, "WT_BK": 8, "WT_MIN_BLOCKS": 1, "
 
 
 def limits_warptile() -> dict:
-    """The tile the SGEMM ladder's search found fastest on this kind of GPU (its recorded conv_as_gemm run),
-    else LIMITS_WARPTILE."""
+    """The tile the SGEMM ladder's search found fastest on this kind of GPU (its recorded conv_as_gemm run, the
+    file of this run's tag), else LIMITS_WARPTILE."""
     import json
 
-    from benchmarks.common import results_path
-
     try:
-        rows = json.loads(results_path("conv_as_gemm").read_text())["results"]
-        best = next(r for r in rows if r["group"] == "sgemm" and r["name"] == "warptile" and r.get("config"))
+        rows = json.loads(results_path(conv_as_gemm.NAME, results_tag()).read_text())["results"]
+        best = next(r for r in rows if r["group"] == conv_as_gemm.SGEMM and r["name"] == conv_as_gemm.WARPTILE
+                    and r.get("config"))
         return dict(best["config"])
     except (OSError, ValueError, KeyError, StopIteration):
         return dict(LIMITS_WARPTILE)
 C3 = {"N": 64, "C": 6, "H": 14, "W": 14, "M": 16, "K": 5}  # LeNet's second convolution, batch 64
+
+# --- the results file and what the book reads in it ------------------------------------------
+NAME = "profiles"
+#: The figures: the SGEMM ladder, the direct convolution on C3, what limits the fastest SGEMMs; the BF16 ladder's
+#: counters are recorded by benchmarks/sgemm_bf16.py in its own file, as rows of this module's layout.
+SGEMM, CONV2D_C3, LIMITS, BF16 = "sgemm", "conv2d_c3", "limits", "bf16"
+CUBLAS_BF16_KERNEL = "cublas_bf16"  # the name of cuBLAS's BF16 row (a library's kernel has no name of ours)
+#: A row's ``step`` is the chapter's name for its kernel: a version of the ladder (sgemm.py's keys), a version
+#: of the direct convolution (conv2d.py's), and in LIMITS the names the tensor-core benchmark gives its rows.
+SGEMM_NAIVE, SGEMM_COALESCED, SGEMM_VECTORIZED, SGEMM_WARPTILE = "naive", "coalesced", "vectorized", "warptile"
+C3_STEPS = C3_NAIVE, C3_CONSTANT, C3_TILED = cnn.NAIVE, cnn.CONSTANT, cnn.TILED
+LIMIT_STEPS = (tensor_cores.V7, tensor_cores.CUBLAS_FP32, tensor_cores.V10, tensor_cores.V11, tensor_cores.CUBLAS_TF32)
+
+CONTRACT = Contract(
+    NAME, groups=(SGEMM, CONV2D_C3, LIMITS),
+    rows={SGEMM: (SGEMM_NAIVE, SGEMM_COALESCED, SGEMM_VECTORIZED, SGEMM_WARPTILE), CONV2D_C3: C3_STEPS,
+          LIMITS: LIMIT_STEPS},
+    row_field="step",
+)
 
 
 @dataclass(frozen=True)
@@ -89,7 +109,7 @@ class Target:
     belongs to, and how to run it once."""
 
     kernel: str
-    group: str  # "sgemm" (the ladder), "conv2d_c3", "limits" or "bf16" (the BF16 ladder)
+    group: str  # SGEMM (the ladder), CONV2D_C3, LIMITS or BF16 (the BF16 ladder)
     step: str  # the chapter's name for it
     library: bool = False  # a cuBLAS kernel: ncu takes the second GEMM launch (the first warms up)
 
@@ -98,23 +118,23 @@ def targets() -> list[Target]:
     from kernels.conv import conv2d
     from kernels.gemm import sgemm
 
-    ladder = [Target(version.kernel, "sgemm", name) for name, version in versions(sgemm.KERNELS).items()]
-    direct = [Target(conv2d.KERNEL_NAMES[name], "conv2d_c3", name) for name in ("naive", "constant", "tiled")]
-    limits = [Target("sgemm_warptile", "limits", "version 7: FP32 warptile"),
-              Target("cublas_fp32", "limits", "cuBLAS FP32 (TF32 off)", library=True),
-              Target("sgemm_tf32x3_wgmma", "limits", "version 10: 3xTF32, wgmma"),
-              Target("sgemm_tf32x3_tma", "limits", "version 11: 3xTF32, wgmma fed by TMA"),
-              Target("cublas_tf32", "limits", "cuBLAS TF32", library=True)]
+    ladder = [Target(version.kernel, SGEMM, name) for name, version in versions(sgemm.KERNELS).items()]
+    direct = [Target(conv2d.KERNEL_NAMES[name], CONV2D_C3, name) for name in C3_STEPS]
+    limits = [Target("sgemm_warptile", LIMITS, tensor_cores.V7),
+              Target("cublas_fp32", LIMITS, tensor_cores.CUBLAS_FP32, library=True),
+              Target("sgemm_tf32x3_wgmma", LIMITS, tensor_cores.V10),
+              Target("sgemm_tf32x3_tma", LIMITS, tensor_cores.V11),
+              Target("cublas_tf32", LIMITS, tensor_cores.CUBLAS_TF32, library=True)]
     from kernels.gemm import sgemm_bf16
 
-    bf16 = [Target(kernel, "bf16", f"version {number}: {title}") for kernel, number, title in ((r.kernel, r.number, r.title) for r in sgemm_bf16.KERNELS.values())]
-    bf16.append(Target("cublas_bf16", "bf16", "cuBLAS BF16", library=True))
+    bf16 = [Target(kernel, BF16, f"version {number}: {title}") for kernel, number, title in ((r.kernel, r.number, r.title) for r in sgemm_bf16.KERNELS.values())]
+    bf16.append(Target(CUBLAS_BF16_KERNEL, BF16, "cuBLAS BF16", library=True))
     return ladder + direct + limits + bf16
 
 
-#: The groups a run of this module profiles by default; "bf16" is profiled by benchmarks/sgemm_bf16.py, beside
+#: The groups a run of this module profiles by default; BF16 is profiled by benchmarks/sgemm_bf16.py, beside
 #: its timings.
-DEFAULT_GROUPS = ("sgemm", "conv2d_c3", "limits")
+DEFAULT_GROUPS = (SGEMM, CONV2D_C3, LIMITS)
 
 
 def run_once(target: Target) -> None:
@@ -124,10 +144,10 @@ def run_once(target: Target) -> None:
     from kernels.gemm import sgemm, sgemm_hopper
 
     rng = np.random.default_rng(0)
-    if target.group == "bf16":
+    if target.group == BF16:
         run_bf16_once(target, rng)
         return
-    if target.group == "limits":
+    if target.group == LIMITS:
         A = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
         B = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
         if target.library:
@@ -143,7 +163,7 @@ def run_once(target: Target) -> None:
         else:
             getattr(sgemm_hopper, target.kernel)(A, B)
         return
-    if target.group == "sgemm":
+    if target.group == SGEMM:
         A = rng.standard_normal((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
         B = rng.standard_normal((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
         sgemm.KERNELS[target.kernel].launcher(A, B)
@@ -279,8 +299,6 @@ def profile_row(target: Target, metrics: dict[str, float]) -> dict:
 
 
 def measure(only: str | None = None, verbose: bool = False, groups=DEFAULT_GROUPS) -> dict:
-    from benchmarks.common import require_gpu_backend
-
     require_gpu_backend()
     if shutil.which("ncu") is None:
         sys.exit("profiles need Nsight Compute's ncu on the PATH")
@@ -316,13 +334,11 @@ def main() -> None:
     if args.run_once:
         run_once(next(t for t in targets() if f"{t.group}/{t.kernel}" == args.run_once))  # a kernel may be in two groups
         return
-    from benchmarks.common import write_results
-
     results = measure(args.only, verbose=True)
     if args.only:
         print("(one kernel: not written to the results file)")
         return
-    print(f"wrote {write_results('profiles', results)}")
+    print(f"wrote {write_results(NAME, results)}")
 
 
 if __name__ == "__main__":

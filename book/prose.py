@@ -5,10 +5,15 @@ when ``make bench`` records new figures (another GPU, another driver, a faster k
 a hand-written "about the same speed" or "on an H100" can turn false without anyone
 noticing. Each function here takes a results file's dictionary (``SpeedFigures.data``)
 and returns the sentence that the figures support; :func:`glue_phrase` hands it to the
-page, where the prose shows it with ``{glue:md}`name```.
+page, where the prose shows it with ``{glue:md}`name```.  The rows, groups and layers a
+sentence reads are named by the constants of the benchmark that writes them.
 """
 
 from __future__ import annotations
+
+from benchmarks import attention, capsules, cnn, conv_as_gemm, cuda_from_python, perceptrons_mlp, profiles
+from benchmarks import sgemm_tensor_cores as tensor_cores
+from book.speed_figures import SpeedFigures
 
 # Within this fraction, two speeds are "about the same": timings of one kernel vary by
 # a few per cent between runs.
@@ -73,7 +78,7 @@ def _best(rows: list[dict], group: str, kind: str) -> dict | None:
 
 # --- chapter 1: CUDA from Python -------------------------------------------------------------
 
-def elementwise_against_library(data: dict, groups=("vector_add", "saxpy", "copy")) -> str:
+def elementwise_against_library(data: dict, groups=cuda_from_python.ELEMENTWISE) -> str:
     """The elementwise kernels' best against the library's best, group by group."""
     rows = data.get("results", [])
     parts = []
@@ -91,7 +96,7 @@ def bandwidth_roof(data: dict) -> str:
     fastest = max((r for r in data.get("results", []) if r["kind"] == "peer" and r.get("gbs")),
                   key=lambda r: r["gbs"], default=None)
     dram = dram_bandwidth_gbs(data)
-    text = (f"The 100 % line is our `copy_grid_stride_float4`'s bandwidth, {copy_gbs:,.0f} GB/s: "
+    text = (f"The 100 % line is our `{cuda_from_python.PEAK_COPY}`'s bandwidth, {copy_gbs:,.0f} GB/s: "
             f"a measured floor for what the card can do, not its ceiling.")
     if fastest and fastest["gbs"] > copy_gbs * (1 + SAME_SPEED / 5):
         text += (f" `{fastest['name']}` moved {fastest['gbs']:,.0f} GB/s, "
@@ -105,9 +110,9 @@ def bandwidth_roof(data: dict) -> str:
 def sum_against_library(data: dict) -> str:
     """Where the block-level sums stand against one pass over x and against the libraries."""
     rows = data.get("results", [])
-    ours = [r for r in rows if r["group"] == "reduce_sum" and r["kind"] == "kernel"
-            and r["name"] != "reduce_sum_atomic"]
-    peers = sorted((r for r in rows if r["group"] == "reduce_sum" and r["kind"] == "peer"),
+    ours = [r for r in rows if r["group"] == cuda_from_python.REDUCE_SUM and r["kind"] == "kernel"
+            and r["name"] != cuda_from_python.SUM_ATOMIC]
+    peers = sorted((r for r in rows if r["group"] == cuda_from_python.REDUCE_SUM and r["kind"] == "peer"),
                    key=lambda r: -r["gbs"])
     if not ours or not peers:
         return ""
@@ -125,12 +130,12 @@ def sum_against_library(data: dict) -> str:
 
 # --- chapter 2: perceptrons -------------------------------------------------------------------
 
-def tree_sum_against_library(data: dict, kernel: str = "gradient_sum_tree", label: str = "the tree") -> str:
+def tree_sum_against_library(data: dict, kernel: str = perceptrons_mlp.SUM_TREE, label: str = "the tree") -> str:
     """A gradient sum at the largest minibatch: share of bandwidth, and the library.
 
     Empty when the results hold no row of ``kernel`` (recorded before that version existed).
     """
-    rows = [r for r in data.get("results", []) if r["group"] == "gradient_sum_sweep"]
+    rows = [r for r in data.get("results", []) if r["group"] == perceptrons_mlp.GRADIENT_SUM_SWEEP]
     if not rows:
         return ""
     big = max(r["n"] for r in rows)
@@ -159,14 +164,13 @@ def _layer_times(data: dict, group: str, layer: str) -> dict[str, float]:
             if r["group"] == group and r.get("layer") == layer and r.get("median_ms")}
 
 
-def small_layer_versions(data: dict, layer_name: str = "LeNet C3",
-                         versions=("constant", "tiled")) -> str:
+def small_layer_versions(data: dict, layer_name: str = cnn.LENET_C3, versions=(cnn.CONSTANT, cnn.TILED)) -> str:
     """Each version's speed relative to the naive kernel on one layer, e.g. "0.72× and 0.80×"."""
-    t = _layer_times(data, "forward", layer_name)
+    t = _layer_times(data, cnn.FORWARD, layer_name)
     if not t:
         return ""
-    parts = [f"`{v}` runs at {t['naive'] / t[v]:.2f}× the naive kernel's speed" for v in versions
-             if v in t and "naive" in t]
+    parts = [f"`{v}` runs at {t[cnn.NAIVE] / t[v]:.2f}× the naive kernel's speed" for v in versions
+             if v in t and cnn.NAIVE in t]
     return f"on {layer_name} " + " and ".join(parts)
 
 
@@ -176,25 +180,24 @@ def _layers(data: dict, group: str) -> list[str]:
 
 def direct_against_register_tiled(gemm_data: dict, cnn_data: dict) -> str:
     """The direct convolution the GEMM benchmark compares with, and the faster one it leaves out."""
-    layers = _layers(gemm_data, "conv")
+    layers = _layers(gemm_data, conv_as_gemm.CONV)
     if not layers:
         return ""
-    rows = _layer_times(gemm_data, "conv", layers[0])
-    direct = next((name for name in rows if name.startswith("direct")), None)
-    implicit = min((us for name, us in rows.items() if name.startswith("implicit_gemm")), default=None)
+    rows = _layer_times(gemm_data, conv_as_gemm.CONV, layers[0])
+    direct = next((name for name in rows if name.startswith(conv_as_gemm.DIRECT)), None)
+    implicit = min((us for name, us in rows.items() if name.startswith(conv_as_gemm.IMPLICIT_GEMM)), default=None)
     if direct is None or implicit is None:
         return ""
     text = (f"The direct convolution in this comparison is the previous chapter's `tiled_multimap` "
             f"(shared-memory tiles; each thread keeps one pixel of several output maps in registers), "
             f"{rows[direct] / implicit:.1f}× slower than implicit GEMM")
-    large = next((label for label in _layers(cnn_data, "forward") if label.startswith("large")), None)
-    if large:
-        t = _layer_times(cnn_data, "forward", large)
-        if "register_tiled" in t and "tiled_multimap" in t:
-            text += (f"; that chapter's `register_tiled` version, which also gives each thread several pixels, "
-                     f"is {t['tiled_multimap'] / t['register_tiled']:.1f}× faster than `tiled_multimap` on the "
-                     f"same layer in its own benchmark, and still {t['register_tiled'] / implicit:.1f}× slower "
-                     f"than implicit GEMM")
+    if cnn.LARGE_LAYER in _layers(cnn_data, cnn.FORWARD):
+        t = _layer_times(cnn_data, cnn.FORWARD, cnn.LARGE_LAYER)
+        if cnn.REGISTER_TILED in t and cnn.TILED_MULTIMAP in t:
+            text += (f"; that chapter's `{cnn.REGISTER_TILED}` version, which also gives each thread several pixels, "
+                     f"is {t[cnn.TILED_MULTIMAP] / t[cnn.REGISTER_TILED]:.1f}× faster than `{cnn.TILED_MULTIMAP}` "
+                     f"on the same layer in its own benchmark, and still {t[cnn.REGISTER_TILED] / implicit:.1f}× "
+                     f"slower than implicit GEMM")
     return text
 
 
@@ -202,18 +205,19 @@ def winograd_against_cudnn(gemm_data: dict) -> str:
     """Winograd's best time on each 3x3 layer beside cuDNN's best and implicit GEMM's, e.g. "on the 56 × 56
     layer 522 µs against cuDNN's 714 µs (1.4× its speed) and implicit GEMM's 827 µs"."""
     parts = []
-    for layer in _layers(gemm_data, "conv"):
-        rows = [r for r in gemm_data.get("results", []) if r["group"] == "conv" and r.get("layer") == layer
+    winograd, cudnn, implicit_gemm = conv_as_gemm.WINOGRAD, conv_as_gemm.CUDNN, conv_as_gemm.IMPLICIT_GEMM
+    for layer in _layers(gemm_data, conv_as_gemm.CONV):
+        rows = [r for r in gemm_data.get("results", []) if r["group"] == conv_as_gemm.CONV and r.get("layer") == layer
                 and r.get("median_ms") and (r["kind"] == "peer" or r.get("correct"))]
         best = {kind: min((r["median_ms"] * 1e3 for r in rows if r["name"].startswith(kind)), default=None)
-                for kind in ("winograd", "cudnn", "implicit_gemm")}
-        if best["winograd"] is None or best["cudnn"] is None:
+                for kind in (winograd, cudnn, implicit_gemm)}
+        if best[winograd] is None or best[cudnn] is None:
             continue
         size = layer.split()[1].replace("x", " × ") if len(layer.split()) > 1 else layer
-        text = (f"on the {size} layer {best['winograd']:,.0f} µs against cuDNN's {best['cudnn']:,.0f} µs "
-                f"({relative_speed(1 / best['winograd'], 1 / best['cudnn'])} cuDNN)")
-        if best["implicit_gemm"] is not None:
-            text += f" and implicit GEMM's {best['implicit_gemm']:,.0f} µs"
+        text = (f"on the {size} layer {best[winograd]:,.0f} µs against cuDNN's {best[cudnn]:,.0f} µs "
+                f"({relative_speed(1 / best[winograd], 1 / best[cudnn])} cuDNN)")
+        if best[implicit_gemm] is not None:
+            text += f" and implicit GEMM's {best[implicit_gemm]:,.0f} µs"
         parts.append(text)
     return "; ".join(parts)
 
@@ -235,12 +239,10 @@ def capsule_step(data: dict, before: str, after: str) -> str:
 def capsule_backward_against_torch(data: dict) -> str:
     """Each backward kernel's speed next to PyTorch's autograd doing the same gradient."""
     t = _capsule_ms(data)
-    pairs = [("capsule_grad_input_shared_weights", "torch autograd du only", "the input gradient"),
-             ("capsule_grad_weight_register_blocked", "torch autograd dW only", "the weight gradient"),
-             ("capsule_grad_fused (du and dW)", "torch autograd backward (du and dW)", "both at once")]
+    pairs = zip(capsules.BACKWARD_PAIRS, ("the input gradient", "the weight gradient", "both at once"))
     parts = [f"for {what}, `{ours.split(' ')[0]}` runs at {relative_speed(1 / t[ours], 1 / t[peer])} "
              f"PyTorch's autograd ({t[ours] * 1e3:,.0f} against {t[peer] * 1e3:,.0f} µs)"
-             for ours, peer, what in pairs if ours in t and peer in t]
+             for (ours, peer), what in pairs if ours in t and peer in t]
     return "; ".join(parts)
 
 
@@ -262,31 +264,31 @@ def training_step_against_torch(data: dict) -> str:
 
 def warptile_against_cublas(gemm_data: dict) -> str:
     """The GEMM chapter's fastest kernel next to cuBLAS, at the size and on the device recorded."""
-    ladder = [r for r in (gemm_data or {}).get("results", []) if r["group"] == "sgemm" and r.get("gflops")]
+    ladder = [r for r in (gemm_data or {}).get("results", []) if r["group"] == conv_as_gemm.SGEMM and r.get("gflops")]
     rates = {r["name"]: r["gflops"] for r in ladder}
-    if "warptile" not in rates or "cublas" not in rates:
+    ours, cublas = rates.get(conv_as_gemm.WARPTILE), rates.get(conv_as_gemm.CUBLAS)
+    if ours is None or cublas is None:
         return "(the GEMM chapter's figures have not been recorded yet)"
     size = ladder[0]
-    return (f"the GEMM chapter's kernel runs at {relative_speed(rates['warptile'], rates['cublas'])} cuBLAS "
-            f"({rates['warptile'] / 1e3:,.1f} against {rates['cublas'] / 1e3:,.1f} TFLOP/s at "
+    return (f"the GEMM chapter's kernel runs at {relative_speed(ours, cublas)} cuBLAS "
+            f"({ours / 1e3:,.1f} against {cublas / 1e3:,.1f} TFLOP/s at "
             f"{size['M']} × {size['N']} × {size['K']} on the {device_name(gemm_data)})")
 
 
 def recorded(name: str) -> dict | None:
-    """The results file ``benchmarks/results/<name>.json`` as recorded (never measured now), or None."""
-    from book.speed_figures import SpeedFigures
-
+    """The results file ``benchmarks/results/<name>.json`` as recorded (the untagged file, never measured now),
+    or None."""
     return SpeedFigures.recorded(name).data
 
 
 # --- the GEMM chapter: skinny products -----------------------------------------------------------
 
-def splitk_against_cublas(gemm_data: dict, label_prefix: str = "L-Softmax") -> str:
+def splitk_against_cublas(gemm_data: dict, labels: tuple[str, ...] | None = None) -> str:
     """Version 8 (plan) next to version 7 and cuBLAS at the recorded shapes (the GEMM chapter's results,
-    section ``sgemm_shapes``) whose label starts with ``label_prefix``."""
+    section ``sgemm_shapes``) whose label is one of ``labels`` (None: every recorded shape)."""
     parts = []
-    for s in (gemm_data or {}).get("sgemm_shapes", {}).get("shapes", []):
-        if not s["label"].startswith(label_prefix):
+    for s in (gemm_data or {}).get(conv_as_gemm.SGEMM_SHAPES, {}).get("shapes", []):
+        if labels is not None and s["label"] not in labels:
             continue
         v7, v8, peer = s["warptile"], s["splitk"], s["cublas"]
         if "median_us" not in v8 or "median_us" not in v7:
@@ -295,19 +297,17 @@ def splitk_against_cublas(gemm_data: dict, label_prefix: str = "L-Softmax") -> s
                      f"against cuBLAS's {peer['median_us']:,.1f} µs ({relative_speed(1 / v8['median_us'], 1 / peer['median_us'])} cuBLAS)")
     if not parts:
         return "(no GPU figures have been recorded yet)"
-    section = (gemm_data or {}).get("sgemm_shapes", {})
+    section = (gemm_data or {}).get(conv_as_gemm.SGEMM_SHAPES, {})
     where = device_name(section if "device" in section else gemm_data)
     return f"on the {where}, version 7 → version 8: " + "; ".join(parts)
 
 
-def dense_layer_on_gemm(data: dict, group: str = "fc_large") -> str:
+def dense_layer_on_gemm(data: dict, group: str = perceptrons_mlp.FC_LARGE) -> str:
     """The MLP chapter's dense-layer products on the GEMM chapter's kernels against cuBLAS, in one sentence."""
     rows = {r["name"]: r for r in (data or {}).get("results", []) if r.get("group") == group}
-    pairs = (("fc forward on the GEMM (W^T, GEMM + bias)", "torch linear (forward)", "the forward product"),
-             ("fc input gradient on the GEMM (dY W)", "torch dY @ W (input gradient)", "the input gradient"),
-             ("fc weight gradient on the GEMM (dY^T X, dY read transposed)", "torch dY.T @ X (weight gradient)", "the weight gradient"))
+    pairs = zip(perceptrons_mlp.GEMM_PRODUCTS, ("the forward product", "the input gradient", "the weight gradient"))
     parts = []
-    for ours, peer, what in pairs:
+    for (ours, peer), what in pairs:
         if ours in rows and peer in rows:
             a, b = rows[ours]["median_ms"] * 1e3, rows[peer]["median_ms"] * 1e3
             parts.append(f"{what} {a:,.0f} µs against cuBLAS's {b:,.0f} µs ({b / a:.0%} of its speed)")
@@ -319,14 +319,12 @@ def dense_layer_on_gemm(data: dict, group: str = "fc_large") -> str:
 
 # --- chapter 4: the backward kernels ----------------------------------------------------------
 
-#: The teaching version of each gradient (versions 1, 3 and 4), the baseline the newer ones are measured from.
-BACKWARD_TEACHING = {"input": "backward_input", "weight": "backward_weight_reduce", "bias": "backward_bias"}
 BACKWARD_NOT_MEASURED = ("(the backward kernels have not been measured yet: "
                          "`python -m benchmarks.cnn --only backward` on a GPU records them)")
 
 
 def _backward_timed(data: dict | None) -> list[dict]:
-    return [r for r in (data or {}).get("results", []) if r["group"] == "backward" and r.get("median_ms")]
+    return [r for r in (data or {}).get("results", []) if r["group"] == cnn.BACKWARD and r.get("median_ms")]
 
 
 def backward_against_torch(data: dict | None) -> str:
@@ -351,18 +349,17 @@ def backward_new_against_old(data: dict | None) -> str:
     parts = []
     for layer in dict.fromkeys(r["layer"] for r in rows):
         here = [r for r in rows if r["layer"] == layer and r["kind"] == "kernel" and r.get("correct", True)]
-        for gradient, old_name in BACKWARD_TEACHING.items():
+        for gradient, old_name in cnn.BACKWARD_BASELINES.items():
             old = next((r for r in here if r["name"] == old_name), None)
-            kinds = ("weight", "weight+bias") if gradient == "weight" else (gradient,)
-            new = [r for r in here if r.get("gradient") in kinds and r["name"] not in BACKWARD_TEACHING.values()
-                   and r["name"] != "backward_weight_naive"]
+            new = [r for r in here if r.get("gradient") in cnn.counted_for(gradient)
+                   and r["name"] not in cnn.BACKWARD_TEACHING_ROWS]
             if old is None or not new:
                 continue
             best = min(new, key=lambda r: r["median_ms"])
             change = old["median_ms"] / best["median_ms"]
             how = (f"{change:.1f}× faster" if change > 1 + SAME_SPEED else
                    f"{1 / change:.1f}× slower" if change < 1 - SAME_SPEED else "about as fast")
-            also = " (the bias computed too)" if best.get("gradient") == "weight+bias" else ""
+            also = " (the bias computed too)" if best.get("gradient") == cnn.WEIGHT_AND_BIAS else ""
             parts.append(f"{layer}, {gradient}: `{old_name}` {old['median_ms'] * 1e3:,.1f} µs, "
                          f"`{best['name']}`{also} {best['median_ms'] * 1e3:,.1f} µs, {how}")
     return "; ".join(parts) if parts else BACKWARD_NOT_MEASURED
@@ -385,27 +382,26 @@ def profiled_side_by_side(rows: list[dict], pairs) -> str | None:
 
 
 #: What the SGEMM chapter's sentence compares: coalescing, shared-memory layouts, and where time goes.
+_NAIVE, _WARPTILE = (profiles.SGEMM_NAIVE, "the naive kernel"), (profiles.SGEMM_WARPTILE, "warp tiling")
 SGEMM_PROFILE_PAIRS = (
-    ("sectors_per_load_request", "sectors per global load", "{:.1f}", ("naive", "the naive kernel"),
-     ("coalesced", "the coalesced one")),
+    ("sectors_per_load_request", "sectors per global load", "{:.1f}", _NAIVE,
+     (profiles.SGEMM_COALESCED, "the coalesced one")),
     ("shared_load_bank_conflicts", "bank conflicts of shared-memory loads", "{:,.0f}",
-     ("vectorized", "the transposed, vectorised tiles"), ("warptile", "warp tiling")),
-    ("sm_percent", "SM throughput", "{:.0f} % of peak", ("naive", "the naive kernel"), ("warptile", "warp tiling")),
+     (profiles.SGEMM_VECTORIZED, "the transposed, vectorised tiles"), _WARPTILE),
+    ("sm_percent", "SM throughput", "{:.0f} % of peak", _NAIVE, _WARPTILE),
 )
 
 #: What the GEMM chapter's sentence on the limits at 4096³ compares: each of our fastest kernels beside
 #: the cuBLAS kernel it is measured against, and version 10 beside version 11.
-V10_STEP, V11_STEP = "version 10: 3xTF32, wgmma", "version 11: 3xTF32, wgmma fed by TMA"
+_V7, _V10, _V11 = (tensor_cores.V7, "version 7"), (tensor_cores.V10, "version 10"), (tensor_cores.V11, "version 11")
+_CUBLAS_FP32 = (tensor_cores.CUBLAS_FP32, "cuBLAS FP32")
 LIMIT_PROFILE_PAIRS = (
-    ("fma_pipe_percent", "FMA pipe busy", "{:.0f} % of cycles", ("version 7: FP32 warptile", "version 7"),
-     ("cuBLAS FP32 (TF32 off)", "cuBLAS FP32")),
-    ("issue_slots_percent", "issue slots used", "{:.0f} %", ("version 7: FP32 warptile", "version 7"),
-     ("cuBLAS FP32 (TF32 off)", "cuBLAS FP32")),
-    ("tensor_pipe_percent", "tensor pipe busy", "{:.0f} % of cycles", (V10_STEP, "version 10"), (V11_STEP, "version 11")),
-    ("barrier_stall_percent", "warps waiting at a barrier", "{:.0f} % of the time", (V10_STEP, "version 10"),
-     (V11_STEP, "version 11")),
-    ("tensor_pipe_percent", "tensor pipe busy", "{:.0f} % of cycles", (V11_STEP, "version 11"),
-     ("cuBLAS TF32", "cuBLAS TF32 (one product where version 11 makes three)")),
+    ("fma_pipe_percent", "FMA pipe busy", "{:.0f} % of cycles", _V7, _CUBLAS_FP32),
+    ("issue_slots_percent", "issue slots used", "{:.0f} %", _V7, _CUBLAS_FP32),
+    ("tensor_pipe_percent", "tensor pipe busy", "{:.0f} % of cycles", _V10, _V11),
+    ("barrier_stall_percent", "warps waiting at a barrier", "{:.0f} % of the time", _V10, _V11),
+    ("tensor_pipe_percent", "tensor pipe busy", "{:.0f} % of cycles", _V11,
+     (tensor_cores.CUBLAS_TF32, "cuBLAS TF32 (one product where version 11 makes three)")),
 )
 
 
@@ -415,10 +411,9 @@ def tensor_cores_against_fp32(data: dict) -> str | None:
     None when nothing was recorded."""
     rows = [r for r in data.get("results", []) if r.get("median_ms")]
     parts = []
-    for n in data.get("sizes", []):
-        def ms(name, n=n):
-            return next((r["median_ms"] for r in rows if r["group"] == f"square {n}" and r["name"].startswith(name)), None)
-        v11, v10, fp32 = ms("version 11"), ms("version 10"), ms("cuBLAS FP32")
+    for n in data.get(tensor_cores.MEASURED_SIZES, []):
+        ms = {r["name"]: r["median_ms"] for r in rows if r["group"] == tensor_cores.square(n)}
+        v11, v10, fp32 = (ms.get(name) for name in (tensor_cores.V11, tensor_cores.V10, tensor_cores.CUBLAS_FP32))
         if v11 is None or fp32 is None:
             continue
         text = f"at {n}³ version 11 takes {v11:.3g} ms, {relative_speed(1 / v11, 1 / fp32)} cuBLAS FP32 ({fp32:.3g} ms)"
@@ -429,12 +424,11 @@ def tensor_cores_against_fp32(data: dict) -> str | None:
 
 
 #: What the convolution chapter's sentence compares on C3.
+_BASIC, _TILED = (profiles.C3_NAIVE, "the basic kernel"), (profiles.C3_TILED, "the tiled one")
 C3_PROFILE_PAIRS = (
-    ("achieved_occupancy_percent", "achieved occupancy", "{:.0f} %", ("naive", "the basic kernel"),
-     ("tiled", "the tiled one")),
-    ("global_load_requests", "global load requests", "{:,.0f}", ("naive", "the basic kernel"), ("tiled", "the tiled one")),
-    ("shared_bank_conflicts", "shared-memory bank conflicts", "{:,.0f}", ("naive", "the basic kernel"),
-     ("tiled", "the tiled one")),
+    ("achieved_occupancy_percent", "achieved occupancy", "{:.0f} %", _BASIC, _TILED),
+    ("global_load_requests", "global load requests", "{:,.0f}", _BASIC, _TILED),
+    ("shared_bank_conflicts", "shared-memory bank conflicts", "{:,.0f}", _BASIC, _TILED),
 )
 
 
@@ -444,10 +438,10 @@ ATTENTION_NOT_MEASURED = ("(not measured yet: `python -m benchmarks.attention` o
                           "`benchmarks/results/attention.json`)")
 #: What each of the attention chapter's goals compares (``summary["goals"]`` of attention.json).
 ATTENTION_GOALS = {
-    "forward_vs_sdpa": "the BF16 forward (version 4) runs at {ratio} of the speed of SDPA's flash kernel",
-    "backward_vs_sdpa": "the BF16 backward runs at {ratio} of the speed of SDPA's flash kernel",
-    "fused_vs_unfused_float": "the fused float forward (version 3) is {ratio} times as fast as the unfused version 1",
-    "float_times_bound": "the fused float forward takes {ratio} times its own bound (the FP32 roof or the memory floor)",
+    attention.FORWARD_VS_SDPA: "the BF16 forward (version 4) runs at {ratio} of the speed of SDPA's flash kernel",
+    attention.BACKWARD_VS_SDPA: "the BF16 backward runs at {ratio} of the speed of SDPA's flash kernel",
+    attention.FUSED_VS_UNFUSED_FLOAT: "the fused float forward (version 3) is {ratio} times as fast as the unfused version 1",
+    attention.FLOAT_TIMES_BOUND: "the fused float forward takes {ratio} times its own bound (the FP32 roof or the memory floor)",
 }
 
 
@@ -471,7 +465,7 @@ def attention_goal(data: dict | None, *goals: str) -> str:
 
 def attention_training_step(data: dict | None) -> str:
     """The transformer block's training step with the op against the same step with SDPA."""
-    rows = [r for r in (data or {}).get("results", []) if r.get("group") == "training_step" and r.get("median_ms")]
+    rows = [r for r in (data or {}).get("results", []) if r.get("group") == attention.TRAINING_STEP and r.get("median_ms")]
     ours = next((r for r in rows if r["kind"] == "kernel"), None)
     peer = next((r for r in rows if r["kind"] == "peer"), None)
     if ours is None or peer is None:
