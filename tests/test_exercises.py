@@ -135,17 +135,21 @@ def test_convolution_hidden_shapes_cover_the_hard_cases(name):
 
 
 def test_gemm_hidden_shapes_cover_the_hard_cases():
-    """Sizes that are no multiple of any tile, skinny matrices, padding, stride 2, ranges not starting at 0."""
+    """Sizes that are no multiple of any tile, skinny matrices, padding, strides and dilations, ranges not starting at
+    0, and every kind of epilogue (alpha 1 and beta 0, beta 0 with C unset, beta 1, others)."""
     gemm = get_exercise("sgemm_tiled").hidden_shapes
     assert any(s["M"] == 1 for s in gemm) and any(s["N"] == 1 for s in gemm) and any(s["K"] == 1 for s in gemm)
-    assert any(s["M"] % 32 and s["N"] % 32 and s["K"] % 32 and min(s.values()) > 32 for s in gemm)
+    assert any(s["M"] % 32 and s["N"] % 32 and s["K"] % 32 and min(s["M"], s["N"], s["K"]) > 32 for s in gemm)
     assert any(max(s["M"], s["N"]) >= 100 * min(s["M"], s["N"]) for s in gemm)  # skinny
+    epilogues = {(s["alpha"] == 1, s["beta"]) for s in gemm}
+    assert {(True, 0.0), (False, 0.0), (True, 1.0)} <= epilogues and any(b not in (0.0, 1.0) for _, b in epilogues)
     unroll = get_exercise("im2col").hidden_shapes
     assert any(s["stride"] > 1 for s in unroll) and any(s["pad"] > 0 for s in unroll) and any(s["n0"] > 0 for s in unroll)
     assert any(s["C"] % 8 and s["C"] > 8 for s in unroll)
     conv = get_exercise("conv2d_gemm_forward").hidden_shapes
-    assert any(s["M"] > 64 and s["M"] % 32 for s in conv) and any(s["n0"] > 0 for s in conv)
-    assert any(s["N"] == 1 for s in conv)
+    assert any(s["M"] > 64 and s["M"] % 32 for s in conv) and any(s["N"] == 1 for s in conv)
+    assert any(s["dilation"] > 1 and s["pad"] > 0 and s["stride"] > 1 for s in conv)
+    assert any(s["K"] == 1 and s["dilation"] > 1 for s in conv)  # a 1x1 filter: the dilation changes nothing
 
 
 def test_capsule_secret_shapes_differ_per_student_and_break_alignment():
