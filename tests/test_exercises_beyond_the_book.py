@@ -37,8 +37,8 @@ CUDA_EXERCISES = [(chapter, name) for chapter in CHAPTERS for name in chapter.ex
 #: Exercises that still ask for a kernel the book prints (or close to it): their turn has not come yet.
 #: Not run (each would compile its chapter's kernels on the emulator for nothing); remove a name when its
 #: exercise asks for more than the book.
-STILL_THE_BOOKS = {"saxpy", "reduce_sum", "capsule_predict",
-                   "capsule_grad_input", "capsule_grad_weight", "lsoftmax_cos_mtheta", "lsoftmax_patch_logits",
+STILL_THE_BOOKS = {"saxpy", "reduce_sum",
+                   "lsoftmax_cos_mtheta", "lsoftmax_patch_logits",
                    "lsoftmax_margin_grad_input", "mv_faster"}
 
 
