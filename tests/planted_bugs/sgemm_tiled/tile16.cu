@@ -14,7 +14,6 @@ __global__ void sgemm_tiled(int M, int N, int K, float alpha, const float* A, co
         sa[y][x] = (r < M && k + x < K) ? A[(size_t)r * K + k + x] : 0.0f;
         sb[y][x] = (k + y < K && c < N) ? B[(size_t)(k + y) * N + c] : 0.0f;
         __syncthreads();
-        #pragma unroll
         for (int q = 0; q < T; ++q) v += sa[y][q] * sb[q][x];
         __syncthreads();
     }
