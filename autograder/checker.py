@@ -362,7 +362,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     except E.KernelError as exc:
         res.status, res.message = "compile_error", f"The kernel could not be loaded: {exc}"
         return res
-    problem = check_signature(ex, module)
+    problem = check_signature(ex, module) or (ex.source_check(source, ex.kernel) if ex.source_check else "")
     if problem:
         res.status, res.message = "wrong_kernel", problem
         return res

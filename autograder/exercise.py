@@ -190,6 +190,10 @@ class Exercise:
     #: ``probe(shape, run) -> hint`` where ``run(inputs) -> outputs`` launches the
     #: student's kernel once (same launch configuration).  '' when it cannot tell.
     probe: Callable[[Shape, Callable[[Inputs], dict]], str] | None = None
+    #: A requirement on the kernel's source that no case can show (64-bit indices for sizes past what the grader
+    #: allocates): ``source_check(source, kernel name) -> ''`` or one sentence saying what is wrong and how to fix
+    #: it.  Checked before any case runs; a kernel that fails it earns nothing (status ``wrong_kernel``).
+    source_check: Callable[[str, str], str] | None = None
     #: What the cell holds: "cuda" (a kernel) or "tc" (index notation, ``kernels/index_notation``):
     #: a "tc" exercise is graded by generating the kernel from the text in the grading process.
     language: str = "cuda"

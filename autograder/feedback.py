@@ -20,7 +20,7 @@ STATUS_HEADLINES = {
     "passed": "all visible cases pass",
     "failed": "some cases are wrong",
     "compile_error": "the kernel does not compile",
-    "wrong_kernel": "the cell compiles, but its kernel's name or parameters are not the exercise's",
+    "wrong_kernel": "the cell compiles, but its kernel is not the one asked for (its name, parameters or indices)",
     "not_written": "no code was written: the kernel is still empty",
     "launch_error": "the kernel failed while running",
     "timeout": "the kernel did not finish in time",

@@ -135,17 +135,21 @@ def test_convolution_hidden_shapes_cover_the_hard_cases(name):
 
 
 def test_gemm_hidden_shapes_cover_the_hard_cases():
-    """Sizes that are no multiple of any tile, skinny matrices, padding, stride 2, ranges not starting at 0."""
+    """Sizes that are no multiple of any tile, skinny matrices, padding, strides and dilations, ranges not starting at
+    0, and every kind of epilogue (alpha 1 and beta 0, beta 0 with C unset, beta 1, others)."""
     gemm = get_exercise("sgemm_tiled").hidden_shapes
     assert any(s["M"] == 1 for s in gemm) and any(s["N"] == 1 for s in gemm) and any(s["K"] == 1 for s in gemm)
-    assert any(s["M"] % 32 and s["N"] % 32 and s["K"] % 32 and min(s.values()) > 32 for s in gemm)
+    assert any(s["M"] % 32 and s["N"] % 32 and s["K"] % 32 and min(s["M"], s["N"], s["K"]) > 32 for s in gemm)
     assert any(max(s["M"], s["N"]) >= 100 * min(s["M"], s["N"]) for s in gemm)  # skinny
+    epilogues = {(s["alpha"] == 1, s["beta"]) for s in gemm}
+    assert {(True, 0.0), (False, 0.0), (True, 1.0)} <= epilogues and any(b not in (0.0, 1.0) for _, b in epilogues)
     unroll = get_exercise("im2col").hidden_shapes
     assert any(s["stride"] > 1 for s in unroll) and any(s["pad"] > 0 for s in unroll) and any(s["n0"] > 0 for s in unroll)
     assert any(s["C"] % 8 and s["C"] > 8 for s in unroll)
     conv = get_exercise("conv2d_gemm_forward").hidden_shapes
-    assert any(s["M"] > 64 and s["M"] % 32 for s in conv) and any(s["n0"] > 0 for s in conv)
-    assert any(s["N"] == 1 for s in conv)
+    assert any(s["M"] > 64 and s["M"] % 32 for s in conv) and any(s["N"] == 1 for s in conv)
+    assert any(s["dilation"] > 1 and s["pad"] > 0 and s["stride"] > 1 for s in conv)
+    assert any(s["K"] == 1 and s["dilation"] > 1 for s in conv)  # a 1x1 filter: the dilation changes nothing
 
 
 def test_capsule_secret_shapes_differ_per_student_and_break_alignment():
@@ -164,15 +168,18 @@ def test_lsoftmax_exercises_have_six_planted_bugs_each():
 
 
 def test_lsoftmax_k_is_a_whole_number_the_grader_compares_exactly():
-    """k's tolerance (rtol * k, k <= 5) is below 1: a wrong integer cannot pass."""
+    """k's tolerance (rtol * k, k <= 6) is below 1: a wrong integer cannot pass; with an angular margin k reaches m."""
     exercise = get_exercise("lsoftmax_cos_mtheta")
     rng = np.random.default_rng(0)
+    reached = set()
     for shape in [*exercise.visible_shapes, *exercise.hidden_shapes]:
         inputs = exercise.make_inputs(shape, rng)
-        k = exercise.reference(inputs)["k"]
-        assert np.all(k == np.round(k)) and k.min() >= 0 and k.max() <= shape["m"] - 1
-        tolerance = exercise.atol + exercise.rtol * np.asarray(exercise.error_scale(inputs)["k"])
+        k = exercise.reference(inputs)["k_out"]
+        assert np.all(k == np.round(k)) and k.min() >= 0 and k.max() <= shape["m"] - (shape["angle_margin"] == 0)
+        reached.add(int(k.max()) == shape["m"])
+        tolerance = exercise.atol + exercise.rtol * np.asarray(exercise.error_scale(inputs)["k_out"])
         assert np.all(tolerance < 1)
+    assert True in reached
 
 
 def test_lsoftmax_hidden_shapes_carry_margins_beyond_four_and_the_hard_cases():
@@ -186,6 +193,10 @@ def test_lsoftmax_hidden_shapes_carry_margins_beyond_four_and_the_hard_cases():
     a = grad.secret_shapes(np.random.default_rng(1), {})
     b = grad.secret_shapes(np.random.default_rng(2), {})
     assert a != b
+    # the margins the chapter's kernels do not handle, on most hidden shapes, and the chapter's case on one
+    for exercise, margin in ((cos, "angle_margin"), (patch, "angle_margin"), (grad, "cos_margin")):
+        margins = [s[margin] for s in exercise.hidden_shapes]
+        assert 0.0 in margins and sum(m > 0 for m in margins) >= len(margins) - 1
 
 
 # ------------------------------------------------------------------ index notation: %%tc cells

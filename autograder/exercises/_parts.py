@@ -3,18 +3,14 @@
 * the launch keys of a one-dimensional launch (``block``, ``grid`` with a default of one thread per
   element, ``shared``) and that launch;
 * shapes written as rows of sizes under named axes;
-* inputs drawn for tensors laid out over named axes;
-* a reference and an error scale read from the reference kernel's record, for the exercises whose
-  every output is a sum of products of the inputs.
+* inputs drawn for tensors laid out over named axes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
-
-from kernels.runtime.versions import KernelVersion, LaunchConfig
+from kernels.runtime.versions import LaunchConfig
 
 from ..exercise import LaunchKey, ceil_div, varied
 
@@ -59,17 +55,3 @@ def tensor_inputs(layouts: dict, operands: tuple[str, ...], output: str, scalars
         return {**drawn, output: None, **scalars(shape)}
 
     return make_inputs
-
-
-def from_record(record: KernelVersion, output: str, operands: tuple[str, ...]) -> dict:
-    """The exercise's ``reference`` and ``error_scale``, both the record's float64 reference: the scale is it
-    on the operands' magnitudes (every output a sum of products, so that is the sum of |terms| rounding
-    works on).  ``operands`` name the inputs in the order the record's reference takes them."""
-
-    def reference(inputs):
-        return {output: record.reference(*(inputs[name] for name in operands))}
-
-    def scale(inputs):
-        return {output: record.reference(*(np.abs(np.asarray(inputs[name], np.float64)) for name in operands))}
-
-    return {"reference": reference, "error_scale": scale}
