@@ -24,7 +24,9 @@ SDPA's among them; ``training_step``, a pre-norm transformer block's whole train
 ``summary["goals"]`` holds the chapter's goals at N = 4096.  ``configurations``: version 4 and the BF16 backward
 in each tile configuration of :data:`CONFIGURATIONS` at N = 4096 beside SDPA (the defaults,
 ``attention_bf16.DEFAULT_CONFIGS``, are the fastest of them); ``--configurations-only`` measures only those.
-Every module is built first, nvcc's runs side by side.  The whole run takes a few minutes on an H100.
+``profiles``: Nsight Compute's counters of versions 3, 4, the BF16 backward and SDPA's flash kernels at N = 4096
+(``benchmarks/profiles.py``, where ``ncu`` is on the PATH).  Every module is built first, nvcc's runs side by
+side.  The whole run, profiles included, takes under three minutes on an H100.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Profiler figures of the SGEMM ladder, of the direct convolution on C3, and of what limits the fastest
-SGEMMs at 4096³ beside cuBLAS's, from Nsight Compute.
+SGEMMs at 4096³ beside cuBLAS's, from Nsight Compute (and, for benchmarks/sgemm_bf16.py and benchmarks/attention.py,
+the BF16 GEMM ladder and attention's kernels beside the library's, recorded in their own results files).
 
 What a step of a ladder changes shows in a few hardware counters: how many 32-byte sectors a
 warp's global load touches (4 when its 32 floats are consecutive), shared-memory bank conflicts,
@@ -200,8 +201,8 @@ def run_attention_once(target: Target, head_dim: int) -> None:
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from kernels.attention import attention, attention_bf16
-    from kernels.runtime import borrow
+    from kernels.attention import attention, attention_bf16   # deferred: only the process ncu profiles runs them
+    from kernels.runtime import borrow   # deferred: as above
 
     g = torch.Generator(device="cuda").manual_seed(0)
     if target.kernel == "attention_forward_float":

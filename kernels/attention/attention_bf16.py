@@ -61,12 +61,18 @@ def bf16(a) -> np.ndarray:
 # --------------------------------------------------------------------------- shapes
 
 
-def _geometry(head_dim: int, config: dict | None = None) -> dict:
+def geometry(head_dim: int, config: dict | None = None) -> dict:
+    """The tiling of a configuration (the default of ``head_dim`` unless given): the forward pass's warps, 16-row
+    query tiles per warp, query rows per block, keys per tile, whether Q's fragments stay in registers and its
+    shared memory; the backward pass's warps, keys per block (``tile``), queries per tile and shared memory."""
     c = {**default_config(head_dim), **(config or {})}
     keys = 16 * int(c["BF_BWD_WARPS"])             # keys per backward block
     queries = int(c["BF_BWD_BQ"])                  # queries per backward tile
-    rows = 16 * int(c["BF_WARPS"]) * int(c["BF_M_TILES"])   # query rows per forward block
-    return {"rows": rows, "tile": keys, "threads": 32 * int(c["BF_WARPS"]), "keys": int(c["BF_BN"]),
+    warps, m_tiles = int(c["BF_WARPS"]), int(c["BF_M_TILES"])
+    rows = 16 * warps * m_tiles                    # query rows per forward block
+    return {"warps": warps, "m_tiles": m_tiles, "rows": rows, "threads": 32 * warps, "keys": int(c["BF_BN"]),
+            "q_in_registers": bool(int(c.get("BF_Q_IN_REGISTERS", m_tiles == 1))),
+            "backward_warps": int(c["BF_BWD_WARPS"]), "tile": keys, "queries": queries,
             "backward_threads": 32 * int(c["BF_BWD_WARPS"]),
             # Q, two stages of K and of V (BF16)
             "forward_shared": 2 * head_dim * (rows + 4 * int(c["BF_BN"])),
@@ -84,7 +90,7 @@ def _forward_launch(shape, config: dict | None = None, check: bool = True):
     if check:
         _recorded_build(shape, "attention_forward_bf16")
     bh, n, d = fp32.sizes(shape)
-    g = _geometry(d, config)
+    g = geometry(d, config)
     return as_launch((blocks_for(n, g["rows"]), bh), g["threads"], g["forward_shared"])
 
 
@@ -99,7 +105,7 @@ def _backward_launch(shape, config: dict | None = None, check: bool = True):
     if check:
         _recorded_build(shape, "attention_backward_bf16")
     bh, n, d = fp32.sizes(shape)
-    g = _geometry(d, config)
+    g = geometry(d, config)
     return as_launch((blocks_for(n, g["tile"]), bh), g["backward_threads"], g["backward_shared"])
 
 
