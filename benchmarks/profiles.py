@@ -1,5 +1,6 @@
 """Profiler figures of the SGEMM ladder, of the direct convolution on C3, and of what limits the fastest
-SGEMMs at 4096³ beside cuBLAS's, from Nsight Compute.
+SGEMMs at 4096³ beside cuBLAS's, from Nsight Compute (and, for benchmarks/sgemm_bf16.py and benchmarks/attention.py,
+the BF16 GEMM ladder and attention's kernels beside the library's, recorded in their own results files).
 
 What a step of a ladder changes shows in a few hardware counters: how many 32-byte sectors a
 warp's global load touches (4 when its 32 floats are consecutive), shared-memory bank conflicts,
@@ -54,6 +55,10 @@ METRICS = {
     "wait_stall_percent": "smsp__warp_issue_stalled_wait_per_warp_active.pct",
     "sleeping_stall_percent": "smsp__warp_issue_stalled_sleeping_per_warp_active.pct",
     "math_throttle_stall_percent": "smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct",
+    "short_scoreboard_stall_percent": "smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct",
+    "mio_throttle_stall_percent": "smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct",
+    "not_selected_stall_percent": "smsp__warp_issue_stalled_not_selected_per_warp_active.pct",
+    "xu_pipe_percent": "sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active",
 }
 
 #: ncu's time units, in microseconds (``--print-units base`` reports nanoseconds; the others in case).
@@ -102,6 +107,18 @@ CONTRACT = Contract(
     row_field="step",
 )
 
+#: Attention's kernels and SDPA's flash kernels, profiled by benchmarks/attention.py beside its timings and recorded in
+#: its own file (its contract lists them): batch 4, 16 heads, N = 4096, no mask, BF16, in each head dimension.  A
+#: group per head dimension; each kernel's step, by head dimension.
+ATTENTION_SHAPE = (4, 16, 4096)
+ATTENTION_HEAD_DIMS = (64, 128)
+ATTENTION_GROUPS = {d: f"attention_d{d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_V3 = {d: f"version 3 (float), d = {d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_V4 = {d: f"version 4, d = {d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_SDPA_FORWARD = {d: f"SDPA flash forward, d = {d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_BACKWARD = {d: f"BF16 backward, d = {d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_SDPA_BACKWARD = {d: f"SDPA flash backward, d = {d}" for d in ATTENTION_HEAD_DIMS}
+
 
 @dataclass(frozen=True)
 class Target:
@@ -109,9 +126,10 @@ class Target:
     belongs to, and how to run it once."""
 
     kernel: str
-    group: str  # SGEMM (the ladder), CONV2D_C3, LIMITS or BF16 (the BF16 ladder)
+    group: str  # SGEMM (the ladder), CONV2D_C3, LIMITS, BF16 (the BF16 ladder) or one of ATTENTION_GROUPS
     step: str  # the chapter's name for it
-    library: bool = False  # a cuBLAS kernel: ncu takes the second GEMM launch (the first warms up)
+    library: bool = False  # a library's kernel: ncu takes the second launch matching `pattern` (the first warms up)
+    pattern: str = "gemm|nvjet"  # a library kernel's name: cuBLAS's are ...gemm... (FP32, TF32) or nvjet_... (BF16)
 
 
 def targets() -> list[Target]:
@@ -129,11 +147,17 @@ def targets() -> list[Target]:
 
     bf16 = [Target(kernel, BF16, f"version {number}: {title}") for kernel, number, title in ((r.kernel, r.number, r.title) for r in sgemm_bf16.KERNELS.values())]
     bf16.append(Target(CUBLAS_BF16_KERNEL, BF16, "cuBLAS BF16", library=True))
-    return ladder + direct + limits + bf16
+    attention = [target for d, group in ATTENTION_GROUPS.items() for target in (
+        Target("attention_forward_float", group, ATTENTION_V3[d]),
+        Target("attention_forward_bf16", group, ATTENTION_V4[d]),
+        Target("flash_fwd", group, ATTENTION_SDPA_FORWARD[d], library=True, pattern="flash_fwd"),
+        Target("attention_backward_bf16", group, ATTENTION_BACKWARD[d]),
+        Target("flash_bwd", group, ATTENTION_SDPA_BACKWARD[d], library=True, pattern="flash_bwd_dq_dk_dv"))]
+    return ladder + direct + limits + bf16 + attention
 
 
-#: The groups a run of this module profiles by default; BF16 is profiled by benchmarks/sgemm_bf16.py, beside
-#: its timings.
+#: The groups a run of this module profiles by default; BF16 is profiled by benchmarks/sgemm_bf16.py, and
+#: ATTENTION_GROUPS by benchmarks/attention.py, beside their timings.
 DEFAULT_GROUPS = (SGEMM, CONV2D_C3, LIMITS)
 
 
@@ -146,6 +170,10 @@ def run_once(target: Target) -> None:
     rng = np.random.default_rng(0)
     if target.group == BF16:
         run_bf16_once(target, rng)
+        return
+    head_dims = {group: d for d, group in ATTENTION_GROUPS.items()}
+    if target.group in head_dims:
+        run_attention_once(target, head_dims[target.group])
         return
     if target.group == LIMITS:
         A = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
@@ -194,11 +222,43 @@ def run_bf16_once(target: Target, rng) -> None:
         sgemm_bf16.KERNELS[target.kernel].launcher(A, B)
 
 
+def run_attention_once(target: Target, head_dim: int) -> None:
+    """The attention forward and backward at ATTENTION_SHAPE, by the book's BF16 kernels (ncu picks the named one),
+    its float forward, or SDPA's flash backend (twice: ncu skips the first launch)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from kernels.attention import attention, attention_bf16   # deferred: only the process ncu profiles runs them
+    from kernels.runtime import borrow   # deferred: as above
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    if target.kernel == "attention_forward_float":
+        q, k, v = (torch.randn((*ATTENTION_SHAPE, head_dim), device="cuda", generator=g) for _ in range(3))
+        torch.cuda.synchronize()
+        attention.attention_forward(*(borrow(t.data_ptr(), tuple(t.shape), np.float32) for t in (q, k, v)))
+        return
+    q, k, v, grad = (torch.randn((*ATTENTION_SHAPE, head_dim), device="cuda", generator=g, dtype=torch.bfloat16)
+                     for _ in range(4))
+    if target.library:
+        for _ in range(2):
+            qr, kr, vr = (t.clone().requires_grad_(True) for t in (q, k, v))
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                torch.nn.functional.scaled_dot_product_attention(qr, kr, vr).backward(grad)
+        torch.cuda.synchronize()
+        return
+    torch.cuda.synchronize()
+
+    def view(t):
+        return borrow(t.data_ptr(), tuple(t.shape), attention_bf16.BF16)
+
+    out, lse = attention_bf16.attention_forward(view(q), view(k), view(v))
+    attention_bf16.attention_backward(view(q), view(k), view(v), out, lse, view(grad))
+
+
 def ncu_command(target: Target) -> list[str]:
-    """ncu, profiling the first launch of ``target.kernel`` in a process that runs it once (for a cuBLAS
-    target, the second launch of a kernel whose name has "gemm" in it)."""
-    # cuBLAS names its kernels ...gemm... (FP32, TF32) or nvjet_... (BF16 on Hopper)
-    chosen = ["--kernel-name", "regex:gemm|nvjet", "--launch-skip", "1"] if target.library else \
+    """ncu, profiling the first launch of ``target.kernel`` in a process that runs it once (for a library's
+    target, the second launch of a kernel whose name matches its pattern)."""
+    chosen = ["--kernel-name", f"regex:{target.pattern}", "--launch-skip", "1"] if target.library else \
         ["--kernel-name", f"regex:^{target.kernel}$"]
     return ["ncu", "--csv", "--page", "raw", "--print-units", "base", *chosen,
             "--launch-count", "1", "--metrics", ",".join(METRICS.values()),

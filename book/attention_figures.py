@@ -1,5 +1,5 @@
-"""The attention chapter's pictures, drawn from the kernels' facts (``book/attention_geometry.py``) and their NumPy
-references (``kernels/attention/attention.py``)."""
+"""The attention chapter's pictures and tables, drawn from the kernels' facts (``book/attention_geometry.py``), their
+NumPy references (``kernels/attention/attention.py``) and the recorded benchmark (``benchmarks/attention.py``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import Patch, Rectangle
 
+from benchmarks import attention as bench
 from book import attention_geometry as geometry
 from kernels.attention import attention as fp32
+from kernels.attention import attention_bf16
 
 #: Memory and bandwidth from the data sheets of the two cards the book's figures come from (SXM, HBM3 / HBM3e).
 CARDS = {"H100": {"memory_gb": 80, "bandwidth_tbs": 3.35}, "H200": {"memory_gb": 141, "bandwidth_tbs": 4.8}}
@@ -210,3 +212,39 @@ def show_speed(figures, group: str, what: str, dtype: str) -> None:
     display(Markdown(f"{what}, {figures.label}:\n\n" + speed_table(rows, group, 4096)))
     plot_speeds(rows, group, head_dims=sorted({r["head_dim"] for r in rows if r.get("head_dim")}), label=figures.label)
     plt.show()
+
+
+def _tiling(config: dict, group: str) -> str:
+    """A tile configuration of attention_bf16.cu in words: the forward or the backward part of it."""
+    c = {k: int(v) for k, v in config.items()}
+    if group == bench.BACKWARD:
+        return f"{16 * c['BF_BWD_WARPS']} keys: {c['BF_BWD_WARPS']} warps, {c['BF_BWD_BQ']}-query tiles"
+    m = c.get("BF_M_TILES", 1)
+    text = f"{16 * c['BF_WARPS'] * m} rows: {c['BF_WARPS']} warps × {16 * m}, {c['BF_BN']}-key tiles"
+    if c.get("BF_MIN_BLOCKS"):
+        text += f", {c['BF_MIN_BLOCKS']} blocks per SM"
+    if c.get("BF_RESCALE_SKIP", 1):
+        text += ", rescale skipped"
+    return text
+
+
+def configurations_table(data: dict | None, group: str) -> str | None:
+    """A markdown table of the tile configurations the benchmark timed at N = 4096 (section ``bench.TILINGS`` of
+    attention.json) for one pass (``bench.FORWARD`` or ``bench.BACKWARD``), the default of each head dimension
+    marked; None when none were recorded."""
+    rows = [r for r in (data or {}).get(bench.TILINGS, []) if r["group"] == group and r["kind"] == "kernel"
+            and r.get("median_ms") and r.get("config")]
+    if not rows:
+        return None
+    lines = ["| d | causal | tiling | ms | × SDPA's speed |", "|---:|---|---|---:|---:|"]
+    shown = set()
+    for r in sorted(rows, key=lambda r: (r["head_dim"], r["causal"], r["median_ms"])):
+        tiling = (r["head_dim"], r["causal"], _tiling(r["config"], group))
+        if tiling in shown:   # configurations that differ only in the other pass's tiling: the fastest time
+            continue
+        shown.add(tiling)
+        default = " (default)" if tiling[2] == _tiling(attention_bf16.default_config(r["head_dim"]), group) else ""
+        lines.append(f"| {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {tiling[2]}{default} | "
+                     f"{r['median_ms']:.3f} | {r.get('speedup_vs_peer', float('nan')):.2f} |")
+    return "\n".join(lines)
+

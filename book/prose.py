@@ -14,6 +14,7 @@ from __future__ import annotations
 from benchmarks import attention, capsules, cnn, conv_as_gemm, cuda_from_python, perceptrons_mlp, profiles
 from benchmarks import sgemm_tensor_cores as tensor_cores
 from book.speed_figures import SpeedFigures
+from kernels.attention import attention_bf16
 
 # Within this fraction, two speeds are "about the same": timings of one kernel vary by
 # a few per cent between runs.
@@ -476,3 +477,111 @@ def attention_training_step(data: dict | None) -> str:
             f"on the {device_name(data)}): the step with the book's kernels runs at "
             f"{relative_speed(1 / ours['median_ms'], 1 / peer['median_ms'])} the step with SDPA, with "
             f"{'the same' if agree else 'a different'} first loss")
+
+
+def attention_forward_tiling(head_dims=(64, 128)) -> str:
+    """How version 4 tiles the work in its configuration of each head dimension (attention_bf16.DEFAULT_CONFIGS)."""
+    parts = []
+    for d in head_dims:
+        g = attention_bf16.geometry(d)
+        per_warp = 16 * g["m_tiles"]
+        mma = 2 * g["m_tiles"] * (d // 16) * (g["keys"] // 16)     # per warp and key tile, for each product
+        q = ("keeps its rows' Q fragments in registers for the whole walk" if g["q_in_registers"] else
+             f"reads its Q fragments from shared memory at every tile (its {g['m_tiles']} tiles of 16 rows share "
+             f"every fragment of K and V it loads)")
+        parts.append(f"at d = {d} a block of {g['warps']} warps owns {g['rows']} query rows, {per_warp} per warp, "
+                     f"and each warp {q}; per key tile of {g['keys']} keys a warp computes its {per_warp} × "
+                     f"{g['keys']} scores with {mma} `mma`, runs the online softmax on the accumulators, and "
+                     f"multiplies by V with {mma} more")
+    return "; ".join(parts)
+
+
+def attention_backward_tiling(head_dims=(64, 128)) -> str:
+    """How the BF16 backward tiles its work in the configuration of each head dimension."""
+    return "; ".join(f"at d = {d} a block of {g['backward_warps']} warps owns {g['tile']} keys, 16 per warp, and "
+                     f"walks query tiles of {g['queries']}"
+                     for d, g in ((d, attention_bf16.geometry(d)) for d in head_dims))
+
+
+def _attention_profile_pairs(keys, ours: str, peer: str):
+    return [(key, what, fmt, (ours, ours.split(",")[0]), (peer, "SDPA's flash kernel")) for key, what, fmt in keys]
+
+
+#: The profiler's figures the attention chapter states, for the BF16 kernels beside SDPA's.
+ATTENTION_PROFILE_KEYS = (
+    ("tensor_pipe_percent", "tensor pipe busy", "{:.0f} % of cycles"),
+    ("issue_slots_percent", "issue slots used", "{:.0f} %"),
+    ("wait_stall_percent", "warps waiting on a fixed-latency result", "{:.0f} % of their time"),
+    ("short_scoreboard_stall_percent", "waiting on shared memory or the exponential unit", "{:.0f} %"),
+)
+
+
+def attention_profiles(data: dict | None, ours: dict[int, str], peer: dict[int, str], head_dims=(64, 128)) -> str:
+    """Nsight Compute's figures (``attention.PROFILES`` of attention.json, N = 4096, no mask) of one of our kernels
+    beside SDPA's, per head dimension; ``ours`` and ``peer`` are the profiled steps by head dimension
+    (``attention.PROFILED_V4``, ``attention.PROFILED_SDPA_FORWARD``...)."""
+    rows = (data or {}).get(attention.PROFILES, [])
+    parts = []
+    for d in head_dims:
+        said = profiled_side_by_side(rows, _attention_profile_pairs(ATTENTION_PROFILE_KEYS, ours[d], peer[d]))
+        if said:
+            parts.append(f"at d = {d}, {said}")
+    if not parts:
+        return ATTENTION_NOT_MEASURED
+    return f"on the {device_name(data)} at N = 4096 without the mask, " + "; ".join(parts)
+
+
+def attention_tensor_core_share(data: dict | None, head_dims=(64, 128)) -> str:
+    """Version 4's rate at N = 4096 without the mask against a large BF16 matrix product's on the same card."""
+    gemm = (data or {}).get("summary", {}).get("bf16_matmul_gflops")
+    rates = [(d, next((r["gflops"] for r in (data or {}).get("results", []) if r["name"] == attention.V4
+                       and r["group"] == attention.FORWARD and r.get("seq") == 4096 and r.get("head_dim") == d
+                       and not r.get("causal") and r.get("gflops")), None)) for d in head_dims]
+    rates = [(d, rate) for d, rate in rates if rate]
+    if not gemm or not rates:
+        return ATTENTION_NOT_MEASURED
+    return ("at N = 4096 without the mask version 4 runs at "
+            + " and ".join(f"{rate / 1e3:,.0f} TFLOP/s at d = {d}" for d, rate in rates) + ", "
+            + " and ".join(f"{rate / gemm:.0%}" for _, rate in rates)
+            + f" of the {gemm / 1e3:,.0f} TFLOP/s a large BF16 matrix product (`torch.matmul`, cuBLAS on `wgmma`) "
+              f"reaches on the {device_name(data)}")
+
+
+#: Version 3's limits: how busy its FP32 units are, and what its warps wait for.
+FLOAT_PROFILE_KEYS = (
+    ("fma_pipe_percent", "FMA pipe busy {} % of cycles", "{:.0f}"),
+    ("issue_slots_percent", "{} % of the issue slots used", "{:.0f}"),
+    ("short_scoreboard_stall_percent", "warps waiting on shared memory {} % of their time", "{:.0f}"),
+    ("shared_bank_conflicts", "{} shared-memory bank conflicts", "{:,.0f}"),
+    ("achieved_occupancy_percent", "{} % of the warp slots occupied", "{:.0f}"),
+)
+
+
+def attention_float_limits(data: dict | None, head_dims=(64, 128)) -> str:
+    """What bounds version 3: Nsight Compute's figures of it, and, where the fused-against-unfused goal is missed,
+    the most any float kernel of its arithmetic could gain on version 1 (version 1's time over version 3's roof)."""
+    rows = (data or {}).get(attention.PROFILES, [])
+    parts = []
+    for d in head_dims:
+        figures = [text.format(fmt.format(value)) for key, text, fmt in FLOAT_PROFILE_KEYS
+                   if (value := _figure(rows, attention.PROFILED_V3[d], key)) is not None]
+        if figures:
+            parts.append(f"at d = {d}, " + ", ".join(figures))
+    said = ("Nsight Compute's figures of version 3 at N = 4096 without the mask: " + "; ".join(parts) + ". ") if parts else ""
+    results = (data or {}).get("results", [])
+    for goal in (data or {}).get("summary", {}).get("goals", []):
+        if goal["goal"] != attention.FUSED_VS_UNFUSED_FLOAT or goal["met"]:
+            continue
+
+        def row(name, goal=goal):
+            return next((r for r in results if r["name"] == name and r["group"] == attention.FORWARD
+                         and r.get("seq") == 4096 and r.get("head_dim") == goal["head_dim"]
+                         and r.get("causal") == goal["causal"] and r.get("median_ms")), None)
+
+        v1, v3 = row(attention.V1), row(attention.V3)
+        if v1 and v3:
+            said += (f"At d = {goal['head_dim']}{', causal' if goal['causal'] else ''}, version 1 takes "
+                     f"{v1['median_ms']:.1f} ms and version 3's FP32 roof is {v3['roof_ms']:.2f} ms: no float kernel "
+                     f"doing its arithmetic could be more than {v1['median_ms'] / v3['roof_ms']:.1f} times as fast "
+                     f"as version 1 (the goal asks for {goal['target']:g}). ")
+    return said.strip() or ATTENTION_NOT_MEASURED

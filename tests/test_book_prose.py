@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import attention as attention_bench
 from book import prose
 from book.speed_figures import SpeedFigures
 
@@ -325,3 +326,53 @@ def test_attention_phrases_follow_the_goals_and_say_when_nothing_was_measured():
                                           "device": {"name": "GPU X"}})
     assert "30.00 ms per step with `dlk::attention`, 27.00 ms with SDPA" in step and "90% of the speed of" in step
     assert "16 heads of 64" in step and "with the same first loss" in step
+
+
+def test_attention_profile_and_bound_phrases_state_the_recorded_figures():
+    def profile(step, **figures):
+        return {"step": step, **figures}
+
+    data = {"device": {"name": "GPU X"}, "summary": {
+        "bf16_matmul_gflops": 800e3,
+        "goals": [{"goal": "fused_vs_unfused_float", "head_dim": 128, "causal": False, "ratio": 5.0, "target": 10.0,
+                   "met": False},
+                  {"goal": "fused_vs_unfused_float", "head_dim": 64, "causal": False, "ratio": 11.0, "target": 10.0,
+                   "met": True}]},
+        "profiles": [profile("version 4, d = 64", tensor_pipe_percent=47.7, issue_slots_percent=47.5),
+                     profile("SDPA flash forward, d = 64", tensor_pipe_percent=48.0, issue_slots_percent=52.9),
+                     profile("version 3 (float), d = 128", fma_pipe_percent=42.9, shared_bank_conflicts=1234567.0)],
+        "results": [{"name": "v4 fused bf16", "group": "forward", "seq": 4096, "head_dim": 64, "causal": False,
+                     "gflops": 300e3, "median_ms": 1.0},
+                    {"name": "v1 unfused float32", "group": "forward", "seq": 4096, "head_dim": 128, "causal": False,
+                     "median_ms": 100.0},
+                    {"name": "v3 fused float32", "group": "forward", "seq": 4096, "head_dim": 128, "causal": False,
+                     "median_ms": 20.0, "roof_ms": 8.0}]}
+    text = prose.attention_profiles(data, attention_bench.PROFILED_V4, attention_bench.PROFILED_SDPA_FORWARD)
+    assert text.startswith("on the GPU X at N = 4096 without the mask, at d = 64, tensor pipe busy: 48 % of cycles "
+                           "for version 4, 48 % of cycles for SDPA's flash kernel; issue slots used: 48 % for version 4, "
+                           "53 % for SDPA's flash kernel")
+    assert "d = 128" not in text, "a head dimension without figures is left out"
+    assert "not measured yet" in prose.attention_profiles({"profiles": []}, attention_bench.PROFILED_V4,
+                                                          attention_bench.PROFILED_SDPA_FORWARD)
+    share = prose.attention_tensor_core_share(data)
+    assert "300 TFLOP/s at d = 64, 38% of the 800 TFLOP/s" in share and "GPU X" in share
+    assert "not measured yet" in prose.attention_tensor_core_share({"summary": {}, "results": []})
+    limits = prose.attention_float_limits(data)
+    assert "at d = 128, FMA pipe busy 43 % of cycles, 1,234,567 shared-memory bank conflicts" in limits
+    assert "version 1 takes 100.0 ms and version 3's FP32 roof is 8.00 ms" in limits and "12.5 times" in limits
+    assert "At d = 64" not in limits, "a goal that is met needs no bound"
+    assert "not measured yet" in prose.attention_float_limits(None)
+
+
+def test_attention_tiling_phrases_follow_the_kernels_configuration():
+    from kernels.attention import attention_bf16
+
+    g = attention_bf16.geometry(64)
+    text = prose.attention_forward_tiling((64,))
+    assert f"a block of {g['warps']} warps owns {g['rows']} query rows" in text
+    assert f"per key tile of {g['keys']} keys" in text
+    assert f"{16 * g['m_tiles']} × {g['keys']} scores with {2 * g['m_tiles'] * 4 * g['keys'] // 16} `mma`" in text
+    b = attention_bf16.geometry(128)
+    assert prose.attention_backward_tiling((128,)) == (f"at d = 128 a block of {b['backward_warps']} warps owns "
+                                                       f"{b['tile']} keys, 16 per warp, and walks query tiles of "
+                                                       f"{b['queries']}")

@@ -1,4 +1,6 @@
-// kernels/attention/warp_mma.cuh -- the warp-level tensor-core operations of kernels/attention/attention_bf16.cu.
+// kernels/warp_mma.cuh -- the warp-level tensor-core instructions that BF16 kernels of two parts share: the GEMM
+// ladder's version 13 (kernels/gemm/sgemm_bf16.cu, through gemm/bf16_ptx.cuh) and attention's versions 4 and 5
+// (kernels/attention/attention_bf16.cu).
 //
 //   ldmatrix_x4(r, p)         four 8 x 8 matrices of 16-bit values from shared memory: lanes 8i .. 8i + 7 each give
 //                             the address of one 16-byte row of matrix i; lane l receives, in r[i], row l / 4,
@@ -10,6 +12,9 @@
 //                               a[0]: A[g][2q, 2q+1]   a[1]: A[g+8][2q, 2q+1]   a[2]: A[g][2q+8, +9]   a[3]: A[g+8][2q+8, +9]
 //                               b0: B[2q, 2q+1][g]     b1: B[2q+8, 2q+9][g]
 //                               d[0], d[1]: D[g][2q, 2q+1]   d[2], d[3]: D[g+8][2q, 2q+1]
+//   exp2_fast(x)              2^x by the special-function unit alone (ex2.approx.ftz, one instruction: exp2f adds
+//                             three for results below 2^-126, which a softmax weight that small does not need);
+//                             2^-inf = 0.  Attention's softmax takes one per score.
 //
 // On a GPU (sm_80 and newer) each is one PTX instruction.  On the CPU emulator, which runs CUDA C as C++ and cannot
 // run PTX, each is the same data movement written with warp shuffles: the layouts above, lane by lane, so that the
@@ -47,6 +52,13 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[
                  "{%0, %1, %2, %3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float exp2_fast(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 #else  // the CPU emulator: the same layouts through shuffles
@@ -88,5 +100,7 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[
             d[3] += bf16_low(bottom) * bf16_low(right) + bf16_high(bottom) * bf16_high(right);
         }
 }
+
+__device__ __forceinline__ float exp2_fast(float x) { return exp2f(x); }
 
 #endif
