@@ -174,15 +174,16 @@ def run_bf16_once(target: Target, rng) -> None:
         sgemm_bf16.KERNELS[target.kernel].launcher(A, B)
 
 
-def ncu_command(target: Target) -> list[str]:
+def ncu_command(target: Target, metrics=None, runner: str = "benchmarks.profiles") -> list[str]:
     """ncu, profiling the first launch of ``target.kernel`` in a process that runs it once (for a cuBLAS
-    target, the second launch of a kernel whose name has "gemm" in it)."""
+    target, the second launch of a kernel whose name has "gemm" in it): ``python -m <runner> --run-once
+    group/kernel``, with ``metrics`` (default: METRICS)."""
     # cuBLAS names its kernels ...gemm... (FP32, TF32) or nvjet_... (BF16 on Hopper)
     chosen = ["--kernel-name", "regex:gemm|nvjet", "--launch-skip", "1"] if target.library else \
         ["--kernel-name", f"regex:^{target.kernel}$"]
     return ["ncu", "--csv", "--page", "raw", "--print-units", "base", *chosen,
-            "--launch-count", "1", "--metrics", ",".join(METRICS.values()),
-            sys.executable, "-m", "benchmarks.profiles", "--run-once", f"{target.group}/{target.kernel}"]
+            "--launch-count", "1", "--metrics", ",".join(METRICS.values() if metrics is None else metrics),
+            sys.executable, "-m", runner, "--run-once", f"{target.group}/{target.kernel}"]
 
 
 class ProfileError(RuntimeError):
@@ -196,9 +197,9 @@ def _number(text: str) -> float | None:
     return float(text)
 
 
-def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
+def parse_ncu_csv(output: str, kernel: str | None, metrics=None) -> dict[str, float]:
     """The metrics of ``kernel`` (None: of the one kernel profiled, whatever its name) from ncu's CSV,
-    keyed by ncu's metric names, times in microseconds.
+    keyed by ncu's metric names (those of ``metrics``, default METRICS), times in microseconds.
 
     Reads the raw page (one row per kernel, one column per metric, a row of units under the header)
     and the details page (one row per metric: ``Metric Name``, ``Metric Unit``, ``Metric Value``);
@@ -209,6 +210,7 @@ def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
     if not rows:
         raise ProfileError(f"ncu printed no figures for {kernel or 'the kernel'}" + (": " + " ".join(errors) if errors else ""))
     header = rows[0]
+    wanted = set(METRICS.values() if metrics is None else metrics)
     values: dict[str, float] = {}
     units: dict[str, str] = {}
     if "Metric Name" in header:
@@ -226,7 +228,7 @@ def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
             if kernel not in (None, _short_name(r[kernel_at])):
                 continue
             for i, name in enumerate(header):
-                number = _number(r[i]) if i < len(r) and name in METRICS.values() else None
+                number = _number(r[i]) if i < len(r) and name in wanted else None
                 if number is not None:
                     values[name], units[name] = number, (unit_row[i] if unit_row else "")
             break
@@ -308,21 +310,30 @@ def measure(only: str | None = None, verbose: bool = False, groups=DEFAULT_GROUP
             "conv2d_c3": C3, "metrics": METRICS, "results": rows}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", help="profile one kernel (its CUDA name)")
+def ncu_benchmark_main(name: str, description: str, measure_kernels, run_once_named) -> None:
+    """The command line of a benchmark that profiles kernels under ncu: ``--only KERNEL`` (one kernel, not
+    written), ``--run-once GROUP/KERNEL`` (the process ncu profiles: ``run_once_named(key)``), else every
+    kernel (``measure_kernels(only, verbose)``) into ``benchmarks/results/<name>.json``."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help="profile one kernel (its CUDA name); not written to the results file")
     parser.add_argument("--run-once", metavar="GROUP/KERNEL", help=argparse.SUPPRESS)  # the process ncu profiles
     args = parser.parse_args()
     if args.run_once:
-        run_once(next(t for t in targets() if f"{t.group}/{t.kernel}" == args.run_once))  # a kernel may be in two groups
+        run_once_named(args.run_once)
         return
-    from benchmarks.common import write_results
+    from benchmarks.common import write_results  # deferred: the process ncu profiles (--run-once) writes nothing
 
-    results = measure(args.only, verbose=True)
+    results = measure_kernels(args.only, verbose=True)
     if args.only:
         print("(one kernel: not written to the results file)")
         return
-    print(f"wrote {write_results('profiles', results)}")
+    print(f"wrote {write_results(name, results)}")
+
+
+def main() -> None:
+    # a kernel may be in two groups: the key names both
+    ncu_benchmark_main("profiles", __doc__, measure,
+                       lambda key: run_once(next(t for t in targets() if f"{t.group}/{t.kernel}" == key)))
 
 
 if __name__ == "__main__":

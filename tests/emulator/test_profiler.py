@@ -50,6 +50,14 @@ __global__ void shared_vectors(float* out, int stride2, int stride4) {
     float4 b = reinterpret_cast<const float4*>(s)[t * stride4];
     out[t] = a.x + a.y + b.x + b.y + b.z + b.w;
 }
+__global__ void shared_rows_by_thread(float* out) {
+    __shared__ float s[32 * 8];
+    for (int k = threadIdx.x; k < 32 * 8; k += 32) s[k] = (float)k;
+    __syncthreads();
+    float v = 0.0f;
+    for (int k = 0; k < 8; ++k) v += s[threadIdx.x * 8 + k];   // a row of 8 words per thread
+    out[threadIdx.x] = v;
+}
 __global__ void branches(float* out, int rounds) {
     int t = threadIdx.x;
     float v = 0.0f;
@@ -147,6 +155,15 @@ def test_64_and_128_bit_shared_reads_are_counted_by_phase(module, stride2, strid
     assert [(r.bytes_per_lane, r.requests) for r in p.memory if r.space == "shared" and r.op == "load"] == [(8, 1), (16, 1)]
     assert (p.total("shared", "load", "phases"), p.total("shared", "load", "wavefronts")) == (6, wavefronts)
     assert p.bank_conflicts("load") == wavefronts - 6
+
+
+def test_a_thread_s_neighbouring_shared_words_merge_into_128_bit_loads_as_nvcc_makes_them(module):
+    p = run(module, "shared_rows_by_thread", np.zeros(32, np.float32))
+    load, store = row(p, "shared", "load"), row(p, "shared", "store")
+    # two LDS.128 per thread (8 words); each quarter-warp's 8 lanes are 32 bytes apart: 2 deep in 16 banks
+    assert (load.bytes_per_lane, load.requests, load.phases, load.wavefronts) == (16, 2, 8, 16)
+    # the stores of a thread are 32 words apart: each stays one 32-bit store, a warp's 32 consecutive words
+    assert (store.bytes_per_lane, store.requests, store.wavefronts) == (4, 8, 8)
 
 
 def test_a_branch_a_warp_splits_is_divergent_and_one_it_takes_whole_is_not(module):

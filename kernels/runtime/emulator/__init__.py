@@ -27,11 +27,15 @@ Settings (environment variables, or attributes of :class:`EmulatorBackend`):
   accesses go unreported; the build falls back to this by itself, with a warning,
   where the compiler has no AddressSanitizer);
 * ``DLK_EMULATOR_UCONTEXT=1``: switch fibers with the C library's ucontext instead
-  of the x86-64 assembly (the path other architectures take; much slower).
+  of the x86-64 assembly (the path other architectures take; much slower);
+* ``DLK_EMULATOR_PROFILE=1`` (a number of blocks, or ``all``): profile every launch and
+  print its table (:mod:`.profiling`: sectors per request, bank conflicts, divergent
+  branches per source line, counted by a second build of the module, ``profiler.h``).
 
 Modules: :mod:`.rewrite` (source to translation unit), :mod:`.build` (g++ and the
 cache), :mod:`.protocol` (the worker process), :mod:`.diagnose` (reports and
-comparisons to errors); ``prelude.h`` and ``runtime.cpp`` are the C++ side.
+comparisons to errors), :mod:`.profiling` (a launch's memory and branch counts);
+``prelude.h``, ``runtime.cpp``, ``global_races.h`` and ``profiler.h`` are the C++ side.
 """
 
 from __future__ import annotations
@@ -421,8 +425,9 @@ class EmulatorModule(CompiledModule):
             reply.raw(nbytes)
         blocks_done, truncated, count = reply.u32(), reply.u32(), reply.u64()
         events = np.frombuffer(reply.raw(count * profiling.EVENT_DTYPE.itemsize), dtype=profiling.EVENT_DTYPE)
-        profile = profiling.analyse(kernel, launch, events, blocks_done, bool(truncated),
-                                    str(self._profile_build.executable), self._source_info(kernel))
+        profile = profiling.analyse(kernel, launch, events, blocks_done, bool(truncated & 1),
+                                    str(self._profile_build.executable), self._source_info(kernel),
+                                    branches_truncated=bool(truncated & 2))
         profile.origin = (self.source, self.source_name, self._options, self._include_dirs)
         return profile
 

@@ -107,6 +107,8 @@ void __dlk_trap(int line) __attribute__((noreturn));
 int __dlk_printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 long long __dlk_clock(void);
 void __dlk_atomic_access(void* address, size_t bytes, void* caller);
+// the profiling build: one access as the hardware makes it, where the emulator makes it otherwise (wmma fragments)
+void __dlk_profile_access(const void* address, size_t bytes, int store);
 void __dlk_threadfence(void);
 }
 

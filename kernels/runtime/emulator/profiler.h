@@ -51,7 +51,11 @@ bool g_recording = false;    // the running block is one of the sample
 unsigned g_sample_blocks = 0;  // blocks to profile (0: all)
 unsigned g_blocks_done = 0;
 bool g_truncated = false;    // stopped at kMaxEvents
+bool g_branches_truncated = false;  // stopped recording branches at kMaxBranchEvents
+bool g_block_started = false;
 const size_t kMaxEvents = (size_t)6 << 20;  // 192 MiB of events at most
+const size_t kMaxBranchEvents = (size_t)2 << 20;  // of which branches (a long loop enters a block per step)
+size_t g_branch_events = 0;
 std::vector<Event> g_events;
 std::vector<ThreadState> g_threads_state;
 
@@ -83,6 +87,10 @@ uint32_t next_instance(ThreadState& t, uint64_t key) {
 }
 
 void record(uint64_t address, uint32_t site, uint16_t size, uint8_t kind, uint8_t space) {
+  if (kind == BRANCH && g_branch_events++ >= kMaxBranchEvents) {
+    g_branches_truncated = true;
+    return;
+  }
   if (g_events.size() >= kMaxEvents) {
     g_truncated = true;
     g_recording = false;
@@ -125,7 +133,8 @@ inline void entered_block(const void* ret) {
 void start_run() {
   g_events.clear();
   g_blocks_done = 0;
-  g_truncated = false;
+  g_truncated = g_branches_truncated = g_block_started = false;
+  g_branch_events = 0;
   g_recording = false;
 }
 
@@ -133,13 +142,13 @@ void start_run() {
 bool start_block() {
   if (!g_enabled || g_truncated || (g_sample_blocks && g_blocks_done >= g_sample_blocks)) return false;
   g_threads_state.assign(g_nthreads, ThreadState());
-  g_recording = true;
+  g_recording = g_block_started = true;
   return true;
 }
 
 void end_block() {
-  if (!g_recording) return;
-  g_recording = false;
+  if (!g_block_started) return;
+  g_recording = g_block_started = false;
   ++g_blocks_done;
 }
 
@@ -214,6 +223,9 @@ void __tsan_write_range(void* a, unsigned long n) {
 }
 void __tsan_vptr_read(void** p) { (void)p; }
 void __tsan_vptr_update(void** p, void* v) { (void)p; (void)v; }
+void __dlk_profile_access(const void* address, size_t bytes, int store) {
+  if (prof::g_recording) prof::access(address, bytes, store ? prof::STORE : prof::LOAD, __builtin_return_address(0));
+}
 void __sanitizer_cov_trace_pc(void) {
   if (prof::g_recording) prof::entered_block(__builtin_return_address(0));
 }

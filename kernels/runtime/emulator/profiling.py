@@ -19,16 +19,20 @@ barriers is one warp-level instruction) and counted as the hardware counts them:
 Counted per source line; a launch's profile (:class:`LaunchProfile`) is a small table with the
 hints its numbers imply.  Profiling is off unless asked for: inside :func:`collecting`, or for every
 launch with ``DLK_EMULATOR_PROFILE=1`` (a number: blocks to profile; ``all``: the whole grid), which
-prints each launch's table.  What the CPU's compiler makes of the code is not what nvcc makes of it:
-nvcc may merge a thread's neighbouring loads into one wider load, which the counts here do not know.
+prints each launch's table.
+
+The accesses counted are those the source makes, one per element, as g++ compiles it; nvcc's
+assembler merges a thread's neighbouring shared-memory words in unrolled code into 64- and 128-bit
+accesses, and :func:`merged_as_nvcc_does` does the same before counting.  What else nvcc does
+differently (loads it keeps in registers, loads it repeats) is not seen here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import html
 import math
 import os
-import re
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -312,10 +316,10 @@ def collecting(blocks: int = DEFAULT_BLOCKS):
 
 # ---- counting ------------------------------------------------------------------------------------------
 
-def _group_ids(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(order, group id of each sorted row): rows sorted by ``columns`` (the first the primary key), and
-    numbered so that rows equal in every column share a number."""
-    order = np.lexsort(columns[::-1])
+def _group_ids(columns: list[np.ndarray], then: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(order, group id of each sorted row): rows sorted by ``columns`` (the first the primary key; rows of
+    one group by ``then``), and numbered so that rows equal in every column share a number."""
+    order = np.lexsort(([then] if then is not None else []) + columns[::-1])
     n = len(order)
     if n == 0:
         return order, np.zeros(0, np.int64)
@@ -351,13 +355,69 @@ def _expand(start: np.ndarray, count: np.ndarray, *carried: np.ndarray):
     return (start[row] + offset, *(c[row] for c in carried))
 
 
-def _memory_counts(ev: np.ndarray):
-    """Per warp-level request: its site key and the counts; returned per site (site, caller, kind, space)."""
-    warp = ev["thread"].astype(np.int64) // WARP
+def merged_as_nvcc_does(ev: np.ndarray) -> np.ndarray:
+    """The events with a thread's 4-byte shared-memory accesses merged into the wider ones nvcc makes of them.
+
+    nvcc's assembler (ptxas) turns a thread's loads of neighbouring words of shared memory, in code it
+    has unrolled (a tile loop of constant length), into one 64- or 128-bit load (LDS.64, LDS.128), and
+    the same for stores; the emulator's compiler does not.  So, as ptxas does: where one instruction of
+    a thread touches all four words of an aligned 16-byte chunk between two barriers, the chunk is one
+    128-bit access; both words of an aligned 8-byte pair, one 64-bit access; a word read twice, one.
+    The merged accesses keep the order of their first word.  (Global memory is left alone: nvcc cannot
+    know a pointer argument is aligned, and merges its loads only where the source asks, as a float4.)"""
+    candidate = (ev["space"] == SHARED) & (ev["size"] == 4) & (ev["kind"] <= STORE)
+    if not candidate.any():
+        return ev
+    c, rest = ev[candidate], ev[~candidate]
+    key_columns = [c[k].astype(np.int64) for k in ("block", "thread", "epoch", "site", "caller", "kind")]
+    order, key_sorted = _group_ids(key_columns)
+    key = np.empty(len(c), np.int64)
+    key[order] = key_sorted
+    word = (c["address"] >> np.uint64(2)).astype(np.int64)
+    # each (instruction of a thread, word) once, at its first instance
+    o = np.lexsort((c["instance"], word, key))
+    first = np.ones(len(o), bool)
+    first[1:] = (key[o][1:] != key[o][:-1]) | (word[o][1:] != word[o][:-1])
+    u = o[first]
+    ukey, uword = key[u], word[u]
+    full4 = _count_in(ukey, uword >> 2) == 4
+    full2 = ~full4 & (_count_in(ukey, uword >> 1) == 2)
+    address = np.where(full4, (uword >> 2) << 4, np.where(full2, (uword >> 1) << 3, uword << 2))
+    size = np.where(full4, 16, np.where(full2, 8, 4))
+    merged = c[u].copy()
+    merged["address"], merged["size"] = address.astype(np.uint64), size
+    # one access per (instruction of a thread, address), numbered again in the order of their first words
+    o = np.lexsort((merged["instance"], address, ukey))
+    first = np.ones(len(o), bool)
+    first[1:] = (ukey[o][1:] != ukey[o][:-1]) | (address[o][1:] != address[o][:-1])
+    merged, mkey = merged[o[first]], ukey[o[first]]
+    o = np.lexsort((merged["instance"], mkey))
+    merged, mkey = merged[o], mkey[o]
+    start = np.ones(len(mkey), bool)
+    start[1:] = mkey[1:] != mkey[:-1]
+    begins = np.flatnonzero(start)
+    merged["instance"] = np.arange(len(mkey)) - np.repeat(begins, np.diff(np.append(begins, len(mkey))))
+    return np.concatenate([rest, merged])
+
+
+def _count_in(key: np.ndarray, chunk: np.ndarray) -> np.ndarray:
+    """For each row, how many rows share its (key, chunk) (rows are distinct (key, word) pairs)."""
+    order, ids = _group_ids([key, chunk])
+    counts = np.bincount(ids)
+    out = np.empty(len(key), np.int64)
+    out[order] = counts[ids]
+    return out
+
+
+def _memory_counts(ev: np.ndarray) -> dict:
+    """The warp-level requests among the events (the lanes of one warp at one instance of one instruction
+    between the same two barriers), each with its site (``site_of_group``: a number per (space, kind,
+    code address, caller)) and its counts: active lanes, sectors, wavefronts, phases, worst bank."""
+    thread = ev["thread"].astype(np.int64)
     cols = [ev["space"].astype(np.int64), ev["kind"].astype(np.int64), ev["site"].astype(np.int64),
-            ev["caller"].astype(np.int64), ev["block"].astype(np.int64), warp, ev["epoch"].astype(np.int64),
-            ev["instance"].astype(np.int64)]
-    order, gid = _group_ids(cols)
+            ev["caller"].astype(np.int64), ev["block"].astype(np.int64), thread // WARP,
+            ev["epoch"].astype(np.int64), ev["instance"].astype(np.int64)]
+    order, gid = _group_ids(cols, then=thread)
     ev = ev[order]
     ngroups = int(gid[-1]) + 1 if len(gid) else 0
     first = np.ones(len(gid), bool)
@@ -386,7 +446,6 @@ def _memory_counts(ev: np.ndarray):
     phase = (ev["thread"].astype(np.int64) % WARP) // lanes_per_phase
     word, word_gid, word_phase = _expand(word_first, word_count, gid, phase)
     # distinct words per (request, phase), then per bank the count, then the worst bank
-    _, key = _group_ids([word_gid, word_phase, word])
     order_w = np.lexsort((word, word_phase, word_gid))
     wg, wp, ww = word_gid[order_w], word_phase[order_w], word[order_w]
     distinct = np.ones(len(wg), bool)
@@ -411,8 +470,7 @@ def _memory_counts(ev: np.ndarray):
     result["wavefronts"] = np.where(is_shared, wavefronts, 0)
     result["phases"] = np.where(is_shared, phases, 0)
     result["max_ways"] = np.where(is_shared, max_ways, 0)
-    # the distance between the addresses of neighbouring lanes (sorted by thread within each request)
-    # (active lanes next to each other in the request, the distance per lane between them)
+    # the distance between the addresses of the active lanes next to each other in a request, per lane
     thread = ev["thread"].astype(np.int64)
     apart = thread[1:] - thread[:-1]
     step = ev["address"][1:].astype(np.int64) - ev["address"][:-1].astype(np.int64)
@@ -421,28 +479,47 @@ def _memory_counts(ev: np.ndarray):
     return result
 
 
-def _branch_counts(ev: np.ndarray):
-    warp = ev["thread"].astype(np.int64) // WARP
-    cols = [ev["site"].astype(np.int64), ev["caller"].astype(np.int64), ev["block"].astype(np.int64), warp,
+def _branch_counts(ev: np.ndarray) -> list[tuple[int, int, int, int, np.ndarray]]:
+    """Per branch (code address, caller): its warp-level instances, how many of them diverged, and the code
+    addresses its lanes went on to."""
+    site, caller = ev["site"].astype(np.int64), ev["caller"].astype(np.int64)
+    cols = [site, caller, ev["block"].astype(np.int64), ev["thread"].astype(np.int64) // WARP,
             ev["epoch"].astype(np.int64), ev["instance"].astype(np.int64)]
     order, gid = _group_ids(cols)
-    ev = ev[order]
+    site, caller, target = site[order], caller[order], ev["address"][order].astype(np.int64)
     ngroups = int(gid[-1]) + 1 if len(gid) else 0
-    targets = _distinct_per_group(gid, ev["address"].astype(np.int64), ngroups)
+    split = _distinct_per_group(gid, target, ngroups) > 1
     first = np.ones(len(gid), bool)
     first[1:] = gid[1:] != gid[:-1]
-    heads = ev[first]
-    return heads, targets > 1, ev
+    # sorted by (site, caller) first: a branch's rows are contiguous
+    new = np.ones(len(gid), bool)
+    new[1:] = (site[1:] != site[:-1]) | (caller[1:] != caller[:-1])
+    branch = np.cumsum(new) - 1
+    instances = np.bincount(branch[first])
+    diverged = np.bincount(branch[first], weights=split).astype(np.int64)
+    o = np.lexsort((target, branch))
+    distinct = np.ones(len(o), bool)
+    distinct[1:] = (branch[o][1:] != branch[o][:-1]) | (target[o][1:] != target[o][:-1])
+    went_branch, went = branch[o][distinct], target[o][distinct]
+    bounds = np.searchsorted(went_branch, np.arange(len(instances) + 1))
+    heads = np.flatnonzero(new)
+    return [(int(site[h]), int(caller[h]), int(instances[k]), int(diverged[k]), went[bounds[k]:bounds[k + 1]])
+            for k, h in enumerate(heads)]
 
 
 def analyse(kernel: str, launch: LaunchShape, events: np.ndarray, blocks_profiled: int, truncated: bool,
-            executable: str, source: SourceInfo) -> LaunchProfile:
-    """The profile of a launch from the profiling build's events."""
+            executable: str, source: SourceInfo, branches_truncated: bool = False) -> LaunchProfile:
+    """The profile of a launch from the profiling build's events (``truncated``: the sample's last block was
+    cut short; ``branches_truncated``: branches were counted in the first part of the sample only)."""
     profile = LaunchProfile(kernel, launch, blocks_profiled, truncated)
+    notes = []
     if truncated:
-        profile.note = (f"the profile stopped at {len(events):,} accesses (a sample of fewer blocks, or a smaller "
-                        f"launch, counts everything)")
-    memory = events[events["kind"] != BRANCH]
+        notes.append(f"the profile stopped at {len(events):,} accesses, in its last block (a sample of fewer "
+                     f"blocks, or a smaller launch, counts everything)")
+    if branches_truncated:
+        notes.append("branches were counted in the first part of the sample only")
+    profile.note = "; ".join(notes)
+    memory = merged_as_nvcc_does(events[events["kind"] != BRANCH])
     branches = events[events["kind"] == BRANCH]
     code_addresses = set(int(x) for x in np.unique(events["site"])) | set(int(x) for x in np.unique(events["caller"]))
     code_addresses |= set(int(x) for x in np.unique(branches["address"]))
@@ -459,13 +536,9 @@ def analyse(kernel: str, launch: LaunchShape, events: np.ndarray, blocks_profile
         heads, site_of_group = c["heads"], c["site_of_group"]
         # each site (an instruction, by its code address and caller) belongs to one row: (line, space, op)
         rows: dict[tuple, int] = {}
-        row_of_site = np.zeros(int(site_of_group.max()) + 1, np.int64)
-        seen = np.zeros(len(row_of_site), bool)
-        for g in range(len(heads)):
-            s = int(site_of_group[g])
-            if seen[s]:
-                continue
-            seen[s] = True
+        sites, first_group = np.unique(site_of_group, return_index=True)
+        row_of_site = np.zeros(len(sites), np.int64)
+        for s, g in zip(sites, first_group):
             h = heads[g]
             line = line_of(int(h["site"]), int(h["caller"]))
             row_of_site[s] = rows.setdefault((line, SPACES[int(h["space"])], OPS[int(h["kind"])]), len(rows))
@@ -488,26 +561,16 @@ def analyse(kernel: str, launch: LaunchShape, events: np.ndarray, blocks_profile
             found.append(row)
         profile.memory = sorted(found, key=lambda r: (r.line or 0, r.space, r.op))
     if len(branches):
-        heads, divergent, ordered = _branch_counts(branches)
-        # the place a branch is shown at: the first line of the reader's code its lanes went on to
-        targets: dict[tuple[int, int], set] = {}
-        for e in ordered:
-            targets.setdefault((int(e["site"]), int(e["caller"])), set()).add(int(e["address"]))
-        per_site: dict[tuple[int, int], list[int]] = {}
-        for h, d in zip(heads, divergent):
-            counts = per_site.setdefault((int(h["site"]), int(h["caller"])), [0, 0])
-            counts[0] += 1
-            counts[1] += int(d)
         rows_b: dict[int | None, BranchCounts] = {}
-        for key, (instances, split) in per_site.items():
-            if not split:
+        for site, caller, instances, diverged, went in _branch_counts(branches):
+            if not diverged:
                 continue  # went different ways only in different warps: no divergence
-            went = [lines.get(t) for t in targets[key]]
-            went = [l for l in went if l]
-            line = min(went) if went else line_of(*key)
+            # shown at the first line of the reader's code its lanes went on to
+            reached = [lines.get(t) for t in went if lines.get(t)]
+            line = min(reached) if reached else line_of(site, caller)
             row = rows_b.setdefault(line, BranchCounts(line, code(line)))
             row.branches += instances
-            row.divergent += split
+            row.divergent += diverged
         profile.branches = sorted(rows_b.values(), key=lambda b: b.line or 0)
     return profile
 
@@ -563,7 +626,8 @@ def profile_hints(profile: LaunchProfile) -> list[str]:
                 why = (f": neighbouring threads are {_elements(abs(r.stride_bytes), r.bytes_per_lane)} apart, a multiple of "
                        f"32 words, so they all land in one bank; pad each row by one element (e.g. [32][33] instead of "
                        f"[32][32]) or let threadIdx.x index the last dimension")
-            elif r.stride_bytes and r.bytes_per_lane <= 4 and abs(r.stride_bytes) % 4 == 0:
+            elif r.stride_bytes and r.bytes_per_lane <= 4 and abs(r.stride_bytes) % 4 == 0 \
+                    and math.gcd(abs(r.stride_bytes) // 4, BANKS) > 1:
                 used = BANKS // math.gcd(abs(r.stride_bytes) // 4, BANKS)
                 why = (f": neighbouring threads are {_elements(abs(r.stride_bytes), r.bytes_per_lane)} apart, so the "
                        f"warp uses only {used} of the 32 banks; a stride of an odd number of words spreads it over all 32")
@@ -595,7 +659,8 @@ def _per_request(r: LineCounts) -> str:
         n = r.sectors_per_request
         return f"{n:.3g} sector{'' if n == 1 else 's'} (ideal {r.ideal_sectors_per_request:.3g})"
     ways = f"{r.max_ways}-way" if r.max_ways > 1 else "no conflict"
-    return f"{r.wavefronts_per_request:.3g} wavefronts ({ways})"
+    n = r.wavefronts_per_request
+    return f"{n:.3g} wavefront{'' if n == 1 else 's'} ({ways})"
 
 
 def _rows(profile: LaunchProfile) -> list[list[str]]:
@@ -658,7 +723,6 @@ def profile_table(profile: LaunchProfile) -> str:
 
 def profile_html(profile: LaunchProfile) -> str:
     """The profile as an HTML table (what a notebook shows)."""
-    import html
 
     def esc(x) -> str:
         return html.escape(str(x))

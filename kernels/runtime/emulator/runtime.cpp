@@ -1100,7 +1100,7 @@ void handle_launch() {
     if (ok_forward) {
       prof::drop_uniform_branches();
       put<uint32_t>(prof::g_blocks_done);
-      put<uint32_t>(prof::g_truncated ? 1 : 0);
+      put<uint32_t>((prof::g_truncated ? 1 : 0) | (prof::g_branches_truncated ? 2 : 0));
       put<uint64_t>(prof::g_events.size());
       put_bytes(prof::g_events.data(), prof::g_events.size() * sizeof(prof::Event));
     }
