@@ -69,6 +69,7 @@ PASS_ENV = (
     "DLK_BACKEND", "DLK_GPU_TIMEOUT", "SYSTEMROOT",
 )
 PASS_ENV_PREFIXES = ("DLK_EMULATOR_",)
+PROFILE_ENV = "DLK_EMULATOR_PROFILE"  # kernels.runtime.emulator.profiling.ENV_VAR: not passed on
 #: Resident memory a grading child (with its compiler and emulator worker) may use.
 MEMORY_LIMIT_CPU = 4 * 2**30
 MEMORY_LIMIT_GPU = 16 * 2**30  # timing holds two large input sets, their float64 references and scales
@@ -201,6 +202,7 @@ def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default
 def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None) -> dict:
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
+    env.pop(PROFILE_ENV, None)  # the child profiles what its request asks (check()'s one launch), never every launch
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update({
         "HOME": tmp, "TMPDIR": tmp, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",

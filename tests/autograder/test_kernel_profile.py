@@ -37,3 +37,14 @@ def test_the_largest_visible_case_is_profiled_and_none_when_not_asked():
              {"visible": False, "shape": {"n": 10 ** 6}}]
     assert case_to_profile(cases, True) == 1
     assert case_to_profile(cases, False) is None
+
+
+def test_a_grading_child_does_not_profile_every_launch_whatever_the_grader_s_environment(monkeypatch, tmp_path):
+    from autograder import isolation
+    from kernels.runtime.emulator import profiling
+
+    assert isolation.PROFILE_ENV == profiling.ENV_VAR
+    monkeypatch.setenv(profiling.ENV_VAR, "all")
+    monkeypatch.setenv("DLK_EMULATOR_CHECKS", "1")
+    env = isolation._child_env(str(tmp_path), "cpu", 10.0, str(tmp_path))
+    assert profiling.ENV_VAR not in env and env["DLK_EMULATOR_CHECKS"] == "1"

@@ -221,6 +221,35 @@ void __tsan_read_range(void* a, unsigned long n) {
 void __tsan_write_range(void* a, unsigned long n) {
   if (prof::g_recording) prof::access(a, n, prof::STORE, __builtin_return_address(0));
 }
+// C++'s own atomics in the reader's translation unit (the guard of a function-local static of a class type,
+// such as a __shared__ array of __nv_bfloat16): done as they ask, not counted (nothing of the kernel's).
+#define DLK_TSAN_ATOMICS(n, T)                                                                                       \
+  T __tsan_atomic##n##_load(const volatile T* a, int mo) { return __atomic_load_n(a, mo); }                          \
+  void __tsan_atomic##n##_store(volatile T* a, T v, int mo) { __atomic_store_n(a, v, mo); }                         \
+  T __tsan_atomic##n##_exchange(volatile T* a, T v, int mo) { return __atomic_exchange_n(a, v, mo); }              \
+  T __tsan_atomic##n##_fetch_add(volatile T* a, T v, int mo) { return __atomic_fetch_add(a, v, mo); }              \
+  T __tsan_atomic##n##_fetch_sub(volatile T* a, T v, int mo) { return __atomic_fetch_sub(a, v, mo); }              \
+  T __tsan_atomic##n##_fetch_and(volatile T* a, T v, int mo) { return __atomic_fetch_and(a, v, mo); }              \
+  T __tsan_atomic##n##_fetch_or(volatile T* a, T v, int mo) { return __atomic_fetch_or(a, v, mo); }                \
+  T __tsan_atomic##n##_fetch_xor(volatile T* a, T v, int mo) { return __atomic_fetch_xor(a, v, mo); }              \
+  T __tsan_atomic##n##_fetch_nand(volatile T* a, T v, int mo) { return __atomic_fetch_nand(a, v, mo); }            \
+  int __tsan_atomic##n##_compare_exchange_strong(volatile T* a, T* c, T v, int mo, int fmo) {                     \
+    return __atomic_compare_exchange_n(a, c, v, false, mo, fmo);                                                  \
+  }                                                                                                               \
+  int __tsan_atomic##n##_compare_exchange_weak(volatile T* a, T* c, T v, int mo, int fmo) {                       \
+    return __atomic_compare_exchange_n(a, c, v, true, mo, fmo);                                                   \
+  }                                                                                                               \
+  T __tsan_atomic##n##_compare_exchange_val(volatile T* a, T c, T v, int mo, int fmo) {                           \
+    __atomic_compare_exchange_n(a, &c, v, false, mo, fmo);                                                        \
+    return c;                                                                                                     \
+  }
+DLK_TSAN_ATOMICS(8, char)
+DLK_TSAN_ATOMICS(16, short)
+DLK_TSAN_ATOMICS(32, int)
+DLK_TSAN_ATOMICS(64, long long)
+#undef DLK_TSAN_ATOMICS
+void __tsan_atomic_thread_fence(int mo) { __atomic_thread_fence(mo); }
+void __tsan_atomic_signal_fence(int mo) { __atomic_signal_fence(mo); }
 void __tsan_vptr_read(void** p) { (void)p; }
 void __tsan_vptr_update(void** p, void* v) { (void)p; (void)v; }
 void __dlk_profile_access(const void* address, size_t bytes, int store) {
