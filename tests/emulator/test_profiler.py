@@ -222,3 +222,17 @@ def test_a_profile_reads_back_from_its_plain_data(module):
 def test_occupancy_follows_the_h100_s_limits(registers, shared, threads, blocks, limited_by, percent):
     o = occupancy(registers, shared, threads)
     assert (o.blocks_per_sm, o.limited_by, o.percent) == (blocks, limited_by, percent)
+
+
+def test_occupancy_comes_from_nvcc_s_report_or_says_nvcc_was_not_found(module, monkeypatch):
+    from kernels.tools import profiler
+
+    n = 256
+    p = run(module, "copy", np.zeros(n, np.float32), np.zeros(n, np.float32), np.int32(n), block=256)
+    if profiler.nvcc_path() is not None:
+        o = profiler.with_occupancy(p).occupancy
+        assert o.registers > 0 and (o.blocks_per_sm, o.limited_by, o.percent) == (8, "threads", 100.0)
+    monkeypatch.setattr(profiler, "nvcc_path", lambda: None)
+    again = run(module, "copy", np.zeros(n, np.float32), np.zeros(n, np.float32), np.int32(n), block=256)
+    assert profiler.with_occupancy(again).occupancy is None
+    assert "occupancy: nvcc not found" in again.table()
