@@ -34,7 +34,8 @@ Settings (environment variables, or attributes of :class:`EmulatorBackend`):
 
 Modules: :mod:`.rewrite` (source to translation unit), :mod:`.build` (g++ and the
 cache), :mod:`.protocol` (the worker process), :mod:`.diagnose` (reports and
-comparisons to errors), :mod:`.profiling` (a launch's memory and branch counts);
+comparisons to errors), :mod:`.profiling` and :mod:`.profile_counts` (a launch's memory and
+branch counts);
 ``prelude.h``, ``runtime.cpp``, ``global_races.h`` and ``profiler.h`` are the C++ side.
 """
 
@@ -55,6 +56,7 @@ from ..errors import BarrierDivergenceError, KernelError, KernelLaunchError, Ker
 from ..signature import KernelSignature
 from . import build as _build
 from . import profiling
+from .profile_counts import analyse
 from .diagnose import (
     BufferInfo,
     SourceInfo,
@@ -425,7 +427,7 @@ class EmulatorModule(CompiledModule):
             reply.raw(nbytes)
         blocks_done, truncated, count = reply.u32(), reply.u32(), reply.u64()
         events = np.frombuffer(reply.raw(count * profiling.EVENT_DTYPE.itemsize), dtype=profiling.EVENT_DTYPE)
-        profile = profiling.analyse(kernel, launch, events, blocks_done, bool(truncated & 1),
+        profile = analyse(kernel, launch, events, blocks_done, bool(truncated & 1),
                                     str(self._profile_build.executable), self._source_info(kernel),
                                     branches_truncated=bool(truncated & 2))
         profile.origin = (self.source, self.source_name, self._options, self._include_dirs)
