@@ -38,6 +38,7 @@ from .diagnosis import GUARD_FLOAT
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .exercises import get_exercise
 from .gpu_turn import take_gpu_turn
+from .kernel_profile import case_to_profile, profile_of, profiling_case
 from .result import ExerciseResult, ShapeResult
 from .scoring import (score_correctness, score_speed, speed_for_information, speed_not_measured_here,
                       speed_only_if_correct, speed_pending, timing_size_failed)
@@ -379,10 +380,15 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         take_gpu_turn(int(request["gpu_lock_fd"]), send)
     send("stage", stage="correctness")
     failure: CaseError | None = None
+    # check() on the emulator profiles the kernel on its largest visible case (never in grading)
+    profile_at = case_to_profile(cases, bool(request.get("profile")) and mode == "visible" and backend.name == "cpu")
     for index, case in enumerate(cases):
         send("start_case", index=index)
         try:
-            shape_result = run_case(runner, ex, {**case, "index": index})
+            with profiling_case(index == profile_at) as profiles:
+                shape_result = run_case(runner, ex, {**case, "index": index})
+            if shape_result.passed and index == profile_at:
+                res.profile = profile_of(profiles, ex.kernel)
             if not shape_result.passed:
                 shape_result.hint = refine_hint(shape_result.hint, source=source, launch=launch,
                                                 error=shape_result.error, wrong_result=True, shape=case["shape"])

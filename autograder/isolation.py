@@ -69,6 +69,7 @@ PASS_ENV = (
     "DLK_BACKEND", "DLK_GPU_TIMEOUT", "SYSTEMROOT",
 )
 PASS_ENV_PREFIXES = ("DLK_EMULATOR_",)
+PROFILE_ENV = "DLK_EMULATOR_PROFILE"  # kernels.runtime.emulator.profiling.ENV_VAR: not passed on
 #: Resident memory a grading child (with its compiler and emulator worker) may use.
 MEMORY_LIMIT_CPU = 4 * 2**30
 MEMORY_LIMIT_GPU = 16 * 2**30  # timing holds two large input sets, their float64 references and scales
@@ -95,6 +96,7 @@ def grade_submission(
     timeout_s: float | None = None,
     backend: str | None = None,
     memory_limit: int | None = None,
+    profile: bool = False,
 ) -> ExerciseResult:
     """Check (and on a GPU, in hidden mode, time) one submission in a fresh child process.
 
@@ -103,8 +105,9 @@ def grade_submission(
     from ``student_key`` (:func:`autograder.course_secret.student_key`; without one,
     :func:`~autograder.course_secret.course_secret_of_this_run`), and
     speed on a GPU.  ``backend`` forces "gpu" or "cpu" in the child (default:
-    ``$DLK_BACKEND``, else the child's own choice).  Never raises for
-    anything the submission does.
+    ``$DLK_BACKEND``, else the child's own choice).  ``profile``: in visible mode on
+    the emulator, profile the kernel on its largest visible case
+    (:mod:`autograder.kernel_profile`).  Never raises for anything the submission does.
     """
     if mode not in ("visible", "hidden"):
         raise ValueError(f"mode must be 'visible' or 'hidden', not {mode!r}")
@@ -138,6 +141,7 @@ def grade_submission(
         "cache_dir": _build_cache_dir(student_id),
         "cpu_limit_s": limit * 2 + 30,
         "file_limit_bytes": 512 * 2**20,
+        "profile": bool(profile) and mode == "visible",
     }
     started = time.monotonic()
     lock = GpuTurn(mode, backend)
@@ -198,6 +202,7 @@ def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default
 def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None) -> dict:
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
+    env.pop(PROFILE_ENV, None)  # the child profiles what its request asks (check()'s one launch), never every launch
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update({
         "HOME": tmp, "TMPDIR": tmp, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
@@ -284,7 +289,7 @@ def _start_child(request: dict, scratch: str, cache_dir: str | None, limit: floa
     if sandboxed:
         if not gpu:
             # the emulator's runtime, built by this process (only a sandbox keeps the child from writing it)
-            prebuilt = emulator_builds.folder(_grader_cache(), env)
+            prebuilt = emulator_builds.folder(_grader_cache(), env, profile=bool(request.get("profile")))
             if prebuilt:
                 shared["DLK_EMULATOR_PREBUILT"] = prebuilt
         # Everything the child and the student's code will ever run starts inside this sandbox.

@@ -123,6 +123,7 @@ class ExerciseResult:
     speed_note: str = ""  # why speed points were or were not given
     log: str = ""  # compiler log / captured output, trimmed
     elapsed_s: float = 0.0
+    profile: dict | None = None  # check() on the emulator: the profile of one launch (autograder.kernel_profile)
 
     # ------------------------------------------------------------------ points
     @property

@@ -255,14 +255,15 @@ def run_attention_once(target: Target, head_dim: int) -> None:
     attention_bf16.attention_backward(view(q), view(k), view(v), out, lse, view(grad))
 
 
-def ncu_command(target: Target) -> list[str]:
+def ncu_command(target: Target, metrics=None, runner: str = "benchmarks.profiles") -> list[str]:
     """ncu, profiling the first launch of ``target.kernel`` in a process that runs it once (for a library's
-    target, the second launch of a kernel whose name matches its pattern)."""
+    target, the second launch of a kernel whose name matches its pattern): ``python -m <runner> --run-once
+    group/kernel``, with ``metrics`` (default: METRICS)."""
     chosen = ["--kernel-name", f"regex:{target.pattern}", "--launch-skip", "1"] if target.library else \
         ["--kernel-name", f"regex:^{target.kernel}$"]
     return ["ncu", "--csv", "--page", "raw", "--print-units", "base", *chosen,
-            "--launch-count", "1", "--metrics", ",".join(METRICS.values()),
-            sys.executable, "-m", "benchmarks.profiles", "--run-once", f"{target.group}/{target.kernel}"]
+            "--launch-count", "1", "--metrics", ",".join(METRICS.values() if metrics is None else metrics),
+            sys.executable, "-m", runner, "--run-once", f"{target.group}/{target.kernel}"]
 
 
 class ProfileError(RuntimeError):
@@ -276,9 +277,9 @@ def _number(text: str) -> float | None:
     return float(text)
 
 
-def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
+def parse_ncu_csv(output: str, kernel: str | None, metrics=None) -> dict[str, float]:
     """The metrics of ``kernel`` (None: of the one kernel profiled, whatever its name) from ncu's CSV,
-    keyed by ncu's metric names, times in microseconds.
+    keyed by ncu's metric names (those of ``metrics``, default METRICS), times in microseconds.
 
     Reads the raw page (one row per kernel, one column per metric, a row of units under the header)
     and the details page (one row per metric: ``Metric Name``, ``Metric Unit``, ``Metric Value``);
@@ -289,6 +290,7 @@ def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
     if not rows:
         raise ProfileError(f"ncu printed no figures for {kernel or 'the kernel'}" + (": " + " ".join(errors) if errors else ""))
     header = rows[0]
+    wanted = set(METRICS.values() if metrics is None else metrics)
     values: dict[str, float] = {}
     units: dict[str, str] = {}
     if "Metric Name" in header:
@@ -306,7 +308,7 @@ def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
             if kernel not in (None, _short_name(r[kernel_at])):
                 continue
             for i, name in enumerate(header):
-                number = _number(r[i]) if i < len(r) and name in METRICS.values() else None
+                number = _number(r[i]) if i < len(r) and name in wanted else None
                 if number is not None:
                     values[name], units[name] = number, (unit_row[i] if unit_row else "")
             break
@@ -386,19 +388,28 @@ def measure(only: str | None = None, verbose: bool = False, groups=DEFAULT_GROUP
             "conv2d_c3": C3, "metrics": METRICS, "results": rows}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", help="profile one kernel (its CUDA name)")
+def ncu_benchmark_main(name: str, description: str, measure_kernels, run_once_named) -> None:
+    """The command line of a benchmark that profiles kernels under ncu: ``--only KERNEL`` (one kernel, not
+    written), ``--run-once GROUP/KERNEL`` (the process ncu profiles: ``run_once_named(key)``), else every
+    kernel (``measure_kernels(only, verbose)``) into ``benchmarks/results/<name>.json``."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help="profile one kernel (its CUDA name); not written to the results file")
     parser.add_argument("--run-once", metavar="GROUP/KERNEL", help=argparse.SUPPRESS)  # the process ncu profiles
     args = parser.parse_args()
     if args.run_once:
-        run_once(next(t for t in targets() if f"{t.group}/{t.kernel}" == args.run_once))  # a kernel may be in two groups
+        run_once_named(args.run_once)
         return
-    results = measure(args.only, verbose=True)
+    results = measure_kernels(args.only, verbose=True)
     if args.only:
         print("(one kernel: not written to the results file)")
         return
-    print(f"wrote {write_results(NAME, results)}")
+    print(f"wrote {write_results(name, results)}")
+
+
+def main() -> None:
+    # a kernel may be in two groups: the key names both
+    ncu_benchmark_main(NAME, __doc__, measure,
+                       lambda key: run_once(next(t for t in targets() if f"{t.group}/{t.kernel}" == key)))
 
 
 if __name__ == "__main__":

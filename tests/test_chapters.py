@@ -47,10 +47,11 @@ def test_every_exercise_module_benchmark_assignment_and_topic_belongs_to_a_chapt
     names = {c.name for c in CHAPTERS}
     modules = {info.name for info in pkgutil.iter_modules(autograder.exercises.__path__) if not info.name.startswith("_")}
     assert modules == {c.name for c in CHAPTERS if c.graded}, f"exercise modules without a chapter: {sorted(modules - names)}"
-    # The emulator's and the grader's own benchmarks (emulator_speed, cluster_grading) belong to no chapter, and
-    # the profiler's figures (profiles) to two.
+    # The emulator's and the grader's own benchmarks (emulator_speed, emulator_profile, cluster_grading) belong to
+    # no chapter, and the profiler's figures (profiles) to two.
     benchmarks = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} - {"__init__", "common", "emulator_speed",
-                                                                         "cluster_grading", "profiles"}
+                                                                         "emulator_profile", "cluster_grading",
+                                                                         "profiles"}
     chapters_benchmarks = {c.name for c in CHAPTERS if c.benchmark} | {b for c in CHAPTERS for b in c.more_benchmarks}
     assert benchmarks == chapters_benchmarks, "benchmarks without a chapter"
     for folder in ("solutions", "exercises"):

@@ -52,3 +52,29 @@ def test_check_of_an_unknown_exercise_lists_the_exercises(capsys):
     student.check("sum", plot=False)
     said = capsys.readouterr().out
     assert "no exercise 'sum'" in said and "reduce_sum" in said and "saxpy" in said, said
+
+
+# a correct saxpy whose threads each take a chunk of CHUNK neighbouring elements: the lanes of a warp are CHUNK
+# floats apart, so each of its loads and stores touches CHUNK times the sectors a coalesced one would
+CHUNKED = """__global__ void saxpy(int n, float alpha, const float* x, float* y) {
+    int threads = blockDim.x * gridDim.x, chunk = (n + threads - 1) / threads;
+    int first = (blockIdx.x * blockDim.x + threadIdx.x) * chunk;
+    for (int i = first; i < first + chunk && i < n; ++i)
+        y[i] = alpha * x[i] + y[i];
+}
+"""
+
+
+def test_check_on_the_emulator_shows_a_correct_kernel_s_profile_with_the_hint_it_implies(capsys):
+    from kernels.runtime import selection
+
+    if selection.current_backend().name != "cpu":
+        pytest.skip("check() profiles a kernel on the CPU emulator only")
+    student.compile_cell("saxpy block=256 grid=32", CHUNKED, out=io.StringIO())
+    student.check("saxpy", plot=False)
+    said = capsys.readouterr().out
+    assert "all visible cases pass" in said and "profile of saxpy on the CPU emulator" in said, said
+    line = 1 + next(n for n, text in enumerate(CHUNKED.splitlines(), 1) if "y[i] = alpha" in text)  # the %%cuda line is 1
+    assert f"line {line} reads" in said and "floats apart" in said and "occupancy" in said, said
+    student.check("saxpy", plot=False, profile=False)
+    assert "profile of" not in capsys.readouterr().out

@@ -363,7 +363,7 @@ def count_differences(a: list[np.ndarray], b: list[np.ndarray], buffer: int) -> 
 # ---- races on global memory (found by the worker as they happen) -------------------
 
 
-def _lines_of(executable: str, pcs: list[int], source: SourceInfo) -> dict[int, int | None]:
+def addresses_lines(executable: str, pcs: list[int], source: SourceInfo) -> dict[int, int | None]:
     """The reader's line of each code address (inlined prelude functions: the reader's caller)."""
     want = PurePath(source.source_name).name
     lines: dict[int, int | None] = {pc: None for pc in pcs}
@@ -402,7 +402,7 @@ def global_race_error(report: str, source: SourceInfo, buffers: list[BufferInfo]
     second = fields[7:11]
     second[3] = second[3].split()[0]
     pcs = [int(first[3], 16), int(second[3], 16)]
-    lines = _lines_of(executable, pcs, source)
+    lines = addresses_lines(executable, pcs, source)
     info = buffers[buffer] if buffer < len(buffers) else None
     variables = variables or []
     if buffer >= VARIABLE_BASE and buffer - VARIABLE_BASE < len(variables):
