@@ -73,7 +73,7 @@ CHAPTERS = (
     Chapter(1, "cuda_from_python", "CUDA from Python", ("cuda_from_python",),
             ("indexing", "vector_add", "saxpy", "device_copy", "reduction", "peak")),
     Chapter(2, "perceptrons_mlp", "Perceptrons and multilayer perceptrons", ("perceptrons", "mlp_backprop"),
-            ("perceptron", "fully_connected", "activations", "softmax", "sgd")),
+            ("perceptron", "fully_connected", "activations", "softmax", "layernorm", "sgd")),
     Chapter(3, "cnn", "Convolutional networks", ("cnn", "lenet"), ("conv2d", "conv2d_backward", "pooling"),
             graded_end_to_end=True),
     Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication", ("conv_as_gemm", "gemm_bf16"),
@@ -87,8 +87,7 @@ CHAPTERS = (
     # kernels/index_notation/: the language, and generated.py, the records of the kernels it writes (no .cu file)
     Chapter(7, "index_notation", "Index notation", ("index_notation",), (), graded_end_to_end=True),
     # Read after the GEMM and convolution part (_toc.yml); numbered last so that no assignment is renamed.
-    Chapter(8, "attention", "Attention", ("attention", "attention_backward"), ("attention", "attention_bf16"),
-            graded=False),
+    Chapter(8, "attention", "Attention", ("attention", "attention_backward"), ("attention", "attention_bf16")),
 )
 
 

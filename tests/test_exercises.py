@@ -199,6 +199,38 @@ def test_lsoftmax_hidden_shapes_carry_margins_beyond_four_and_the_hard_cases():
         assert 0.0 in margins and sum(m > 0 for m in margins) >= len(margins) - 1
 
 
+def test_row_hidden_shapes_cover_the_hard_cases():
+    """Rows empty, of one score, shorter than a warp, longer than 128 per lane; scores that overflow expf unless the
+    maximum is subtracted; LayerNorm rows whose mean is a thousand times their spread; earlier parts and masks."""
+    soft = get_exercise("softmax_rows").hidden_shapes
+    assert any(s["padded"] and s["n"] >= 3 for s in soft)  # an empty, a full and a one-score row
+    assert any(s["c"] < 32 for s in soft) and any(s["c"] > 4096 for s in soft) and any(s["c"] % 32 for s in soft)
+    assert any(s["shift"] / s["temperature"] > 88 or 10 / s["temperature"] > 88 for s in soft)
+    assert {1.0} != {s["temperature"] for s in soft} and any(s["n"] == 1 for s in soft)
+    norm = get_exercise("layernorm_residual").hidden_shapes
+    assert any(s["offset"] >= 1000 and s["n"] >= 5 for s in norm) and any(s["c"] > 4096 for s in norm)
+    assert any(s["c"] < 32 for s in norm) and sum(s["residual"] for s in norm) >= len(norm) - 1
+    resume = get_exercise("online_softmax_resume").hidden_shapes
+    assert any(s["earlier"] and s["masked"] and s["rows"] >= 3 for s in resume)
+    assert any(s["cols"] < 32 for s in resume) and any(s["cols"] > 32 * 32 for s in resume)
+
+
+@pytest.mark.parametrize("name", ["attention_forward_padded", "attention_forward_window"])
+def test_attention_hidden_shapes_cover_the_hard_cases(name):
+    """One position; lengths that end inside a tile; head dimensions that are no multiple of 16 (and small ones);
+    both masks; padding down to one real key; windows narrower than a key tile and wider than a query tile."""
+    shapes = get_exercise(name).hidden_shapes
+    assert any(s["seq"] == 1 for s in shapes) and any(s["seq"] % 32 and s["seq"] > 64 for s in shapes)
+    assert any(s["head_dim"] % 16 for s in shapes) and any(s["head_dim"] == 64 for s in shapes)
+    assert {s["causal"] for s in shapes} == {0, 1}
+    if name == "attention_forward_padded":
+        assert any(s["padded"] and s["batch"] > 1 for s in shapes)  # a sequence with one real key
+    else:
+        windows = [s["window"] for s in shapes]
+        assert any(0 < w < 32 for w in windows) and any(w > 64 for w in windows) and 0 in windows
+        assert any(s["window"] and not s["causal"] for s in shapes)
+
+
 # ------------------------------------------------------------------ index notation: %%tc cells
 
 

@@ -234,6 +234,19 @@ def test_hint_for_all_zeros_and_nan_and_small_errors():
     assert "half" in diagnose(_cmp(half, exp), half, exp, None, None, cfg, exp)
 
 
+def test_an_infinite_output_is_an_overflow_and_a_guard_sized_one_is_a_read_past_the_end():
+    """inf (a sum of exponentials that overflowed) is larger than the guard value but never the guard itself."""
+    exp = np.arange(1, 101, dtype=np.float64)
+    cfg = LaunchConfig((1, 1, 1), (128, 1, 1))
+    overflow = exp.astype(np.float32)
+    overflow[7] = np.inf
+    hint = diagnose(_cmp(overflow, exp), overflow, exp, None, "nan", cfg, exp)
+    assert "overflow" in hint and "guard" not in hint
+    guard = exp.astype(np.float32)
+    guard[7] = np.float32(-7.0e33)
+    assert "guard" in diagnose(_cmp(guard, exp), guard, exp, None, "nan", cfg, exp)
+
+
 def test_hint_for_elements_past_the_first_grid_stride_pass():
     exp = np.arange(1, 5001, dtype=np.float64)
     got = exp.astype(np.float32)
