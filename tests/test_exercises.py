@@ -17,14 +17,19 @@ tests/autograder/test_solutions_on_gpu*.py.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from autograder.comparison import compare
-from autograder.exercises import get_exercise
+from autograder.exercises import gemm_ladder, get_exercise
 from autograder.isolation import grade_submission
 from autograder.submission import submission_from_cell
+from benchmarks import conv_as_gemm as gemm_bench, sgemm_bf16 as bf16_bench
+from benchmarks.common import results_path
 from book.chapters import CHAPTERS
+from kernels.gemm import sgemm
 from planted_corpus import (CORPUS, PlantedBugDoesNotApply, apply_edits, check_corpus_complete, check_corpus_file,
                             check_solution_graded_end_to_end, check_solution_kernel, corpus, corpus_files,
                             read_corpus_file, solution_kernel)
@@ -114,9 +119,10 @@ def test_secret_shapes_differ_per_student(name):
     assert len(shapes) > 1
 
 
-@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c.graded_end_to_end], ids=lambda c: c.name)
-def test_solution_notebook_is_graded_end_to_end(tmp_path, chapter):
-    check_solution_graded_end_to_end(tmp_path, chapter.assignment, chapter.notebook, chapter.exercises())
+@pytest.mark.parametrize("assignment", [a for c in CHAPTERS if c.graded_end_to_end for a in c.assignments],
+                         ids=lambda a: a.assignment)
+def test_solution_notebook_is_graded_end_to_end(tmp_path, assignment):
+    check_solution_graded_end_to_end(tmp_path, assignment.assignment, assignment.notebook, assignment.exercises())
 
 
 # ------------------------------------------------------------------ what particular exercises must cover
@@ -150,6 +156,68 @@ def test_gemm_hidden_shapes_cover_the_hard_cases():
     assert any(s["M"] > 64 and s["M"] % 32 for s in conv) and any(s["N"] == 1 for s in conv)
     assert any(s["dilation"] > 1 and s["pad"] > 0 and s["stride"] > 1 for s in conv)
     assert any(s["K"] == 1 and s["dilation"] > 1 for s in conv)  # a 1x1 filter: the dilation changes nothing
+
+
+def _recorded_fractions() -> dict[str, float]:
+    """Each GEMM ladder exercise's reference kernel as a fraction of cuBLAS at 4096³, from the results files: versions
+    5 and 6 in the ladder's group, version 7 in its default tiles (the tile search's row), version 12 against cuBLAS
+    BF16 in the same run."""
+    gemm = json.loads(results_path(gemm_bench.NAME).read_text())["results"]
+    ladder = {r["name"]: r["percent_of_cublas"] for r in gemm if r["group"] == gemm_bench.SGEMM}
+    (warptile,) = [r["percent_of_cublas"] for r in gemm if r["group"] == gemm_bench.SGEMM_SEARCH
+                   and r.get("config") == sgemm.WARPTILE_DEFAULT]
+    bf16 = json.loads(results_path(bf16_bench.NAME).read_text())["results"]
+    (wmma,) = [r["percent_of_cublas"] for r in bf16 if r["group"] == bf16_bench.square(gemm_ladder.TIMING_SIZE)
+               and r.get("kernel") == bf16_bench.WMMA]
+    fractions = {"sgemm_blocktile_2d": ladder[sgemm.KERNELS["sgemm_blocktile_2d"].key],
+                 "sgemm_vectorized": ladder[sgemm.KERNELS["sgemm_vectorized"].key],
+                 "sgemm_warptile": warptile, "sgemm_bf16_wmma": wmma}
+    return {kernel: percent / 100 for kernel, percent in fractions.items()}
+
+
+def test_gemm_ladder_speed_bands_follow_the_recorded_fractions_of_cublas():
+    """The upper rungs' bands are fractions of cuBLAS's speed turned into speed-ups over each reference kernel
+    through its recorded fraction: those fractions are the results files' (measured at the exercises' timing size),
+    and every exercise is banded through its own reference's."""
+    recorded = _recorded_fractions()
+    assert gemm_bench.GEMM_SIZE == gemm_ladder.TIMING_SIZE
+    for kernel, fraction in gemm_ladder.FRACTION_OF_CUBLAS.items():
+        assert fraction == pytest.approx(recorded[kernel], abs=0.0015), kernel
+    for exercise in gemm_ladder.EXERCISES:
+        kernel = exercise.reference_kernel.kernel
+        assert exercise.timing_shape["M"] == exercise.timing_shape["N"] == exercise.timing_shape["K"] == gemm_ladder.TIMING_SIZE
+        assert all(lower[0] < higher[0] for higher, lower in zip(exercise.speed_bands, exercise.speed_bands[1:]))
+        assert f"{kernel} at M = N = K = {gemm_ladder.TIMING_SIZE}" in exercise.description
+        assert f"{gemm_ladder.FRACTION_OF_CUBLAS[kernel]:.1%}" in exercise.description
+
+
+def test_gemm_ladder_hidden_shapes_cover_the_hard_cases():
+    """Each extra at every value, the chapter's case among them, and sizes no vector load or tile divides."""
+    def hidden(name):
+        return get_exercise(name).hidden_shapes
+
+    assert {s["epilogue"] for s in hidden("sgemm_register_tiles")} >= {0, 1, 3}
+    assert {s["trans_b"] for s in hidden("sgemm_float4")} == {0, 1}
+    assert any(s["K"] % 4 and s["trans_b"] for s in hidden("sgemm_float4"))
+    assert any(s["N"] % 4 and not s["trans_b"] for s in hidden("sgemm_float4"))
+    assert {s["batch"] for s in hidden("sgemm_warp_tiles")} >= {1, 2, 3} and any(s["K"] > 2 * 16 for s in hidden("sgemm_warp_tiles"))
+    wmma = hidden("gemm_bf16_wmma")
+    assert any(s["alpha"] == 1 and s["beta"] == 0 for s in wmma) and any(s["beta"] == 1 for s in wmma)
+    assert any(s["K"] % 8 == 0 for s in wmma) and any(s["K"] % 8 for s in wmma) and any(s["K"] > 32 for s in wmma)
+    strided = hidden("sgemm_cp_async")
+    assert any(s["pad_b"] % 4 == 0 and s["N"] % 4 for s in strided) and any(s["pad_b"] % 4 for s in strided)
+    assert all(any(s[pad] for s in strided) for pad in ("pad_a", "pad_b", "pad_c"))
+    for name in ("sgemm_register_tiles", "sgemm_float4", "sgemm_warp_tiles", "sgemm_cp_async"):
+        shapes = hidden(name)
+        assert any(s["M"] == 1 for s in shapes) and any(s["K"] == 1 for s in shapes) and any(s["M"] > 256 for s in shapes)
+
+
+def test_the_cp_async_exercise_asks_for_asynchronous_copies():
+    check = gemm_ladder.copies_asynchronously
+    assert check("__pipeline_memcpy_async(&s[i], &g[i], 16);", "k") == ""
+    assert check("cuda::memcpy_async(block, s, g, n, pipe);", "k") == ""
+    refused = check("s[i] = g[i]; // __pipeline_memcpy_async(&s[i], &g[i], 4);", "sgemm_cp_async")
+    assert "sgemm_cp_async must copy its tiles into shared memory with cp.async" in refused
 
 
 def test_capsule_secret_shapes_differ_per_student_and_break_alignment():

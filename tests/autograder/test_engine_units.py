@@ -8,11 +8,12 @@ import sys
 import textwrap
 import time
 
+import ml_dtypes
 import nbformat
 import numpy as np
 import pytest
 
-from autograder import isolation
+from autograder import case_outputs, isolation
 from autograder.diagnosis import diagnose, error_map
 from autograder.comparison import compare
 from autograder.exercise import LaunchConfig, LaunchError
@@ -112,9 +113,18 @@ def test_chapter_one_sizes(name):
     assert 1 in ns and 1000003 in ns and 2**20 + 1 in ns and 31 in ns
 
 
+def _coarser_type(ex, output: str):
+    """A type whose rounding the exercise's tolerance must reject: float16 (11 significant bits) for a float32
+    output, float8 e5m2 (3) for a bfloat16 one (8)."""
+    if ex.language == "cuda" and next(p for p in ex.declared_params if p.name == output).dtype.name == "bfloat16":
+        return ml_dtypes.float8_e5m2
+    return np.float16
+
+
 @pytest.mark.parametrize("name", sorted(all_exercises()))
 def test_tolerance_rejects_zeros_mean_and_float16_but_accepts_float32(name):
-    """Authoring check: |expected| is far above the tolerance on every shape; float16 results fail."""
+    """Authoring check: |expected| is far above the tolerance on every shape; float16 results fail (a coarser
+    type's where the output is stored coarser than float16: BF16)."""
     ex = get_exercise(name)
     half_rejected, shapes = 0, 0
     for shape, _ in ex.all_shapes("hidden"):
@@ -131,7 +141,7 @@ def test_tolerance_rejects_zeros_mean_and_float16_but_accepts_float32(name):
                 zeros = np.zeros(exp.shape, np.float32)
                 mean = np.full(exp.shape, exp.mean(), np.float32)
                 with np.errstate(over="ignore"):
-                    half = exp.astype(np.float16).astype(np.float32)
+                    half = exp.astype(_coarser_type(ex, out.name)).astype(np.float32)
                 f32 = exp.astype(np.float32)
                 assert compare(zeros, exp, scale[out.name], ex.rtol, ex.atol)["n_bad"] > 0, shape
                 if exp.size > 4:
@@ -367,6 +377,16 @@ os.write(req["result_fd"], (json.dumps(dict(nonce=req["nonce"], event="result", 
 
 def _forging_child(monkeypatch, write_arrays: bool):
     _fake_child(monkeypatch, _FORGING_CHILD.format(path=isolation._import_path(), write_arrays=write_arrays))
+
+
+def test_a_bfloat16_buffer_comes_back_as_the_numbers_it_holds(tmp_path):
+    """np.save writes bfloat16 (ml_dtypes) as raw two-byte records: the grader reads them back as bfloat16, NaN and
+    all, and still refuses a file of the wrong size."""
+    values = np.array([1.5, -2.0, np.nan], dtype=ml_dtypes.bfloat16)
+    case_outputs.save(tmp_path, "case-0", {"C": values})
+    back = case_outputs.load(tmp_path, "case-0", "out", "C", 3)
+    assert back.dtype == ml_dtypes.bfloat16 and np.array_equal(back.view(np.uint16), values.view(np.uint16))
+    assert case_outputs.load(tmp_path, "case-0", "out", "C", 4) is None
 
 
 def test_a_perfect_report_without_the_arrays_earns_nothing(monkeypatch):
