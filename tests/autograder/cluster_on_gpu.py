@@ -125,7 +125,7 @@ def check_sample_class_on_one_gpu(assignment: str, tmp_path: Path) -> None:
         assert any(r["speed_measured"] and r["timing"]["speedup"] > 0 for r in res.values()), student
         # The GPU model is stored with the score, and shown in the final table.
         assert entries[student]["devices"] and all("NVIDIA" in d for d in entries[student]["devices"])
-        assert re.search(rf"^{student}\s+graded\s+[\d.]+ / [\d.]+\s+NVIDIA", out, re.M)
+        assert re.search(rf"^{student}\s+graded\s+[\d.]+ / [\d.]+ points\s+NVIDIA", out, re.M)
     assert "mixed GPU models" not in out
     # The leaderboard ranks the two solved kernels of each exercise, under aliases.
     run(course, "leaderboard", assignment)

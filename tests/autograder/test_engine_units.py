@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import textwrap
 import time
@@ -408,7 +409,7 @@ def test_the_grader_judges_the_arrays_itself_and_gives_speed_only_where_it_chose
     assert r.speed_score == 0 and not r.speed_measured
 
 
-def test_grading_refuses_to_start_without_the_sandbox(monkeypatch):
+def test_grading_refuses_to_start_without_the_sandbox(monkeypatch, tmp_path, capsys):
     from autograder import sandbox
 
     monkeypatch.setattr(sandbox, "unavailable_reason", lambda: "no user namespaces here")
@@ -416,8 +417,9 @@ def test_grading_refuses_to_start_without_the_sandbox(monkeypatch):
         grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k")
     from autograder.cli import main
 
-    with pytest.raises(SystemExit, match="graded only inside the sandbox.*no user namespaces here"):
-        main(["grade", "01_cuda_from_python", "--course-dir", "/nonexistent"])
+    assert main(["grade", "01_cuda_from_python", "--course-dir", str(tmp_path)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert re.search("graded only inside the sandbox.*no user namespaces here", line), line
 
 
 class _HostMemory:
