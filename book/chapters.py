@@ -70,15 +70,16 @@ class Chapter:
 
 
 CHAPTERS = (
-    Chapter(1, "cuda_from_python", "CUDA from Python", ("cuda_from_python",),
+    Chapter(1, "cuda_from_python", "CUDA from Python", ("cuda_from_python", "sums"),
             ("indexing", "vector_add", "saxpy", "device_copy", "reduction", "peak")),
-    Chapter(2, "perceptrons_mlp", "Perceptrons and multilayer perceptrons", ("perceptrons", "mlp_backprop"),
+    Chapter(2, "perceptrons_mlp", "Perceptrons and multilayer perceptrons", ("perceptrons", "mlp_backprop", "mlp_training"),
             ("perceptron", "fully_connected", "activations", "softmax", "sgd")),
-    Chapter(3, "cnn", "Convolutional networks", ("cnn", "cnn_backward", "lenet", "cnn_backward_kernels"),
+    Chapter(3, "cnn", "Convolutional networks", ("cnn", "cnn_forward_speed", "cnn_backward", "lenet",
+                                                          "cnn_backward_kernels"),
             ("conv2d", "conv2d_backward", "pooling"),
             graded_end_to_end=True),
     Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication",
-            ("conv_as_gemm", "sgemm", "tensor_cores", "gemm_bf16", "conv_implicit_gemm"),
+            ("conv_as_gemm", "sgemm", "tensor_cores", "gemm_bf16", "gemm_bf16_hopper", "conv_implicit_gemm"),
             ("im2col", "sgemm", "sgemm_hopper", "conv2d_gemm", "sgemm_bf16"), graded_end_to_end=True,
             # versions 10, 11 and 13 to 16 of the GEMM need a Hopper GPU
             more_benchmarks=("sgemm_tensor_cores", "sgemm_bf16")),

@@ -233,8 +233,8 @@ def small_layer_versions(data: dict, layer_name: str = cnn.LENET_C3, versions=(c
 
 def bias_gradient_bandwidth(data: dict | None, layer: str = cnn.LARGE_LAYER) -> str:
     """The bias gradient's versions 6 and 12 on ``layer`` as shares of the copy bandwidth measured in the same
-    run, e.g. "`bias_split S=auto` reads at 56 % of the copy bandwidth (1,599 GB/s) and `bias_planes S=auto` at
-    72 % (2,043 GB/s), on the NVIDIA H100 80GB HBM3"."""
+    run, e.g. "on the NVIDIA H100 80GB HBM3, versions 6 and 12 read at these shares of the copy bandwidth measured
+    in the same run: `bias_split S=auto` at 56 % (1,599 GB/s) and `bias_planes S=auto` at 72 % (2,043 GB/s)"."""
     rows = [r for r in _backward_timed(data) if r.get("layer") == layer and r.get("gradient") == cnn.BIAS
             and r["kind"] == "kernel"]
     found = [next((r for r in rows if r["name"] == f"{prefix} S=auto"), None)
@@ -242,7 +242,8 @@ def bias_gradient_bandwidth(data: dict | None, layer: str = cnn.LARGE_LAYER) -> 
     if not all(found):
         return BACKWARD_NOT_MEASURED
     parts = [f"`{r['name']}` at {r['percent_of_peak_bandwidth']:.0f} % ({r['gbs']:,.0f} GB/s)" for r in found]
-    return (f"on the {device_name(data)}, of the copy bandwidth measured in the same run, " + " and ".join(parts))
+    return (f"on the {device_name(data)}, versions 6 and 12 read at these shares of the copy bandwidth measured in "
+            f"the same run: " + " and ".join(parts))
 
 
 def filter_banks_in_constant_memory(layers, capacity_floats: int) -> str:

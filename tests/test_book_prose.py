@@ -318,13 +318,13 @@ def test_device_phrases_come_from_the_results_file():
 
 # (chapter, a sentence the recorded figures contradicted, the glued phrase that replaced it)
 REPLACED = [
-    ("cuda_from_python", "the sum is limited by reading `x`, like the other", "sum_vs_library"),
+    ("sums", "the sum is limited by reading `x`, like the other", "sum_vs_library"),
     ("cuda_from_python", "the library does the same job at about the same speed", "elementwise_vs_library"),
     ("cuda_from_python", "An H100 SM holds", "device"),
     ("cuda_from_python", "80 GB of HBM on an H100", "device_memory"),
     ("cuda_from_python", "set against the *measured* peak", "bandwidth_roof"),
     ("perceptrons", "it approaches the time it\ntakes just to read the matrix", "tree_vs_library"),
-    ("cnn", "four loops over outputs (output map, row, column)", "c3_constant_tiled"),
+    ("cnn_forward_speed", "four loops over outputs (output map, row, column)", "c3_constant_tiled"),
     ("conv_implicit_gemm", "which reuses nothing from registers", "direct_vs_gemm"),
     ("conv_implicit_gemm", "compiler spills some to local memory", "direct_vs_gemm"),
     ("capsules_fast", "Wide\naccesses cut the number of memory instructions by four", "v3_to_v4"),
@@ -390,7 +390,7 @@ NOT_MEASURED = [
     ("cuda_from_python", "floats takes 0.30 ms. How many bytes", "a question's given"),
     ("cuda_from_python", "805 MB / 0.30 ms ≈ 2.7 TB/s", "the answer to that question, from its given"),
     ("gemm_bf16", "About half a BF16 unit", "a rounding error in units of the format"),
-    ("gemm_bf16", "the last one about half full, about 3 % of the", "tile-count arithmetic"),
+    ("gemm_bf16_hopper", "the last one about half full, about 3 % of the", "tile-count arithmetic"),
     ("large_margin_softmax_fast", "about half a gigabyte of traffic", "the bytes the cell above computes"),
 ]
 
@@ -455,8 +455,8 @@ def test_counts_of_versions_are_written_from_the_records():
 
 #: Kernels the prose names as using warp shuffles: (page, words naming them, the topic's file).
 SHUFFLES_CLAIMED = [
-    ("cuda_from_python", "the fused softmax of the large-margin softmax chapter", "lsoftmax"),
-    ("cuda_from_python", "the perceptron chapter's column sums fold their lanes", "perceptron"),
+    ("sums", "the fused softmax of the large-margin softmax chapter", "lsoftmax"),
+    ("sums", "the perceptron chapter's column sums fold their lanes", "perceptron"),
 ]
 
 
@@ -492,10 +492,13 @@ def test_built_chapter_shows_the_recorded_device_and_figures():
     data = recorded("cuda_from_python")
     html = (BUILT / "cuda_from_python.html").read_text()
     text = BeautifulSoup(html, "html.parser").get_text(" ")
-    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"\s+", " ", text).replace("\u2019", "'")  # the page's typographic apostrophes
     assert f"measured on an {data['device']['name']}" in text
-    assert re.sub(r"`", "", prose.sum_against_library(data))[:60] in text
+    assert re.sub(r"`", "", prose.bandwidth_roof(data))[:60] in text
     assert "{glue" not in text, "a glue role was left unrendered"
+    sums = re.sub(r"\s+", " ", BeautifulSoup((BUILT / "sums.html").read_text(), "html.parser").get_text(" "))
+    sums = sums.replace("\u2019", "'")
+    assert re.sub(r"`", "", prose.sum_against_library(data))[:60] in sums
 
 
 @pytest.mark.skipif(not (BUILT / "lenet.html").exists(), reason="the book is not built here (`make book`)")
@@ -509,11 +512,11 @@ def test_built_lenet_page_shows_the_recorded_full_run():
             f"after {run['epochs']} epochs, {run['step_ms_wall']:.1f} ms per training step") in text
 
 
-@pytest.mark.skipif(not (BUILT / "cnn.html").exists(), reason="the book is not built here (`make book`)")
+@pytest.mark.skipif(not (BUILT / "cnn_forward_speed.html").exists(), reason="the book is not built here (`make book`)")
 def test_built_kernels_page_shows_its_glued_phrases():
     from bs4 import BeautifulSoup
 
-    text = re.sub(r"\s+", " ", BeautifulSoup((BUILT / "cnn.html").read_text(), "html.parser").get_text(" "))
+    text = re.sub(r"\s+", " ", BeautifulSoup((BUILT / "cnn_forward_speed.html").read_text(), "html.parser").get_text(" "))
     text = text.replace("\u2019", "'")  # the page's typographic apostrophes
     assert re.sub(r"`", "", prose.small_layer_versions(recorded("cnn"))) in text
     assert "{glue" not in text, "a glue role was left unrendered"
