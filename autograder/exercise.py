@@ -167,6 +167,10 @@ class Exercise:
     #: The flop and byte counts of one run (the physical floor); default: the reference kernel's record's.
     flops: Callable[[Shape], float] | None = None
     bytes_moved: Callable[[Shape], float] | None = None
+    #: How many times the FP32 units' peak rate the exercise's flops may run at: 1 on the FP32 units; more for
+    #: work on the tensor cores (BF16: 15 times on an H100, about 30 on the newest cards).  The physical floor
+    #: of the run time divides the flops by this rate.
+    peak_over_fp32: float = 1.0
     #: The shape speed is measured on (large enough that launch overhead does not dominate).
     timing_shape: Shape | None = None
     #: A visible shape just past one pass of the student's own grid, f(launch) -> shape or None (no fixed

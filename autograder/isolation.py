@@ -46,6 +46,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -85,6 +86,25 @@ EMULATOR_LAUNCH_LIMIT_S = 60.0
 #: A launch may use at most this share of the exercise's time limit, so that a hang is
 #: reported by the emulator (naming the kernel) before the process is killed.
 LAUNCH_SHARE_OF_LIMIT = 0.6
+
+#: Why a child was stopped when the grader itself was interrupted (Ctrl-C): no verdict, no result.
+INTERRUPTED = "interrupted"
+#: Set while the grading process is being interrupted: every child still running ends at once.
+_stop_children = threading.Event()
+
+
+class GradingInterrupted(Exception):
+    """The grader was interrupted while this exercise was graded: its child was ended, and there is no result."""
+
+
+def stop_running_gradings() -> None:
+    """End every grading child of this process now (the grader is interrupted); each such grading raises
+    :class:`GradingInterrupted`.  :func:`allow_gradings` lets the next ones run."""
+    _stop_children.set()
+
+
+def allow_gradings() -> None:
+    _stop_children.clear()
 
 
 # ------------------------------------------------------------------ one grading
@@ -252,8 +272,13 @@ def _run_child(ex: Exercise, request: dict, limit: float, backend: str | None, m
         watch = _ChildWatch(request["nonce"], limit, timing_sets, child.gpu_turn_given)
         try:
             watch.follow(child, memory_limit, scratch, cache_dir)
+        except BaseException:  # Ctrl-C in this thread: the child goes now, not at its time limit
+            watch.killed_for = watch.killed_for or INTERRUPTED
+            raise
         finally:
             _end_child(child, watch)
+        if watch.killed_for == INTERRUPTED:
+            raise GradingInterrupted(f"the grading of {ex.name} was interrupted")
         return _judged(ex, request, child, watch, scratch, limit, memory_limit, gpu, timing_sets)
 
 
@@ -349,6 +374,9 @@ class _ChildWatch:
         open_streams = 2
         try:
             while open_streams:
+                if _stop_children.is_set():
+                    self.killed_for = INTERRUPTED
+                    break
                 now = time.monotonic()
                 if now > self.deadline and self.waiting_since is None:
                     self.killed_for = "timeout"

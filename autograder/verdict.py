@@ -42,6 +42,8 @@ from .timing_policy import TimingSets, blended_inputs, draw_pair, is_seed, timed
 #: Statuses of a child's result that are judged case by case here; any other (a compile error, a crash, a
 #: hang, a refused launch, no code) already carries no points and is kept as the child reported it.
 JUDGED_STATUSES = ("passed", "failed")
+#: Statuses only the grader gives (no kernel cell; a notebook that cannot be read): a child claiming one crashed.
+GRADER_ONLY = ("missing", "not_gradable")
 
 
 def case_data(ex: Exercise, shape: dict, seed: int) -> tuple[dict, dict, dict, dict]:
@@ -152,7 +154,8 @@ def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, s
         verdict.thread_map = checked_thread_map(reported.thread_map)
     if reported.status not in JUDGED_STATUSES:
         # Nothing to judge: a compile error, a crash, a hang or a refused launch earns nothing.
-        verdict.status = reported.status if reported.status in STATUSES and reported.status != "missing" else "crashed"
+        verdict.status = (reported.status if reported.status in STATUSES and reported.status not in GRADER_ONLY
+                          else "crashed")
         verdict.message = reported.message
         verdict.shapes = list(reported.shapes[: len(cases)])
         verdict.speed_note = reported.speed_note

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import autograder.exercises
-from book.chapters import CHAPTERS, ROOT
+from book.chapters import CHAPTERS, ROOT, chapter
 from kernels.runtime import sources
 from kernels.runtime.sources import source_path, topic_module, topic_sources
 
@@ -26,6 +26,15 @@ def test_numbers_and_names_are_unique_and_in_order():
     # chapter 0 is the warm-up puzzles, before the first chapter
     assert [c.number for c in CHAPTERS] == list(range(len(CHAPTERS)))
     assert len({c.name for c in CHAPTERS}) == len(CHAPTERS)
+    assignments = [a.name for c in CHAPTERS for a in c.assignments]
+    assert len(set(assignments)) == len(assignments)
+
+
+def test_a_chapter_s_own_assignment_comes_first_and_the_others_are_named_alike():
+    gemm = chapter("conv_as_gemm")
+    assert [a.assignment for a in gemm.assignments] == ["04_conv_as_gemm", "04_gemm_ladder"]
+    assert gemm.exercises() == [name for a in gemm.assignments for name in a.exercises()]
+    assert gemm.assignments[1].solution == ROOT / "solutions" / "04_gemm_ladder" / "gemm_ladder.ipynb"
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.name)
@@ -33,10 +42,11 @@ def test_every_file_of_a_chapter_is_where_its_name_says(chapter):
     for page in chapter.pages:
         assert (ROOT / "book" / f"{page}.md").exists(), page
         assert f"file: book/{page}\n" in TOC, f"book/{page}.md is not in _toc.yml"
-    if chapter.graded:
-        assert chapter.solution.exists(), chapter.solution
-        assert (ROOT / "exercises" / chapter.assignment / f"{chapter.notebook}.ipynb").exists()
-        assert chapter.exercises(), f"{chapter.exercise_module} declares no EXERCISES"
+    assert bool(chapter.assignments) == chapter.graded
+    for assignment in chapter.assignments:
+        assert assignment.solution.exists(), assignment.solution
+        assert (ROOT / "exercises" / assignment.assignment / f"{assignment.notebook}.ipynb").exists()
+        assert assignment.exercises(), f"{assignment.exercise_module} declares no EXERCISES"
     if chapter.benchmark:
         assert callable(importlib.import_module(chapter.benchmark).measure)
     for topic in chapter.topics:
@@ -45,9 +55,9 @@ def test_every_file_of_a_chapter_is_where_its_name_says(chapter):
 
 
 def test_every_exercise_module_benchmark_assignment_and_topic_belongs_to_a_chapter():
-    names = {c.name for c in CHAPTERS}
+    names = {a.name for c in CHAPTERS for a in c.assignments}
     modules = {info.name for info in pkgutil.iter_modules(autograder.exercises.__path__) if not info.name.startswith("_")}
-    assert modules == {c.name for c in CHAPTERS if c.graded}, f"exercise modules without a chapter: {sorted(modules - names)}"
+    assert modules == names, f"exercise modules without a chapter's assignment: {sorted(modules - names)}"
     # The emulator's and the grader's own benchmarks (emulator_speed, emulator_profile, cluster_grading) belong to
     # no chapter, and the profiler's figures (profiles) to two.
     benchmarks = {p.stem for p in (ROOT / "benchmarks").glob("*.py")} - {"__init__", "common", "emulator_speed",
@@ -57,7 +67,7 @@ def test_every_exercise_module_benchmark_assignment_and_topic_belongs_to_a_chapt
     assert benchmarks == chapters_benchmarks, "benchmarks without a chapter"
     for folder in ("solutions", "exercises"):
         assignments = {p.name for p in (ROOT / folder).iterdir() if p.is_dir()}
-        assert assignments == {c.assignment for c in CHAPTERS if c.graded}, folder
+        assert assignments == {a.assignment for c in CHAPTERS for a in c.assignments}, folder
     topics = set(topic_sources())
     taught = {t for c in CHAPTERS for t in c.topics}
     assert topics == taught, f"topics no chapter teaches: {sorted(topics - taught)}"

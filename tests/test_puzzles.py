@@ -18,7 +18,8 @@ from book.chapters import ROOT, chapter
 from planted_corpus import check_corpus_file, check_solution_kernel, corpus
 
 PUZZLES = chapter("puzzles").exercises()
-RELEASED = ROOT / "exercises" / chapter("puzzles").assignment / f"{chapter('puzzles').notebook}.ipynb"
+(ASSIGNMENT,) = chapter("puzzles").assignments
+RELEASED = ROOT / "exercises" / ASSIGNMENT.assignment / f"{ASSIGNMENT.notebook}.ipynb"
 
 
 @pytest.mark.parametrize("name", PUZZLES)

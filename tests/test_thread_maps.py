@@ -20,7 +20,7 @@ PUZZLES = chapter("puzzles").exercises()
 
 
 def test_the_expected_maps_are_the_solutions_maps_as_they_are_now():
-    recorded = record_expected([chapter("puzzles").solution])
+    recorded = record_expected([assignment.solution for assignment in chapter("puzzles").assignments])
     assert set(recorded) == set(PUZZLES)
     assert EXPECTED.read_text() == expected_file_text(recorded), (
         "autograder/exercises/thread_maps.json is not the solutions' maps: run python -m autograder.thread_map_recording")

@@ -1,7 +1,7 @@
 """What the exercises of several chapters declare alike.
 
 * the launch keys of a one-dimensional launch (``block``, ``grid`` with a default of one thread per
-  element, ``shared``) and that launch;
+  element, or one warp per row, ``shared``) and that launch;
 * shapes written as rows of sizes under named axes;
 * inputs drawn for tensors laid out over named axes.
 """
@@ -25,6 +25,16 @@ def grid_key(count: Callable[[dict], int], what: str, per: str = "") -> LaunchKe
     items (``what`` says which, in the help a student reads; ``per`` adds what one thread does)."""
     return LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(count(shape), launch["block"]),
                      help=f"blocks in the grid; default ceil({what} / block){per}")
+
+
+def warp_per_row_keys(rows: Callable[[dict], int], what: str) -> tuple[LaunchKey, LaunchKey]:
+    """``block`` (whole warps, default 128) and ``grid``, by default enough blocks for one warp per row:
+    ceil(rows(shape) / (block / 32)) (``what`` names the rows in the help a student reads)."""
+    block = LaunchKey("block", 32, 1024, default=128, multiple_of=32,
+                      help="threads per block, a multiple of 32: whole warps; default 128")
+    grid = LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(32 * rows(shape), launch["block"]),
+                     help=f"blocks in the grid; default ceil({what} / (block / 32)), a warp per row")
+    return block, grid
 
 
 def one_dimensional_launch(shape: dict, launch: dict) -> LaunchConfig:

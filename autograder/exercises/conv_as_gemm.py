@@ -23,16 +23,13 @@ import numpy as np
 from kernels.conv import conv2d_gemm, im2col
 from kernels.gemm import sgemm
 
-from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
-from ._parts import BLOCK_256, SHARED, grid_key, one_dimensional_launch, shapes
+from ..exercise import Exercise, LaunchConfig, ReferenceKernel
+from ._gemm import alpha_beta_probe, mnk as _mnk, secret_mn, tile_keys as _tile_keys, tiled_launch as _tiled_launch, varied
+from ._parts import BLOCK_256, grid_key, one_dimensional_launch, shapes
 
 IM2COL_REFERENCE = im2col.KERNELS["im2col_unroll"]
 SGEMM_REFERENCE = sgemm.KERNELS["sgemm_shared_tiled"]
 IMPLICIT_REFERENCE = conv2d_gemm.KERNELS["conv2d_implicit_gemm"]
-
-
-def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
-    return _varied(rng, shape, mean, spread=0.6)  # no exact zeros
 
 
 # ------------------------------------------------------------------------------ 1. the unroll kernel
@@ -159,13 +156,6 @@ IM2COL = Exercise(
 
 # ------------------------------------------------------------------------------ 2. tiled SGEMM
 
-TILE = sgemm.TILE  # the chapter's sgemm_shared_tiled
-
-
-def _mnk(shape):
-    return int(shape["M"]), int(shape["N"]), int(shape["K"])
-
-
 def _gemm_inputs(shape, rng):
     """A, B and C; C holds NaN where beta is 0: BLAS does not read C then, so it need not hold numbers."""
     M, N, K = _mnk(shape)
@@ -192,24 +182,6 @@ def _gemm_scale(inputs):
     return {"C": _gemm_epilogue(magnitudes, product, np.abs(inputs["C"]) if inputs["beta"] else None)}
 
 
-def _tile_keys():
-    return (
-        LaunchKey("tile_m", 1, 1024, default=TILE, help="rows of C per block; default 32"),
-        LaunchKey("tile_n", 1, 1024, default=TILE, help="columns of C per block; default 32"),
-        LaunchKey("block_x", 1, 1024, default=lambda shape, launch: launch["tile_n"],
-                  help="threads per block along x; default tile_n"),
-        LaunchKey("block_y", 1, 1024, default=lambda shape, launch: launch["tile_m"],
-                  help="threads per block along y; default tile_m"),
-        SHARED,
-    )
-
-
-def _tiled_launch(rows: int, columns: int, layers: int, launch) -> LaunchConfig:
-    """Blocks of block_x x block_y threads over tiles of tile_m rows and tile_n columns, ``layers`` deep."""
-    return LaunchConfig(grid=(ceil_div(columns, launch["tile_n"]), ceil_div(rows, launch["tile_m"]), layers),
-                        block=(launch["block_x"], launch["block_y"], 1), shared=launch["shared"])
-
-
 def _gemm_launch(shape, launch) -> LaunchConfig:
     M, N, K = _mnk(shape)
     return _tiled_launch(M, N, 1, launch)
@@ -217,10 +189,8 @@ def _gemm_launch(shape, launch) -> LaunchConfig:
 
 def _gemm_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
     """One size per student that is a multiple of neither the student's tiles nor 32, with its own alpha and beta."""
-    tm, tn = int(launch.get("tile_m", TILE)), int(launch.get("tile_n", TILE))
-    return [{"M": tm * int(rng.integers(1, 4)) + int(rng.integers(1, tm)) if tm > 1 else int(rng.integers(2, 90)),
-             "N": tn * int(rng.integers(1, 4)) + int(rng.integers(1, tn)) if tn > 1 else int(rng.integers(2, 90)),
-             "K": int(rng.integers(2, 100)) | 1, "alpha": float(rng.choice([0.5, -1.25, 2.0])),
+    M, N = secret_mn(rng, launch, sgemm.TILE)
+    return [{"M": M, "N": N, "K": int(rng.integers(2, 100)) | 1, "alpha": float(rng.choice([0.5, -1.25, 2.0])),
              "beta": float(rng.choice([0.0, 1.0, -0.75]))}]
 
 
@@ -262,6 +232,7 @@ SGEMM_TILED = Exercise(
     reference_kernel=ReferenceKernel(SGEMM_REFERENCE, arg_order=("M", "N", "K", "A", "B", "C"),
                                      solves={"alpha": 1.0, "beta": 0.0}),
     timing_shape=GEMM_TIMING,
+    probe=alpha_beta_probe(_gemm_inputs),
     label=_gemm_label,
     description=("C[i][j] = alpha * (sum over k < K of A[i][k] * B[k][j]) + beta * C[i][j] for i < M, j < N (A is M x K, "
                  "B is K x N, C is M x N, row-major): BLAS's SGEMM. Where beta is 0, C is not read (it may hold NaN). "

@@ -16,7 +16,9 @@ run tracks every access to the argument buffers a kernel may write, see
 
 Settings (environment variables, or attributes of :class:`EmulatorBackend`):
 
-* ``DLK_EMULATOR_TIMEOUT`` (``timeout``): seconds a launch may take, default 60;
+* ``DLK_EMULATOR_TIMEOUT`` (``timeout``): seconds a launch may take, default 60; a launch of
+  more threads than could run in that time even if each did nothing (:func:`launch_budget`)
+  is refused before it starts (:class:`LaunchTooLargeError`);
 * ``DLK_EMULATOR_CHECKS=0`` (``checks``): run each launch once, without the
   race and uninitialised-shared-memory checks (faster);
 * ``DLK_EMULATOR_SANDBOX=1`` (``sandbox``): run kernels under a seccomp filter
@@ -41,6 +43,7 @@ branch counts), :mod:`.element_accesses` (which thread touched which element of 
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import struct
@@ -52,7 +55,7 @@ import numpy as np
 
 from ..backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
 from ..cooperative import check_co_resident, grid_sync_line
-from ..errors import BarrierDivergenceError, KernelError, KernelLaunchError, KernelTimeoutError
+from ..errors import BarrierDivergenceError, KernelError, KernelLaunchError, KernelTimeoutError, LaunchTooLargeError
 from ..signature import KernelSignature
 from . import build as _build
 from . import profiling
@@ -76,6 +79,18 @@ from .unsupported import check_supported
 __all__ = ["EmulatorBackend", "EmulatorBuffer", "EmulatorModule"]
 
 DEFAULT_TIMEOUT = 60.0
+
+#: The least time one thread of a launch costs the emulator (s).  A thread that does nothing takes
+#: 0.2-0.25 us on one core of a 2026 server (a launch of 1 to 4 million empty threads, one run; the
+#: emulator runs a launch on one core); a quarter of that is a floor no machine goes below, so a launch
+#: refused for its size could not have finished within the time limit anywhere.
+MIN_SECONDS_PER_THREAD = 5e-8
+
+
+def launch_budget(timeout: float, checks: bool) -> int:
+    """The most threads one launch may have: as many as could run within ``timeout`` seconds even if each
+    did nothing (a launch with the checks runs twice)."""
+    return int(timeout / (MIN_SECONDS_PER_THREAD * (2 if checks else 1)))
 
 _ERROR_KINDS = {1: "assert", 2: "divergence", 3: "trap", 4: "other", 5: "global race"}
 PROFILE_FLAG = 0x200  # a launch request's flag: run the profiling build's sample of blocks (profiler.h)
@@ -292,6 +307,16 @@ class EmulatorModule(CompiledModule):
         kernel = signature.name
         source = self._source_info(kernel)
         checks = backend.checks
+        threads = math.prod(grid) * math.prod(block)
+        budget = launch_budget(backend.timeout, checks)
+        if threads > budget:
+            raise LaunchTooLargeError(
+                f"{kernel}: a launch of {threads:,} threads (grid {grid}, block {block}) is more than the CPU "
+                f"emulator can run within its limit of {backend.timeout:g} s per launch, which allows at most "
+                f"{budget:,} threads{' (it runs each launch twice, for its race checks)' if checks else ''} even if "
+                f"each did nothing: launch fewer threads (a smaller shape, or fewer blocks that loop over the data), "
+                f"or run it on a GPU."
+            )
         cooperative = bool(self.grid_sync_line)
         if cooperative:
             check_co_resident(kernel, self.grid_sync_line, grid, block, backend.co_resident_blocks(block),

@@ -254,10 +254,15 @@ class Difference:
     second: object
 
 
+def _floating(dtype: np.dtype) -> bool:
+    """NumPy's floats, and ml_dtypes' bfloat16 (a 'V' kind to NumPy): values compared as numbers, NaN equal to NaN."""
+    return dtype.kind in "fc" or dtype.name == "bfloat16"
+
+
 def first_difference(a: list[np.ndarray], b: list[np.ndarray]) -> Difference | None:
     """Where two runs' outputs differ: exactly for integers, within float tolerance for floats."""
     for k, (x, y) in enumerate(zip(a, b)):
-        if x.dtype.kind in "fc":
+        if _floating(x.dtype):
             xf = x.astype(np.float64, copy=False).ravel()
             yf = y.astype(np.float64, copy=False).ravel()
             nx, ny = np.isnan(xf), np.isnan(yf)
@@ -354,9 +359,10 @@ def uninitialized_error(
 
 def count_differences(a: list[np.ndarray], b: list[np.ndarray], buffer: int) -> int:
     x, y = a[buffer].ravel(), b[buffer].ravel()
-    if x.dtype.kind in "fc":
+    if _floating(x.dtype):
         with np.errstate(invalid="ignore"):
-            return int(np.count_nonzero(~np.isclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True)))
+            return int(np.count_nonzero(~np.isclose(x.astype(np.float64), y.astype(np.float64), rtol=1e-4, atol=1e-6,
+                                                    equal_nan=True)))
     return int(np.count_nonzero(x != y))
 
 
