@@ -79,7 +79,7 @@ def test_a_pasted_kernel_is_found():
 
 def _definition(source: str, kernel: str) -> tuple[int, int, int, int]:
     """(start of ``__global__``, start of the parameter list, end of it, end of the body) of ``kernel``."""
-    match = re.search(r"__global__\s+(?:[\w()\s,*]*?\s)?" + re.escape(kernel) + r"\s*\(", source)
+    match = re.search(r"__global__\s+(?:[\w()\s,*#]*?\s)?" + re.escape(kernel) + r"\s*\(", source)
     assert match, kernel
     depth, i = 1, match.end()
     while depth:
