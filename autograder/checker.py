@@ -43,6 +43,7 @@ from .result import ExerciseResult, ShapeResult
 from .scoring import (score_correctness, score_speed, speed_for_information, speed_not_measured_here,
                       speed_only_if_correct, speed_pending, timing_size_failed)
 from .source_policy import SourceRefused, check_source
+from .thread_maps import thread_map_data, wanted as thread_map_wanted
 from .timing_policy import TimingSets, is_seed, measure_speed, timed_shape, times_kernel
 from .verdict import case_data, judge_case
 
@@ -53,9 +54,10 @@ GUARD_ELEMENTS = 256
 
 # ------------------------------------------------------------------ running a case
 def kernel_is_empty(source: str, kernel: str) -> bool:
-    """True when the body of ``__global__ ... kernel(...)`` has no statement but ``extern __shared__`` declarations.
+    """True when the body of ``__global__ ... kernel(...)`` has no statement but ``__shared__`` declarations.
 
-    That is the released stub (comments and the shared-memory declaration it gives) or an empty body.
+    That is the released stub (comments and the shared-memory declaration it gives, ``extern`` or of a fixed
+    size) or an empty body.
     """
     text = strip_comments(source)
     m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel) + r"\s*\(", text)
@@ -72,7 +74,7 @@ def kernel_is_empty(source: str, kernel: str) -> bool:
             break
     else:
         return False
-    body = re.sub(r"extern\s+__shared__[^;]*;", "", body)
+    body = re.sub(r"(?:extern\s+)?__shared__[^;]*;", "", body)
     return not body.strip()
 
 
@@ -408,6 +410,8 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         if failure is not None:
             break  # after a failed launch the device (a CUDA context) may be unusable
 
+    if thread_map_wanted(ex, request, backend.name, failure):  # check()'s picture, of a failing kernel too
+        res.thread_map = thread_map_data(ex, module, launch)
     score_correctness(ex, res, failure)
     if res.status == "passed":
         _speed(ex, res, module, launch, backend, mode, send, request.get("outputs_dir"), timing_sets)

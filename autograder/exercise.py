@@ -198,6 +198,10 @@ class Exercise:
     #: allocates): ``source_check(source, kernel name) -> ''`` or one sentence saying what is wrong and how to fix
     #: it.  Checked before any case runs; a kernel that fails it earns nothing (status ``wrong_kernel``).
     source_check: Callable[[str, str], str] | None = None
+    #: A small shape on which ``check()`` on the CPU emulator draws which thread read and which wrote each element,
+    #: beside the same map of the instructor's solution on the same launch (:mod:`autograder.thread_maps`; the
+    #: warm-up puzzles).  None: no map.
+    thread_map: Shape | None = None
     #: What the cell holds: "cuda" (a kernel) or "tc" (index notation, ``kernels/index_notation``):
     #: a "tc" exercise is graded by generating the kernel from the text in the grading process.
     language: str = "cuda"

@@ -133,6 +133,7 @@ class ExerciseResult:
     log: str = ""  # compiler log / captured output, trimmed
     elapsed_s: float = 0.0
     profile: dict | None = None  # check() on the emulator: the profile of one launch (autograder.kernel_profile)
+    thread_map: dict | None = None  # check() on the emulator: which thread touched which element (autograder.thread_maps)
 
     # ------------------------------------------------------------------ points
     @property

@@ -155,7 +155,9 @@ def check(name: str, plot: bool = True, timeout_s: float | None = None, profile:
 
     On the CPU emulator a correct kernel is also profiled (``profile=False``: not): per line, the sectors
     its global loads and stores touch, its shared-memory bank conflicts, the branches that diverge within
-    a warp, its occupancy, and the hints they imply (:mod:`autograder.kernel_profile`)."""
+    a warp, its occupancy, and the hints they imply (:mod:`autograder.kernel_profile`).  For an exercise with
+    a thread map (the warm-up puzzles), correct or not, it draws which thread read and which wrote each
+    element beside the expected map (:mod:`autograder.thread_maps`; ``profile=False``: not)."""
     global last_result
     from .exercises import all_exercises
 
@@ -177,6 +179,7 @@ def check(name: str, plot: bool = True, timeout_s: float | None = None, profile:
     from .feedback import check_text
     from .kernel_profile import show_profile  # deferred: the emulator's profiler and matplotlib, on first check()
     from .report import plot_error_maps
+    from .thread_maps import show_thread_map  # deferred: as show_profile
 
     try:
         backend = selection.current_backend().name
@@ -185,6 +188,7 @@ def check(name: str, plot: bool = True, timeout_s: float | None = None, profile:
     result = grade_submission(sub, mode="visible", backend=backend, timeout_s=timeout_s, profile=profile)
     last_result = result
     print(check_text(result))
+    show_thread_map(result, notebook=plot and _in_notebook())
     if result.status == "passed":
         show_profile(result, notebook=plot and _in_notebook())
     if plot and result.status == "failed":

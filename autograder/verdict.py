@@ -33,6 +33,7 @@ from .comparison import compare, count_wrong
 from .diagnosis import diagnose, error_map
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .kernel_profile import checked_profile
+from .thread_maps import checked_thread_map
 from .result import STATUSES, ExerciseResult, ShapeResult
 from .scoring import (INCOMPLETE_TIMING, is_below_floor, score_correctness, score_speed, speed_for_information,
                       speed_not_measured_here, speed_only_if_correct, speed_pending, timing_size_failed)
@@ -150,6 +151,7 @@ def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, s
     )
     if verdict.mode == "visible":  # shown to the student who ran check(), never scored
         verdict.profile = checked_profile(reported.profile)
+        verdict.thread_map = checked_thread_map(reported.thread_map)
     if reported.status not in JUDGED_STATUSES:
         # Nothing to judge: a compile error, a crash, a hang or a refused launch earns nothing.
         verdict.status = (reported.status if reported.status in STATUSES and reported.status not in GRADER_ONLY

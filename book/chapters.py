@@ -74,6 +74,10 @@ class Chapter:
     #: Assignments of the chapter after its own (``NN_<name>`` each, named as the chapter's is), for exercises
     #: more than one sitting holds.
     more_assignments: tuple[str, ...] = ()
+    #: Prints kernels of ``kernels/``: its topics' or, for a chapter without topics, the kernels it generates
+    #: (``kernels/<name>/``).  False for a chapter whose pages print none (the warm-up puzzles): no folder of
+    #: ``kernels/`` is its, and no printed kernel can be pasted into its exercises.
+    prints_kernels: bool = True
 
     @property
     def assignments(self) -> tuple[Assignment, ...]:
@@ -93,6 +97,8 @@ class Chapter:
 
 
 CHAPTERS = (
+    # Before the first chapter: short graded kernels, each with its thread map; the page prints no kernel.
+    Chapter(0, "puzzles", "Warm-up puzzles", ("puzzles",), (), has_benchmark=False, prints_kernels=False),
     Chapter(1, "cuda_from_python", "CUDA from Python", ("cuda_from_python", "sums"),
             ("indexing", "vector_add", "saxpy", "device_copy", "reduction", "peak")),
     Chapter(2, "perceptrons_mlp", "Perceptrons and multilayer perceptrons", ("perceptrons", "mlp_backprop", "mlp_training"),

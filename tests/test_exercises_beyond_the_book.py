@@ -12,7 +12,9 @@
     under the exercise's parameter list, which works when each of its parameters is an argument of the
     exercise of the same name (an exercise's extra arguments, a padding, a stride, go unused).  One
     module is compiled per source for all the chapter's exercises, and the cases run on the current
-    backend (the CPU emulator under ``make test``).  An index-notation exercise's cell holds a
+    backend (the CPU emulator under ``make test``).  A chapter whose pages print no kernel (the warm-up
+    puzzles, ``Chapter.prints_kernels``) has none to paste: that its pages show no source of ``kernels/`` is
+    checked instead.  An index-notation exercise's cell holds a
     comprehension: every comprehension the chapter prints (``kernels/index_notation/examples.py`` and
     ``generated.py``), pasted as it is and with its statements under the exercise's first line, is
     rejected (as the grader rejects it: invalid, or not the exercise's inputs and outputs) or fails a
@@ -32,7 +34,8 @@ import pytest
 from autograder.comparison import compare
 from autograder.exercises import get_exercise
 from autograder.tc_grading import _interface_problem
-from book.chapters import CHAPTERS
+from book.chapters import CHAPTERS, ROOT
+from book.run_chapter import code_cells
 from exercise_distance import MAX_SHARED_RUN, longest_shared_run, solution_body
 from kernels.index_notation import NAIVE, TcError, TcShapeError, compile_tc, examples, generated
 from kernels.runtime import errors as E, selection
@@ -76,7 +79,7 @@ def test_a_pasted_kernel_is_found():
 
 def _definition(source: str, kernel: str) -> tuple[int, int, int, int]:
     """(start of ``__global__``, start of the parameter list, end of it, end of the body) of ``kernel``."""
-    match = re.search(r"__global__\s+(?:[\w()\s,*]*?\s)?" + re.escape(kernel) + r"\s*\(", source)
+    match = re.search(r"__global__\s+(?:[\w()\s,*#]*?\s)?" + re.escape(kernel) + r"\s*\(", source)
     assert match, kernel
     depth, i = 1, match.end()
     while depth:
@@ -134,9 +137,12 @@ def _printed_comprehensions() -> dict[str, str]:
 
 def _printed_kernels(chapter):
     """The CUDA kernels the chapter prints: its topics' records, or for chapter 7 (no topics) every kernel the
-    generator writes for the comprehensions it prints, naive, and mv under the split reduction it shows."""
+    generator writes for the comprehensions it prints, naive, and mv under the split reduction it shows; none for a
+    chapter that prints no kernel."""
     import importlib
 
+    if not chapter.prints_kernels:
+        return
     for topic in chapter.topics:
         text = source_path(topic).read_text()
         for record in importlib.import_module(topic_module(topic)).KERNELS.values():
@@ -274,7 +280,7 @@ def emulator():
 
 
 PRINTED = [pytest.param(chapter.name, *_marked(name).values, id=name, marks=_marked(name).marks)
-           for chapter, name in CUDA_EXERCISES]
+           for chapter, name in CUDA_EXERCISES if chapter.prints_kernels]
 
 
 @pytest.mark.parametrize("chapter, name", PRINTED)
@@ -345,3 +351,30 @@ def test_each_printed_comprehension_fails_the_hidden_cases(name):
             if not _comprehension_fails(exercise, pasted, shapes):
                 passed.append(f"{where} {how}")
     assert not passed, f"{name}: {', '.join(passed)} pass every hidden case"
+
+
+# ------------------------------------------------------------------ (b) for a chapter that prints no kernel
+
+#: What shows the source of a kernel of kernels/ on a page: the listing helpers, or a topic's module imported to be
+#: run and printed (kernels.runtime and kernels.tools are the engine and its tools, no kernels of the book).
+SHOWS_A_KERNEL = re.compile(r"\b(read_source|show_kernel|kernel_listing|function_source|source_excerpt|"
+                            r"generated_listing|source_path)\b|\bfrom kernels\.(?!runtime\b|tools\b)\w+|"
+                            r"\bimport kernels\.(?!runtime\b|tools\b)|\bfrom kernels import (?!runtime\b|tools\b)")
+
+
+def _page_code(page: str) -> str:
+    """The code cells of ``book/<page>.md`` and the modules of the book package they import."""
+    code = "\n".join(code_cells((ROOT / "book" / f"{page}.md").read_text()))
+    modules = set(re.findall(r"\bfrom book\.(\w+) import", code)) | {
+        name.strip() for names in re.findall(r"\bfrom book import ([\w, ]+)", code) for name in names.split(",")}
+    return "\n".join([code] + [(ROOT / "book" / f"{m}.py").read_text() for m in sorted(modules)])
+
+
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if not c.prints_kernels], ids=lambda c: c.name)
+def test_a_chapter_that_prints_no_kernel_shows_no_source_of_kernels(chapter):
+    assert not chapter.topics, f"{chapter.name} prints no kernel, yet teaches topics"
+    for page in chapter.pages:
+        found = SHOWS_A_KERNEL.search(_page_code(page))
+        assert not found, f"book/{page}.md shows a kernel of kernels/ ({found.group(0)}): its chapter prints_kernels"
+    # and the check sees a page that does print kernels
+    assert SHOWS_A_KERNEL.search(_page_code("cuda_from_python"))

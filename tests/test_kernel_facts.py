@@ -27,6 +27,7 @@ from kernels.runtime.signature import parse_kernels
 from kernels.runtime.sources import function_lines, source_path, topic_module, topic_sources
 from kernels.runtime.versions import KernelVersion, LaunchConfig, kernel_table, ladder, rung, versions
 from book import ladders
+from book.chapters import chapter
 from kernels.basics import reduction
 
 TOPICS = sorted(topic_sources())
@@ -180,12 +181,16 @@ def test_the_chapters_count_the_versions_from_the_records():
 
 @pytest.mark.parametrize("exercise", _exercises(), ids=lambda e: e.name)
 def test_the_grader_asks_the_kernel_records(exercise):
-    """The reference kernel, its launch, flops and bytes: one record of ``kernels/<part>/<topic>.py``.  Only an
-    index-notation exercise, graded for correctness alone, has none: a kernel generated from its answer would
-    spell that answer out to students, who are given every reference kernel."""
+    """The reference kernel, its launch, flops and bytes: one record of ``kernels/<part>/<topic>.py``.  Two kinds,
+    graded for correctness alone, have none: an index-notation exercise (a kernel generated from its answer would
+    spell that answer out to students, who are given every reference kernel) and a warm-up puzzle (too small for a
+    time to mean anything; its reference is the NumPy line beside its thread map)."""
     reference = exercise.reference_kernel
     if exercise.language == "tc" and exercise.speed_points == 0:
         assert reference is None and exercise.flops(exercise.hidden_shapes[-1]) > 0
+        return
+    if exercise.name in chapter("puzzles").exercises():
+        assert reference is None and exercise.speed_points == 0 and exercise.thread_map
         return
     assert reference is not None
     launcher = getattr(reference.version.launcher, "func", reference.version.launcher)

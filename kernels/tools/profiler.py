@@ -102,7 +102,7 @@ _emulator: EmulatorBackend | None = None
 
 
 @contextlib.contextmanager
-def _on_emulator():
+def on_emulator():
     """This process's launches on the CPU emulator for a while (one emulator, so its builds are reused)."""
     global _emulator
     if selection.current_backend().name == "cpu":
@@ -117,7 +117,7 @@ def _on_emulator():
 def profile(run, *args, blocks: int = DEFAULT_BLOCKS, occupancy: bool = True, **kwargs) -> list[LaunchProfile]:
     """``run(*args, **kwargs)`` on the CPU emulator with its launches profiled (the first ``blocks`` blocks of
     each; 0: the whole grid): one profile per launch, with its occupancy from nvcc unless ``occupancy=False``."""
-    with _on_emulator(), collecting(blocks) as profiles:
+    with on_emulator(), collecting(blocks) as profiles:
         run(*args, **kwargs)
     return [with_occupancy(p) if occupancy else p for p in profiles]
 

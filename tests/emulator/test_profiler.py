@@ -13,7 +13,9 @@ import pytest
 
 from kernels.runtime import compile_source
 from kernels.runtime.emulator import EmulatorBackend, profiling
+from kernels.runtime.errors import KernelMemoryError
 from kernels.tools.profiler import occupancy
+from kernels.tools.thread_maps import record
 
 SOURCE = r"""
 __global__ void copy(const float* in, float* out, int n) {
@@ -70,6 +72,13 @@ __global__ void branches(float* out, int rounds) {
 }
 __global__ void total(const float* x, float* sum) {
     atomicAdd(sum, x[blockIdx.x * blockDim.x + threadIdx.x]);
+}
+__global__ void neighbours(const float* in, float* out, int sync) {
+    __shared__ float s[8];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    s[t] = in[i];
+    if (sync) __syncthreads();
+    out[i + 1] = s[(t + 1) % 8];   // the last thread writes past the end of out
 }
 """
 
@@ -236,3 +245,26 @@ def test_occupancy_comes_from_nvcc_s_report_or_says_nvcc_was_not_found(module, m
     again = run(module, "copy", np.zeros(n, np.float32), np.zeros(n, np.float32), np.int32(n), block=256)
     assert profiler.with_occupancy(again).occupancy is None
     assert "occupancy: nvcc not found" in again.table()
+
+
+def test_a_thread_map_names_the_thread_of_every_element_also_past_the_end_and_in_each_block_s_shared_array(module):
+    """Every block recorded: each element's thread, an access past the end of an array in the margin the profiled
+    launch gives it (the checked launch reports it as an error), and a shared array a row per block."""
+    args = (np.arange(16, dtype=np.float32), np.zeros(16, np.float32))
+    (tmap,), error = record(module.function("neighbours"), *args, np.int32(1), grid=(2, 1, 1), block=(8, 1, 1))
+    assert isinstance(error, KernelMemoryError) and "element 16" in str(error)
+    assert tmap.find("in", "read").threads == {i: (i,) for i in range(16)}
+    assert tmap.find("out", "written").threads == {i + 1: (i,) for i in range(16)}  # 16: past the end
+    (shared,) = [a for a in tmap.arrays if a.space == "shared"]
+    assert (shared.name, shared.shape) == ("s", (2, 8))
+    assert tmap.find("s", "written").threads == {e: (e,) for e in range(16)}
+    assert tmap.find("s", "read").of(8) == (15,)  # block 1's s[0], read by its thread 7
+    assert not tmap.unordered  # the barrier orders every read after the write it reads
+
+
+def test_a_thread_map_names_the_elements_threads_touch_with_no_barrier_between(module):
+    args = (np.arange(16, dtype=np.float32), np.zeros(16, np.float32))
+    (tmap,), _ = record(module.function("neighbours"), *args, np.int32(0), grid=(2, 1, 1), block=(8, 1, 1))
+    # s[0] of block 0 is written by thread 0 and read by thread 7 between the same barriers (none)
+    assert tmap.unordered["s"][0] == (0, 7) and set(tmap.unordered["s"]) == set(range(16))
+    assert "out" not in tmap.unordered  # each element of out has one writer

@@ -37,7 +37,7 @@ Settings (environment variables, or attributes of :class:`EmulatorBackend`):
 Modules: :mod:`.rewrite` (source to translation unit), :mod:`.build` (g++ and the
 cache), :mod:`.protocol` (the worker process), :mod:`.diagnose` (reports and
 comparisons to errors), :mod:`.profiling` and :mod:`.profile_counts` (a launch's memory and
-branch counts);
+branch counts), :mod:`.element_accesses` (which thread touched which element of which argument);
 ``prelude.h``, ``runtime.cpp``, ``global_races.h`` and ``profiler.h`` are the C++ side.
 """
 
@@ -59,6 +59,7 @@ from ..errors import BarrierDivergenceError, KernelError, KernelLaunchError, Ker
 from ..signature import KernelSignature
 from . import build as _build
 from . import profiling
+from .element_accesses import SharedArray, element_accesses
 from .profile_counts import analyse
 from .diagnose import (
     BufferInfo,
@@ -328,6 +329,27 @@ class EmulatorModule(CompiledModule):
         request, buffers, infos, outputs = self._request(signature, args, grid, block, shared_bytes,
                                                          (2 if checks else 1) | (0x100 if cooperative else 0))
         out_index = [i for i, o in enumerate(outputs) if o]
+        try:
+            self._run_checked(kernel, source, request, buffers, infos, out_index, grid, block)
+        except KernelTimeoutError:
+            raise
+        except KernelLaunchError:
+            # what a wrong kernel touched (past the end of an array, one element from two threads) is what its
+            # reader most wants to see: the profile of a launch that failed its checks is kept too
+            if profiled:
+                profiled.add(self._profile(kernel, profile_request, [buffers[i].nbytes for i in out_index],
+                                           infos if profiled.elements else None, grid, block, shared_bytes))
+            raise
+        if profiled:
+            profiled.add(self._profile(kernel, profile_request, [buffers[i].nbytes for i in out_index],
+                                       infos if profiled.elements else None, grid, block, shared_bytes))
+
+    def _run_checked(self, kernel: str, source: SourceInfo, request: bytes, buffers: list, infos: list[BufferInfo],
+                     out_index: list[int], grid, block) -> None:
+        """The launch's checked runs (forward, and reverse with another poison when checks are on): the outputs
+        written back into ``buffers``, or the error they found raised."""
+        backend = self.backend
+        checks = backend.checks
 
         def read_run(reader: Reader):
             status = reader.u32()
@@ -401,9 +423,6 @@ class EmulatorModule(CompiledModule):
                     raise uninitialized_error(source, infos, poison_diff, unwritten)
             differing = count_differences(out_a, out_b, out_index.index(index))
             raise race_error(source, infos, diff, differing)
-        if profiled:
-            out_bytes = [buffers[i].nbytes for i in out_index]
-            profiled.add(self._profile(kernel, profile_request, out_bytes, grid, block, shared_bytes))
 
     # ---- profiles -----------------------------------------------------------------
     def _profile_worker(self) -> Worker:
@@ -425,9 +444,11 @@ class EmulatorModule(CompiledModule):
         self._profiler_box[0] = worker
         return worker
 
-    def _profile(self, kernel: str, request: bytes | None, out_bytes: list[int], grid, block, shared_bytes: int):
+    def _profile(self, kernel: str, request: bytes | None, out_bytes: list[int], buffers: list[BufferInfo] | None,
+                 grid, block, shared_bytes: int):
         """The counts of one launch from the profiling build, or why there are none (``out_bytes``: the sizes of
-        the buffers the reply carries back, skipped)."""
+        the buffers the reply carries back, skipped; ``buffers``: the launch's, where the profile is to say which
+        thread touched which of their elements, else None)."""
         launch = profiling.LaunchShape(tuple(grid), tuple(block), int(shared_bytes))
         if request is None:
             return profiling.not_profiled(kernel, launch, "a cooperative launch (grid.sync()) is not profiled")
@@ -452,10 +473,14 @@ class EmulatorModule(CompiledModule):
             reply.raw(nbytes)
         blocks_done, truncated, count = reply.u32(), reply.u32(), reply.u64()
         events = np.frombuffer(reply.raw(count * profiling.EVENT_DTYPE.itemsize), dtype=profiling.EVENT_DTYPE)
+        bases = [reply.u64() for _ in range(reply.u32())]
+        shared = [SharedArray(reply.u64(), reply.u64(), reply.u64(), reply.string()) for _ in range(reply.u32())]
         profile = analyse(kernel, launch, events, blocks_done, bool(truncated & 1),
                                     str(self._profile_build.executable), self._source_info(kernel),
                                     branches_truncated=bool(truncated & 2))
         profile.origin = (self.source, self.source_name, self._options, self._include_dirs)
+        if buffers is not None:
+            profile.elements = element_accesses(events, bases, buffers, shared)
         return profile
 
     def _forward_stderr(self, worker: Worker, start: int) -> None:

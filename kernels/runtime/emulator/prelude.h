@@ -177,6 +177,9 @@ template <class T> static inline T __dlk_from_bits(unsigned long long b) {
 // They are not instrumented as plain loads and stores: each tells the runtime of one
 // atomic access (bounds-checked, and not a race with other atomics).
 // (nor, in the profiling build, as a load and a store: the profile counts them as one atomic)
+// The emulator's own copies in <mma.h> (every lane copies a whole tile) are not counted by the profiler
+// (no_sanitize_thread) and add no branches to its counts (no_sanitize_coverage).
+#define DLK_NOT_PROFILED __attribute__((no_sanitize_thread, no_sanitize_coverage))
 #define DLK_ATOMIC_FN __attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize_coverage, noinline)) static
 #define DLK_ATOMIC_NOTE(address) __dlk_atomic_access((void*)(address), sizeof(*(address)), __builtin_return_address(0))
 #define DLK_ATOMIC(name, expr)                                                         \

@@ -55,8 +55,13 @@ bool g_branches_truncated = false;  // stopped recording branches at kMaxBranchE
 bool g_block_started = false;
 const size_t kMaxEvents = (size_t)6 << 20;  // 192 MiB of events at most
 const size_t kMaxBranchEvents = (size_t)2 << 20;  // of which branches (a long loop enters a block per step)
+// Bytes of margin before and after each argument buffer of a profiled launch: a kernel that runs past the ends
+// of its arrays (a missing bounds check) touches them, and those accesses are recorded as the buffer's.
+const size_t kBufferMargin = 4096;
 size_t g_branch_events = 0;
 std::vector<Event> g_events;
+std::vector<SharedRegion> g_shared_seen;  // the shared arrays the profiled blocks declared (a static one's address
+                                          // is the same in every block)
 std::vector<ThreadState> g_threads_state;
 
 extern "C" char __executable_start;
@@ -68,10 +73,11 @@ inline size_t linear_thread() {
   return threadIdx.x + (size_t)blockDim.x * (threadIdx.y + (size_t)blockDim.y * threadIdx.z);
 }
 
-// Global memory: an argument buffer or a writable __device__ variable; shared: a registered shared array.
+// Global memory: an argument buffer (with its margins) or a writable __device__ variable; shared: a registered
+// shared array.
 uint8_t space_of(uintptr_t a) {
   for (auto& b : g_buffers)
-    if (a - (uintptr_t)b.data < b.bytes) return GLOBAL;
+    if (a - ((uintptr_t)b.data - b.margin) < b.bytes + 2 * b.margin) return GLOBAL;
   for (auto& r : g_shared)
     if (a - (uintptr_t)r.address < r.bytes) return SHARED;
   for (const __dlk_variable_entry* v = __dlk_variables; v->name; ++v)
@@ -132,6 +138,7 @@ inline void entered_block(const void* ret) {
 // A fresh run of the grid (a fast run abandoned for fibers starts again here too).
 void start_run() {
   g_events.clear();
+  g_shared_seen.clear();
   g_blocks_done = 0;
   g_truncated = g_branches_truncated = g_block_started = false;
   g_branch_events = 0;
@@ -150,6 +157,11 @@ void end_block() {
   if (!g_block_started) return;
   g_recording = g_block_started = false;
   ++g_blocks_done;
+  for (auto& r : g_shared) {
+    bool seen = false;
+    for (auto& s : g_shared_seen) seen |= s.address == r.address;
+    if (!seen) g_shared_seen.push_back(r);
+  }
 }
 
 // The running thread reached a __syncthreads() or grid.sync(): instances count again from there.

@@ -170,6 +170,9 @@ class LaunchProfile:
     occupancy_note: str = ""  # why there is no occupancy ("nvcc not found", ...)
     # what nvcc needs to report the kernel's registers: (source, source name, options, include folders)
     origin: tuple | None = field(default=None, repr=False)
+    # which thread of the sample touched which element of which argument (element_accesses.ElementAccesses), where
+    # the collector asked for it
+    elements: object | None = field(default=None, repr=False)
 
     # ---- totals, as Nsight Compute reports them --------------------------------------------------
     def total(self, space: str, op: str, attribute: str) -> int:
@@ -256,11 +259,12 @@ def not_profiled(kernel: str, launch: LaunchShape, why: str) -> LaunchProfile:
 class Collector:
     """The profiles of the launches made while it is active (:func:`collecting`)."""
 
-    def __init__(self, blocks: int = DEFAULT_BLOCKS, echo: bool = False):
+    def __init__(self, blocks: int = DEFAULT_BLOCKS, echo: bool = False, elements: bool = False):
         if blocks < 0 or blocks > 0xFFFF:
             raise ValueError(f"blocks must be between 0 (the whole grid) and 65535, got {blocks}")
         self.blocks = int(blocks)  # 0: every block
         self.echo = echo
+        self.elements = elements  # also which thread touched which element (a thread map's data)
         self.profiles: list[LaunchProfile] = []
 
     def add(self, profile: LaunchProfile) -> None:
@@ -300,10 +304,11 @@ def requested() -> Collector | None:
 
 
 @contextlib.contextmanager
-def collecting(blocks: int = DEFAULT_BLOCKS):
+def collecting(blocks: int = DEFAULT_BLOCKS, elements: bool = False):
     """Profile every launch on the emulator made inside the ``with`` (its first ``blocks`` blocks; 0: all),
-    yielding the list the profiles are appended to."""
-    collector = Collector(blocks)
+    yielding the list the profiles are appended to; ``elements``: each profile also says which thread touched
+    which element (:attr:`LaunchProfile.elements`, what a thread map is drawn from)."""
+    collector = Collector(blocks, elements=elements)
     stack = getattr(_active, "stack", None)
     if stack is None:
         stack = _active.stack = []

@@ -144,6 +144,7 @@ int g_dynamic_slot_count = 0;
 struct Buffer {
   char* data;
   size_t bytes;
+  size_t margin = 0;  // bytes allocated before and after the data in a profiled launch (profiler.h)
   bool output;
   uint32_t element_bytes;  // of the buffer's dtype: the granularity of the race shadow
   std::vector<char> initial;
@@ -1028,7 +1029,7 @@ void handle_launch() {
   prof::g_enabled = (runs_and_flags >> 9) & 1;
   prof::g_sample_blocks = runs_and_flags >> 16;
   uint32_t nbuf = read_value<uint32_t>();
-  for (auto& b : g_buffers) free(b.data);
+  for (auto& b : g_buffers) free(b.data ? b.data - b.margin : nullptr);
   g_buffers.assign(nbuf, Buffer());
   for (auto& b : g_buffers) {
     b.bytes = read_value<uint64_t>();
@@ -1037,10 +1038,13 @@ void handle_launch() {
     b.initial.resize(b.bytes);
     read_exact(b.initial.data(), b.bytes);
     // exactly sized (ASan knows its bounds) and aligned as a GPU allocation is, so that the profile's
-    // 32-byte sectors fall where a GPU's do
+    // 32-byte sectors fall where a GPU's do; a profiled launch (no ASan) has a margin on either side, where
+    // the accesses of a kernel that runs past its arrays land and are recorded, not corrupting the heap
+    b.margin = prof::g_enabled ? prof::kBufferMargin : 0;
     void* data = nullptr;
-    if (posix_memalign(&data, 256, b.bytes ? b.bytes : 1) != 0) data = nullptr;
-    b.data = (char*)data;
+    if (posix_memalign(&data, 256, b.bytes + 2 * b.margin ? b.bytes + 2 * b.margin : 1) != 0) data = nullptr;
+    if (data && b.margin) memset(data, 0xFF, b.bytes + 2 * b.margin);
+    b.data = data ? (char*)data + b.margin : nullptr;
   }
   uint32_t nparams = read_value<uint32_t>();
   L.slots.assign(nparams, nullptr);
@@ -1103,6 +1107,17 @@ void handle_launch() {
       put<uint32_t>((prof::g_truncated ? 1 : 0) | (prof::g_branches_truncated ? 2 : 0));
       put<uint64_t>(prof::g_events.size());
       put_bytes(prof::g_events.data(), prof::g_events.size() * sizeof(prof::Event));
+      // where each buffer's data starts, and the shared arrays the profiled blocks declared: the elements the
+      // events touched
+      put<uint32_t>((uint32_t)g_buffers.size());
+      for (auto& b : g_buffers) put<uint64_t>((uint64_t)(uintptr_t)b.data);
+      put<uint32_t>((uint32_t)prof::g_shared_seen.size());
+      for (auto& r : prof::g_shared_seen) {
+        put<uint64_t>((uint64_t)(uintptr_t)r.address);
+        put<uint64_t>(r.bytes);
+        put<uint64_t>(r.elem_bytes);
+        put_string(r.name ? r.name : "");
+      }
     }
     std::vector<prof::Event>().swap(prof::g_events);
     send_reply();

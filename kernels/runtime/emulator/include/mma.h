@@ -87,7 +87,7 @@ struct fragment {
 };
 
 template <class Use, int M, int N, int K, class T, class L, class V>
-__attribute__((no_sanitize_coverage)) static inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& value) {
+DLK_NOT_PROFILED static inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& value) {
   typedef typename __dlk_storage<T>::type S;
   for (int i = 0; i < f.num_elements; ++i) f.x[i] = (S)value;
 }
@@ -95,9 +95,9 @@ __attribute__((no_sanitize_coverage)) static inline void fill_fragment(fragment<
 // The profiler (profiler.h) counts a fragment's loads and stores as the tensor cores' instructions make
 // them, not as the emulator does them (every lane copies the whole tile): each lane touches its own
 // elements, in the layout of mma.sync's fragments (a lane's group g = lane / 4, its place t = lane % 4).
-// The emulator's own copies are not counted (no_sanitize_thread, and no branches: no_sanitize_coverage).
+// The emulator's own copies are not counted: DLK_NOT_PROFILED, defined in the prelude, where the
+// source policy's scan of the student's preprocessed text does not see the attributes it forbids to students.
 // Shapes 16x16x8 (tf32) and 16x16x16 (half, bfloat16) only; other shapes' fragments are not counted.
-#define DLK_NOT_PROFILED __attribute__((no_sanitize_thread, no_sanitize_coverage))
 static inline void __dlk_lane_element(matrix_a, int K, int g, int t, int i, int& r, int& c) {
   if (K == 8) { r = g + 8 * (i & 1); c = t + 4 * (i >> 1); }
   else { r = g + 8 * ((i >> 1) & 1); c = 2 * t + (i & 1) + 8 * (i >> 2); }
@@ -169,13 +169,12 @@ __attribute__((always_inline)) static inline void store_matrix_sync(P* p, const 
   __dlk_store(p, f, ldm, layout);
   __syncwarp();
 }
-#undef DLK_NOT_PROFILED
 
 // Each product is formed exactly in double and rounded once to float (for half, bfloat16
 // and tf32 inputs it is exact in float too, so this is the float product), then added to
 // the float accumulator.
 template <int M, int N, int K, class TA, class LA, class TB, class LB, class TC, class TD>
-__attribute__((no_sanitize_thread, no_sanitize_coverage)) static inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
+DLK_NOT_PROFILED static inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
                             const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC, void>& c) {
   static_assert(__dlk_is_tf32<TA>::value == __dlk_is_tf32<TB>::value &&
                 (!__dlk_is_tf32<TA>::value || (__dlk_same<TC, float>::value && __dlk_same<TD, float>::value)),
