@@ -79,6 +79,8 @@ TORCH_PEERS = {
 BACKWARD_TEACHING_ROWS = BACKWARD_INPUT_1, BACKWARD_WEIGHT_NAIVE, BACKWARD_WEIGHT_REDUCE, BACKWARD_BIAS_4 = (
     "backward_input", "backward_weight_naive", "backward_weight_reduce", "backward_bias")
 BACKWARD_BASELINES = {INPUT: BACKWARD_INPUT_1, WEIGHT: BACKWARD_WEIGHT_REDUCE, BIAS: BACKWARD_BIAS_4}
+#: The bias gradient's versions 6 and 12, whose rows are named "<prefix> S=<splits>" (S=auto: the default plan).
+BIAS_SPLIT, BIAS_PLANES = "bias_split", "bias_planes"
 
 
 def counted_for(gradient: str) -> tuple[str, ...]:
@@ -94,6 +96,7 @@ CONTRACT = Contract(
 )
 BACKWARD_CONTRACT = Contract(
     BACKWARD_NAME, groups=(BACKWARD,), rows={BACKWARD: (*TORCH_PEERS.values(), *BACKWARD_TEACHING_ROWS)},
+    prefixes={BACKWARD: (BIAS_SPLIT, BIAS_PLANES)},
     values={"layer": LAYER_NAMES, "gradient": (*GRADIENTS, WEIGHT_AND_BIAS)}, sections=("summary",),
 )
 TRAINING_STEP_CONTRACT = Contract(TRAINING_STEP_NAME, groups=(TRAINING_STEP,))
@@ -287,9 +290,9 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
                 lambda: (rw, cbk), f"input_fixed RW={rw} CB={cbk}")
     for splits in (None, N, N // 2) if small else (None, 8, 32, 128):
         add(BIAS, "conv2d_backward_bias_split", cb.backward_bias_split, {"splits": splits},
-            lambda: cb.bias_split_plan(shape, splits)["splits"], f"bias_split S={label(splits)}")
+            lambda: cb.bias_split_plan(shape, splits)["splits"], f"{BIAS_SPLIT} S={label(splits)}")
         add(BIAS, "conv2d_backward_bias_planes", cb.backward_bias_planes, {"splits": splits},
-            lambda: cb.bias_planes_plan(shape, splits)["splits"], f"bias_planes S={label(splits)}")
+            lambda: cb.bias_planes_plan(shape, splits)["splits"], f"{BIAS_PLANES} S={label(splits)}")
     gemm_configs = [("64x128x16 NQ2", None)]
     if not small:
         gemm_configs += [("64x128x8 NQ2", {"IG_BK": 8}),

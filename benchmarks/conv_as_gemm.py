@@ -83,7 +83,7 @@ def sgemm_at(size: int) -> str:
 SGEMM, SGEMM_SEARCH, SGEMM_TWICE = "sgemm", "sgemm_warptile", sgemm_at(2 * GEMM_SIZE)
 IM2COL, CONV = "im2col", "conv"
 #: The ladder's rows are named by the version (kernels/gemm/sgemm.py's keys); cuBLAS is the peer.
-CUBLAS, WARPTILE = "cublas", "warptile"
+CUBLAS, NAIVE, COALESCED, WARPTILE = "cublas", "naive", "coalesced", "warptile"
 #: How the convolution's rows start, one method each, tried in several tile configurations.
 CUDNN, IMPLICIT_GEMM, WINOGRAD, UNROLL_GEMM, DIRECT = "cudnn", "implicit_gemm", "winograd", "unroll_gemm", "direct conv2d"
 LAYER_NAMES = tuple(label for label, *_ in LAYERS)
@@ -94,7 +94,7 @@ LSOFTMAX_SHAPES = SHAPE_LABELS[:3]  # the L-Softmax layer's three products
 
 CONTRACT = Contract(
     NAME, groups=(SGEMM, SGEMM_SEARCH, SGEMM_TWICE, IM2COL, CONV),
-    rows={SGEMM: (CUBLAS, WARPTILE), SGEMM_TWICE: (CUBLAS, WARPTILE)},
+    rows={SGEMM: (CUBLAS, NAIVE, COALESCED, WARPTILE), SGEMM_TWICE: (CUBLAS, WARPTILE)},
     prefixes={CONV: (CUDNN, IMPLICIT_GEMM, WINOGRAD, UNROLL_GEMM, DIRECT)},
     values={"layer": LAYER_NAMES}, sections=("peaks", SGEMM_SHAPES), entries={SGEMM_SHAPES: SHAPE_LABELS},
 )
