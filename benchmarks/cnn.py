@@ -40,6 +40,11 @@ import numpy as np
 
 from benchmarks.common import (Contract, losses_agree, now_utc, require_gpu_backend, time_training_steps, timed_row,
                                torch_sgd_step, untimed_row, write_results)
+from kernels.conv import conv2d, conv2d_backward as cb
+from kernels.models import lenet
+from kernels.runtime import empty, selection, to_device
+from kernels.runtime.timing import time_kernel, time_torch
+from kernels.tools.roofline import achieved, measure_peaks, peaks_as_dict
 
 # --- the results files and what the book reads in them --------------------------------------
 NAME = "cnn"
@@ -115,8 +120,6 @@ def rel_error(out, ref) -> float:
 
 
 def timed(fn, slow: bool = False):
-    from kernels.runtime.timing import time_kernel
-
     if slow:
         return time_kernel(fn, warmup=1, repeat=5, max_repeat=5)
     return time_kernel(fn, warmup=5, repeat=30, max_repeat=100)
@@ -124,8 +127,6 @@ def timed(fn, slow: bool = False):
 
 def result_row(name, group, kind, layer: dict, nbytes, flops, timing, peaks, **extra) -> dict:
     """One row of the results: the common layout, the layer it ran on, and the roof that applies."""
-    from kernels.tools.roofline import achieved
-
     a = achieved(nbytes, flops, timing.median_s, peaks)
     return timed_row(name, group, kind, timing.median_ms, nbytes, flops, peaks.bandwidth_gbs, min_ms=timing.min_ms,
                      samples=len(timing.samples_ms), **layer, **extra, bound=a.bound,
@@ -140,10 +141,6 @@ def bench_forward(peaks, rng) -> list[dict]:
     """Rows of the groups "forward" and "forward_fused"."""
     import torch
     import torch.nn.functional as F
-
-    from kernels.conv import conv2d
-    from kernels.runtime import empty, to_device
-    from kernels.runtime.timing import time_torch
 
     rows = []
     for label, N, C, H, W, M, K in LAYERS:
@@ -199,10 +196,6 @@ def bench_fused(peaks, layer, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, flops, cudnn)
     pool = 1 (both with ReLU), against cuDNN's convolution alone and torch's conv + relu + pool."""
     import torch.nn.functional as F
 
-    from kernels.conv import conv2d
-    from kernels.runtime import empty
-    from kernels.runtime.timing import time_torch
-
     N, C, H, W = X.shape
     M, _, K, _ = Wf.shape
     H_out, W_out = H - K + 1, W - K + 1
@@ -245,8 +238,6 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
     device buffers and ``prepare_only=True``; ``options`` are its keyword arguments.  Rows whose launch
     the layer cannot take (shared memory, a filter size) are recorded as skipped, with the reason.
     """
-    from kernels.conv import conv2d_backward as cb
-
     small = K == 5 and N * C * H * W <= 2**20   # LeNet's layers: the shared-memory versions apply
     shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
     rows, seen = [], set()
@@ -334,10 +325,6 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
     """
     import torch
     from torch.nn import grad as tgrad
-
-    from kernels.conv import conv2d_backward as cb
-    from kernels.runtime import empty, to_device
-    from kernels.runtime.timing import time_torch
 
     out = []
     for label, N, C, H, W, M, K in LAYERS:
@@ -457,9 +444,6 @@ def backward_goals(rows: list[dict]) -> list[dict]:
 
 
 def bench_lenet(epochs: int) -> dict:
-    from kernels.models import lenet
-    from kernels.runtime import selection
-
     X_train, X_test, y_train, y_test = lenet.load_digits_32()
     model = lenet.KernelLeNet(lenet.init_params(seed=0), **lenet.FASTEST)
     start = time.perf_counter()
@@ -493,8 +477,6 @@ def _torch_lenet_step():
     import torch
     import torch.nn.functional as F
 
-    from kernels.models import lenet
-
     P = {k: tuple(torch.tensor(a, device="cuda", requires_grad=True) for a in pair)
          for k, pair in lenet.init_params(seed=0).items()}
     flat = [t for pair in P.values() for t in pair]
@@ -517,8 +499,6 @@ def measure_training_step() -> dict:
     predictions back on the host: the book's kernels (``KernelLeNet``) against the same network in PyTorch,
     same run (GPU only): ``cnn_training_step.json``. The first step of each, from the same weights on the
     same minibatch, must give the same loss."""
-    from kernels.models import lenet
-
     backend, torch, peaks = _setup()
     X_train, _, y_train, _ = lenet.load_digits_32()
     batches = lenet.epoch_batches(len(X_train), TRAIN_BATCH, np.random.default_rng(1))
@@ -592,8 +572,6 @@ def _setup():
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    from kernels.tools.roofline import measure_peaks
-
     peaks = measure_peaks()
     print(f"{peaks.device}: {peaks.bandwidth_gbs:.0f} GB/s copy, {peaks.fp32_gflops:.0f} GFLOP/s FP32", flush=True)
     return backend, torch, peaks
@@ -601,8 +579,6 @@ def _setup():
 
 def measure(epochs: int = TRAIN_EPOCHS) -> dict:
     """The forward figures of the chapter and the LeNet training run, measured now (GPU only): ``cnn.json``."""
-    from kernels.tools.roofline import peaks_as_dict
-
     backend, torch, peaks = _setup()
     rng = np.random.default_rng(0)
     rows = bench_forward(peaks, rng)
@@ -615,8 +591,6 @@ def measure(epochs: int = TRAIN_EPOCHS) -> dict:
 
 def measure_backward(variants: bool = True) -> dict:
     """The backward figures of the chapter, measured now (GPU only): ``cnn_backward.json``."""
-    from kernels.tools.roofline import peaks_as_dict
-
     backend, torch, peaks = _setup()
     rows = bench_backward(peaks, np.random.default_rng(1), variants=variants)
     return {"benchmark": BACKWARD_NAME, "date": now_utc(),
