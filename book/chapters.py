@@ -108,7 +108,8 @@ CHAPTERS = (
             ("conv2d", "conv2d_backward", "pooling"),
             graded_end_to_end=True),
     Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication",
-            ("conv_as_gemm", "sgemm", "tensor_cores", "gemm_bf16", "gemm_bf16_hopper", "conv_implicit_gemm"),
+            ("conv_as_gemm", "sgemm", "sgemm_splitk", "tensor_cores", "gemm_bf16", "gemm_bf16_hopper",
+             "conv_implicit_gemm"),
             ("im2col", "sgemm", "sgemm_hopper", "conv2d_gemm", "sgemm_bf16"), graded_end_to_end=True,
             # versions 10, 11 and 13 to 16 of the GEMM need a Hopper GPU
             more_benchmarks=("sgemm_tensor_cores", "sgemm_bf16"),

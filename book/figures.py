@@ -6,9 +6,9 @@
 peaks (:mod:`kernels.tools.roofline` computes them).  The mapping pictures
 draw what :mod:`book.tile_geometry` computes with the kernels' own index
 formulas and tile sizes: ``draw_conv_tiles`` (a block of the tiled direct
-convolution, its output tile and halo), ``draw_sgemm_ladder`` (block, warp and
-thread tiles of every SGEMM step), ``draw_unrolled_product`` (im2col's
-unrolled input beside the filter matrix), ``draw_capsule_access_patterns``
+convolution, its output tile and halo), ``draw_sgemm_tiling`` (block, warp and
+thread tiles of an SGEMM step; :mod:`book.gemm_figures` draws one a step),
+``draw_unrolled_product`` (im2col's unrolled input beside the filter matrix), ``draw_capsule_access_patterns``
 (the bytes a warp stores and loads in capsule versions 3 and 4) and
 ``draw_fc_tiling`` (a block of the tiled dense layer, its strips of X and W cut
 into the phases of its k loop).
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.runtime.versions import versions
 from kernels.tools.roofline import Achieved, Peaks
 
 
@@ -121,14 +120,11 @@ def draw_reduction_tree(values) -> None:
     plt.show()
 
 
-def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=None, title: str | None = None):
-    """Draw the roofline of ``peaks`` (log-log) with one labelled marker per kernel in ``points``."""
-    import matplotlib.pyplot as plt
-
-    points = points or {}
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7.5, 4.8))
-    intensities = [a.intensity for a in points.values() if np.isfinite(a.intensity) and a.intensity > 0]
+def draw_roofs(ax, peaks: Peaks, intensities=(), title: str | None = None):
+    """The roofline of ``peaks`` on ``ax`` (log-log): the memory and FP32 roofs, the ridge, a box with their
+    figures, labelled axes, and an x range that holds ``intensities`` (flop per byte).  Returns the roof's lowest
+    drawn value, for the y range."""
+    intensities = [i for i in intensities if np.isfinite(i) and i > 0]
     lo = min([peaks.ridge_intensity / 100] + [i / 2 for i in intensities])
     hi = max([peaks.ridge_intensity * 20] + [i * 2 for i in intensities])
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
@@ -139,18 +135,29 @@ def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=No
             f"FP32 roof: {peaks.fp32_gflops / 1e3:,.1f} TFLOP/s\nridge: {peaks.ridge_intensity:.1f} flop/B",
             transform=ax.transAxes, va="top", fontsize=8.5,
             bbox=dict(boxstyle="round", facecolor="white", edgecolor="lightgray"))
+    ax.set_xlabel("arithmetic intensity (flop per byte moved)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_ylim(roof.min() / 3, peaks.fp32_gflops * 3)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.set_title(title or f"Roofline of {peaks.device} (measured {peaks.measured or 'now'})", fontsize=10)
+    return roof.min()
+
+
+def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=None, title: str | None = None):
+    """Draw the roofline of ``peaks`` (log-log) with one labelled marker per kernel in ``points``."""
+    import matplotlib.pyplot as plt
+
+    points = points or {}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.8))
+    draw_roofs(ax, peaks, [a.intensity for a in points.values()], title)
     markers = "osD^vP*X"
     for k, (label, a) in enumerate(points.items()):
         if a.gflops <= 0:  # a copy does no arithmetic: it has no place on a log-log roofline
             continue
         ax.plot(a.intensity, a.gflops, markers[k % len(markers)], markersize=8, label=f"{label} ({a.percent_of_limit:.0f} % of roof)")
-    ax.set_xlabel("arithmetic intensity (flop per byte moved)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_ylim(roof.min() / 3, peaks.fp32_gflops * 3)
-    ax.grid(True, which="both", alpha=0.25)
     if points:
         ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or f"Roofline of {peaks.device} (measured {peaks.measured or 'now'})", fontsize=10)
     return ax
 
 
@@ -275,37 +282,6 @@ def draw_sgemm_tiling(ax, tiling, title: str = ""):
     ax.set_aspect("equal")
     ax.set_axis_off()
     ax.set_title(title or f"{tiling.step}. {tiling.name}", fontsize=_FONT + 1.5, loc="left", fontweight="bold")
-
-
-def draw_sgemm_ladder(names=None, columns: int = 3):
-    """:func:`draw_sgemm_tiling` for every step of the ladder (``versions(sgemm.KERNELS)``), a panel each, plus a key."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    from book.tile_geometry import sgemm_tiling
-    from kernels.gemm import sgemm
-
-    names = list(versions(sgemm.KERNELS)) if names is None else list(names)
-    tilings = [sgemm_tiling(n) for n in names]
-    panels = len(tilings) + 1
-    rows = -(-panels // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.0 * columns, 3.3 * rows), squeeze=False)
-    flat = axes.ravel()
-    for ax, tiling in zip(flat, tilings):
-        draw_sgemm_tiling(ax, tiling)
-    palette = plt.get_cmap("Pastel1")
-    key = flat[len(tilings)]
-    key.set_axis_off()
-    handles = [Patch(facecolor=palette(0), label="warp 0"), Patch(facecolor=palette(1), label="warp 1"),
-               Patch(facecolor=palette(2), label="warp 2, …"), Patch(facecolor="black", label="thread 0's results,\nand what it reads of A, B"),
-               Patch(facecolor=_THREAD1, label="thread 1's results"),
-               Patch(facecolor=_SLICE, edgecolor="tab:blue", label="slice of A and of B\nread per k-step")]
-    key.legend(handles=handles, loc="center", fontsize=_FONT + 0.5, frameon=False,
-               title="each tile to its own scale", title_fontsize=_FONT + 0.5)
-    for ax in flat[len(tilings) + 1:]:
-        ax.set_axis_off()
-    fig.tight_layout()
-    return fig, tilings
 
 
 def draw_unrolled_product(x, filters, pixel: int = 0):

@@ -18,8 +18,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from benchmarks import attention, cnn, cuda_from_python, perceptrons_mlp  # noqa: E402
-from book import attention_figures, figures, prose, speed_plots, training_curves  # noqa: E402
+from benchmarks import attention, cnn, conv_as_gemm, cuda_from_python, perceptrons_mlp  # noqa: E402
+from book import attention_figures, figures, gemm_figures, prose, speed_plots, training_curves  # noqa: E402
 from book.speed_figures import SpeedFigures  # noqa: E402
 from kernels.tools.roofline import achieved  # noqa: E402
 
@@ -109,7 +109,26 @@ def _attention_speeds():
     return run
 
 
-PLOTS = {"roofline": _roofline, "bandwidth_bars": _bandwidth_bars, "gradient_sum_sweep": _gradient_sum_sweep,
+def _sgemm_roofline():
+    run = _recorded(conv_as_gemm.NAME)
+    gemm_figures.sgemm_roofline(run, conv_as_gemm.SGEMM)
+    return run
+
+
+def _conv_roofline():
+    run = _recorded(conv_as_gemm.NAME)
+    gemm_figures.conv_roofline(run, conv_as_gemm.CONV, lambda r: r["name"].split(" (")[0], "convolution methods")
+    return run
+
+
+def _direct_conv_roofline():
+    run = _recorded(cnn.NAME)
+    gemm_figures.conv_roofline(run, cnn.FORWARD, lambda r: r["name"], "direct convolution versions")
+    return run
+
+
+PLOTS = {"roofline": _roofline, "sgemm_roofline": _sgemm_roofline, "conv_roofline": _conv_roofline,
+         "direct_conv_roofline": _direct_conv_roofline, "bandwidth_bars": _bandwidth_bars, "gradient_sum_sweep": _gradient_sum_sweep,
          "backward_against_torch_strips": _backward_strips, "plot_history": _training_history,
          "attention_speeds": _attention_speeds}
 
