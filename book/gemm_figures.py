@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from book.figures import _FONT, _SLICE, _THREAD1, draw_roofs, draw_sgemm_tiling, plot_roofline
+from book.figures import FONT_SIZE, SLICE_COLOUR, THREAD1_COLOUR, draw_roofs, draw_sgemm_tiling, plot_roofline
 from book.gemm_geometry import Gather, SplitK, WinogradTile, roofline_points, winograd_matrices
 from book.speed_figures import SpeedFigures
 from book.tile_geometry import sgemm_tiling
@@ -56,16 +56,16 @@ def draw_sgemm_step(name: str):
         lines.append(f"a value of B {facts['uses_of_b']} rows ({facts['k_step']} k per barrier)")
     else:
         lines.append("every operand is a load of its own: no reuse in the block")
-    side.text(0.0, 0.98, "\n".join(lines), va="top", ha="left", fontsize=_FONT, transform=side.transAxes,
+    side.text(0.0, 0.98, "\n".join(lines), va="top", ha="left", fontsize=FONT_SIZE, transform=side.transAxes,
               linespacing=1.5)
     palette = plt.get_cmap("Pastel1")
     handles = [Patch(facecolor=palette(0), label="warp 0"), Patch(facecolor=palette(1), label="warp 1, 2, … (one colour each)"),
                Patch(facecolor="black", label="thread 0's results, and\nthe rows of A / columns of B it reads"),
-               Patch(facecolor=_THREAD1, label="thread 1's results"),
-               Patch(facecolor=_SLICE, edgecolor="tab:blue", label="slices of A and B per k-step")]
-    side.legend(handles=handles, loc="lower left", fontsize=_FONT - 0.5, frameon=False, borderaxespad=0)
+               Patch(facecolor=THREAD1_COLOUR, label="thread 1's results"),
+               Patch(facecolor=SLICE_COLOUR, edgecolor="tab:blue", label="slices of A and B per k-step")]
+    side.legend(handles=handles, loc="lower left", fontsize=FONT_SIZE - 0.5, frameon=False, borderaxespad=0)
     fig.suptitle(f"step {facts['step']}, {name}: one block of C = A B, drawn to the tile's scale",
-                 fontsize=_FONT + 1.5, x=0.02, ha="left")
+                 fontsize=FONT_SIZE + 1.5, x=0.02, ha="left")
     fig.tight_layout()
     return fig, facts
 
@@ -286,12 +286,12 @@ def draw_splitk(schedule: SplitK, sms: int, gpu: str):
     ax.add_patch(Rectangle((0, hA - rows), wA * (s.slices[0][1] - s.slices[0][0]) / s.K, rows, fill=False,
                            edgecolor="red", linewidth=2, zorder=4))
     ax.text(wA / 2, hA + 0.2, f"A: {s.M:,} × {s.K:,}\nK cut at multiples of WT_BK = {s.k_step}", ha="center",
-            va="bottom", fontsize=_FONT)
-    ax.text(xB + wB / 2, hA + 0.2, f"B:\n{s.K:,} × {s.N}", ha="center", va="bottom", fontsize=_FONT)
+            va="bottom", fontsize=FONT_SIZE)
+    ax.text(xB + wB / 2, hA + 0.2, f"B:\n{s.K:,} × {s.N}", ha="center", va="bottom", fontsize=FONT_SIZE)
     shown = [f"slice {z}: k = {k0} … {k1 - 1}" for z, (k0, k1) in enumerate(s.slices)]
     if len(shown) > 4:
         shown = shown[:3] + ["…", shown[-1]]
-    ax.text(wA / 2, -0.3, "\n".join(shown), ha="center", va="top", fontsize=_FONT)
+    ax.text(wA / 2, -0.3, "\n".join(shown), ha="center", va="top", fontsize=FONT_SIZE)
     px, pw, ph, py, step = 10.6, 1.3, 3.6, 0.5, 0.16  # the partial products, stacked
     for z in reversed(range(s.splits)):
         ax.add_patch(Rectangle((px + step * z, py + step * z), pw, ph, facecolor=colours[z], edgecolor="black",
@@ -300,25 +300,25 @@ def draw_splitk(schedule: SplitK, sms: int, gpu: str):
                            fill=False, edgecolor="red", linewidth=2, zorder=4))
     top = py + ph + step * s.splits
     ax.text(px + (pw + step * s.splits) / 2, top + 0.2, f"{s.splits} partial products\n{s.M:,} × {s.N} each",
-            ha="center", va="bottom", fontsize=_FONT)
+            ha="center", va="bottom", fontsize=FONT_SIZE)
     ax.add_patch(FancyArrowPatch((xB + wB + 0.2, hA / 2), (px - 0.2, hA / 2), arrowstyle="->", mutation_scale=14))
     ax.text((xB + wB + px) / 2, hA / 2 - 0.2, "sgemm_splitk:\nslice z in\nblockIdx.z = z", ha="center", va="top",
-            fontsize=_FONT - 0.5)
+            fontsize=FONT_SIZE - 0.5)
     cx = px + pw + step * s.splits + 2.2
     ax.add_patch(FancyArrowPatch((cx - 2.0, py + ph / 2), (cx - 0.2, py + ph / 2), arrowstyle="->", mutation_scale=14))
-    ax.text(cx - 1.1, py + ph / 2 - 0.2, "sgemm_\nsplitk_sum", ha="center", va="top", fontsize=_FONT - 0.5)
+    ax.text(cx - 1.1, py + ph / 2 - 0.2, "sgemm_\nsplitk_sum", ha="center", va="top", fontsize=FONT_SIZE - 0.5)
     ax.add_patch(Rectangle((cx, py), pw, ph, facecolor="#dddddd", edgecolor="black"))
     ax.text(cx + pw / 2, py + ph + 0.2, "C = Σ partial[z],\nz = 0, 1, … in order", ha="center", va="bottom",
-            fontsize=_FONT)
+            fontsize=FONT_SIZE)
     gx, gy, gz = s.grid
     ax.text(px - 0.3, -0.3, f"grid ({gx}, {gy}, {gz}): {gx * gy} tiles of {s.block_m} × {s.block_n},\n"
             f"× {gz} slices = {gx * gy * gz} blocks for the {sms}\nmultiprocessors of the {gpu}\n"
-            f"red: what block (0, 0, 0) computes", ha="left", va="top", fontsize=_FONT)
+            f"red: what block (0, 0, 0) computes", ha="left", va="top", fontsize=FONT_SIZE)
     ax.set_xlim(-0.3, cx + pw + 0.5)
     ax.set_ylim(-2.6, hA + 1.5)
     ax.set_axis_off()
     ax.set_title(f"split-K of a {s.M:,} × {s.N} × {s.K:,} product as sgemm_plan cuts it (not to scale)",
-                 fontsize=_FONT + 1.5)
+                 fontsize=FONT_SIZE + 1.5)
     fig.tight_layout()
     return fig, schedule
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from book import memory_geometry as geometry
-from book.figures import _FONT, _rect, draw_warp_accesses
+from book.figures import FONT_SIZE, draw_rect, draw_warp_accesses
 
 _LANES = "viridis"  # a lane's colour, lane 0 darkest, as in draw_warp_accesses
 _IDLE = "#ececec"  # memory nobody touches in the access drawn
@@ -56,12 +56,12 @@ def _draw_banks(ax, access, title: str):
     ax.hlines(range(1, memory_rows), 0, banks, color="white", linewidth=0.3)
     ax.vlines(range(1, banks), 0, memory_rows, color="white", linewidth=0.3)
     for w in word[padding]:
-        _rect(ax, w // banks, w % banks, 1, 1, fill=False, hatch="////", edgecolor="#bbbbbb", linewidth=0)
+        draw_rect(ax, w // banks, w % banks, 1, 1, fill=False, hatch="////", edgecolor="#bbbbbb", linewidth=0)
     busiest = int(access.words_per_bank().argmax())
     ways = access.ways
     verdict = f"{ways}-way conflict: bank {busiest} holds\n{ways} of the words, read one by one" if ways > 1 else \
         f"no conflict: {len(first_lane)} words\nin {len(first_lane)} banks, one pass"
-    ax.text(banks / 2, memory_rows + 1.0, verdict, ha="center", va="top", fontsize=_FONT,
+    ax.text(banks / 2, memory_rows + 1.0, verdict, ha="center", va="top", fontsize=FONT_SIZE,
             color="firebrick" if ways > 1 else "darkgreen")
     ax.set_xlim(0, banks)
     ax.set_ylim(memory_rows + 6.5, 0)
@@ -69,13 +69,13 @@ def _draw_banks(ax, access, title: str):
     ax.set_xticks([0.5, 8.5, 16.5, 24.5, 31.5])
     ax.set_xticklabels(["0", "8", "16", "24", "31"])
     ax.set_yticks([])
-    ax.tick_params(labelsize=_FONT - 1, length=2)
-    ax.set_xlabel("bank = word % 32", fontsize=_FONT - 0.5, labelpad=1)
+    ax.tick_params(labelsize=FONT_SIZE - 1, length=2)
+    ax.set_xlabel("bank = word % 32", fontsize=FONT_SIZE - 0.5, labelpad=1)
     ax.xaxis.set_label_position("top")
     ax.xaxis.tick_top()
     for side in ("right", "bottom", "left"):
         ax.spines[side].set_visible(False)
-    ax.set_title(title, fontsize=_FONT, loc="left", pad=4)
+    ax.set_title(title, fontsize=FONT_SIZE, loc="left", pad=4)
 
 
 def draw_bank_conflicts():
@@ -98,7 +98,7 @@ def draw_bank_conflicts():
             title = f"{kernel}, if {name} were [{access.rows}][{access.cols}]"
         _draw_banks(ax, access, title)
     fig.suptitle("one warp reads a column of a shared tile; memory drawn 32 words a row, one per bank "
-                 "(hatched: padding)", fontsize=_FONT + 0.5)
+                 "(hatched: padding)", fontsize=FONT_SIZE + 0.5)
     fig.subplots_adjust(left=0.01, right=0.99, top=0.86, bottom=0.0)
     return fig, accesses
 
@@ -119,29 +119,29 @@ def draw_warp_shuffle():
             count = int(terms[lane].sum())
             used = lane < live
             face = cmap(0.2 + 0.75 * np.log2(count) / 5) if used else "white"
-            _rect(ax, y, lane, 0.85, 0.92, facecolor=face, edgecolor="#999999", linewidth=0.5,
+            draw_rect(ax, y, lane, 0.85, 0.92, facecolor=face, edgecolor="#999999", linewidth=0.5,
                   hatch=None if used else "////")
             if used:
-                ax.text(lane + 0.46, y + 0.42, str(count), ha="center", va="center", fontsize=_FONT - 2.5,
+                ax.text(lane + 0.46, y + 0.42, str(count), ha="center", va="center", fontsize=FONT_SIZE - 2.5,
                         color="white" if count >= 8 else "black")
         if offset:
             for lane in range(offset):
                 ax.annotate("", xy=(lane + 0.46, y), xytext=(lane + offset + 0.46, y - 0.75),
                             arrowprops=dict(arrowstyle="-|>", color="tab:red", lw=0.6, mutation_scale=6,
                                             shrinkA=0, shrinkB=0))
-        ax.text(-0.5, y + 0.42, f"offset {offset}" if offset else "start", ha="right", va="center", fontsize=_FONT)
+        ax.text(-0.5, y + 0.42, f"offset {offset}" if offset else "start", ha="right", va="center", fontsize=FONT_SIZE)
         held = "one value each" if offset == 0 else ("lane 0: all 32" if offset == 1 else
                                                     f"lanes 0–{offset - 1}: {lanes // offset} each")
-        ax.text(lanes + 0.3, y + 0.42, held, ha="left", va="center", fontsize=_FONT)
+        ax.text(lanes + 0.3, y + 0.42, held, ha="left", va="center", fontsize=FONT_SIZE)
     for lane in (0, 8, 16, 24, 31):
-        ax.text(lane + 0.46, -0.2, str(lane), ha="center", va="bottom", fontsize=_FONT - 1, color="dimgray")
-    ax.text(-0.5, -0.2, "lane", ha="right", va="bottom", fontsize=_FONT - 1, color="dimgray")
+        ax.text(lane + 0.46, -0.2, str(lane), ha="center", va="bottom", fontsize=FONT_SIZE - 1, color="dimgray")
+    ax.text(-0.5, -0.2, "lane", ha="right", va="bottom", fontsize=FONT_SIZE - 1, color="dimgray")
     ax.set_xlim(-4.2, lanes + 7.6)
     ax.set_ylim(len(steps) * 1.6 - 0.6, -1.0)
     ax.set_axis_off()
     ax.set_title("value += __shfl_down_sync(0xffffffff, value, offset): lane l adds lane l + offset's value\n"
                  "number: how many of the 32 starting values a lane holds; hatched: added, never read again",
-                 fontsize=_FONT, loc="left")
+                 fontsize=FONT_SIZE, loc="left")
     fig.tight_layout()
     return fig, steps
 
@@ -171,16 +171,16 @@ def draw_column_sums(k: int = 3, floats: int = 36, n: int = 1 << 20, blocks: int
         y = row * 2.0
         for offset in range(floats):
             e = first + offset
-            _rect(ax, y, offset, 1, 1, facecolor=_COLUMNS[e % k % len(_COLUMNS)], edgecolor="white", linewidth=0.8)
-            ax.text(offset + 0.5, y + 0.5, str(int(numbers[e])), ha="center", va="center", fontsize=_FONT - 1.5)
+            draw_rect(ax, y, offset, 1, 1, facecolor=_COLUMNS[e % k % len(_COLUMNS)], edgecolor="white", linewidth=0.8)
+            ax.text(offset + 0.5, y + 0.5, str(int(numbers[e])), ha="center", va="center", fontsize=FONT_SIZE - 1.5)
         if row:
             for offset in range(0, floats, 4):
-                _rect(ax, y, offset, 1, 4, fill=False, edgecolor="black", linewidth=1.0)
+                draw_rect(ax, y, offset, 1, 4, fill=False, edgecolor="black", linewidth=1.0)
                 ax.text(offset + 2, y + 1.05, f"t{int(cols.thread[first + offset])}", ha="center", va="top",
-                        fontsize=_FONT - 1.5, color="dimgray")
-        ax.text(0, y - 0.15, title, ha="left", va="bottom", fontsize=_FONT - 0.5)
+                        fontsize=FONT_SIZE - 1.5, color="dimgray")
+        ax.text(0, y - 0.15, title, ha="left", va="bottom", fontsize=FONT_SIZE - 0.5)
     handles = [Patch(facecolor=_COLUMNS[c % len(_COLUMNS)], label=f"column j = {c}") for c in range(k)]
-    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=k, fontsize=_FONT - 1,
+    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=k, fontsize=FONT_SIZE - 1,
               frameon=False, borderaxespad=0)
     ax.set_xlim(-0.2, floats + 0.2)
     ax.set_ylim(len(strips) * 2.0 - 0.4, -1.1)

@@ -157,7 +157,7 @@ def test_sgemm_drawing_shows_the_thread_tile_and_the_k_slices():
     black = (image[..., :3] == 0).all(axis=-1)
     assert black.sum() == t.thread_tile[0] * t.thread_tile[1]
     assert set(zip(*np.nonzero(black))) == set(zip(*t.elements_of(0)))
-    slices = _patches(ax, figures._SLICE)
+    slices = _patches(ax, figures.SLICE_COLOUR)
     assert sorted((p.get_height(), p.get_width()) for p in slices) == sorted([(t.block_m, t.k_step), (t.k_step, t.block_n)])
 
 
