@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from book.tile_geometry import (WarpAccess, capsule_warp_stores, capsule_warp_weight_loads, conv_tiled_block,
+                                 fc_thread_reads, fc_tiled_block)
+from kernels.conv import conv2d, im2col
 from kernels.tools.roofline import Achieved, Peaks
 
 
@@ -181,7 +184,6 @@ def draw_conv_tile(ax, tile, H: int, W: int, K: int, title: str = ""):
     of K - 1 rows and columns that completes its input tile in shared memory (orange), the part of
     that tile beyond the map (loaded as zeros, hatched), the outputs beyond the output map (not
     written, hatched) and the K x K window of the block's last thread (red)."""
-    from book.tile_geometry import conv_tiled_block
 
     t = conv_tiled_block(tile, H, W, K)
     h0, w0, ext, _ = t.input
@@ -227,7 +229,6 @@ def draw_conv_tiles(H: int, W: int, K: int, tiles=None):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from kernels.conv import conv2d
 
     H_grid, W_grid = conv2d.tile_grid(H - K + 1, W - K + 1)
     tiles = (0, H_grid * W_grid - 1) if tiles is None else tuple(tiles)
@@ -291,7 +292,6 @@ def draw_unrolled_product(x, filters, pixel: int = 0):
     product Y[0, pixel] are outlined in red.  ``x``: (C, H, W) maps; ``filters``: (M, C, K, K)."""
     import matplotlib.pyplot as plt
 
-    from kernels.conv import im2col
 
     x = np.asarray(x)
     filters = np.asarray(filters)
@@ -386,7 +386,6 @@ def draw_capsule_access_patterns(in_dim: int, out_caps: int, out_dim: int):
     one sample (every lane of the warp), and the bytes of W[i] it loads first (the first 4 lanes)."""
     import matplotlib.pyplot as plt
 
-    from book.tile_geometry import WarpAccess, capsule_warp_stores, capsule_warp_weight_loads
 
     stores = [("v3 ", a) for a in capsule_warp_stores(3, out_caps, out_dim)] + \
              [("v4 ", a) for a in capsule_warp_stores(4, out_caps, out_dim)]
@@ -420,7 +419,6 @@ def draw_fc_tiling(n: int = 32, k: int = 56, m: int = 32, block=(1, 1), thread=(
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from book.tile_geometry import fc_thread_reads, fc_tiled_block
 
     b = fc_tiled_block(n, k, m, block, tile)
     T = b.tile

@@ -28,6 +28,7 @@ OWN = ("kernels", "autograder", "book", "benchmarks")
 ENFORCED = (
     "kernels",
     "benchmarks",
+    "book",
 )
 
 MARK = re.compile(r"#\s*deferred:\s*\S")

@@ -150,7 +150,7 @@ def module_graph(folder: str) -> dict[str, set[str]]:
     return {name: {m for m in imports(path) if m in files and m != name} for name, path in files.items()}
 
 
-@pytest.mark.parametrize("folder", ["autograder", "kernels", "benchmarks"])
+@pytest.mark.parametrize("folder", ["autograder", "kernels", "benchmarks", "book"])
 def test_no_import_circle(folder):
     circle = import_circle(module_graph(folder))
     assert not circle, "import circle: " + " -> ".join(circle)
