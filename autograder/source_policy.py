@@ -3,9 +3,10 @@
 A check by pattern on the text a student wrote can always be dodged: the
 digraph ``%:include``, an include name built by a macro, ``_Pragma`` strings,
 string literals pasted or escaped inside ``asm``.  So the questions are asked
-of the C preprocessor's own output instead, once as the CPU emulator compiles
-the source and once as nvcc's device pass sees it (``__CUDA_ARCH__`` defined),
-so that a branch taken only on one backend cannot hide anything:
+of the C preprocessor's own output instead, once as plain C++ (what nvcc's host
+pass sees) and once with the macros nvcc's device pass defines (``__CUDA_ARCH__``,
+``__NVCC__``, ...), which the CPU emulator defines too, so that a branch taken
+only in one pass cannot hide anything:
 
 * **includes** -- the files the compiler opened, from its dependency output
   (``-MD``) and its include trace (``-H``): every file must lie in the
@@ -51,11 +52,9 @@ ALLOWED_HEADERS = frozenset({
     "cfloat", "limits.h", "climits", "stddef.h", "cstddef", "assert.h", "cassert", "stdio.h", "cstdio",
 })
 
-#: The two ways the source is compiled: by the emulator (g++), and by nvcc's device pass.
-CONFIGURATIONS = (
-    (),
-    ("-D__CUDACC__", "-D__NVCC__", "-D__CUDA_ARCH__=900", "-D__CUDACC_VER_MAJOR__=12"),
-)
+#: The two ways the source is preprocessed: as plain C++ (nvcc's host pass sees what no macro of nvcc hides),
+#: and with what nvcc's device pass defines, which the emulator defines too (its prelude).
+CONFIGURATIONS = ((), emulator_build.nvcc_defines())
 
 _MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"((?: \d)*)\s*$')
 _TRACE = re.compile(r"^(\.+) (.+)$")
