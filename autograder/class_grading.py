@@ -130,7 +130,12 @@ def record_gradings(config, cd, assignment: str, student: str, gradings: dict[st
     conv.create_student = True
     conv.progress = progress
     conv.gradings = gradings
-    conv.start()
+    try:
+        conv.start()
+    except Exception as exc:
+        if conv.infrastructure_error is not None:  # the grader's failure, not nbgrader's: say which, and why
+            raise conv.infrastructure_error from exc
+        raise
 
 
 def graded_entry(cd, assignment: str, student: str, *, submission: str, settings: str, worker: str,

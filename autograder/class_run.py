@@ -22,10 +22,14 @@ from traitlets.config import Config
 from .class_grading import GradingJob, graded_entry, prepare_job, record_gradings
 from .course import coursedir, students_in_gradebook, submission_folder
 from .grading_record import GradingRecord, StudentEntry, mixed_gpu_warning, settings_hash, submission_hash
+from .infrastructure import InfrastructureError
 from .nbgrader_bridge import NotebookGrading
 
 #: Where a grading in the instructor's own process ran, in the record.
 THIS_PROCESS = "this process"
+#: Gradings of one student the grader's own failures (autograder.infrastructure) may cost in one run, before the
+#: student is recorded as a failed grading (graded again by the next run).
+INFRASTRUCTURE_ATTEMPTS = 2
 
 
 @dataclass
@@ -101,15 +105,30 @@ def grade_sequentially(run: ClassRun, students: list[str], say: Callable[[str], 
         say(f"[{i}/{len(students)}] {student}")
         submitted = run.submission(student)
         t0 = time.perf_counter()
-        try:
-            run.write_gradebook(student, None, progress=say)
-        except Exception as exc:  # one broken submission never stops the others
+        error, attempts = _write_gradebook_retrying(run, student, say)
+        if error is not None:  # one broken submission never stops the others
             failures.append(student)
-            run.failed(student, submitted, f"{type(exc).__name__}: {exc}", worker=THIS_PROCESS,
-                       seconds=time.perf_counter() - t0)
-            say(f"  {student}: grading failed: {exc} (run with -v for nbgrader's log)")
+            run.failed(student, submitted, f"{type(error).__name__}: {error}", worker=THIS_PROCESS,
+                       attempts=attempts, seconds=time.perf_counter() - t0)
+            say(f"  {student}: grading failed: {error} (run with -v for nbgrader's log)")
             continue
         seconds = time.perf_counter() - t0
-        entry = run.graded(student, submission=submitted, worker=THIS_PROCESS, attempts=1, seconds=seconds)
+        entry = run.graded(student, submission=submitted, worker=THIS_PROCESS, attempts=attempts, seconds=seconds)
         say(f"  {student}: {entry.score:g} / {entry.max_score:g} points; grading took {seconds:.1f} s")
     return failures
+
+
+def _write_gradebook_retrying(run: ClassRun, student: str, say: Callable[[str], None]) -> tuple[Exception | None, int]:
+    """(the error that ended ``student``'s grading, or None; the attempts made): a failure of the grader's own
+    (:class:`~autograder.infrastructure.InfrastructureError`) is tried again, any other ends it at once."""
+    for attempt in range(1, INFRASTRUCTURE_ATTEMPTS + 1):
+        try:
+            run.write_gradebook(student, None, progress=say)
+            return None, attempt
+        except InfrastructureError as exc:
+            if attempt == INFRASTRUCTURE_ATTEMPTS:
+                return exc, attempt
+            say(f"  {student}: the grader failed ({exc.reason}); grading again")
+        except Exception as exc:
+            return exc, attempt
+    return None, INFRASTRUCTURE_ATTEMPTS

@@ -41,7 +41,7 @@ from .cluster import DEFAULT_RETRIES, grade_on_cluster
 from .course import coursedir, load_config, submitted_students
 from .course_secret import existing_course_secret, get_course_secret, student_key
 from .exchange_guard import guarded_collect_class
-from .feedback_html import wrap_feedback_pages
+from .feedback_html import finish_feedback_pages
 from .grade_cells import instructor_test_cells
 from .leaderboard import write_leaderboard
 from .nbgrader_bridge import grade_notebook
@@ -261,7 +261,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
         conv.force = True
         _run_converter(conv)
     cd = coursedir(config, args.assignment)
-    for path in wrap_feedback_pages(cd.format_path(cd.feedback_directory, "*", args.assignment)):
+    for path in finish_feedback_pages(cd.format_path(cd.feedback_directory, "*", args.assignment)):
         _say(f"  {os.path.relpath(path, cd.root)}")
     _write_leaderboard(args, cd)
     return 0

@@ -16,6 +16,10 @@ cells, with their hidden parts, from the gradebook; ``CheckCellMetadata``),
 
 from __future__ import annotations
 
+import contextlib
+import os
+
+import sqlalchemy.exc
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from traitlets import Callable, Dict
 
@@ -32,6 +36,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from .infrastructure import InfrastructureError, disk_failure, is_disk_failure
 from .nbgrader_preprocessors import RestoreCellMetadata, TrustedGrade
 
 #: The autograde pass: nbgrader's list with Execute replaced by TrustedGrade.
@@ -89,6 +94,37 @@ class TrustedAutograde(Autograde):
         names = [type(pp).__name__ for pp in self.exporter._preprocessors]
         if "Execute" in names or any("Execute" in n for n in names):
             raise RuntimeError(f"refusing to grade: an executing preprocessor is configured: {names}")
+
+    #: The grader's own failure that ended the last student's grading (nbgrader's converter logs the exception and
+    #: raises one of its own at the end; :func:`autograder.class_grading.record_gradings` raises this instead).
+    infrastructure_error: InfrastructureError | None = None
+
+    def init_assignment(self, assignment_id: str, student_id: str) -> None:
+        with self._failures_named():
+            super().init_assignment(assignment_id, student_id)
+
+    def convert_single_notebook(self, notebook_filename: str) -> None:
+        with self._failures_named(f"the graded notebook {os.path.basename(notebook_filename)}"):
+            super().convert_single_notebook(notebook_filename)
+
+    @contextlib.contextmanager
+    def _failures_named(self, what: str = "the student's graded folder"):
+        """A disk that is full or broken, or a gradebook that cannot be written, is the grader's failure
+        (:class:`InfrastructureError`), kept for the caller to raise in place of nbgrader's own exception."""
+        try:
+            try:
+                yield
+            except OSError as exc:
+                if not is_disk_failure(exc):
+                    raise
+                raise disk_failure(exc, what) from exc
+            except sqlalchemy.exc.OperationalError as exc:
+                if "full" not in str(exc) and "disk I/O" not in str(exc):
+                    raise
+                raise InfrastructureError(f"the gradebook could not be written: {exc.orig}") from exc
+        except InfrastructureError as exc:
+            self.infrastructure_error = exc
+            raise
 
     def init_single_notebook_resources(self, notebook_filename: str) -> dict:
         resources = super().init_single_notebook_resources(notebook_filename)

@@ -37,6 +37,7 @@ from nbformat.notebooknode import NotebookNode
 
 from .feedback import speedup_of
 from .gpu_turn import grades_on_gpu
+from .infrastructure import InfrastructureError
 from .isolation import grade_submission
 from .result import ExerciseResult
 from .submission import KernelSubmission, submissions_from_notebook
@@ -108,12 +109,6 @@ def missing_result(exercise: str, message: str = "") -> ExerciseResult:
     return result
 
 
-def crashed_result(exercise: str, message: str) -> ExerciseResult:
-    res = missing_result(exercise, message)
-    res.status = "crashed"
-    return res
-
-
 def _overlapping_gradings(grade_fn: GradeFn, exercises: int) -> int:
     """How many of a notebook's exercises are graded at once: two where the engine grades on a GPU."""
     return 2 if grade_fn is grade_submission and grades_on_gpu() and exercises > 1 else 1
@@ -168,8 +163,10 @@ def grade_notebook(
             else:
                 result = grade_fn(sub, mode="hidden", student_key=student_key.encode(), student_id=student,
                                   timeout_s=timeout_s)
-        except Exception as exc:  # the grader itself failed: never a score
-            result = crashed_result(exercise, f"the grader failed: {type(exc).__name__}: {exc}")
+        except InfrastructureError:
+            raise  # the grader's failure: this grading ends without a score, to be graded again
+        except Exception as exc:  # the grader itself failed (it never raises for what a submission does)
+            raise InfrastructureError(f"the grader failed on {exercise}: {type(exc).__name__}: {exc}") from exc
         return result, time.perf_counter() - t0
 
     # On a GPU the exercises overlap: while one child has its turn on the card (autograder.gpu_turn), the
