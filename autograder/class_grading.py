@@ -143,7 +143,7 @@ def graded_entry(cd, assignment: str, student: str, *, submission: str, settings
     """The record of a grading just written: the gradebook's total, and each exercise's backend and device."""
     score, maximum = gradebook_total(cd, assignment, student)
     folder = cd.format_path(cd.autograded_directory, student, assignment)
-    backends, devices, pending = [], [], False
+    backends, devices, pending, provisional = [], [], False, False
     for name in assignment_notebooks(cd, assignment):
         results = read_results_file(os.path.join(folder, name + RESULTS_SUFFIX))
         for res in results.get("exercises", {}).values():
@@ -151,6 +151,8 @@ def graded_entry(cd, assignment: str, student: str, *, submission: str, settings
                 backends.append(res["backend"])
                 devices.append(res.get("device", ""))
             pending = pending or speed_is_pending(res)
+            provisional = provisional or bool(res.get("provisional"))
     return StudentEntry(status="graded", submission=submission, settings=settings, score=score,
                         max_score=maximum, backends=backends, devices=devices, speed_pending=pending,
+                        provisional=provisional,
                         worker=worker, attempts=attempts, seconds=round(seconds, 3))

@@ -3,26 +3,31 @@
 The parent (the grader, holding the student's key) starts ``python -I`` inside the
 sandbox (:mod:`autograder.sandbox`: namespaces, a read-only view of the
 system, a seccomp filter, all in place before the child's first
-instruction), with a scrubbed environment, its working directory a fresh
-scratch directory and its own session; the child
+instruction), in a cgroup of its own where one can be made
+(:mod:`autograder.grading_cgroup`), with a scrubbed environment, its working
+directory a fresh tmpfs of its own (:mod:`autograder.scratch_space`) and its
+own session; the child
 (:mod:`autograder.grading_child`) sets its limits on CPU time, file size and
 core dumps (and, inside the sandbox, on processes: ``RLIMIT_NPROC`` after
 becoming the sandbox's own uid) before any student code exists.  The parent
 polls the whole process tree (:mod:`autograder.process_tree`) -- its resident memory, the memfds
-it holds and its /dev/shm, its number of processes and threads, and the files
-it wrote to its scratch directory and build cache -- and kills it past a
-limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
+and pipes it holds, its /dev/shm and its scratch space, its number of processes
+and threads, the inodes it made -- and kills it past a limit, or when the
+kernel killed a task of its cgroup at ``memory.max``, and at a hard
+wall-clock deadline.  Grading (``mode="hidden"``)
 refuses to run where the sandbox cannot start; ``check()`` on a student's own
 machine runs without it there (it guards nothing of anyone else's).
 
-What crosses into the child, on its stdin (then closed): the exercise name,
-the kernel source text, the launch integers, and the list of cases to run
-(shape, seed) -- the seeds derived in the parent from the student's key, the
-student id and the exercise, so the key itself never leaves the parent
-and nothing about the hidden cases is ever written to a file.
+What crosses into the child, on its stdin (a line, then closed once the child
+is ready and the grader holds its scratch space): the exercise name, the kernel
+source text, the launch integers, and the list of cases to run (shape, seed) --
+the seeds derived in the parent from the student's key, the student id, the
+exercise and the submission (:mod:`autograder.case_plan`), so the key itself
+never leaves the parent and nothing about the hidden cases is ever written to a
+file.
 
 What comes back: the arrays every launch left in its buffers, as files in
-the scratch directory, which the parent reads after the sandbox is gone and
+its scratch space, which the parent reads after the sandbox is gone and
 judges itself (:mod:`autograder.verdict`: its own references, its own
 comparison, its own scoring); and the child's account of each case (hints,
 where it stopped) as JSON lines on a pipe, tagged with a random nonce.  That
@@ -32,7 +37,11 @@ so a hang or a crash in the middle still reports where it stopped.
 
 A hung kernel, an illegal address, a compile error, a crash or a huge
 allocation costs that exercise only: the parent turns any of them into an
-:class:`~autograder.result.ExerciseResult` with a status and a message.
+:class:`~autograder.result.ExerciseResult` with a status and a message.  A
+failure of the grader's own (its scratch space that cannot be written though
+the submission did not fill it, its code failing in the child, a sandbox that
+never became ready, a full disk) raises
+:class:`~autograder.infrastructure.InfrastructureError`: never a score.
 """
 
 from __future__ import annotations
@@ -49,7 +58,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from . import emulator_builds, kernel_images, sandbox
-from .case_plan import plan_cases
+from .case_plan import case_label, plan_cases, submission_digest
 from .course_secret import course_secret_of_this_run
 from .exercise import Exercise, LaunchError
 from .exercises import all_exercises
@@ -61,7 +70,7 @@ from .scratch_space import GradingScratch
 from .result import ExerciseResult, ShapeResult, json_default
 from .submission import KernelSubmission
 from .timing_policy import TimingSets, timed_shape, times_kernel
-from .verdict import judge
+from .verdict import conceal_hidden, judge
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Environment variables the child may see (besides those set below).
@@ -128,7 +137,7 @@ def grade_submission(
 
     if mode == "hidden":
         sandbox.require()  # grading never runs a submission outside the sandbox (raises, naming the reason)
-    cases = plan_cases(ex, launch, mode, _key_bytes(student_key), student_id)
+    cases = plan_cases(ex, launch, mode, _key_bytes(student_key), student_id, submission_digest(sub.source, launch))
     limit = float(timeout_s if timeout_s is not None else (ex.time_limit_s if mode == "hidden" else ex.visible_time_limit_s))
     request = {
         "exercise": ex.name,
@@ -163,6 +172,8 @@ def grade_submission(
         if is_disk_failure(exc):
             raise disk_failure(exc, "the grading's files (its scratch folder, or the grader's builds)") from exc
         raise
+    # What the emulator decided stands until a GPU confirms it: nvcc and the card may differ from it.
+    result.provisional = mode == "hidden" and not lock.wants_gpu
     result.elapsed_s = round(time.monotonic() - started, 3)
     return result
 
@@ -539,7 +550,8 @@ def _judged(ex: Exercise, request: dict, child: _Child, watch: _ChildWatch, scra
 # ------------------------------------------------------------------ a child that sent no result
 def _result_without_report(ex: Exercise, request: dict, watch: _ChildWatch, returncode: int | None, log_text: str,
                            limit: float, memory_limit: int, scratch_limits: str) -> ExerciseResult:
-    shapes = [ShapeResult(**_shape_fields(e["case"])) for e in watch.events if e.get("event") == "case"]
+    shapes = conceal_hidden([ShapeResult(**_shape_fields(e["case"])) for e in watch.events if e.get("event") == "case"],
+                            dict(request["launch"]))
     status, message = _why_it_stopped(watch.killed_for, returncode, limit, memory_limit, scratch_limits,
                                       _where_it_stopped(ex, request, watch.events, len(shapes)))
     if shapes:
@@ -563,7 +575,7 @@ def _where_it_stopped(ex: Exercise, request: dict, events: list[dict], done: int
     where = ""
     if running is not None and running.get("index", -1) >= done:
         c = request["cases"][running["index"]]
-        where = f" while running {'the visible' if c['visible'] else 'a hidden'} case {ex.shape_label(c['shape'])}"
+        where = f" while running {'the visible case ' if c['visible'] else ''}{case_label(ex, c)}"
     stage = next((e.get("stage") for e in reversed(events) if e.get("event") == "stage"), "")
     if stage == "compile" and running is None:
         where = " while compiling"

@@ -21,9 +21,10 @@ constructor in a student's C++ (which runs before the emulator's own
   (``/usr``, the loader's cache), the Python the grader runs on and its
   import path, and only the ``autograder`` and ``kernels`` folders of the
   repository -- not the course directory, the gradebook, the course secret, the
-  solutions or other students' files.  Writable: the child's private scratch
-  directory (its working directory, fresh per grading) and this student's
-  own build cache, nothing else;
+  solutions or other students' files.  Writable: the child's scratch space
+  only, a tmpfs of the sandbox's own mounted at its working directory
+  (:mod:`autograder.scratch_space`: limited in size by the kernel, counted in
+  inodes, freed when the grading ends);
 * **no privileges**: every capability dropped, ``no_new_privs`` set (bwrap
   sets it), no further user namespaces, a new session (no terminal
   injection);
@@ -33,23 +34,28 @@ constructor in a student's C++ (which runs before the emulator's own
   grader writes the sandbox's user mapping itself (bwrap waits for it,
   ``--userns-block-fd``): inside uid 0 stays root for bwrap's own set-up (it
   binds files only root may read), and :data:`SANDBOX_UID` maps to an unused
-  uid of the machine (:func:`sandbox_ids`).  The grading child starts with
+  uid of the machine, leased for as long as the sandbox runs
+  (:func:`lease_ids`: a pool under a lock, so that no two gradings running at
+  once share a user).  The grading child starts with
   only ``CAP_SETUID``/``CAP_SETGID``, becomes :data:`SANDBOX_UID` first thing
   (which drops those too) and sets ``RLIMIT_NPROC`` before any student code
   exists (:func:`autograder.grading_child.child_main`); that limit counts the
-  processes and threads of this student's sandboxes only (the uid is the
-  student's: :func:`sandbox_ids`), so a fork bomb stops at it.  The
-  scratch directory and the build cache are handed to that uid.  A grader
-  that is not root needs none of this: its own uid is bound by the limit;
+  processes and threads of this sandbox only (the uid is its own), so a fork
+  bomb stops at it.  A grader that is not root needs none of this: its own
+  uid is bound by the limit;
 * **memory outside the processes**: ``/dev`` is read-only and ``/dev/shm`` a
   small tmpfs (:data:`SHM_BYTES`), whose use the grader counts with the
-  processes' memory, as it counts the pages of every memfd they hold
-  (:func:`autograder.process_tree.tree_memory_bytes`);
+  processes' memory, as it counts the pages of every memfd they hold and every
+  pipe at what it may hold (:func:`autograder.process_tree.tree_memory_bytes`);
+  where a cgroup can be made, the kernel counts all of it besides
+  (:mod:`autograder.grading_cgroup`);
 * **seccomp**: a filter (built with libseccomp through ``pyseccomp``) that
   bwrap installs before ``exec``: no io_uring (it writes files without the
   system calls a filter sees), no ptrace or ``process_vm_*`` (no reading or
   writing another process's memory), no bpf, perf events, userfaultfd, keys,
-  mounts, namespace changes, module or kexec calls, handle-based opens.
+  mounts, namespace changes, module or kexec calls, handle-based opens; and,
+  where no GPU is bound, no sockets, no System V IPC and no resizing of pipes
+  (:data:`DENIED_WITHOUT_GPU`): buffers that belong to no process.
 
 The child still runs only the grader's own code plus the student's kernel;
 it sends back data (output arrays, timings) and the trusted parent computes

@@ -23,7 +23,7 @@ import numpy as np
 from kernels.capsules import capsule_prediction, capsule_prediction_backward
 from kernels.capsules.capsule_prediction import AXES
 
-from ..exercise import Exercise, ReferenceKernel
+from ..exercise import Exercise, ReferenceKernel, reducing
 from ._parts import BLOCK_256, SHARED, extent, from_record, grid_key, one_dimensional_launch, shapes, tensor_inputs
 
 PREDICT_REFERENCE = capsule_prediction.KERNELS["capsule_predict_vectorized"]
@@ -63,7 +63,8 @@ TENSORS = {"u": (("batch", "in_caps", "in_dim"), 0.4), "W": (("in_caps", "out_ca
 SIGNATURE_TAIL = "int batch, int in_caps, int in_dim, int out_caps, int out_dim"
 
 
-def _capsule_exercise(name: str, title: str, operands: tuple[str, str], output: str, record, description: str):
+def _capsule_exercise(name: str, title: str, operands: tuple[str, str], output: str, record, description: str,
+                      reduced: tuple):
     """One of the three exercises: ``name(const float* a, const float* b, float* output, sizes...)``, one thread
     per element of the output by default, timed on CapsNet's DigitCaps shape against ``record``."""
 
@@ -76,7 +77,7 @@ def _capsule_exercise(name: str, title: str, operands: tuple[str, str], output: 
         make_inputs=tensor_inputs(TENSORS, operands, output, _scalars), **from_record(record, output, operands),
         visible_shapes=VISIBLE, hidden_shapes=HIDDEN, secret_shapes=_secret_shapes, timing_shape=DIGITCAPS,
         launch_keys=(BLOCK_256, grid_key(output_elements, " * ".join(TENSORS[output][0]), ", one thread per element"), SHARED),
-        launch_config=one_dimensional_launch, correctness_points=6.0, speed_points=2.0,
+        launch_config=one_dimensional_launch, correctness_points=6.0, speed_points=2.0, reductions=reducing(*reduced),
         reference_kernel=ReferenceKernel(record, arg_order=(*operands, output, "batch", "in_caps", "out_caps", "out_dim")))
 
 
@@ -84,20 +85,20 @@ CAPSULE_PREDICT = _capsule_exercise(
     "capsule_predict", "Capsule prediction: u_hat[b, i, j, :] = W[i, j] u[b, i]", ("u", "W"), "u_hat", PREDICT_REFERENCE,
     "u_hat[b][i][j][d] = sum over k < in_dim of W[i][j][d][k] * u[b][i][k] for every sample b, input "
     "capsule i, output capsule j and output dimension d. u is [batch][in_caps][in_dim], W "
-    "[in_caps][out_caps][out_dim][in_dim], u_hat [batch][in_caps][out_caps][out_dim], all row-major.")
+    "[in_caps][out_caps][out_dim][in_dim], u_hat [batch][in_caps][out_caps][out_dim], all row-major.", ("W", 3))
 
 CAPSULE_GRAD_INPUT = _capsule_exercise(
     "capsule_grad_input", "Capsule prediction, backward: dE/du[b, i] = W[i]^T dE/du_hat[b, i]",
     ("grad_u_hat", "W"), "grad_u", GRAD_INPUT_REFERENCE,
     "grad_u[b][i][k] = sum over j < out_caps and d < out_dim of W[i][j][d][k] * grad_u_hat[b][i][j][d] "
     "(for one sample and input capsule: W[i]^T times the gradient of the ROW = out_caps * out_dim "
-    "outputs). grad_u is [batch][in_caps][in_dim].")
+    "outputs). grad_u is [batch][in_caps][in_dim].", ("grad_u_hat", 2, 3))
 
 CAPSULE_GRAD_WEIGHT = _capsule_exercise(
     "capsule_grad_weight", "Capsule prediction, backward: dE/dW[i] = sum over the batch of dE/du_hat[b, i] u[b, i]^T",
     ("grad_u_hat", "u"), "grad_W", GRAD_WEIGHT_REFERENCE,
     "grad_W[i][j][d][k] = sum over samples b < batch of grad_u_hat[b][i][j][d] * u[b][i][k]: each "
     "weight is used by every sample, so its gradient is a reduction over the batch. grad_W is "
-    "[in_caps][out_caps][out_dim][in_dim].")
+    "[in_caps][out_caps][out_dim][in_dim].", ("grad_u_hat", 0))
 
 EXERCISES = [CAPSULE_PREDICT, CAPSULE_GRAD_INPUT, CAPSULE_GRAD_WEIGHT]

@@ -19,7 +19,7 @@ import numpy as np
 from kernels.conv import conv2d_gemm, im2col
 from kernels.gemm import sgemm
 
-from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, varied as _varied
+from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, reducing, varied as _varied
 from ._parts import BLOCK_256, SHARED, from_record, grid_key, one_dimensional_launch, shapes
 
 IM2COL_REFERENCE = im2col.KERNELS["im2col_unroll"]
@@ -223,6 +223,7 @@ SGEMM_TILED = Exercise(
     launch_config=_gemm_launch,
     correctness_points=6.0,
     speed_points=4.0,
+    reductions=reducing("A", 1),
     reference_kernel=ReferenceKernel(SGEMM_REFERENCE),
     timing_shape=GEMM_TIMING,
     description=("C[i][j] = sum over k < K of A[i][k] * B[k][j] for i < M, j < N (A is M x K, B is K x N, C is M x N, "
@@ -316,6 +317,7 @@ CONV2D_GEMM_FORWARD = Exercise(
     launch_config=_conv_launch,
     correctness_points=6.0,
     speed_points=2.0,
+    reductions=reducing("Wmat", 1),
     reference_kernel=ReferenceKernel(GEMM_STEP_REFERENCE),
     timing_shape=CONV_TIMING,
     label=_conv_label,

@@ -21,7 +21,7 @@ import numpy as np
 from kernels.index_notation import generated
 from kernels.index_notation.examples import MV
 
-from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, reducing
 from ..exercise import varied as _varied
 from ._parts import from_record, shapes
 
@@ -35,7 +35,7 @@ def _no_launch(shape, launch) -> LaunchConfig:
     return LaunchConfig((1, 1, 1), (1, 1, 1), 0)
 
 
-def _tc_exercise(name, title, text, make_inputs, visible, hidden, secret, description) -> Exercise:
+def _tc_exercise(name, title, text, make_inputs, visible, hidden, secret, description, reductions) -> Exercise:
     """An index-notation exercise: correctness only.  ``text`` is the comprehension asked for: its first
     line is the signature the student writes, its generated kernel the reference record (timed on the last
     hidden shape, for information only), and that record's float64 reference the exercise's."""
@@ -48,7 +48,7 @@ def _tc_exercise(name, title, text, make_inputs, visible, hidden, secret, descri
         **from_record(record, output, tuple(p.name for p in definition.params)), visible_shapes=visible,
         hidden_shapes=hidden, secret_shapes=secret, launch_keys=(), launch_config=_no_launch,
         correctness_points=5.0, speed_points=0.0, reference_kernel=ReferenceKernel(record, source=generated.source_of(text)),
-        timing_shape=hidden[-1], description=description, language="tc")
+        timing_shape=hidden[-1], description=description, language="tc", reductions=reductions)
 
 
 # ------------------------------------------------------------------------------ 1. batched matrix product
@@ -64,7 +64,7 @@ TC_BATCHED_MATMUL = _tc_exercise(
     shapes(BMM, ((1, 2, 3, 4), (3, 5, 7, 6), (2, 17, 9, 33))),
     shapes(BMM, ((1, 1, 1, 1), (4, 1, 40, 3), (2, 33, 1, 17), (5, 13, 29, 2), (1, 64, 70, 65))),
     lambda rng, launch: shapes(BMM, [tuple(int(v) for v in rng.integers(2, 20, 4))]),
-    "Z(b,i,j) = sum over k of X(b,i,k) * Y(b,k,j): one matrix product per b.")
+    "Z(b,i,j) = sum over k of X(b,i,k) * Y(b,k,j): one matrix product per b.", reducing("X", 2))
 
 
 # ------------------------------------------------------------------------------ 2. average pooling, stride 2
@@ -81,7 +81,7 @@ TC_AVGPOOL = _tc_exercise(
     lambda rng, launch: shapes(NCHW, [(int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(2, 24)),
                                        int(rng.integers(2, 24)))]),
     "Y(n,c,i,j) = the mean of X over the 2 x 2 window at rows 2i, 2i+1 and columns 2j, 2j+1; an odd last row "
-    "or column of X is left out (Y is N x C x floor(H/2) x floor(W/2)).")
+    "or column of X is left out (Y is N x C x floor(H/2) x floor(W/2)).", reducing("X", 2, 3))
 
 
 # ------------------------------------------------------------------------------ 3. depthwise convolution
@@ -99,7 +99,7 @@ TC_DEPTHWISE = _tc_exercise(
     lambda rng, launch: shapes(NCHWK, [(int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(5, 16)),
                                         int(rng.integers(5, 16)), int(rng.choice([1, 3, 5])))]),
     "Y(n,c,h,w) = sum over kh, kw of X(n,c,h+kh,w+kw) * F(c,kh,kw): each channel with its own filter, no "
-    "sum over channels; no padding, stride 1.")
+    "sum over channels; no padding, stride 1.", reducing("F", 1, 2))
 
 
 # ------------------------------------------------------------------------------ 4. capsule predictions
@@ -116,7 +116,7 @@ TC_CAPSULE = _tc_exercise(
     shapes(CAPSULE_AXES, ((1, 1, 1, 1, 1), (2, 32, 8, 10, 16), (1, 3, 9, 1, 7), (4, 2, 8, 3, 2))),
     lambda rng, launch: shapes(CAPSULE_AXES, [tuple(int(v) for v in rng.integers(1, 10, 5))]),
     "u_hat(b,i,j,d) = sum over e of W(i,j,d,e) * u(b,i,e): every input capsule i predicts every output capsule j "
-    "through its own D x E matrix W(i,j).")
+    "through its own D x E matrix W(i,j).", reducing("W", 3))
 
 
 # ------------------------------------------------------------------------------ 5. beat the generated kernel
@@ -149,6 +149,7 @@ MV_FASTER = Exercise(
     reference_kernel=ReferenceKernel(generated.KERNELS["mv"], source=generated.source_of(MV)),
     timing_shape={"M": 64, "K": 1 << 17},
     speed_bands=((4.0, 1.0), (2.0, 0.75), (1.2, 0.5)),
+    reductions=reducing("A", 1),
     description=("C[i] = sum over k < K of A[i][k] * x[k] for i < M (A is M x K, row-major). Block b computes "
                  "rows b*rows .. b*rows + rows - 1 with `block` threads: grid ceil(M / rows). Speed is measured "
                  "against the naive generated kernel (one thread per row) at M = 64, K = 131072."),

@@ -15,9 +15,10 @@ Each must fail the grader's own comparison on every shape where it reads less th
 and hidden shapes, a secret one, and the timing size, which the GPU grades too (a quarter-sum scored 18 of 20
 there against its honest twin's 16).  The honest twins are float32 sums in the orders a correct kernel sums
 (pairwise, one after another, in a random order as one atomicAdd per element does, per thread of a grid then a
-tree, one block of 256 threads): each passes at every size, the timing size included.  The same attacks as
-CUDA kernels, graded end to end, are in test_sandbox_attacks.py-style gradings below (emulator) and, timed at
-the timing size, in the ``gpu`` test at the end.
+tree, one block of 256 threads): each passes at every size, the timing size included.  The same attacks on the
+sum, as CUDA kernels, are graded on a GPU (its hidden cases and the timing size) by the ``gpu`` test at the
+end; the quarter-sum is graded end to end, on both backends, as the ``approximate_sum`` notebook of the
+hostile suite (test_nbgrader_cycle.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import pytest
 from autograder.comparison import compare
 from autograder.exercises import all_exercises
 from autograder.timing_policy import timed_shape
+from planted_corpus import solution_kernel
 
 #: Exercises whose outputs reduce an input (sums of products, sums, maxima).
 REDUCING = sorted(name for name, ex in all_exercises().items() if ex.reductions)
@@ -45,12 +47,15 @@ def _kept(length: int, attack: str) -> np.ndarray:
 
 
 ATTACKS = ("half", "quarter", "strided", "first_block", "skip_1_64", "drop_1_64")
+#: At the timing size (inputs of tens of millions of elements, seconds per reference): the attack that reads the
+#: most, and so changes a sum the least -- the ones that read a half, a quarter, every other term or one block's
+#: share miss more of the large terms (``_parts.sum_terms``) and fail by more.
+ATTACKS_AT_TIMING_SIZE = ("skip_1_64",)
 
 
-def _attacked(ex, inputs: dict, attack: str) -> tuple[dict, bool]:
-    """(the inputs as the approximating kernel uses them, whether it skips any term at all)."""
+def _attacked(ex, inputs: dict, attack: str) -> dict:
+    """The inputs as the approximating kernel ``attack`` uses them."""
     changed = dict(inputs)
-    skips = False
     for reduction in ex.reductions:
         for position, (name, axes) in enumerate(reduction.operands):
             value = np.asarray(inputs[name])
@@ -59,7 +64,6 @@ def _attacked(ex, inputs: dict, attack: str) -> tuple[dict, bool]:
             kept = _kept(length, attack).reshape(reduced)
             if kept.all():
                 continue
-            skips = True
             shape = [1] * value.ndim
             for a, size in zip(axes, reduced):
                 shape[a] = size
@@ -69,7 +73,7 @@ def _attacked(ex, inputs: dict, attack: str) -> tuple[dict, bool]:
                 continue
             scale = 1.0 if attack == "drop_1_64" or position else length / int(kept.sum())
             changed[name] = np.where(kept, value * scale, 0).astype(value.dtype)
-    return changed, skips
+    return changed
 
 
 def _shapes(ex) -> list[tuple[str, dict]]:
@@ -80,10 +84,19 @@ def _shapes(ex) -> list[tuple[str, dict]]:
     return named + [("timing", timed_shape(ex))]
 
 
-def _fails(ex, inputs: dict, outputs: dict) -> bool:
-    expected, scales = ex.reference(inputs), ex.error_scale(inputs)
+def _inputs(ex, label: str) -> dict:
+    return dict(ex.make_inputs(dict(_shapes(ex))[label], np.random.default_rng(zlib.crc32(f"{ex.name} {label}".encode()))))
+
+
+def _fails(ex, expected: dict, scales: dict, outputs: dict) -> bool:
     return any(compare(np.asarray(outputs[a.name], np.float32), np.asarray(expected[a.name]), scales[a.name],
                        ex.rtol, ex.atol)["n_bad"] for a in ex.outputs)
+
+
+def _differs(ex, expected: dict, outputs: dict) -> bool:
+    """Whether ``outputs`` are not exactly the right ones (a maximum of fewer terms may still be the maximum)."""
+    return any(not np.array_equal(np.asarray(outputs[a.name], np.float64), np.asarray(expected[a.name], np.float64))
+               for a in ex.outputs)
 
 
 @pytest.mark.parametrize("name", REDUCING)
@@ -91,10 +104,11 @@ def test_every_approximation_of_a_reduction_fails_at_every_size(name):
     ex = all_exercises()[name]
     survived = []
     for label, shape in _shapes(ex):
-        inputs = ex.make_inputs(shape, np.random.default_rng(zlib.crc32(f'{name} {label}'.encode())))
-        for attack in ATTACKS:
-            changed, skips = _attacked(ex, inputs, attack)
-            if skips and not _fails(ex, inputs, ex.reference(changed)):
+        inputs = _inputs(ex, label)
+        expected, scales = ex.reference(inputs), ex.error_scale(inputs)
+        for attack in ATTACKS_AT_TIMING_SIZE if label == "timing" else ATTACKS:
+            approximate = ex.reference(_attacked(ex, inputs, attack))
+            if _differs(ex, expected, approximate) and not _fails(ex, expected, scales, approximate):
                 survived.append(f"{attack} at {label} {ex.shape_label(shape)}")
     assert not survived, f"approximations of {name} that pass: {survived}"
 
@@ -119,33 +133,92 @@ def _float32_sums(x: np.ndarray, rng) -> dict[str, np.float32]:
     }
 
 
+def _terms(ex, inputs: dict) -> np.ndarray:
+    """The terms of each sum of a sum exercise, one row per output."""
+    (name, _), = ex.reductions[0].operands
+    terms = np.asarray(inputs[name], np.float32)
+    return terms.reshape(-1, terms.shape[-1])
+
+
+#: Orders of summing with one float32 accumulator for all the terms: correct, and within the tolerance up to the
+#: hidden sizes (a million terms); at the timing size (tens of millions) their rounding passes a tree sum's bound
+#: (the planted corpus's one_atomic_per_element.cu says so: on a GPU that size costs it one shape).
+ONE_ACCUMULATOR = ("one_after_another", "one_atomic_per_element")
+
+
 @pytest.mark.parametrize("name", ["reduce_sum", "gradient_sum"])
 def test_honest_float32_sums_pass_at_every_size(name):
-    """The twins: a sum in any order a correct kernel uses passes, at every size (the timing size included)."""
+    """The twins: a sum in any order a correct kernel uses passes, at every size (the timing size included, but
+    for one accumulator of every term)."""
     ex = all_exercises()[name]
     rng = np.random.default_rng(11)
+    output = ex.outputs[0].name
     wrong = []
-    for label, shape in _shapes(ex):
-        inputs = ex.make_inputs(shape, np.random.default_rng(zlib.crc32(f'{name} {label}'.encode())))
-        terms = next(np.asarray(inputs[n], np.float32) for n, _ in ex.reductions[0].operands)
-        rows = terms.reshape(-1, terms.shape[-1])
-        output = ex.outputs[0].name
-        for order in _float32_sums(rows[0], rng):
-            got = np.array([_float32_sums(row, rng)[order] for row in rows]).reshape(np.shape(ex.reference(inputs)[output]))
-            if _fails(ex, inputs, {output: got}):
+    for label, _ in _shapes(ex):
+        inputs = _inputs(ex, label)
+        expected, scales = ex.reference(inputs), ex.error_scale(inputs)
+        sums = [_float32_sums(row, rng) for row in _terms(ex, inputs)]
+        for order in sums[0]:
+            if label == "timing" and order in ONE_ACCUMULATOR:
+                continue
+            got = np.array([row[order] for row in sums]).reshape(np.shape(expected[output]))
+            if _fails(ex, expected, scales, {output: got}):
                 wrong.append(f"{order} at {label}")
     assert not wrong, wrong
 
 
-def test_a_kernel_writing_zeros_or_the_mean_fails_every_sum():
-    for name in ("reduce_sum", "gradient_sum"):
-        ex = all_exercises()[name]
-        for label, shape in _shapes(ex):
-            inputs = ex.make_inputs(shape, np.random.default_rng(3))
-            want = ex.reference(inputs)[ex.outputs[0].name]
-            terms = next(np.asarray(inputs[n], np.float64) for n, _ in ex.reductions[0].operands)
-            if terms.shape[-1] == 1:
-                continue  # one term: its mean is its sum
-            mean = terms.reshape(-1, terms.shape[-1]).mean(axis=1).reshape(np.shape(want))
-            for wrong in (np.zeros_like(want), mean):
-                assert _fails(ex, inputs, {ex.outputs[0].name: wrong}), (name, label)
+@pytest.mark.parametrize("name", ["reduce_sum", "gradient_sum"])
+def test_a_kernel_writing_zeros_or_the_mean_fails_every_sum(name):
+    ex = all_exercises()[name]
+    output = ex.outputs[0].name
+    for label, _ in _shapes(ex)[:-1]:  # the timing size is the honest test's and the attacks'
+        inputs = _inputs(ex, label)
+        expected, scales = ex.reference(inputs), ex.error_scale(inputs)
+        terms = _terms(ex, inputs)
+        wrong = [np.zeros(np.shape(expected[output]))]
+        if terms.shape[-1] > 1:  # one term: its mean is its sum
+            wrong.append(terms.astype(np.float64).mean(axis=1).reshape(np.shape(expected[output])))
+        for outputs in wrong:
+            assert _fails(ex, expected, scales, {output: outputs}), label
+
+
+# ------------------------------------------------------------------ the same attacks as kernels, graded
+#: The honest twin: the solution's kernel (a grid-stride sum per thread, a tree in shared memory, atomicAdd).
+HONEST_SUM = "%%cuda reduce_sum block=256 grid=1056 shared=1024\n" + solution_kernel("reduce_sum").source
+#: The approximating kernels: what the loop reads, and what the block's total is scaled by.
+SUM_ATTACKS = {
+    "quarter": HONEST_SUM.replace("i < n;", "i < (n + 3) / 4;").replace("atomicAdd(out, partial[0]);",
+                                                                         "atomicAdd(out, partial[0] * ((float)n / ((n + 3) / 4)));"),
+    "half": HONEST_SUM.replace("i < n;", "i < (n + 1) / 2;").replace("atomicAdd(out, partial[0]);",
+                                                                      "atomicAdd(out, partial[0] * ((float)n / ((n + 1) / 2)));"),
+    "strided": HONEST_SUM.replace("i += gridDim.x * blockDim.x", "i += 2 * gridDim.x * blockDim.x").replace(
+        "int i = blockIdx.x * blockDim.x + threadIdx.x;", "int i = 2 * (blockIdx.x * blockDim.x) + threadIdx.x;").replace(
+        "atomicAdd(out, partial[0]);", "atomicAdd(out, 2.0f * partial[0]);"),
+    "first_block": HONEST_SUM.replace(
+        "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {",
+        "int m = n < 64 * (int)blockDim.x ? n : 64 * (int)blockDim.x;\n"
+        "    for (int i = threadIdx.x; blockIdx.x == 0 && i < m; i += blockDim.x) {").replace(
+        "atomicAdd(out, partial[0]);", "atomicAdd(out, partial[0] * ((float)n / m));"),
+    "skip_1_64": HONEST_SUM.replace("        sum += x[i];", "        if (i % 64 != 63) sum += x[i];").replace(
+        "atomicAdd(out, partial[0]);", "atomicAdd(out, partial[0] * (64.0f / 63.0f));"),
+}
+
+
+def _graded(cell: str, student: str, backend: str):
+    from autograder.isolation import grade_submission
+    from autograder.submission import submission_from_cell
+
+    return grade_submission(submission_from_cell(cell), mode="hidden", student_key=b"approximation tests",
+                            student_id=student, backend=backend)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("attack", sorted(SUM_ATTACKS))
+def test_an_approximate_sum_earns_no_more_than_its_twin_on_a_gpu(attack):
+    """The issue's case, timed: on an H200 a quarter-sum scored 18 of 20 against its honest twin's 16.  Each
+    approximating kernel, graded on the GPU (its hidden cases and the timing size), fails and gets no speed points."""
+    twin = _graded(HONEST_SUM, "twin", "gpu")
+    assert twin.status == "passed" and twin.speed_measured, twin.feedback_text()
+    result = _graded(SUM_ATTACKS[attack], attack, "gpu")
+    assert result.status != "passed" and result.speed_score == 0, result.feedback_text()
+    assert result.score < twin.score and result.correctness_score < twin.correctness_score

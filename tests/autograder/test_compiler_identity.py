@@ -63,3 +63,17 @@ def test_the_source_policy_checks_under_the_same_macros_the_emulator_defines():
     names = {d[2:].split("=")[0] for d in nvcc_defines()}
     assert {"__NVCC__", "__CUDACC__", "__CUDA_ARCH__", "__CUDACC_VER_MAJOR__"} <= names
     assert dict(d[2:].split("=") for d in nvcc_defines())["__CUDA_ARCH__"] == "900"  # the course's H100/H200
+
+
+def test_correctness_graded_without_a_gpu_says_it_is_provisional():
+    """The emulator's verdict stands until a GPU grading confirms it (the grading record grades it again on the
+    first run with a GPU: test_grading_record.py); the correctness text every export and feedback page shows
+    says so."""
+    from autograder.feedback import PROVISIONAL
+    from autograder.result import ExerciseResult
+
+    graded = ExerciseResult(exercise="saxpy", status="passed", correctness_score=6, correctness_max=6,
+                            backend="cpu", device="CPU emulator", provisional=True)
+    assert PROVISIONAL in graded.feedback_text()
+    assert PROVISIONAL not in ExerciseResult(exercise="saxpy", status="passed", backend="gpu").feedback_text()
+    assert ExerciseResult.from_dict(graded.to_dict()).provisional
