@@ -14,7 +14,8 @@ starts inside a cgroup of its own, below ``<cgroup2 mount>/dlk-grading``:
   outside it;
 * ``memory.max`` (no swap, the whole group killed on an out-of-memory),
   ``pids.max`` and ``io.weight`` are written where those controllers are
-  enabled (:attr:`GradingCgroup.limited` says which);
+  enabled (:attr:`GradingCgroup.limited` says which; a grader at the root of
+  the hierarchy enables those the root offers and does not yet hand down);
 * at the end, whatever the end, ``cgroup.kill`` ends every task in it and the
   cgroup is removed; cgroups left by a grader that was itself killed are
   removed by the next one (their names carry the grader's pid).
@@ -74,6 +75,14 @@ def _base() -> tuple[Path | None, frozenset[str], str]:
         (base / "cgroup.procs").stat()
     except OSError as exc:
         return None, frozenset(), f"the cgroup v2 hierarchy at {mount} cannot be written ({exc.strerror})"
+    wanted = set(CONTROLLERS) - set((base / "cgroup.controllers").read_text().split())
+    if wanted:
+        # the folder's parent is the hierarchy's root, where a grader run as root may hand its controllers down
+        for name in sorted(wanted & set((mount / "cgroup.controllers").read_text().split())):
+            try:
+                (mount / "cgroup.subtree_control").write_text(f"+{name}")
+            except OSError:
+                pass
     available = set((base / "cgroup.controllers").read_text().split()) & set(CONTROLLERS)
     for name in sorted(available):
         try:

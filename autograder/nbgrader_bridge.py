@@ -133,6 +133,9 @@ def grade_notebook(
 
     ``student_key`` is :func:`~autograder.course_secret.student_key` of the course secret for this
     student and assignment: the hidden cases derive from it (the course secret is not needed here).
+    Raises :class:`~autograder.infrastructure.InfrastructureError` where the grader failed on an exercise
+    (any exception of ``grade_fn``, which never raises for what a submission does): the whole grading then
+    ends without a score, to be graded again.
     """
     grade_fn = grade_fn or _default_grade_fn()
     grading = NotebookGrading(student=student, notebook=notebook)

@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autograder.source_policy import CONFIGURATIONS
+from autograder.feedback import PROVISIONAL
+from autograder.result import ExerciseResult
+from autograder.source_policy import CONFIGURATIONS, check_source
 from kernels.runtime import compile_source
 from kernels.runtime.emulator.build import nvcc_defines
 
@@ -27,7 +29,6 @@ TELLS = {
     "old_arch": "defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900",
     "no_arch_list": "!defined(__CUDA_ARCH_LIST__)",
     "no_toolkit_version": "!defined(__CUDACC_VER_MAJOR__) || __CUDACC_VER_MAJOR__ < 12",
-    "emulator_macro": "defined(DLK_EMULATOR)",
 }
 
 
@@ -58,6 +59,18 @@ def test_a_kernel_that_asks_which_compiler_gets_nvcc_s_answer(module, name):
     assert np.array_equal(_run(module, f"tell_{name}"), twin), f"the test '{TELLS[name]}' tells the backends apart"
 
 
+@pytest.mark.parametrize("test", ["defined(DLK_EMULATOR)", "CAT(DLK_, EMULATOR)"], ids=["named", "pasted"])
+def test_a_kernel_that_asks_for_the_emulator_s_own_macro_is_refused(test):
+    """The emulator has one macro of its own, for the book's headers (PTX it cannot run, written as shuffles):
+    a graded kernel whose text depends on it, even through a name pasted by a macro, is refused on both backends;
+    the twin, the same kernel without the test, is not."""
+    prefix = "#define CAT(a, b) a##b\n"
+    attack = prefix + _kernel("fill", test)
+    assert "compiles differently where DLK_EMULATOR is defined" in check_source(attack)
+    assert "line 6" in check_source(attack)  # the student's line the test guards
+    assert check_source(prefix + _kernel("fill", None)) == ""
+
+
 def test_the_source_policy_checks_under_the_same_macros_the_emulator_defines():
     assert CONFIGURATIONS[1] == nvcc_defines()
     names = {d[2:].split("=")[0] for d in nvcc_defines()}
@@ -69,9 +82,6 @@ def test_correctness_graded_without_a_gpu_says_it_is_provisional():
     """The emulator's verdict stands until a GPU grading confirms it (the grading record grades it again on the
     first run with a GPU: test_grading_record.py); the correctness text every export and feedback page shows
     says so."""
-    from autograder.feedback import PROVISIONAL
-    from autograder.result import ExerciseResult
-
     graded = ExerciseResult(exercise="saxpy", status="passed", correctness_score=6, correctness_max=6,
                             backend="cpu", device="CPU emulator", provisional=True)
     assert PROVISIONAL in graded.feedback_text()

@@ -14,7 +14,8 @@ Each attack is graded beside its honest twin (the same kernel without the
 trick, or, for the forging attacks, a stub that computes nothing): it may not
 score more than the twin; no file outside the scratch directory may change;
 nothing it outlives the grading; no secret or course path may appear in
-anything the student sees.
+anything the student sees.  What an attack saw it writes to the one folder
+of the host the test lends it ($DLK_CACHE_DIR): a grading itself has none.
 """
 
 from __future__ import annotations

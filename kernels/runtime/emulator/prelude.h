@@ -31,7 +31,7 @@
 // The macros nvcc's device pass defines (nvcc -arch=sm_90 -dryrun lists them), with the values of the
 // course's GPU (an H100 or H200: compute capability 9.0) and toolkit, so that a kernel cannot tell the
 // emulator from nvcc by its macros: code under #ifndef __NVCC__ or #if __CUDA_ARCH__ < 900 is compiled
-// here exactly as there.  Nothing else names the emulator (build.nvcc_defines() reads this block).
+// here exactly as there (build.nvcc_defines() reads this block).
 // nvcc identity begins
 #define __CUDACC__ 1
 #define __NVCC__ 1
@@ -46,6 +46,10 @@
 #define __CUDACC_DEVICE_ATOMIC_BUILTINS__ 1
 #define CUDA_DOUBLE_MATH_FUNCTIONS 1
 // nvcc identity ends
+// The one macro of the emulator's own: the book's headers choose by it the warp shuffles that stand for PTX the
+// emulator cannot run (kernels/attention/warp_mma.cuh).  A graded kernel whose text depends on it is refused
+// (autograder/source_policy.py), so that no graded kernel computes one thing here and another on a GPU.
+#define DLK_EMULATOR 1
 
 // ---- execution spaces and qualifiers ------------------------------------
 #define __global__
