@@ -52,10 +52,14 @@ book: kernelspec
 # JupyterLab from the venv, opened on exercises/; the kernels it starts inherit
 # DLK_BACKEND (unset: auto, the GPU if PyCUDA finds one, else the CPU emulator).
 # LAB_ARGS passes options to jupyter lab (e.g. LAB_ARGS="--no-browser --port 8890").
+# jupyter lab refuses to start as root without --allow-root; containers and many
+# course VMs run as root, so it is passed there (RUNNING_AS_ROOT= turns that off).
 LAB_ARGS ?=
+RUNNING_AS_ROOT ?= $(filter 0,$(shell id -u))
 lab: kernelspec
 	@echo "make lab: kernels run with DLK_BACKEND=$${DLK_BACKEND:-auto}"
-	$(JUPYTER_ENV) $(VENV)/bin/jupyter lab --notebook-dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/exercises $(LAB_ARGS)
+	@$(if $(RUNNING_AS_ROOT),echo "make lab: running as root (as in a container): passing --allow-root to jupyter lab")
+	$(JUPYTER_ENV) $(VENV)/bin/jupyter lab --notebook-dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/exercises $(if $(RUNNING_AS_ROOT),--allow-root) $(LAB_ARGS)
 
 # What students get: the book, the kernels, the exercises and the runtime behind
 # check(), from the last commit; not solutions/ (instructor notebooks with solutions

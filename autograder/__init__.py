@@ -11,6 +11,8 @@
 * :mod:`autograder.nbgrader_autograde` -- nbgrader's Autograde, never executing a notebook: its preprocessors
   (:mod:`autograder.nbgrader_preprocessors`), the test cells (:mod:`autograder.grade_cells`) and one notebook's
   grading (:mod:`autograder.nbgrader_bridge`);
+* :mod:`autograder.outcome` -- how a student's grading ended: graded, not gradable (0, with the reason) or
+  failed to grade (no score, graded again); :mod:`autograder.gradable` says which notebooks cannot be graded;
 * :mod:`autograder.cli` -- the ``autograder`` command, over :mod:`autograder.course` (the course's folders),
   :mod:`autograder.course_secret`, :mod:`autograder.class_run` and :mod:`autograder.cluster` (a class graded
   in this process or as Dask tasks).

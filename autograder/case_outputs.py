@@ -16,12 +16,15 @@ import secrets
 import stat
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 
 DIRECTORY = "results"
 #: Largest element the grader accepts back (complex128 is the widest NumPy number).
 MAX_ITEMSIZE = 16
 HEADER_ALLOWANCE = 4096
+#: np.save writes a bfloat16 array (ml_dtypes) as raw two-byte records, which load back as this.
+SAVED_BFLOAT16 = np.dtype("V2")
 
 
 def _path(directory: str | os.PathLike, tag: str, role: str, name: str) -> Path:
@@ -84,6 +87,10 @@ def load(directory: str | os.PathLike, tag: str, role: str, name: str, size: int
             array = np.load(handle, allow_pickle=False)
         except (ValueError, OSError, EOFError):
             return None
-    if not isinstance(array, np.ndarray) or array.dtype.kind not in "biufc" or array.size != size:
+    if isinstance(array, np.ndarray) and array.dtype == SAVED_BFLOAT16:
+        array = array.view(ml_dtypes.bfloat16)
+    elif not isinstance(array, np.ndarray) or array.dtype.kind not in "biufc":
+        return None
+    if array.size != size:
         return None
     return array.ravel()

@@ -39,10 +39,12 @@ from .diagnosis import GUARD_FLOAT
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .exercises import get_exercise
 from .gpu_turn import take_gpu_turn
+from .kernel_profile import case_to_profile, profile_of, profiling_case
 from .result import ExerciseResult, ShapeResult
 from .scoring import (score_correctness, score_speed, speed_for_information, speed_not_measured_here,
                       speed_only_if_correct, speed_pending, timing_size_failed)
 from .source_policy import SourceRefused, check_source
+from .thread_maps import thread_map_data, wanted as thread_map_wanted
 from .timing_policy import TimingSets, is_seed, measure_speed, timed_shape, times_kernel
 from .verdict import case_data, judge_case
 
@@ -53,9 +55,10 @@ GUARD_ELEMENTS = 256
 
 # ------------------------------------------------------------------ running a case
 def kernel_is_empty(source: str, kernel: str) -> bool:
-    """True when the body of ``__global__ ... kernel(...)`` has no statement but ``extern __shared__`` declarations.
+    """True when the body of ``__global__ ... kernel(...)`` has no statement but ``__shared__`` declarations.
 
-    That is the released stub (comments and the shared-memory declaration it gives) or an empty body.
+    That is the released stub (comments and the shared-memory declaration it gives, ``extern`` or of a fixed
+    size) or an empty body.
     """
     text = strip_comments(source)
     m = re.search(r"__global__[^;{]*?\b" + re.escape(kernel) + r"\s*\(", text)
@@ -72,7 +75,7 @@ def kernel_is_empty(source: str, kernel: str) -> bool:
             break
     else:
         return False
-    body = re.sub(r"extern\s+__shared__[^;]*;", "", body)
+    body = re.sub(r"(?:extern\s+)?__shared__[^;]*;", "", body)
     return not body.strip()
 
 
@@ -359,7 +362,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     except E.KernelError as exc:
         res.status, res.message = "compile_error", f"The kernel could not be loaded: {exc}"
         return res
-    problem = check_signature(ex, module)
+    problem = check_signature(ex, module) or (ex.source_check(source, ex.kernel) if ex.source_check else "")
     if problem:
         res.status, res.message = "wrong_kernel", problem
         return res
@@ -376,10 +379,15 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         take_gpu_turn(int(request["gpu_lock_fd"]), send)
     send("stage", stage="correctness")
     failure: CaseError | None = None
+    # check() on the emulator profiles the kernel on its largest visible case (never in grading)
+    profile_at = case_to_profile(cases, bool(request.get("profile")) and mode == "visible" and backend.name == "cpu")
     for index, case in enumerate(cases):
         send("start_case", index=index)
         try:
-            shape_result = run_case(runner, ex, {**case, "index": index})
+            with profiling_case(index == profile_at) as profiles:
+                shape_result = run_case(runner, ex, {**case, "index": index})
+            if shape_result.passed and index == profile_at:
+                res.profile = profile_of(profiles, ex.kernel)
             if not shape_result.passed:
                 shape_result.hint = refine_hint(shape_result.hint, source=source, launch=launch,
                                                 error=shape_result.error, wrong_result=True, shape=case["shape"])
@@ -399,6 +407,8 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         if failure is not None:
             break  # after a failed launch the device (a CUDA context) may be unusable
 
+    if thread_map_wanted(ex, request, backend.name, failure):  # check()'s picture, of a failing kernel too
+        res.thread_map = thread_map_data(ex, module, launch)
     score_correctness(ex, res, failure)
     if res.status == "passed":
         _speed(ex, res, module, launch, backend, mode, send, request.get("outputs_dir"), timing_sets)

@@ -6,8 +6,10 @@ calls :func:`~autograder.nbgrader_bridge.grade_notebook` on each sanitized
 notebook. To grade on other machines the same work is cut in three:
 
 1. :func:`prepare_job` (the instructor's process): each submitted notebook
-   sanitized exactly as nbgrader's first pass does it (test cells restored
-   from the gradebook), in memory; nothing is written.
+   that can be graded (:mod:`autograder.gradable`) sanitized exactly as
+   nbgrader's first pass does it (test cells restored from the gradebook), in
+   memory; nothing is written.  A notebook that cannot be graded goes no
+   further: the job carries the reason.
 2. :func:`run_job` (a worker, anywhere): :func:`grade_notebook` on each
    sanitized notebook, the one grading function both paths call, with
    today's isolation inside (a fresh child process per exercise). It returns
@@ -16,6 +18,9 @@ notebook. To grade on other machines the same work is cut in three:
    run as in the sequential path, with the worker's gradings handed to its
    grading pass instead of grading again, so nbgrader writes the gradebook,
    the autograded notebook and the results file exactly as it would have.
+   The graded folder is written under a temporary name and renamed into
+   place once nbgrader is done; an error on the way is a
+   :class:`~autograder.outcome.GradingFailed` with its reason.
 
 The grading pass checks each grading against the notebook it is written into
 (:func:`~autograder.nbgrader_bridge.grading_input_digest`), so a submission
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -35,13 +41,18 @@ from typing import Callable
 import nbformat
 from nbconvert.writers import FilesWriter
 
-from .course import assignment_notebooks, gradebook_total, submission_folder
+from .course import assignment_notebooks, gradebook_snapshot, restore_gradebook, source_root, submission_folder
 from .course_secret import student_key
+from .export import gradebook_row, pending_points
+from .gradable import submission_problems
 from .grade_cells import graded_exercises
 from .grading_record import StudentEntry
+from .infrastructure import InfrastructureError
 from .nbgrader_autograde import TrustedAutograde
-from .nbgrader_bridge import RESULTS_SUFFIX, NotebookGrading, grade_notebook, read_results_file
-from .scoring import speed_is_pending
+from .nbgrader_bridge import NotebookGrading, grade_notebook
+from .outcome import GradingFailed, exception_reason
+from .result import speed_is_pending
+from .safe_writes import PARTIAL_SUFFIX, replace_folder
 
 
 @dataclass
@@ -55,6 +66,8 @@ class GradingJob:
     timeout_s: float | None = None
     submission: str = ""  # submission_hash() of the folder the notebooks were read from
     grade_fn: Callable | None = None  # grade_submission replacement (tests only)
+    #: notebook name -> why it cannot be graded (not in ``notebooks``: there is nothing of it to grade)
+    not_gradable: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,10 +88,12 @@ def prepare_job(config, cd, assignment: str, student: str, *, course_secret: str
     ``course_secret`` stays here: the job carries only this student's key.
     """
     folder = submission_folder(cd, assignment, student)
+    names = assignment_notebooks(cd, assignment)
+    problems = submission_problems(folder, assignment, names, source_root(cd))
     notebooks = {}
-    for name in assignment_notebooks(cd, assignment):
+    for name in names:
         path = os.path.join(folder, f"{name}.ipynb")
-        if not os.path.isfile(path):
+        if name in problems or not os.path.isfile(path):
             continue  # nbgrader scores a missing notebook 0 when the grading is recorded
         conv = TrustedAutograde(coursedir=cd, config=config)
         conv.writer = FilesWriter(parent=conv, config=config)  # what start() would make; nothing is written
@@ -90,7 +105,7 @@ def prepare_job(config, cd, assignment: str, student: str, *, course_secret: str
         notebooks[name] = text
     return GradingJob(assignment=assignment, student=student, notebooks=notebooks,
                       student_key=student_key(course_secret, assignment, student),
-                      timeout_s=timeout_s, submission=submission, grade_fn=grade_fn)
+                      timeout_s=timeout_s, submission=submission, grade_fn=grade_fn, not_gradable=problems)
 
 
 def worker_name() -> str:
@@ -108,51 +123,74 @@ def worker_name() -> str:
     return where
 
 
-def run_job(job: GradingJob) -> JobOutcome:
-    """Grade every notebook of one submission (runs on a worker; writes nothing)."""
+def run_job(job: GradingJob, log: Callable[[str], None] | None = None) -> JobOutcome:
+    """Grade every notebook of one submission (runs on a worker; writes nothing); ``log`` is told each
+    exercise's line as it is graded."""
     started = time.perf_counter()
     lines: list[str] = []
+
+    def told(line: str) -> None:
+        lines.append(line)
+        if log is not None:
+            log(line)
+
     gradings = {}
     for name, text in job.notebooks.items():
         nb = nbformat.reads(text, as_version=4)
         gradings[name] = grade_notebook(nb, list(graded_exercises(nb)), student=job.student, notebook=name,
                                         student_key=job.student_key, timeout_s=job.timeout_s, grade_fn=job.grade_fn,
-                                        log=lines.append)
+                                        log=told)
     return JobOutcome(student=job.student, gradings=gradings, worker=worker_name(),
                       seconds=time.perf_counter() - started, lines=lines)
 
 
-def record_gradings(config, cd, assignment: str, student: str, gradings: dict[str, NotebookGrading] | None,
-                    progress: Callable[[str], None] | None = None) -> None:
-    """nbgrader's converter for one student: sanitize, grade (or take ``gradings``), write the gradebook."""
+def record_gradings(config, cd, assignment: str, student: str, gradings: dict[str, NotebookGrading],
+                    not_gradable: dict[str, str] | None = None, progress: Callable[[str], None] | None = None) -> None:
+    """nbgrader's converter for one student: sanitize, take ``gradings`` (by notebook), write the gradebook.
+
+    Each notebook of ``not_gradable`` scores 0, its test cells saying why. The graded folder
+    (``autograded/<student>/<assignment>/``) is written under a temporary name and renamed into
+    place at the end. Raises :class:`~autograder.outcome.GradingFailed`, with the reason, when
+    nbgrader could not record it: the gradebook and the graded folder then stay as they were.
+    """
     conv = TrustedAutograde(coursedir=cd, config=config)
     conv.force = True
     conv.create_student = True
     conv.progress = progress
     conv.gradings = gradings
+    conv.not_gradable = dict(not_gradable or {}) or None
+    conv.staged = True
+    final = cd.format_path(cd.autograded_directory, student, assignment)
+    partial = final + PARTIAL_SUFFIX
+    before = gradebook_snapshot(cd, assignment, student)
     try:
         conv.start()
+        if not os.path.isdir(partial):
+            raise RuntimeError("nbgrader wrote no graded notebook")
     except Exception as exc:
-        if conv.infrastructure_error is not None:  # the grader's failure, not nbgrader's: say which, and why
-            raise conv.infrastructure_error from exc
-        raise
+        if os.path.lexists(partial):
+            shutil.rmtree(partial)
+        cause = conv.failure or exc
+        reason = f"nbgrader could not record the grading: {exception_reason(cause)}"
+        try:
+            restore_gradebook(cd, assignment, student, before)
+        except Exception as undo:  # said, so that the instructor knows the gradebook may hold a part of it
+            reason += f" (and the gradebook could not be put back as it was: {exception_reason(undo)})"
+        # a full disk or an unwritable gradebook is the grader's own failure: tried again in this run
+        raise (InfrastructureError if isinstance(cause, InfrastructureError) else GradingFailed)(reason) from cause
+    replace_folder(partial, final)
 
 
 def graded_entry(cd, assignment: str, student: str, *, submission: str, settings: str, worker: str,
                  attempts: int, seconds: float) -> StudentEntry:
-    """The record of a grading just written: the gradebook's total, and each exercise's backend and device."""
-    score, maximum = gradebook_total(cd, assignment, student)
-    folder = cd.format_path(cd.autograded_directory, student, assignment)
-    backends, devices, pending, provisional = [], [], False, False
-    for name in assignment_notebooks(cd, assignment):
-        results = read_results_file(os.path.join(folder, name + RESULTS_SUFFIX))
-        for res in results.get("exercises", {}).values():
-            if res.get("backend"):
-                backends.append(res["backend"])
-                devices.append(res.get("device", ""))
-            pending = pending or speed_is_pending(res)
-            provisional = provisional or bool(res.get("provisional"))
-    return StudentEntry(status="graded", submission=submission, settings=settings, score=score,
-                        max_score=maximum, backends=backends, devices=devices, speed_pending=pending,
-                        provisional=provisional,
+    """The record of a grading just written: the gradebook's total and pending points, each exercise's backend
+    and device, and whether it was graded or was not gradable (with the reasons of the notebooks that were not)."""
+    row = gradebook_row(cd, assignment, student)
+    exercises = row["exercises"].values()
+    return StudentEntry(status=row["outcome"].kind, submission=submission, settings=settings, score=row["score"],
+                        max_score=row["max_score"], reason=row["outcome"].reason,
+                        backends=[r["backend"] for r in exercises if r.get("backend")],
+                        devices=[r.get("device", "") for r in exercises if r.get("backend")],
+                        speed_pending=any(speed_is_pending(r) for r in exercises), pending_points=pending_points(row),
+                        provisional=any(bool(r.get("provisional")) for r in exercises),
                         worker=worker, attempts=attempts, seconds=round(seconds, 3))

@@ -3,12 +3,15 @@
 ``autograder grade`` grades a class in this process, one student after
 another (:func:`grade_sequentially`), or as Dask tasks
 (:func:`autograder.cluster.grade_on_cluster`).  Both go through one
-:class:`ClassRun`, which writes each student's grading into nbgrader's
-gradebook (:func:`autograder.class_grading.record_gradings`) and into the
+:class:`ClassRun`, which grades first (nothing is written while kernels run)
+and then writes each student's grading into nbgrader's gradebook
+(:func:`autograder.class_grading.record_gradings`), the graded folder and the
 grading record (:class:`autograder.grading_record.GradingRecord`: the hash of
-the submission graded, the settings, where and how long it ran, or why it
-failed), so that a run stopped at any point loses nothing already graded and
-the next one grades only what is missing or changed.
+the submission graded, the settings, where and how long it ran, or why it was
+not gradable or failed) together, Ctrl-C waiting until the three are written
+(:func:`autograder.safe_writes.uninterrupted`).  So a run stopped at any point
+loses nothing already graded, the gradebook and ``autograded/`` never
+disagree, and the next run grades what is missing, failed or changed.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ from typing import Callable
 
 from traitlets.config import Config
 
-from .class_grading import GradingJob, graded_entry, prepare_job, record_gradings
+from .class_grading import GradingJob, graded_entry, prepare_job, record_gradings, run_job
 from .course import coursedir, students_in_gradebook, submission_folder
 from .grading_record import GradingRecord, StudentEntry, mixed_gpu_warning, settings_hash, submission_hash
 from .infrastructure import InfrastructureError
 from .nbgrader_bridge import NotebookGrading
+from .outcome import FAILED, GRADED, GradingFailed, exception_reason, outcome_summary
+from .safe_writes import uninterrupted
 
 #: Where a grading in the instructor's own process ran, in the record.
 THIS_PROCESS = "this process"
@@ -42,6 +47,8 @@ class ClassRun:
     timeout_s: float | None = None  # per exercise, as given; None: the engine's default
     record: GradingRecord = field(init=False)
     settings: str = field(init=False)  # settings_hash() of this run
+    #: students whose grading this run recorded (any outcome), or found up to date, in that order
+    settled: list[str] = field(init=False, default_factory=list)
 
     def __post_init__(self):
         if self.timeout_s is not None:
@@ -77,25 +84,76 @@ class ClassRun:
         return prepare_job(self.config, self.coursedir(student), self.assignment, student,
                            course_secret=self.course_secret, timeout_s=self.timeout_s, submission=submission)
 
-    def write_gradebook(self, student: str, gradings: dict[str, NotebookGrading] | None,
-                        progress: Callable[[str], None] | None = None) -> None:
-        """nbgrader writes ``student``'s grades: of ``gradings`` made elsewhere, else graded here now."""
-        record_gradings(self.config, self.coursedir(student), self.assignment, student, gradings, progress=progress)
-
-    def graded(self, student: str, *, submission: str, worker: str, attempts: int, seconds: float) -> StudentEntry:
-        """The record of a grading just written to the gradebook."""
-        entry = graded_entry(self.coursedir(student), self.assignment, student, submission=submission,
-                             settings=self.settings, worker=worker, attempts=attempts, seconds=seconds)
-        self.record.graded(student, entry)
+    def record_grading(self, job: GradingJob, gradings: dict[str, NotebookGrading], *, worker: str, attempts: int,
+                       seconds: float, progress: Callable[[str], None] | None = None,
+                       retried: bool = False) -> StudentEntry:
+        """Write ``job``'s student's gradings (those made of ``job``, and 0 for its notebooks that are not gradable)
+        to the gradebook, the graded folder and the record, all three or none: Ctrl-C waits until they are written.
+        A grading nbgrader could not record is recorded as failed, with the reason; where ``retried``, a failure of
+        the grader's own (:class:`~autograder.infrastructure.InfrastructureError`) is raised instead, for the
+        caller to grade the student again."""
+        student = job.student
+        with uninterrupted():
+            try:
+                record_gradings(self.config, self.coursedir(student), self.assignment, student, gradings,
+                                not_gradable=job.not_gradable, progress=progress)
+            except GradingFailed as exc:
+                if retried and isinstance(exc, InfrastructureError):
+                    raise
+                return self.failed(student, job.submission, str(exc), worker=worker, attempts=attempts,
+                                   seconds=seconds)
+            entry = graded_entry(self.coursedir(student), self.assignment, student, submission=job.submission,
+                                 settings=self.settings, worker=worker, attempts=attempts, seconds=seconds)
+            self.record.graded(student, entry)
+            self.settled.append(student)
         return entry
 
-    def failed(self, student: str, submission: str, reason: str, **where) -> None:
+    def failed(self, student: str, submission: str, reason: str, **where) -> StudentEntry:
         """The record of a grading that did not finish: the reason, never a score."""
-        self.record.failed(student, submission, self.settings, reason, **where)
+        entry = self.record.failed(student, submission, self.settings, reason, **where)
+        self.settled.append(student)
+        return entry
+
+    def grade_here(self, student: str, say: Callable[[str], None]) -> StudentEntry:
+        """Grade ``student`` in this process (each exercise in its sandboxed child), then record it; a failure of
+        the grader's own (:class:`~autograder.infrastructure.InfrastructureError`) is graded again, up to
+        :data:`INFRASTRUCTURE_ATTEMPTS` times, before it is recorded as failed."""
+        submitted = self.submission(student)
+        started = time.perf_counter()
+        try:
+            job = self.job(student, submitted)
+        except Exception as exc:  # nbgrader could not read what the gradebook needs of the notebook
+            return self.failed(student, submitted, f"the submission could not be prepared for grading: "
+                               f"{exception_reason(exc)}", worker=THIS_PROCESS, seconds=time.perf_counter() - started)
+        attempt = 1
+        while True:
+            last = attempt >= INFRASTRUCTURE_ATTEMPTS
+            try:
+                gradings = run_job(job, log=say).gradings
+                return self.record_grading(job, gradings, worker=THIS_PROCESS, attempts=attempt,
+                                           seconds=time.perf_counter() - started, progress=say, retried=not last)
+            except GradingFailed as exc:
+                if isinstance(exc, InfrastructureError) and not last:  # the grader's own failure: once more
+                    say(f"  {student}: the grader failed ({exc.reason}); grading again")
+                    attempt += 1
+                    continue
+                return self.failed(student, submitted, str(exc), worker=THIS_PROCESS, attempts=attempt,
+                                   seconds=time.perf_counter() - started)
+
+    def graded_count(self) -> int:
+        """How many students of this run have a grade now (graded, or not gradable), up to date ones included."""
+        return sum(1 for s in dict.fromkeys(self.settled)
+                   if self.record.students.get(s) is not None and self.record.students[s].outcome.scored)
 
     def mixed_gpu_warning(self) -> str:
         """A warning when the speed-ups of this assignment were measured on more than one GPU model, else ""."""
         return mixed_gpu_warning(self.assignment, self.record.gpu_models())
+
+
+def entry_line(student: str, entry: StudentEntry) -> str:
+    """What the console says of one student's grading, whatever its outcome."""
+    took = f"; grading took {entry.seconds:.1f} s" if entry.status == GRADED else ""
+    return f"  {student}: {outcome_summary(entry.outcome, entry.score, entry.max_score, entry.pending_points)}{took}"
 
 
 def grade_sequentially(run: ClassRun, students: list[str], say: Callable[[str], None]) -> list[str]:
@@ -103,32 +161,9 @@ def grade_sequentially(run: ClassRun, students: list[str], say: Callable[[str], 
     failures = []
     for i, student in enumerate(students, 1):
         say(f"[{i}/{len(students)}] {student}")
-        submitted = run.submission(student)
-        t0 = time.perf_counter()
-        error, attempts = _write_gradebook_retrying(run, student, say)
-        if error is not None:  # one broken submission never stops the others
+        entry = run.grade_here(student, say)
+        say(entry_line(student, entry))
+        if entry.status == FAILED:
             failures.append(student)
-            run.failed(student, submitted, f"{type(error).__name__}: {error}", worker=THIS_PROCESS,
-                       attempts=attempts, seconds=time.perf_counter() - t0)
-            say(f"  {student}: grading failed: {error} (run with -v for nbgrader's log)")
-            continue
-        seconds = time.perf_counter() - t0
-        entry = run.graded(student, submission=submitted, worker=THIS_PROCESS, attempts=attempts, seconds=seconds)
-        say(f"  {student}: {entry.score:g} / {entry.max_score:g} points; grading took {seconds:.1f} s")
     return failures
 
-
-def _write_gradebook_retrying(run: ClassRun, student: str, say: Callable[[str], None]) -> tuple[Exception | None, int]:
-    """(the error that ended ``student``'s grading, or None; the attempts made): a failure of the grader's own
-    (:class:`~autograder.infrastructure.InfrastructureError`) is tried again, any other ends it at once."""
-    for attempt in range(1, INFRASTRUCTURE_ATTEMPTS + 1):
-        try:
-            run.write_gradebook(student, None, progress=say)
-            return None, attempt
-        except InfrastructureError as exc:
-            if attempt == INFRASTRUCTURE_ATTEMPTS:
-                return exc, attempt
-            say(f"  {student}: the grader failed ({exc.reason}); grading again")
-        except Exception as exc:
-            return exc, attempt
-    return None, INFRASTRUCTURE_ATTEMPTS

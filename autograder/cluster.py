@@ -30,9 +30,10 @@ from typing import Callable, Iterable
 import nbformat
 
 from .class_grading import GradingJob, JobOutcome, run_job
-from .class_run import ClassRun
+from .class_run import THIS_PROCESS, ClassRun, entry_line
 from .course_secret import COURSE_SECRET_ENV
 from .grade_cells import graded_exercises
+from .outcome import GRADED, exception_reason
 
 #: Extra attempts after the first for a task whose worker died or that timed out.
 DEFAULT_RETRIES = 2
@@ -156,7 +157,7 @@ def failure_reason(exc: BaseException) -> str:
         return "the worker grading it died (process killed, out of memory or its node lost)"
     if name == "CancelledError":
         return "the task was cancelled (its worker or the scheduler went away)"
-    return f"the grading raised {name}: {exc}"
+    return f"the grading raised {exception_reason(exc)}"
 
 
 def grading_slots(client, on_gpus: bool) -> int:
@@ -361,9 +362,11 @@ def grade_on_cluster(run: ClassRun, students: list[str], *, address: str | None,
                else "none with a GPU: correctness on the CPU emulator, speed not measured"))
         submitted = {s: run.submission(s) for s in students}
         todo, up_to_date = run.to_grade(students, submitted, bool(gpu_workers), regrade)
+        run.settled += up_to_date
         if up_to_date:
-            say(f"{len(up_to_date)} submission(s) graded before and unchanged: not graded again "
-                f"(--regrade grades them all)")
+            say(f"{len(up_to_date)} of {len(students)} submission(s) were graded before (by `autograder grade`, with "
+                f"or without --cluster) and have not changed since, nor has the secret or the time limit: "
+                f"they are not graded again; add --regrade to grade every submission again")
         prepared: list[str] = []
         started = time.perf_counter()
         with progress_bar(len(todo), enabled=progress) as bar:
@@ -377,10 +380,15 @@ def grade_on_cluster(run: ClassRun, students: list[str], *, address: str | None,
                     try:
                         job = run.job(student, submitted[student])
                     except Exception as exc:  # nbgrader refused the notebook (e.g. cell metadata it cannot check)
-                        reason = f"the submission could not be read: {type(exc).__name__}: {exc}"
-                        run.failed(student, submitted[student], reason)
+                        entry = run.failed(student, submitted[student], f"the submission could not be prepared for "
+                                           f"grading: {exception_reason(exc)}", worker=THIS_PROCESS)
                         bar.update(1)
-                        line(f"  {student}: grading failed: {reason}")
+                        line(entry_line(student, entry))
+                        continue
+                    if not job.notebooks:  # nothing to grade: each notebook scores 0, saying why
+                        entry = run.record_grading(job, {}, worker=THIS_PROCESS, attempts=1, seconds=0.0)
+                        bar.update(1)
+                        line(entry_line(student, entry))
                         continue
                     n_exercises = sum(len(graded_exercises(nbformat.reads(text, as_version=4)))
                                       for text in job.notebooks.values())
@@ -389,17 +397,15 @@ def grade_on_cluster(run: ClassRun, students: list[str], *, address: str | None,
                                time_limit=task_timeout or default_task_timeout(n_exercises, run.timeout_s))
 
             def recorded(task: Task, outcome: JobOutcome) -> None:
-                run.write_gradebook(task.student, outcome.gradings)
-                entry = run.graded(task.student, submission=task.job.submission, worker=outcome.worker,
-                                   attempts=task.attempts, seconds=outcome.seconds)
+                entry = run.record_grading(task.job, outcome.gradings, worker=outcome.worker, attempts=task.attempts,
+                                           seconds=outcome.seconds)
                 bar.update(1)
-                line(f"  {task.student}: {entry.score:g} / {entry.max_score:g} points; grading took "
-                     f"{outcome.seconds:.1f} s on {outcome.worker}")
+                line(entry_line(task.student, entry) + (f" on {outcome.worker}" if entry.status == GRADED else ""))
 
             def failed(task: Task, reason: str) -> None:
-                run.failed(task.student, task.job.submission, reason, attempts=task.attempts)
+                entry = run.failed(task.student, task.job.submission, reason, attempts=task.attempts)
                 bar.update(1)
-                line(f"  {task.student}: grading failed: {reason}")
+                line(entry_line(task.student, entry))
 
             run_tasks(client, tasks(), record_result=recorded, record_failure=failed, retries=retries,
                       on_progress=lambda n: bar.set_postfix(failed=n))

@@ -64,7 +64,7 @@ def diagnose(
         return "Every output value is 0: the kernel writes zeros, or nothing at all (check the store of the result)."
     bad_got = got64[bad]
     nan_bad = np.isnan(bad_got)
-    if np.any(np.abs(bad_got[~nan_bad]) >= GUARD_MAGNITUDE):
+    if np.any(np.abs(bad_got[np.isfinite(bad_got)]) >= GUARD_MAGNITUDE):  # inf is an overflow, never the guard
         return (f"A value as large as the guard the grader places after every input ({float(GUARD_FLOAT):.0e}) reached "
                 f"the output: the kernel read past the end of an input -- a missing or wrong bounds check (if (i < n)).")
     if before is not None and np.all(bad_got == before.astype(np.float64)[bad]):

@@ -26,14 +26,17 @@ _lock = threading.Lock()
 _folder: str | None = None
 
 
-def folder(cache_base: Path, child_env: dict) -> str | None:
+def folder(cache_base: Path, child_env: dict, profile: bool = False) -> str | None:
     """The folder holding the runtime a grading child with environment ``child_env`` links with (the
     compiler and the emulator's settings are the child's, which may differ from this process's), made
     below ``cache_base`` (beside the students' build caches, on a file system their builds run from);
-    None when it cannot be built here: the child then builds its own."""
+    None when it cannot be built here: the child then builds its own.  ``profile``: the runtime of the
+    profiling build too (check() profiles a kernel; grading never does)."""
     global _folder
     with _lock:
         if _folder is not None and os.path.isdir(_folder):
+            if profile:
+                _add_profiling_runtime(_folder, child_env)
             return _folder
         try:
             from kernels.runtime.emulator import build
@@ -49,7 +52,27 @@ def folder(cache_base: Path, child_env: dict) -> str | None:
         except Exception:  # noqa: BLE001 - the prebuilt runtime only saves time: without it the child builds
             return None
         _folder = made
+        if profile:
+            _add_profiling_runtime(_folder, child_env)
         return _folder
+
+
+_with_profiling: set[str] = set()
+
+
+def _add_profiling_runtime(made: str, child_env: dict) -> None:
+    """The profiling build's runtime (no AddressSanitizer) beside the other, built once per folder."""
+    if made in _with_profiling:
+        return
+    try:
+        from kernels.runtime.emulator import build  # deferred: as in folder(), the emulator loads on first use
+
+        build.toolchain(Path(made), env=child_env, profile=True)
+        for built in Path(made).iterdir():
+            built.chmod(0o644)
+    except Exception:  # noqa: BLE001 - only saves time: without it the child builds its own
+        return
+    _with_profiling.add(made)
 
 
 def _remove_orphans(cache_base: Path) -> None:

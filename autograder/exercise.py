@@ -193,6 +193,10 @@ class Exercise:
     #: The flop and byte counts of one run (the physical floor); default: the reference kernel's record's.
     flops: Callable[[Shape], float] | None = None
     bytes_moved: Callable[[Shape], float] | None = None
+    #: How many times the FP32 units' peak rate the exercise's flops may run at: 1 on the FP32 units; more for
+    #: work on the tensor cores (BF16: 15 times on an H100, about 30 on the newest cards).  The physical floor
+    #: of the run time divides the flops by this rate.
+    peak_over_fp32: float = 1.0
     #: The shape speed is measured on (large enough that launch overhead does not dominate).
     timing_shape: Shape | None = None
     #: A visible shape just past one pass of the student's own grid, f(launch) -> shape or None (no fixed
@@ -216,6 +220,14 @@ class Exercise:
     #: ``probe(shape, run) -> hint`` where ``run(inputs) -> outputs`` launches the
     #: student's kernel once (same launch configuration).  '' when it cannot tell.
     probe: Callable[[Shape, Callable[[Inputs], dict]], str] | None = None
+    #: A requirement on the kernel's source that no case can show (64-bit indices for sizes past what the grader
+    #: allocates): ``source_check(source, kernel name) -> ''`` or one sentence saying what is wrong and how to fix
+    #: it.  Checked before any case runs; a kernel that fails it earns nothing (status ``wrong_kernel``).
+    source_check: Callable[[str, str], str] | None = None
+    #: A small shape on which ``check()`` on the CPU emulator draws which thread read and which wrote each element,
+    #: beside the same map of the instructor's solution on the same launch (:mod:`autograder.thread_maps`; the
+    #: warm-up puzzles).  None: no map.
+    thread_map: Shape | None = None
     #: What the cell holds: "cuda" (a kernel) or "tc" (index notation, ``kernels/index_notation``):
     #: a "tc" exercise is graded by generating the kernel from the text in the grading process.
     language: str = "cuda"

@@ -5,7 +5,10 @@
 * :func:`check_text`: what ``check()`` prints in the student's notebook;
 * :func:`part_feedback` and :func:`speed_feedback`: the text of an nbgrader
   test cell (correctness or speed), also the ``output`` of a Gradescope test;
-* :func:`speedup_of`: the speed-up the exports list.
+* :func:`speedup_of`: the speed-up the exports list;
+* :func:`device_label` and :func:`exercise_points`: where a kernel ran, and its
+  points, as every command and page names them (speed not measured is
+  pending, never a zero).
 
 The functions take an :class:`autograder.result.ExerciseResult` (this module
 imports nothing of the grader, so the result can format itself with it).
@@ -20,13 +23,14 @@ STATUS_HEADLINES = {
     "passed": "all visible cases pass",
     "failed": "some cases are wrong",
     "compile_error": "the kernel does not compile",
-    "wrong_kernel": "the cell compiles, but its kernel's name or parameters are not the exercise's",
+    "wrong_kernel": "the cell compiles, but its kernel is not the one asked for (its name, parameters or indices)",
     "not_written": "no code was written: the kernel is still empty",
     "launch_error": "the kernel failed while running",
     "timeout": "the kernel did not finish in time",
     "crashed": "the check crashed",
     "invalid_launch": "the launch configuration is not valid",
     "missing": "no kernel to check",
+    "not_gradable": "the submitted notebook could not be graded",
 }
 
 
@@ -48,8 +52,30 @@ def _indent(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
+#: Where a kernel ran when it ran without a GPU, as every page says it.
+CPU_EMULATOR = "CPU emulator (no GPU)"
+
+
+def device_label(backend: str, device: str = "") -> str:
+    """Where a kernel ran, as a person says it: "NVIDIA H100 80GB HBM3", "CPU emulator (no GPU)", or "not run"."""
+    if backend == "cpu":
+        return CPU_EMULATOR
+    if backend == "gpu":
+        return device or "a GPU"
+    return device or "not run"
+
+
 def _ran_on(result) -> str:
-    return f"{result.device or result.backend} ({'GPU' if result.backend == 'gpu' else 'CPU emulator'})"
+    return device_label(result.backend, result.device)
+
+
+def exercise_points(result) -> str:
+    """"correctness 6/6, speed 1/2", with "speed pending" where speed was not measured (no GPU)."""
+    text = f"correctness {float(result.correctness_score):g}/{float(result.correctness_max):g}"
+    if float(result.speed_max):
+        text += (", speed pending" if result.speed_is_pending
+                 else f", speed {float(result.speed_score):g}/{float(result.speed_max):g}")
+    return text
 
 
 def _measured_on(timing: dict) -> str:
@@ -64,10 +90,15 @@ def speedup_of(timing: dict | None) -> float | None:
 
 def feedback_text(result) -> str:
     """Plain text for the student's feedback: status, points, each case, hints, timing."""
+    if not result.speed_max:
+        speed = ""
+    elif result.speed_is_pending:
+        speed = f", speed pending ({result.speed_max:g} points, measured when graded on a GPU)"
+    else:
+        speed = f", speed {result.speed_score:g} / {result.speed_max:g}"
     lines = [
         f"Exercise {result.exercise}: {result.status.replace('_', ' ')}",
-        f"  correctness {result.correctness_score:g} / {result.correctness_max:g}"
-        + (f", speed {result.speed_score:g} / {result.speed_max:g}" if result.speed_max else ""),
+        f"  correctness {result.correctness_score:g} / {result.correctness_max:g}{speed}",
     ]
     if result.backend:
         lines.append(f"  ran on: {_ran_on(result)}")
@@ -161,9 +192,8 @@ def check_text(result) -> str:
     """What ``check()`` prints."""
     head = f"check('{result.exercise}'): " + STATUS_HEADLINES.get(result.status, result.status)
     lines = [head]
-    where = "GPU " + result.device if result.backend == "gpu" else "CPU emulator"
     if result.backend:
-        lines.append(f"  on the {where}" + (f", launch {' '.join(f'{k}={v}' for k, v in result.launch.items())}" if result.launch else ""))
+        lines.append(f"  on {_ran_on(result)}" + (f", launch {' '.join(f'{k}={v}' for k, v in result.launch.items())}" if result.launch else ""))
     if result.message and result.status != "passed":
         lines += ["", result.message]
     if result.shapes:
@@ -185,7 +215,10 @@ def check_text(result) -> str:
 
 def part_feedback(result, part: str, points: float, awarded: float) -> str:
     """The text a test cell shows: the whole report under correctness, the timing under speed."""
-    title = f"{result.exercise} ({part}): {awarded:g} / {points:g} points"
+    if part == "speed" and result.speed_is_pending:
+        title = f"{result.exercise} ({part}): pending, {points:g} points measured when graded on a GPU"
+    else:
+        title = f"{result.exercise} ({part}): {awarded:g} / {points:g} points"
     lines = [title, "-" * len(title)]
     if part == "correctness":
         lines.append(feedback_text(result).rstrip())
@@ -201,6 +234,8 @@ def speed_feedback(result) -> list[str]:
     status = str(result.status).replace("_", " ")
     lines = [f"Exercise {result.exercise}: {status} (correctness "
              f"{float(result.correctness_score):g} / {float(result.correctness_max):g})"]
+    if result.status == "not_gradable":
+        return lines + ["  " + result.message]
     if result.backend:
         lines.append(f"  ran on: {_ran_on(result)}")
     timing = result.timing or {}

@@ -7,7 +7,9 @@ assignment (``<course>/grading_record/<assignment>.json``), written only by the
 process that writes the gradebook, after each student, atomically (a run
 stopped at any moment leaves the record of every student finished before).
 
-A student is graded again when there is no entry, when the last grading
+Each entry ends in one of the three outcomes (:mod:`autograder.outcome`):
+graded, not gradable (scored 0, with the reason), or failed (no score, with
+the reason).  A student is graded again when there is no entry, when the last grading
 failed, when the submitted files or the grading settings (course secret, time
 limit) changed since, or when their speed points are pending or their
 correctness provisional (graded without a GPU) and this run has one.
@@ -21,10 +23,10 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 
-RECORD_DIRECTORY = "grading_record"
+from .outcome import FAILED, GRADED, NOT_GRADABLE, Outcome
+from .safe_writes import write_text
 
-GRADED = "graded"
-FAILED = "failed"
+RECORD_DIRECTORY = "grading_record"
 
 
 def submission_hash(folder: str) -> str:
@@ -50,20 +52,25 @@ def settings_hash(course_secret: str, timeout_s: float | None) -> str:
 
 @dataclass
 class StudentEntry:
-    status: str  # GRADED or FAILED
+    status: str  # GRADED, NOT_GRADABLE or FAILED
     submission: str  # submission_hash() of what was graded
     settings: str  # settings_hash() of the run
-    score: float | None = None  # gradebook total when graded; None when the grading failed
+    score: float | None = None  # gradebook total when graded (0 when not gradable); None when the grading failed
     max_score: float | None = None
-    reason: str = ""  # why the grading failed ("" when graded)
+    reason: str = ""  # why it was not gradable, or why the grading failed ("" when graded)
     backends: list[str] = field(default_factory=list)  # "gpu" / "cpu" of the exercises graded
     devices: list[str] = field(default_factory=list)  # GPU model (or the emulator) of each exercise's grading
     speed_pending: bool = False  # correct kernels whose speed was not measured (no GPU)
+    pending_points: float = 0.0  # their speed points, still to be measured
     provisional: bool = False  # correctness graded without a GPU: a grading on a GPU confirms or replaces it
     worker: str = ""  # where it ran: host and GPU index, or "this process"
     attempts: int = 1
     seconds: float = 0.0
     when: str = ""
+
+    @property
+    def outcome(self) -> Outcome:
+        return Outcome(self.status, self.reason)
 
 
 class GradingRecord:
@@ -85,7 +92,7 @@ class GradingRecord:
         entry = self.students.get(student)
         if entry is None:
             return "not graded yet"
-        if entry.status != GRADED:
+        if entry.status not in (GRADED, NOT_GRADABLE):
             return "the last grading failed"
         if entry.submission != submission:
             return "the submission changed"
@@ -98,15 +105,19 @@ class GradingRecord:
         return ""
 
     def graded(self, student: str, entry: StudentEntry) -> None:
-        entry.status = GRADED
-        entry.reason = ""
+        """A grading written to the gradebook: graded, or not gradable (scored 0) with its reason."""
+        if entry.status != NOT_GRADABLE:
+            entry.status = GRADED
+            entry.reason = ""
         self._put(student, entry)
 
     def failed(self, student: str, submission: str, settings: str, reason: str, *, worker: str = "",
-               attempts: int = 1, seconds: float = 0.0) -> None:
+               attempts: int = 1, seconds: float = 0.0) -> StudentEntry:
         """A grading that did not finish: the reason, never a score."""
-        self._put(student, StudentEntry(status=FAILED, submission=submission, settings=settings, reason=reason,
-                                        worker=worker, attempts=attempts, seconds=seconds))
+        entry = StudentEntry(status=FAILED, submission=submission, settings=settings, reason=reason, worker=worker,
+                             attempts=attempts, seconds=round(seconds, 3))
+        self._put(student, entry)
+        return entry
 
     def _put(self, student: str, entry: StudentEntry) -> None:
         entry.when = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -114,14 +125,9 @@ class GradingRecord:
         self.save()
 
     def save(self) -> None:
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         data = {"assignment": self.assignment,
                 "students": {s: asdict(e) for s, e in sorted(self.students.items())}}
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, self.path)  # atomic: a reader sees the old record or the new one
+        write_text(self.path, json.dumps(data, indent=1) + "\n")  # a reader sees the old record or the new one
 
     def gpu_models(self, students: list[str] | None = None) -> dict[str, list[str]]:
         """GPU model -> the students whose speed was measured on it (graded entries only)."""

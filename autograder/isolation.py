@@ -53,6 +53,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -79,6 +80,7 @@ PASS_ENV = (
     "DLK_BACKEND", "DLK_GPU_TIMEOUT", "SYSTEMROOT",
 )
 PASS_ENV_PREFIXES = ("DLK_EMULATOR_",)
+PROFILE_ENV = "DLK_EMULATOR_PROFILE"  # kernels.runtime.emulator.profiling.ENV_VAR: not passed on
 #: Resident memory a grading child (with its compiler and emulator worker) may use.
 MEMORY_LIMIT_CPU = 4 * 2**30
 MEMORY_LIMIT_GPU = 16 * 2**30  # timing holds two large input sets, their float64 references and scales
@@ -97,6 +99,25 @@ EMULATOR_LAUNCH_LIMIT_S = 60.0
 #: reported by the emulator (naming the kernel) before the process is killed.
 LAUNCH_SHARE_OF_LIMIT = 0.6
 
+#: Why a child was stopped when the grader itself was interrupted (Ctrl-C): no verdict, no result.
+INTERRUPTED = "interrupted"
+#: Set while the grading process is being interrupted: every child still running ends at once.
+_stop_children = threading.Event()
+
+
+class GradingInterrupted(Exception):
+    """The grader was interrupted while this exercise was graded: its child was ended, and there is no result."""
+
+
+def stop_running_gradings() -> None:
+    """End every grading child of this process now (the grader is interrupted); each such grading raises
+    :class:`GradingInterrupted`.  :func:`allow_gradings` lets the next ones run."""
+    _stop_children.set()
+
+
+def allow_gradings() -> None:
+    _stop_children.clear()
+
 
 # ------------------------------------------------------------------ one grading
 def grade_submission(
@@ -107,6 +128,7 @@ def grade_submission(
     timeout_s: float | None = None,
     backend: str | None = None,
     memory_limit: int | None = None,
+    profile: bool = False,
 ) -> ExerciseResult:
     """Check (and on a GPU, in hidden mode, time) one submission in a fresh child process.
 
@@ -115,8 +137,9 @@ def grade_submission(
     from ``student_key`` (:func:`autograder.course_secret.student_key`; without one,
     :func:`~autograder.course_secret.course_secret_of_this_run`), and
     speed on a GPU.  ``backend`` forces "gpu" or "cpu" in the child (default:
-    ``$DLK_BACKEND``, else the child's own choice).  Never raises for
-    anything the submission does.
+    ``$DLK_BACKEND``, else the child's own choice).  ``profile``: in visible mode on
+    the emulator, profile the kernel on its largest visible case
+    (:mod:`autograder.kernel_profile`).  Never raises for anything the submission does.
     """
     if mode not in ("visible", "hidden"):
         raise ValueError(f"mode must be 'visible' or 'hidden', not {mode!r}")
@@ -149,6 +172,7 @@ def grade_submission(
         "nonce": secrets.token_hex(16),
         "cpu_limit_s": limit * 2 + 30,
         "file_limit_bytes": 512 * 2**20,
+        "profile": bool(profile) and mode == "visible",
     }
     started = time.monotonic()
     lock = GpuTurn(mode, backend)
@@ -218,6 +242,7 @@ def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | Non
     scratch space, and its build cache there too unless ``cache_dir`` names one (``check()``'s)."""
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
+    env.pop(PROFILE_ENV, None)  # the child profiles what its request asks (check()'s one launch), never every launch
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update({
         "HOME": tmp, "TMPDIR": tmp, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
@@ -271,8 +296,13 @@ def _run_child(ex: Exercise, request: dict, limit: float, backend: str | None, m
                             on_ready=lambda: _let_it_go(child, scratch))
         try:
             watch.follow(child, memory_limit, scratch, group)
+        except BaseException:  # Ctrl-C in this thread: the child goes now, not at its time limit
+            watch.killed_for = watch.killed_for or INTERRUPTED
+            raise
         finally:
             _end_child(child, watch, group)
+        if watch.killed_for == INTERRUPTED:
+            raise GradingInterrupted(f"the grading of {ex.name} was interrupted")
         if watch.not_started:
             raise InfrastructureError(watch.not_started)
         return _judged(ex, request, child, watch, scratch, limit, memory_limit, gpu, timing_sets)
@@ -316,7 +346,7 @@ def _start_child(request: dict, scratch: GradingScratch, cache_dir: str | None, 
     if scratch.sandboxed:
         if not gpu:
             # the emulator's runtime, built by this process (only a sandbox keeps the child from writing it)
-            prebuilt = emulator_builds.folder(_grader_cache(), env)
+            prebuilt = emulator_builds.folder(_grader_cache(), env, profile=bool(request.get("profile")))
             if prebuilt:
                 shared["DLK_EMULATOR_PREBUILT"] = prebuilt
         # Everything the child and the student's code will ever run starts inside this sandbox.
@@ -403,6 +433,9 @@ class _ChildWatch:
         open_streams = 2
         try:
             while open_streams:
+                if _stop_children.is_set():
+                    self.killed_for = INTERRUPTED
+                    break
                 now = time.monotonic()
                 if now > self.deadline and self.waiting_since is None:
                     self.killed_for = "timeout"

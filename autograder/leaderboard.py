@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .feedback import speedup_of
+from .outcome import FAILED, NOT_GRADABLE
+from .safe_writes import write_text
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,9 @@ def leaderboard(rows: list[dict], name_of: Callable[[str], str], top: int = 10) 
 
 def gradescope_leaderboard(row: dict) -> list[dict]:
     """Gradescope's ``leaderboard`` field for one student: each exercise's speed-up (0 when the kernel is not
-    correct or its speed was not measured) and the GPU it was measured on."""
+    correct or its speed was not measured) and the GPU it was measured on; nothing when the grading failed."""
+    if getattr(row.get("outcome"), "kind", "") == FAILED:
+        return []
     out = []
     devices = []
     for exercise, res in row["exercises"].items():
@@ -82,8 +86,20 @@ def gradescope_leaderboard(row: dict) -> list[dict]:
     return out
 
 
-def leaderboard_html(assignment: str, boards: dict[str, dict], named: bool) -> str:
-    """A page of one table per exercise."""
+def unranked_note(rows: list[dict]) -> str:
+    """What the page says of the submissions that have no grade to rank: not gradable, or failed to grade."""
+    kinds = [getattr(row.get("outcome"), "kind", "") for row in rows]
+    not_gradable, failed = kinds.count(NOT_GRADABLE), kinds.count(FAILED)
+    parts = []
+    if not_gradable:
+        parts.append(f"{not_gradable} submission(s) not gradable (the notebook could not be read; scored 0)")
+    if failed:
+        parts.append(f"{failed} submission(s) failed to grade (not a score: they are graded again)")
+    return "Not ranked: " + "; ".join(parts) + "." if parts else ""
+
+
+def leaderboard_html(assignment: str, boards: dict[str, dict], named: bool, note: str = "") -> str:
+    """A page of one table per exercise (``note``: a paragraph after the introduction)."""
     e = html.escape
     parts = [
         "<!DOCTYPE html>",
@@ -100,6 +116,8 @@ def leaderboard_html(assignment: str, boards: dict[str, dict], named: bool) -> s
            "Students are shown under their course alias, the same on every leaderboard of the course.")
         + "</p>",
     ]
+    if note:
+        parts.append(f"<p>{e(note)}</p>")
     models = sorted({entry.device for b in boards.values() for entry in b["entries"] if entry.device})
     if len(models) > 1:
         parts.append(f"<p><strong>Measured on more than one GPU model</strong> ({e(', '.join(models))}): "
@@ -141,7 +159,5 @@ def write_leaderboard(cd, assignment: str, rows: list[dict], course_secret: str 
         raise ValueError("an anonymised leaderboard needs the course secret (its aliases derive from it)")
     boards = leaderboard(rows, (lambda s: s) if named else (lambda s: course_alias(course_secret, s)), top=top)
     path = path or leaderboard_path(cd, assignment)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(leaderboard_html(assignment, boards, named))
+    write_text(path, leaderboard_html(assignment, boards, named, unranked_note(rows)))
     return path

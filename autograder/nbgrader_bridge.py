@@ -35,11 +35,13 @@ from typing import Callable, Protocol
 
 from nbformat.notebooknode import NotebookNode
 
-from .feedback import speedup_of
+from .feedback import device_label, exercise_points, speedup_of
 from .gpu_turn import grades_on_gpu
 from .infrastructure import InfrastructureError
-from .isolation import grade_submission
+from .isolation import allow_gradings, grade_submission, stop_running_gradings
+from .outcome import GRADED, NOT_GRADABLE, GradingFailed, Outcome, exception_reason
 from .result import ExerciseResult
+from .safe_writes import write_text
 from .submission import KernelSubmission, submissions_from_notebook
 
 RESULTS_SUFFIX = ".results.json"
@@ -62,6 +64,8 @@ class NotebookGrading:
     seconds: dict[str, float] = field(default_factory=dict)
     total_seconds: float = 0.0
     extraction_error: str = ""
+    #: graded, or not gradable (the notebook cannot be read as the assignment's; every exercise scores 0)
+    outcome: Outcome = field(default_factory=lambda: Outcome(GRADED))
     #: grading_input_digest() of the notebook graded (not written to the results file): lets the
     #: process that writes the gradebook check a grading made elsewhere is of the notebook it holds.
     input_digest: str = ""
@@ -73,6 +77,7 @@ class NotebookGrading:
             "grading_seconds": round(self.total_seconds, 3),
             "host": platform.node(),
             "extraction_error": self.extraction_error,
+            "outcome": {"kind": self.outcome.kind, "reason": self.outcome.reason},
             "exercises": {},
         }
         for name, result in self.results.items():
@@ -83,14 +88,24 @@ class NotebookGrading:
 
     def write_results_file(self, directory: str) -> str:
         """``<directory>/<notebook>.results.json``, in place of any file of that name; returns its path."""
-        os.makedirs(directory, exist_ok=True)
         path = os.path.join(directory, self.notebook + RESULTS_SUFFIX)
         if os.path.lexists(path):  # e.g. a file of that name submitted beside the notebook
             os.remove(path)
-        with open(path, "w") as f:
-            json.dump(self.to_json(), f, indent=1, sort_keys=True)
-            f.write("\n")
+        write_text(path, json.dumps(self.to_json(), indent=1, sort_keys=True) + "\n")
         return path
+
+
+def results_outcome(results: dict) -> Outcome:
+    """The outcome a results file records (graded where it names none)."""
+    data = results.get("outcome") or {}
+    return Outcome(data.get("kind") or GRADED, data.get("reason") or "")
+
+
+def not_gradable_grading(student: str, notebook: str, exercises: list[str], reason: str) -> NotebookGrading:
+    """A notebook that cannot be graded (``reason``): each exercise scores 0 and says why."""
+    return NotebookGrading(student=student, notebook=notebook, outcome=Outcome(NOT_GRADABLE, reason),
+                           results={name: ExerciseResult.not_gradable(name, reason) for name in exercises},
+                           seconds={name: 0.0 for name in exercises})
 
 
 def read_results_file(path: str) -> dict:
@@ -133,9 +148,11 @@ def grade_notebook(
 
     ``student_key`` is :func:`~autograder.course_secret.student_key` of the course secret for this
     student and assignment: the hidden cases derive from it (the course secret is not needed here).
-    Raises :class:`~autograder.infrastructure.InfrastructureError` where the grader failed on an exercise
-    (any exception of ``grade_fn``, which never raises for what a submission does): the whole grading then
-    ends without a score, to be graded again.
+
+    Raises :class:`~autograder.infrastructure.InfrastructureError` (a
+    :class:`~autograder.outcome.GradingFailed`) when the grader itself fails on an exercise (any exception of
+    ``grade_fn``, which never raises for what a submission does: that is a result), so that no score is made of
+    it and the grading is tried again; an interrupted grading ends its children before the interrupt goes on.
     """
     grade_fn = grade_fn or _default_grade_fn()
     grading = NotebookGrading(student=student, notebook=notebook)
@@ -166,26 +183,29 @@ def grade_notebook(
             else:
                 result = grade_fn(sub, mode="hidden", student_key=student_key.encode(), student_id=student,
                                   timeout_s=timeout_s)
-        except InfrastructureError:
-            raise  # the grader's failure: this grading ends without a score, to be graded again
+        except GradingFailed:
+            raise  # the grader's failure already named (autograder.infrastructure): no score, graded again
         except Exception as exc:  # the grader itself failed (it never raises for what a submission does)
-            raise InfrastructureError(f"the grader failed on {exercise}: {type(exc).__name__}: {exc}") from exc
+            raise InfrastructureError(f"the grader failed on {exercise}: {exception_reason(exc)}") from exc
         return result, time.perf_counter() - t0
 
     # On a GPU the exercises overlap: while one child has its turn on the card (autograder.gpu_turn), the
     # next one starts and compiles, and the grader judges the one before on the host.  On the emulator
     # every grading is CPU work: one at a time.
-    with ThreadPoolExecutor(max_workers=_overlapping_gradings(grade_fn, len(exercises))) as pool:
+    pool = ThreadPoolExecutor(max_workers=_overlapping_gradings(grade_fn, len(exercises)))
+    try:
         graded = list(pool.map(grade_one, exercises))
+    except BaseException:  # interrupted, or the grader failed: the children still running end now
+        stop_running_gradings()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        allow_gradings()
     for exercise, (result, seconds) in zip(exercises, graded):
         grading.results[exercise] = result
         grading.seconds[exercise] = seconds
-        log(
-            f"  {student} {exercise}: {result.status}, correctness "
-            f"{float(result.correctness_score):g}/{float(result.correctness_max):g}, speed "
-            f"{float(result.speed_score):g}/{float(result.speed_max):g}"
-            f"{_speedup_note(result)} [{result.backend or '-'}] in {seconds:.1f} s"
-        )
+        log(f"  {student} {exercise}: {result.status}, {exercise_points(result)}{_speedup_note(result)} "
+            f"[{device_label(result.backend, result.device)}] in {seconds:.1f} s")
     grading.total_seconds = time.perf_counter() - started
     grading.input_digest = grading_input_digest(nb, exercises)
     return grading

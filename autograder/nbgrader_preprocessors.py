@@ -1,10 +1,10 @@
-"""The two preprocessors nbgrader's converter runs in place of its own: grade without executing, and
-take the cells' grading flags from the gradebook.
+"""The preprocessors nbgrader's converter runs in place of its own: grade without executing, take the
+cells' grading flags from the gradebook, and put back every test cell a notebook lacks.
 
 :class:`TrustedGrade` stands where nbgrader's ``Execute`` stood in the grading
 pass; :class:`RestoreCellMetadata` runs in the sanitizing pass before
-``OverwriteCells``. :mod:`autograder.nbgrader_autograde` fixes the lists they
-run in.
+:class:`RestoreTestCells`, which stands where nbgrader's ``OverwriteCells``
+stood. :mod:`autograder.nbgrader_autograde` fixes the lists they run in.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ import os
 from nbformat.notebooknode import NotebookNode
 from traitlets import Callable, Dict, Float, Unicode, default
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+from nbgrader import utils as nbgrader_utils
+from nbgrader.preprocessors import NbGraderPreprocessor, OverwriteCells
 
 from .course_secret import course_secret_of_this_run, student_key
 from .grade_cells import graded_exercises, write_outputs
-from .nbgrader_bridge import NotebookGrading, grade_notebook, grading_input_digest
+from .nbgrader_bridge import NotebookGrading, grade_notebook, grading_input_digest, not_gradable_grading
 
 TIMEOUT_ENV = "AUTOGRADER_TIMEOUT_S"
 
@@ -48,6 +49,9 @@ class TrustedGrade(NbGraderPreprocessor):
     progress = Callable(None, allow_none=True, help="callable(str) told each exercise's result")
     gradings = Dict(default_value=None, allow_none=True,
                     help="notebook name -> NotebookGrading made elsewhere (a cluster worker): written, not regraded")
+    not_gradable = Dict(default_value=None, allow_none=True,
+                        help="notebook name -> why the submitted notebook cannot be graded: every test cell scores 0 "
+                             "and says why")
 
     @default("course_secret")
     def _course_secret_default(self) -> str:
@@ -65,7 +69,10 @@ class TrustedGrade(NbGraderPreprocessor):
         exercises = list(graded_exercises(nb))
         self.log.info("Grading %s/%s without executing it: %s", student, notebook, ", ".join(exercises))
         say = self.progress or self.log.info
-        if self.gradings is not None:
+        reason = (self.not_gradable or {}).get(notebook)
+        if reason is not None:
+            grading = not_gradable_grading(student, notebook, exercises, reason)
+        elif self.gradings is not None:
             grading = self._grading_made_elsewhere(nb, exercises, student, notebook)
         else:
             grading = grade_notebook(
@@ -79,7 +86,8 @@ class TrustedGrade(NbGraderPreprocessor):
                 log=say,
             )
         write_outputs(nb, grading.results)
-        say(f"  {student} {notebook}: graded in {grading.total_seconds:.1f} s")
+        if reason is None:
+            say(f"  {student} {notebook}: graded in {grading.total_seconds:.1f} s")
 
         # Beside the autograded notebook (the build directory of this pass).
         build_dir = info.get("build_directory") or (resources.get("metadata") or {}).get("path", "")
@@ -137,4 +145,33 @@ class RestoreCellMetadata(NbGraderPreprocessor):
                 meta["points"] = grade_points[gid]
             elif "points" in meta:
                 del meta["points"]
+        return nb, resources
+
+
+class RestoreTestCells(OverwriteCells):
+    """nbgrader's OverwriteCells, putting back a deleted test cell wherever the notebook lacks it.
+
+    nbgrader inserts a missing test cell after the instructor's cell that came
+    before it, and fails (a KeyError) when that cell is missing too: a notebook
+    rebuilt from scratch, or an empty one, stopped the grading of the whole
+    submission.  Here a missing test cell goes after the nearest earlier
+    instructor cell the notebook still has, else first; its kernels are still
+    found by their ``%%cuda`` lines wherever they are.
+    """
+
+    def add_missing_grade_cells(self, nb: NotebookNode, resources: dict) -> tuple[NotebookNode, dict]:
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [cell.name for cell in source_nb.source_cells]
+        by_name = {cell.name: cell for cell in source_nb.source_cells}
+        solutions = {cell.name for cell in source_nb.solution_cells}
+        for grade_cell in sorted(source_nb.grade_cells, key=lambda c: order.index(c.name)):
+            present = {cell.metadata["nbgrader"]["grade_id"]: i for i, cell in enumerate(nb.cells)
+                       if nbgrader_utils.is_grade(cell) or nbgrader_utils.is_solution(cell)}
+            if grade_cell.name in present:
+                continue
+            self.log.warning("Missing grade cell %s encountered, adding to notebook", grade_cell.name)
+            earlier = order[:order.index(grade_cell.name)]
+            where = next((present[name] + 1 for name in reversed(earlier) if name in present), 0)
+            nb.cells.insert(where, self.missing_cell_transform(by_name[grade_cell.name], grade_cell.max_score,
+                                                               is_solution=grade_cell.name in solutions))
         return nb, resources

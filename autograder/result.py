@@ -29,6 +29,7 @@ STATUSES = (
     "crashed",  # the checking process died (signal, memory limit) or sent no result
     "invalid_launch",  # the launch integers are missing, unknown or out of range
     "missing",  # no %%cuda cell for this exercise
+    "not_gradable",  # the submitted notebook cannot be read as this assignment's (not JSON, another assignment's)
 )
 
 
@@ -98,6 +99,14 @@ def json_default(value):
     raise TypeError(f"cannot send {type(value).__name__} to or from the grading process")
 
 
+def speed_is_pending(result) -> bool:
+    """Whether the speed points of a result (an :class:`ExerciseResult`, or its entry in a results file) are
+    pending: a correct kernel whose speed was not measured (graded without a GPU), so neither a fail nor a
+    zero.  When they become pending is :mod:`autograder.scoring`'s rule."""
+    get = result.get if isinstance(result, dict) else (lambda key: getattr(result, key, None))
+    return bool(get("speed_pending")) and not get("speed_measured")
+
+
 _SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
 
@@ -128,6 +137,8 @@ class ExerciseResult:
     speed_note: str = ""  # why speed points were or were not given
     log: str = ""  # compiler log / captured output, trimmed
     elapsed_s: float = 0.0
+    profile: dict | None = None  # check() on the emulator: the profile of one launch (autograder.kernel_profile)
+    thread_map: dict | None = None  # check() on the emulator: which thread touched which element (autograder.thread_maps)
 
     # ------------------------------------------------------------------ points
     @property
@@ -141,6 +152,11 @@ class ExerciseResult:
     @property
     def passed(self) -> bool:
         return self.status == "passed"
+
+    @property
+    def speed_is_pending(self) -> bool:
+        """Its speed points wait for a grading on a GPU (:func:`speed_is_pending`)."""
+        return speed_is_pending(self)
 
     def part_score(self, part: str) -> float:
         """The points of ``part`` ("correctness" or "speed")."""
@@ -195,6 +211,15 @@ class ExerciseResult:
             message=f"No '%%cuda {exercise}' cell was found in the notebook, so there was nothing to grade. "
             f"The kernel for this exercise must be in a code cell whose first line is '%%cuda {exercise} ...'.",
         )
+
+    @classmethod
+    def not_gradable(cls, exercise: str, reason: str) -> "ExerciseResult":
+        """The result for an exercise of a notebook that cannot be graded (``reason``, one sentence): 0 points."""
+        result = cls.missing(exercise)
+        result.status = "not_gradable"
+        result.message = (f"The submission could not be graded: {reason}. Every test of this notebook scores 0 until "
+                          f"a notebook that can be read is submitted.")
+        return result
 
     # ---------------------------------------------------------------- feedback
     def feedback_text(self) -> str:

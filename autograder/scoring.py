@@ -26,7 +26,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .comparison import CaseError
-from .result import ExerciseResult, ShapeResult
+from .result import ExerciseResult, ShapeResult, speed_is_pending  # noqa: F401 (pending speed, beside the rules that make it)
 
 if TYPE_CHECKING:
     from .exercise import Exercise
@@ -162,12 +162,6 @@ def speed_pending(res: ExerciseResult, note: str, pending: bool = True) -> None:
     """Speed not measured, for a reason ``note`` gives: pending when grading (``pending``), never zero points."""
     res.speed_pending = pending and res.mode == "hidden"
     res.speed_note = note
-
-
-def speed_is_pending(result: dict) -> bool:
-    """Whether the speed points of a result (as a results file holds it) are pending: a correct kernel whose
-    speed was not measured, so neither a fail nor a zero."""
-    return bool(result.get("speed_pending")) and not result.get("speed_measured")
 
 
 def speed_not_measured_here(ex: Exercise, res: ExerciseResult) -> None:

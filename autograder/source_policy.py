@@ -53,6 +53,7 @@ ALLOWED_HEADERS = frozenset({
     "cuda_fp16.h", "cuda_bf16.h", "cuda_runtime.h", "cuda.h", "device_launch_parameters.h", "math_constants.h",
     "cooperative_groups.h", "cooperative_groups/reduce.h", "stdint.h", "cstdint", "math.h", "cmath", "float.h",
     "cfloat", "limits.h", "climits", "stddef.h", "cstddef", "assert.h", "cassert", "stdio.h", "cstdio",
+    "mma.h", "cuda_pipeline.h",  # WMMA's fragments and cp.async, which the GEMM chapter's exercises ask for
 })
 
 #: The two ways the source is preprocessed: as plain C++ (nvcc's host pass sees what no macro of nvcc hides),

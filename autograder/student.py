@@ -150,8 +150,14 @@ def submission(name: str) -> KernelSubmission | None:
     return _SUBMISSIONS.get(name)
 
 
-def check(name: str, plot: bool = True, timeout_s: float | None = None) -> None:
-    """Run the visible tests of exercise ``name`` on the kernel of the last ``%%cuda name`` cell."""
+def check(name: str, plot: bool = True, timeout_s: float | None = None, profile: bool = True) -> None:
+    """Run the visible tests of exercise ``name`` on the kernel of the last ``%%cuda name`` cell.
+
+    On the CPU emulator a correct kernel is also profiled (``profile=False``: not): per line, the sectors
+    its global loads and stores touch, its shared-memory bank conflicts, the branches that diverge within
+    a warp, its occupancy, and the hints they imply (:mod:`autograder.kernel_profile`).  For an exercise with
+    a thread map (the warm-up puzzles), correct or not, it draws which thread read and which wrote each
+    element beside the expected map (:mod:`autograder.thread_maps`; ``profile=False``: not)."""
     global last_result
     from .exercises import all_exercises
 
@@ -171,15 +177,20 @@ def check(name: str, plot: bool = True, timeout_s: float | None = None) -> None:
 
     from .isolation import grade_submission
     from .feedback import check_text
+    from .kernel_profile import show_profile  # deferred: the emulator's profiler and matplotlib, on first check()
     from .report import plot_error_maps
+    from .thread_maps import show_thread_map  # deferred: as show_profile
 
     try:
         backend = selection.current_backend().name
     except Exception:
         backend = None
-    result = grade_submission(sub, mode="visible", backend=backend, timeout_s=timeout_s)
+    result = grade_submission(sub, mode="visible", backend=backend, timeout_s=timeout_s, profile=profile)
     last_result = result
     print(check_text(result))
+    show_thread_map(result, notebook=plot and _in_notebook())
+    if result.status == "passed":
+        show_profile(result, notebook=plot and _in_notebook())
     if plot and result.status == "failed":
         try:
             fig = plot_error_maps(result)
@@ -196,6 +207,16 @@ def check(name: str, plot: bool = True, timeout_s: float | None = None) -> None:
             except ImportError:
                 pass
     return None
+
+
+def _in_notebook() -> bool:
+    """Whether check() runs in a Jupyter kernel (HTML and pictures) rather than a terminal (text)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
 
 
 def cuda(line: str, cell: str) -> None:

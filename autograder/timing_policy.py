@@ -77,7 +77,8 @@ def enough_samples(ref: list[float], stu: list[float], minimum: int, maximum: in
 
 
 def physical_floor_ms(ex: Exercise, shape: dict, peak_bandwidth: float, peak_flops: float) -> float:
-    return 1e3 * max(ex.bytes_moved(shape) / peak_bandwidth, ex.flops(shape) / peak_flops)
+    """``peak_flops`` is the FP32 units' peak; an exercise on the tensor cores runs up to ``peak_over_fp32`` times it."""
+    return 1e3 * max(ex.bytes_moved(shape) / peak_bandwidth, ex.flops(shape) / (peak_flops * ex.peak_over_fp32))
 
 
 # ------------------------------------------------------------------ the timing loop

@@ -33,6 +33,8 @@ from .case_plan import case_label, concealed
 from .comparison import compare, count_wrong
 from .diagnosis import diagnose, error_map
 from .exercise import Exercise, LaunchConfig, LaunchError
+from .kernel_profile import checked_profile
+from .thread_maps import checked_thread_map
 from .result import STATUSES, ExerciseResult, ShapeResult
 from .scoring import (INCOMPLETE_TIMING, is_below_floor, score_correctness, score_speed, speed_for_information,
                       speed_not_measured_here, speed_only_if_correct, speed_pending, timing_size_failed)
@@ -41,6 +43,8 @@ from .timing_policy import TimingSets, blended_inputs, draw_pair, is_seed, timed
 #: Statuses of a child's result that are judged case by case here; any other (a compile error, a crash, a
 #: hang, a refused launch, no code) already carries no points and is kept as the child reported it.
 JUDGED_STATUSES = ("passed", "failed")
+#: Statuses only the grader gives (no kernel cell; a notebook that cannot be read): a child claiming one crashed.
+GRADER_ONLY = ("missing", "not_gradable")
 
 
 def case_data(ex: Exercise, shape: dict, seed: int) -> tuple[dict, dict, dict, dict]:
@@ -146,9 +150,13 @@ def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, s
         mode=request["mode"], launch=dict(request.get("launch") or {}), backend=reported.backend,
         device=reported.device, log=reported.log, elapsed_s=reported.elapsed_s,
     )
+    if verdict.mode == "visible":  # shown to the student who ran check(), never scored
+        verdict.profile = checked_profile(reported.profile)
+        verdict.thread_map = checked_thread_map(reported.thread_map)
     if reported.status not in JUDGED_STATUSES:
         # Nothing to judge: a compile error, a crash, a hang or a refused launch earns nothing.
-        verdict.status = reported.status if reported.status in STATUSES and reported.status != "missing" else "crashed"
+        verdict.status = (reported.status if reported.status in STATUSES and reported.status not in GRADER_ONLY
+                          else "crashed")
         verdict.message = reported.message
         verdict.shapes = conceal_hidden(list(reported.shapes[: len(cases)]), launch)
         verdict.speed_note = reported.speed_note

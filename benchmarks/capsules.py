@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from benchmarks.common import print_table, require_gpu_backend, row, write_results
+from benchmarks.common import Contract, print_table, require_gpu_backend, row, write_results
 
 from kernels.capsules import capsule_prediction as cp
 from kernels.capsules import capsule_prediction_backward as cb
@@ -45,6 +45,32 @@ from kernels.runtime.timing import Timing, time_kernel, time_torch
 from kernels.runtime.versions import versions
 
 DIGITCAPS = (128, 1152, 8, 10, 16)  # batch, in_caps, in_dim, out_caps, out_dim
+
+# --- the results file and what the book reads in it ------------------------------------------
+NAME = "capsules"
+FORWARD, GRAD_INPUT, GRAD_WEIGHT, BACKWARD, TRAINING_STEP = (
+    "forward", "grad_input", "grad_weight", "backward", "training_step")
+#: The forward rows of our kernels are this and the version: capsule_predict_naive, ...
+PREDICT = "capsule_predict_"
+REGISTER_BLOCKED, VECTORIZED = f"{PREDICT}register_blocked", f"{PREDICT}vectorized"  # versions 3 and 4
+#: einsum's result copied to the contiguous array our kernels write, its strided view alone, and a batched product.
+EINSUM, EINSUM_VIEW, TRANSPOSE_BMM = ("torch.einsum + .contiguous()", "torch.einsum (strided view, not contiguous)",
+                                      "torch transpose + bmm")
+GRAD_INPUT_SHARED, GRAD_WEIGHT_REGISTER = "capsule_grad_input_shared_weights", "capsule_grad_weight_register_blocked"
+GRAD_FUSED = "capsule_grad_fused (du and dW)"
+AUTOGRAD_INPUT, AUTOGRAD_WEIGHT, AUTOGRAD_BOTH = ("torch autograd du only", "torch autograd dW only",
+                                                  "torch autograd backward (du and dW)")
+#: The fastest backward kernels, each beside PyTorch's autograd computing the same gradients.
+BACKWARD_PAIRS = ((GRAD_INPUT_SHARED, AUTOGRAD_INPUT), (GRAD_WEIGHT_REGISTER, AUTOGRAD_WEIGHT),
+                  (GRAD_FUSED, AUTOGRAD_BOTH))
+
+CONTRACT = Contract(
+    NAME, groups=(FORWARD, GRAD_INPUT, GRAD_WEIGHT, BACKWARD, TRAINING_STEP),
+    rows={FORWARD: (EINSUM, EINSUM_VIEW, TRANSPOSE_BMM, REGISTER_BLOCKED, VECTORIZED),
+          GRAD_INPUT: (AUTOGRAD_INPUT, GRAD_INPUT_SHARED), GRAD_WEIGHT: (AUTOGRAD_WEIGHT, GRAD_WEIGHT_REGISTER),
+          BACKWARD: (AUTOGRAD_BOTH, GRAD_FUSED)},
+    prefixes={FORWARD: (PREDICT,)}, sections=("peaks", "summary"),
+)
 
 
 def check(name, got, expected, terms):
@@ -122,11 +148,11 @@ def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
     check("torch.einsum", torch_einsum().cpu().numpy(), ref_fwd, in_dim)
     check("transpose + bmm", torch_transpose_bmm().view(G.shape).cpu().numpy(), ref_fwd, in_dim)
     einsum_is_view = not torch_einsum_view().is_contiguous()
-    einsum_t = peer_row("torch.einsum + .contiguous()", "forward", torch_einsum, fwd_bytes, fwd_flops, fwd_floor)
-    einsum_view_t = peer_row("torch.einsum (strided view, not contiguous)" if einsum_is_view else "torch.einsum",
-                             "forward", torch_einsum_view, fwd_bytes, fwd_flops, fwd_floor)
-    bmm_t = peer_row("torch transpose + bmm", "forward", torch_transpose_bmm, fwd_bytes, fwd_flops, fwd_floor)
-    fwd_peers = {"torch.einsum + .contiguous()": einsum_t.median_ms, "torch.einsum view": einsum_view_t.median_ms,
+    einsum_t = peer_row(EINSUM, FORWARD, torch_einsum, fwd_bytes, fwd_flops, fwd_floor)
+    einsum_view_t = peer_row(EINSUM_VIEW if einsum_is_view else "torch.einsum",
+                             FORWARD, torch_einsum_view, fwd_bytes, fwd_flops, fwd_floor)
+    bmm_t = peer_row(TRANSPOSE_BMM, FORWARD, torch_transpose_bmm, fwd_bytes, fwd_flops, fwd_floor)
+    fwd_peers = {EINSUM: einsum_t.median_ms, "torch.einsum view": einsum_view_t.median_ms,
                  "transpose + bmm": bmm_t.median_ms}
 
     for version, record in versions(cp.KERNELS).items():
@@ -135,7 +161,7 @@ def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
         launcher = record.launcher
         launcher(du_, dW_, out=out)
         check(version, out.get(), ref_fwd, in_dim)
-        kernel_row(f"capsule_predict_{version}", "forward",
+        kernel_row(f"{PREDICT}{version}", FORWARD,
                    lambda launcher=launcher: launcher(du_, dW_, out=out, sync=False),
                    fwd_bytes, fwd_flops, fwd_floor, fwd_peers)
 
@@ -158,10 +184,10 @@ def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
     check("autograd du", g_u.cpu().numpy(), ref_gin, row_len)
     check("autograd dW", g_W.cpu().numpy(), ref_gw, batch)
     bwd_floor = bwd_bytes / bw
-    both_t = peer_row("torch autograd backward (du and dW)", "backward", autograd_both,
+    both_t = peer_row(AUTOGRAD_BOTH, BACKWARD, autograd_both,
                       bwd_bytes, 2 * fwd_flops, bwd_floor)
-    gin_peer = peer_row("torch autograd du only", "grad_input", autograd_input, gin_bytes, fwd_flops, gin_floor)
-    gw_peer = peer_row("torch autograd dW only", "grad_weight", autograd_weight, gw_bytes, fwd_flops, gw_floor)
+    gin_peer = peer_row(AUTOGRAD_INPUT, GRAD_INPUT, autograd_input, gin_bytes, fwd_flops, gin_floor)
+    gw_peer = peer_row(AUTOGRAD_WEIGHT, GRAD_WEIGHT, autograd_weight, gw_bytes, fwd_flops, gw_floor)
 
     best = {}
     for name, launcher, result, ref, terms, nbytes, floor, peer in [
@@ -173,28 +199,28 @@ def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
         operand = dW_ if "input" in name else du_
         launcher(dG_, operand, out=result)
         check(name, result.get(), ref, terms)
-        t = kernel_row(f"capsule_{name}", "grad_input" if "input" in name else "grad_weight",
+        t = kernel_row(f"capsule_{name}", GRAD_INPUT if "input" in name else GRAD_WEIGHT,
                        lambda launcher=launcher, operand=operand, result=result:
                        launcher(dG_, operand, out=result, sync=False),
                        nbytes, fwd_flops, floor, {"torch autograd": peer.median_ms})
-        group = "grad_input" if "input" in name else "grad_weight"
+        group = GRAD_INPUT if "input" in name else GRAD_WEIGHT
         best[group] = min(best.get(group, float("inf")), t.median_ms)
 
     # Version 5: both gradients from one pass over G.
     cb.grad_fused(dG_, dW_, du_, out_u=gin_out, out_W=gw_out)
     check("grad_fused du", gin_out.get(), ref_gin, row_len)
     check("grad_fused dW", gw_out.get(), ref_gw, batch)
-    fused_t = kernel_row("capsule_grad_fused (du and dW)", "backward",
+    fused_t = kernel_row(GRAD_FUSED, BACKWARD,
                          lambda: cb.grad_fused(dG_, dW_, du_, out_u=gin_out, out_W=gw_out, sync=False),
                          bwd_bytes, 2 * fwd_flops, bwd_floor,
                          {"torch autograd": both_t.median_ms})
-    separate_ms = best["grad_input"] + best["grad_weight"]
+    separate_ms = best[GRAD_INPUT] + best[GRAD_WEIGHT]
     backward_ms = min(separate_ms, fused_t.median_ms)
 
     # ---------------------------------------------------------------- summary
-    fwd_rows = [r for r in rows if r["group"] == "forward" and r["kind"] == "kernel"]
+    fwd_rows = [r for r in rows if r["group"] == FORWARD and r["kind"] == "kernel"]
     fastest = min(fwd_rows, key=lambda r: r["median_ms"])
-    naive = next(r for r in fwd_rows if r["name"] == "capsule_predict_naive")
+    naive = next(r for r in fwd_rows if r["name"] == f"{PREDICT}naive")
     summary = {
         "shape": dict(zip(("batch", "in_caps", "in_dim", "out_caps", "out_dim"), shape)),
         "forward_floor_us": fwd_floor * 1e6,
@@ -213,8 +239,8 @@ def measure(shape=DIGITCAPS, repeat: int = 30) -> dict:
         "backward_floor_us": bwd_floor * 1e6,
         "torch_autograd_backward_us": both_t.median_ms * 1e3,
         "backward_speedup_vs_autograd": both_t.median_ms / backward_ms,
-        "grad_input_speedup_vs_autograd_du": gin_peer.median_ms / best["grad_input"],
-        "grad_weight_speedup_vs_autograd_dW": gw_peer.median_ms / best["grad_weight"],
+        "grad_input_speedup_vs_autograd_du": gin_peer.median_ms / best[GRAD_INPUT],
+        "grad_weight_speedup_vs_autograd_dW": gw_peer.median_ms / best[GRAD_WEIGHT],
     }
     step_rows, step_summary = measure_training_step(shape, peaks, repeat)
     rows += step_rows
@@ -289,7 +315,7 @@ def measure_training_step(shape, peaks, repeat: int) -> tuple[list[dict], dict]:
     for name, predict in PREDICTIONS.items():
         timing, host_ms = time_step(lambda predict=predict: training_step(predict, u, W, labels), repeat)
         times[name] = (timing, host_ms)
-        rows.append(row(f"training step, predictions by {name}", "training_step",
+        rows.append(row(f"training step, predictions by {name}", TRAINING_STEP,
                         "kernel" if name.startswith("dlk::") else "peer", timing, None, None, peaks,
                         host_ms=host_ms, predictions=name, routing=f"PyTorch, {ROUTING_ITERATIONS} iterations",
                         loss="margin", backward_to="u and W", loss_value=float(loss_ref.item())))
@@ -311,14 +337,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
     data = measure(tuple(args.shape), args.repeat)
-    path = write_results("capsules", data)
+    path = write_results(NAME, data)
     rows, summary, peaks = data["results"], data["summary"], data["peaks"]
     shape = tuple(summary["shape"].values())
 
     print(f"\nresults written to {path}")
     print(f"device {peaks['device']}: copy bandwidth {peaks['bandwidth_gbs']:.0f} GB/s; shape {shape}")
     print(f"forward floor {summary['forward_floor_us']:.1f} us ({summary['forward_bytes'] / 1e6:.1f} MB)\n")
-    kernel_rows = [r for r in rows if r["group"] != "training_step"]
+    kernel_rows = [r for r in rows if r["group"] != TRAINING_STEP]
     print_table(kernel_rows, "capsule prediction, every version and its peers")
     print(f"\n{'':<44} {'x floor':>8}   speed-up vs peer(s)")
     for r in kernel_rows:
@@ -326,7 +352,7 @@ def main() -> None:
         print(f"{r['name']:<44} {r['times_floor']:>8.2f}   {sp}")
     print(f"\n{'a training step (GPU time; host time to queue it)':<60} {'GPU µs':>9} {'host µs':>9}")
     for r in rows:
-        if r["group"] == "training_step":
+        if r["group"] == TRAINING_STEP:
             print(f"{r['name']:<60} {r['median_ms'] * 1e3:>9.1f} {r['host_ms'] * 1e3:>9.1f}")
     print("\nsummary:")
     for k, v in summary.items():

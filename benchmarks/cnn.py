@@ -38,17 +38,69 @@ import time
 import numpy as np
 
 
-from benchmarks.common import (losses_agree, now_utc, require_gpu_backend, time_training_steps, timed_row,
+from benchmarks.common import (Contract, losses_agree, now_utc, require_gpu_backend, time_training_steps, timed_row,
                                torch_sgd_step, untimed_row, write_results)
 
+# --- the results files and what the book reads in them --------------------------------------
 NAME = "cnn"
 BACKWARD_NAME = "cnn_backward"  # the backward group's results file: benchmarks/results/cnn_backward.json
+TRAINING_STEP_NAME = "cnn_training_step"  # LeNet-5's whole step against PyTorch's: cnn_training_step.json
+FORWARD, FORWARD_FUSED, BACKWARD, TRAINING_STEP = "forward", "forward_fused", "backward", "training_step"
 #: (label, N, C, H, W, M, K): the layers of the "measure it" section.
 LAYERS = (
     ("LeNet C1", 64, 1, 32, 32, 6, 5),
     ("LeNet C3", 64, 6, 14, 14, 16, 5),
     ("large 56x56 C64 M64 3x3", 128, 64, 56, 56, 64, 3),
 )
+LAYER_NAMES = LENET_C1, LENET_C3, LARGE_LAYER = tuple(label for label, *_ in LAYERS)
+#: The forward rows of our kernels are named by the version (kernels/conv/conv2d.py's KERNEL_NAMES keys).
+FORWARD_VERSIONS = NAIVE, CONSTANT, TILED, TILED_MULTIMAP, REGISTER_TILED, WHOLE_SAMPLE = (
+    "naive", "constant", "tiled", "tiled_multimap", "register_tiled", "whole_sample")
+#: Each version beside the one it builds on.
+FORWARD_STEPS = ((CONSTANT, NAIVE), (TILED, NAIVE), (TILED_MULTIMAP, TILED), (REGISTER_TILED, TILED_MULTIMAP),
+                 (WHOLE_SAMPLE, TILED_MULTIMAP))
+CUDNN = "cuDNN conv2d"
+FUSED, WHOLE_SAMPLE_FUSED = "fused conv+bias+relu+maxpool", "whole_sample conv+bias+relu+maxpool"
+TORCH_CHAIN = "torch conv2d+relu+max_pool2d"
+#: The part of cnn.json that holds LeNet-5's training run.
+LENET = "lenet"
+#: What a backward row computes (its ``gradient``): one gradient, or the weight and the bias together.
+GRADIENTS = INPUT, WEIGHT, BIAS = "input", "weight", "bias"
+WEIGHT_AND_BIAS = "weight+bias"
+#: The gradients a backward row computes, and the PyTorch call it is compared with.
+TORCH_PEERS = {
+    INPUT: "torch conv2d_input",
+    WEIGHT: "torch conv2d_weight",
+    BIAS: "torch sum over (N, H, W)",
+    WEIGHT_AND_BIAS: "torch conv2d_weight + sum",
+}
+#: Versions 1-4 of the backward kernels, as their rows are named, and of them the teaching version of each
+#: gradient (versions 1, 3 and 4): the baseline the newer ones are measured from.
+BACKWARD_TEACHING_ROWS = BACKWARD_INPUT_1, BACKWARD_WEIGHT_NAIVE, BACKWARD_WEIGHT_REDUCE, BACKWARD_BIAS_4 = (
+    "backward_input", "backward_weight_naive", "backward_weight_reduce", "backward_bias")
+BACKWARD_BASELINES = {INPUT: BACKWARD_INPUT_1, WEIGHT: BACKWARD_WEIGHT_REDUCE, BIAS: BACKWARD_BIAS_4}
+#: The bias gradient's versions 6 and 12, whose rows are named "<prefix> S=<splits>" (S=auto: the default plan).
+BIAS_SPLIT, BIAS_PLANES = "bias_split", "bias_planes"
+
+
+def counted_for(gradient: str) -> tuple[str, ...]:
+    """The ``gradient`` values of the rows that count for ``gradient``: a kernel computing the weight and the bias
+    together counts for the weight gradient (against PyTorch's weight gradient alone, which does less)."""
+    return (WEIGHT, WEIGHT_AND_BIAS) if gradient == WEIGHT else (gradient,)
+
+
+CONTRACT = Contract(
+    NAME, groups=(FORWARD, FORWARD_FUSED),
+    rows={FORWARD: (CUDNN, *FORWARD_VERSIONS), FORWARD_FUSED: (FUSED, WHOLE_SAMPLE_FUSED, TORCH_CHAIN)},
+    values={"layer": LAYER_NAMES}, sections=("peaks", "summary", LENET),
+)
+BACKWARD_CONTRACT = Contract(
+    BACKWARD_NAME, groups=(BACKWARD,), rows={BACKWARD: (*TORCH_PEERS.values(), *BACKWARD_TEACHING_ROWS)},
+    prefixes={BACKWARD: (BIAS_SPLIT, BIAS_PLANES)},
+    values={"layer": LAYER_NAMES, "gradient": (*GRADIENTS, WEIGHT_AND_BIAS)}, sections=("summary",),
+)
+TRAINING_STEP_CONTRACT = Contract(TRAINING_STEP_NAME, groups=(TRAINING_STEP,))
+
 TOL = 1e-4  # relative Frobenius error allowed in float32
 TRAIN_EPOCHS = 15
 TRAIN_BATCH = 64
@@ -104,7 +156,7 @@ def bench_forward(peaks, rng) -> list[dict]:
         shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
         nbytes, flops = conv2d.KERNELS["conv2d_forward_naive"].bytes(shape), conv2d.KERNELS["conv2d_forward_naive"].flops(shape)
         cudnn = time_torch(lambda: F.conv2d(tX, tW, tb), repeat=50)
-        rows.append(result_row("cuDNN conv2d", "forward", "peer", layer, nbytes, flops, cudnn, peaks))
+        rows.append(result_row(CUDNN, FORWARD, "peer", layer, nbytes, flops, cudnn, peaks))
         X_d, W_d, b_d = to_device(X), to_device(Wf), to_device(b)
         N_, M_, H_out, W_out = conv2d.output_shape(X.shape, Wf.shape)
         Y_d = empty((N, M, H_out, W_out))
@@ -113,11 +165,11 @@ def bench_forward(peaks, rng) -> list[dict]:
                 continue
             W_grid = conv2d.grid_width(version, W_out)
             if version == "constant" and Wf.size > conv2d.CONSTANT_CAPACITY:
-                rows.append(untimed_row(version, "forward", "kernel", **layer, skipped=
+                rows.append(untimed_row(version, FORWARD, "kernel", **layer, skipped=
                                         f"filter bank of {Wf.size} floats > {conv2d.CONSTANT_CAPACITY} (64 KiB of constant memory)"))
                 continue
             if version == "whole_sample" and not conv2d.whole_sample_fits(C, H, W, K):
-                rows.append(untimed_row(version, "forward", "kernel", **layer, skipped=
+                rows.append(untimed_row(version, FORWARD, "kernel", **layer, skipped=
                                         f"sample + filters need {conv2d.whole_sample_shared_bytes(C, H, W, K)} B of "
                                         f"shared memory > {conv2d.SHARED_LIMIT}"))
                 continue
@@ -133,7 +185,7 @@ def bench_forward(peaks, rng) -> list[dict]:
             kernel.launch_prepared(prepared)
             err = rel_error(Y_d.get(), ref)
             t = timed(lambda: kernel.launch_prepared(prepared, sync=False), slow=(version == "naive" and N * C > 4096))
-            rows.append(result_row(version, "forward", "kernel", layer, nbytes, flops, t, peaks,
+            rows.append(result_row(version, FORWARD, "kernel", layer, nbytes, flops, t, peaks,
                                    rel_error=err, correct=err < TOL))
             print(f"  {label:<26} {version:<16} {t.median_ms * 1e3:9.1f} µs  (cuDNN {cudnn.median_ms * 1e3:.1f} µs)",
                   flush=True)
@@ -165,7 +217,7 @@ def bench_fused(peaks, layer, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, flops, cudnn)
     t = timed(lambda: kernel.launch_prepared(prepared, sync=False))
     torch_chain = time_torch(lambda: F.max_pool2d(F.relu(F.conv2d(tX, tW, tb)), 2), repeat=50)
     nbytes = conv2d.KERNELS["conv2d_bias_act_pool_fused"].bytes(layer)
-    rows = [result_row("fused conv+bias+relu+maxpool", "forward_fused", "kernel", layer, nbytes, flops, t, peaks,
+    rows = [result_row(FUSED, FORWARD_FUSED, "kernel", layer, nbytes, flops, t, peaks,
                        rel_error=err, correct=err < TOL, speedup_vs_cudnn_conv=cudnn.median_ms / t.median_ms,
                        speedup_vs_torch_chain=torch_chain.median_ms / t.median_ms)]
     if conv2d.whole_sample_fits(C, H, W, K):
@@ -177,21 +229,12 @@ def bench_fused(peaks, layer, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, flops, cudnn)
         kernel7.launch_prepared(prepared7)
         err7 = rel_error(P_d.get(), conv2d.fused_reference(X, Wf, b, "relu"))
         t7 = timed(lambda: kernel7.launch_prepared(prepared7, sync=False))
-        rows.append(result_row("whole_sample conv+bias+relu+maxpool", "forward_fused", "kernel", layer, nbytes, flops,
+        rows.append(result_row(WHOLE_SAMPLE_FUSED, FORWARD_FUSED, "kernel", layer, nbytes, flops,
                                t7, peaks, rel_error=err7, correct=err7 < TOL,
                                speedup_vs_cudnn_conv=cudnn.median_ms / t7.median_ms))
-    rows.append(result_row("torch conv2d+relu+max_pool2d", "forward_fused", "peer", layer, nbytes, flops, torch_chain,
+    rows.append(result_row(TORCH_CHAIN, FORWARD_FUSED, "peer", layer, nbytes, flops, torch_chain,
                            peaks))
     return rows
-
-
-#: The gradients a backward row computes, and the PyTorch call it is compared with.
-TORCH_PEERS = {
-    "input": "torch conv2d_input",
-    "weight": "torch conv2d_weight",
-    "bias": "torch sum over (N, H, W)",
-    "weight+bias": "torch conv2d_weight + sum",
-}
 
 
 def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
@@ -226,7 +269,7 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
         for splits, tasks, staging in ((None, 2, 1), (None, 1, 1), (None, 2, 0), (N, 2, 1), (N // 2, 2, 1),
                                        (N // 4, 2, 1), (N // 8, 2, 1)):
             defines = {"WB_TASKS": tasks, "STAGE_ASYNC": staging}
-            add("weight+bias", "conv2d_backward_weight_bias_split", cb.backward_weight_bias_split,
+            add(WEIGHT_AND_BIAS, "conv2d_backward_weight_bias_split", cb.backward_weight_bias_split,
                 {"splits": splits, "defines": defines},
                 lambda: (cb.weight_split_plan(shape, splits, defines)["splits"], tasks, staging),
                 f"weight_bias_split S={label(splits)} tasks={tasks}{'' if staging else ' via registers'}")
@@ -235,7 +278,7 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
             if cbk > C:  # channel groups larger than the layer's channels: the same launch as CB = C
                 continue
             defines = {"BI_RW": rw, "BI_CB": cbk, "STAGE_ASYNC": staging}
-            add("input", "conv2d_backward_input_shared", cb.backward_input_shared,
+            add(INPUT, "conv2d_backward_input_shared", cb.backward_input_shared,
                 {"rows": tile_rows, "defines": defines},
                 lambda: (cb.input_shared_plan(shape, tile_rows, defines)["rows"], rw, cbk, staging),
                 f"input_shared RW={rw} CB={cbk} rows={label(tile_rows)}{'' if staging else ' via registers'}")
@@ -243,23 +286,23 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
             if cbk > C:
                 continue
             defines = {"BI_RW": rw, "BI_CB": cbk}
-            add("input", "conv2d_backward_input_fixed", cb.backward_input_fixed, {"defines": defines},
+            add(INPUT, "conv2d_backward_input_fixed", cb.backward_input_fixed, {"defines": defines},
                 lambda: (rw, cbk), f"input_fixed RW={rw} CB={cbk}")
     for splits in (None, N, N // 2) if small else (None, 8, 32, 128):
-        add("bias", "conv2d_backward_bias_split", cb.backward_bias_split, {"splits": splits},
-            lambda: cb.bias_split_plan(shape, splits)["splits"], f"bias_split S={label(splits)}")
-        add("bias", "conv2d_backward_bias_planes", cb.backward_bias_planes, {"splits": splits},
-            lambda: cb.bias_planes_plan(shape, splits)["splits"], f"bias_planes S={label(splits)}")
+        add(BIAS, "conv2d_backward_bias_split", cb.backward_bias_split, {"splits": splits},
+            lambda: cb.bias_split_plan(shape, splits)["splits"], f"{BIAS_SPLIT} S={label(splits)}")
+        add(BIAS, "conv2d_backward_bias_planes", cb.backward_bias_planes, {"splits": splits},
+            lambda: cb.bias_planes_plan(shape, splits)["splits"], f"{BIAS_PLANES} S={label(splits)}")
     gemm_configs = [("64x128x16 NQ2", None)]
     if not small:
         gemm_configs += [("64x128x8 NQ2", {"IG_BK": 8}),
                          ("64x256x8 NQ4 2/SM", {"IG_BN": 256, "IG_BK": 8, "IG_NQ": 4, "IG_MIN_BLOCKS": 2})]
     for tile, config in gemm_configs:
-        add("input", "conv2d_backward_flip_filters", cb.backward_input_gemm, {"config": config},
+        add(INPUT, "conv2d_backward_flip_filters", cb.backward_input_gemm, {"config": config},
             lambda: tile, f"input_gemm {tile}")
     if K == 3:  # the GEMM chapter's Winograd F(4x4, 3x3), with its products' tiles
         for tile, config in (("64x128x8", None), ("64x128x16", {"WT_BK": 16})):
-            add("input", "conv2d_winograd_inputs", cb.backward_input_winograd, {"config": config},
+            add(INPUT, "conv2d_winograd_inputs", cb.backward_input_winograd, {"config": config},
                 lambda: tile, f"input_winograd {tile}")
     # Splits: the default (one wave of 6 blocks per SM of 132), two such waves, one wave of 4 blocks per SM,
     # and 16 blocks per SM (several waves, a small last one).
@@ -272,7 +315,7 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
                         (64, 16, max(1, 132 * 4 // tiles)), (64, 16, max(1, 132 * 16 // tiles))]
     for bn, bk, splits in weight_tiles:
         defines = {"WG_BN": bn, "WG_BK": bk}
-        add("weight+bias", "conv2d_backward_weight_gemm", cb.backward_weight_bias_gemm,
+        add(WEIGHT_AND_BIAS, "conv2d_backward_weight_gemm", cb.backward_weight_bias_gemm,
             {"splits": splits, "defines": defines},
             lambda: (cb.weight_gemm_plan(shape, splits, defines)["splits"], bn, bk),
             f"weight_bias_gemm BN={bn} BK={bk} S={label(splits)}")
@@ -303,27 +346,27 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
         H_out, W_out = H - K + 1, W - K + 1
         dY = rng.standard_normal((N, M, H_out, W_out), dtype=np.float32)
         tX, tW, tdY = (torch.from_numpy(a).cuda() for a in (X, Wf, dY))
-        refs = {"input": (tgrad.conv2d_input(tX.shape, tW.double(), tdY.double()).cpu().numpy(),),
-                "weight": (tgrad.conv2d_weight(tX.double(), tW.shape, tdY.double()).cpu().numpy(),),
-                "bias": (tdY.double().sum(dim=(0, 2, 3)).cpu().numpy(),)}
-        refs["weight+bias"] = refs["weight"] + refs["bias"]
+        refs = {INPUT: (tgrad.conv2d_input(tX.shape, tW.double(), tdY.double()).cpu().numpy(),),
+                WEIGHT: (tgrad.conv2d_weight(tX.double(), tW.shape, tdY.double()).cpu().numpy(),),
+                BIAS: (tdY.double().sum(dim=(0, 2, 3)).cpu().numpy(),)}
+        refs[WEIGHT_AND_BIAS] = refs[WEIGHT] + refs[BIAS]
         X_d, W_d, dY_d = to_device(X), to_device(Wf), to_device(dY)
         layer = layer_fields(label, N, C, H, W, M, K)
         shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
-        shapes = {"input": [(N, C, H, W)], "weight": [(M, C, K, K)], "bias": [(M,)]}
-        shapes["weight+bias"] = shapes["weight"] + shapes["bias"]
+        shapes = {INPUT: [(N, C, H, W)], WEIGHT: [(M, C, K, K)], BIAS: [(M,)]}
+        shapes[WEIGHT_AND_BIAS] = shapes[WEIGHT] + shapes[BIAS]
 
-        peers = {"input": lambda: tgrad.conv2d_input(tX.shape, tW, tdY),
-                 "weight": lambda: tgrad.conv2d_weight(tX, tW.shape, tdY),
-                 "bias": lambda: tdY.sum(dim=(0, 2, 3)),
-                 "weight+bias": lambda: (tgrad.conv2d_weight(tX, tW.shape, tdY), tdY.sum(dim=(0, 2, 3)))}
+        peers = {INPUT: lambda: tgrad.conv2d_input(tX.shape, tW, tdY),
+                 WEIGHT: lambda: tgrad.conv2d_weight(tX, tW.shape, tdY),
+                 BIAS: lambda: tdY.sum(dim=(0, 2, 3)),
+                 WEIGHT_AND_BIAS: lambda: (tgrad.conv2d_weight(tX, tW.shape, tdY), tdY.sum(dim=(0, 2, 3)))}
         torch_ms = {}
         for gradient, call in peers.items():
             t = time_torch(call, repeat=50)
             torch_ms[gradient] = t.median_ms
-            record = cb.KERNELS["conv2d_backward_bias" if gradient == "bias" else "conv2d_backward_weight_reduce"
-                                if gradient.startswith("weight") else "conv2d_backward_input"]
-            out.append(result_row(TORCH_PEERS[gradient], "backward", "peer", layer, record.bytes(shape),
+            record = cb.KERNELS["conv2d_backward_bias" if gradient == BIAS else "conv2d_backward_weight_reduce"
+                                if gradient in counted_for(WEIGHT) else "conv2d_backward_input"]
+            out.append(result_row(TORCH_PEERS[gradient], BACKWARD, "peer", layer, record.bytes(shape),
                                   record.flops(shape), t, peaks, gradient=gradient))
 
         def record_row(gradient, name, kernel, enqueue, outs, config=None):
@@ -339,9 +382,9 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
             record = cb.KERNELS["conv2d_backward_input" if whole_input else kernel]
             nbytes, flops = record.bytes(shape), record.flops(shape)
             extra = {}
-            if gradient == "weight+bias":
-                extra = {"torch_weight_ms": torch_ms["weight"], "speedup_vs_torch_weight": torch_ms["weight"] / t.median_ms}
-            out.append(result_row(name, "backward", "kernel", layer, nbytes, flops, t, peaks, gradient=gradient,
+            if gradient == WEIGHT_AND_BIAS:
+                extra = {"torch_weight_ms": torch_ms[WEIGHT], "speedup_vs_torch_weight": torch_ms[WEIGHT] / t.median_ms}
+            out.append(result_row(name, BACKWARD, "kernel", layer, nbytes, flops, t, peaks, gradient=gradient,
                                   version=kernel, config=config or {}, rel_error=err, correct=err < TOL, torch_ms=torch_ms[gradient],
                                   speedup_vs_torch=torch_ms[gradient] / t.median_ms, **extra))
             print(f"  {label:<26} {name:<44} {t.median_ms * 1e3:9.1f} µs  (torch {torch_ms[gradient] * 1e3:.1f} µs) "
@@ -349,17 +392,17 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
 
         # Versions 1-4, launched as their records say.
         teaching = [
-            ("input", "backward_input", "conv2d_backward_input",
+            (INPUT, BACKWARD_INPUT_1, "conv2d_backward_input",
              lambda o: (dY_d, W_d, o, N, C, H, W, M, K, -(-W // cb.TILE_WIDTH))),
-            ("weight", "backward_weight_naive", "conv2d_backward_weight_naive",
+            (WEIGHT, BACKWARD_WEIGHT_NAIVE, "conv2d_backward_weight_naive",
              lambda o: (X_d, dY_d, o, N, C, H, W, M, K)),
-            ("weight", "backward_weight_reduce", "conv2d_backward_weight_reduce",
+            (WEIGHT, BACKWARD_WEIGHT_REDUCE, "conv2d_backward_weight_reduce",
              lambda o: (X_d, dY_d, o, N, C, H, W, M, K)),
-            ("bias", "backward_bias", "conv2d_backward_bias", lambda o: (dY_d, o, N, M, H_out, W_out)),
+            (BIAS, BACKWARD_BIAS_4, "conv2d_backward_bias", lambda o: (dY_d, o, N, M, H_out, W_out)),
         ]
         for gradient, name, kernel_name, args in teaching:
             if kernel_name == "conv2d_backward_weight_naive" and M * C * K * K * N * H_out * W_out > 2**32:
-                out.append(untimed_row(name, "backward", "kernel", **layer, gradient=gradient, version=kernel_name,
+                out.append(untimed_row(name, BACKWARD, "kernel", **layer, gradient=gradient, version=kernel_name,
                                        skipped=f"one thread per weight: {M * C * K * K:,} threads summing "
                                                f"{N * H_out * W_out:,} products each, seconds per call"))
                 continue
@@ -370,7 +413,7 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
             record_row(gradient, name, kernel_name, lambda: kernel.launch_prepared(prepared, sync=False), outs)
 
         # Versions 5-10, through their launchers, in the configurations backward_variants lists.
-        operands = {"input": (dY_d, W_d, (N, C, H, W)), "weight+bias": (X_d, dY_d, K), "bias": (dY_d,)}
+        operands = {INPUT: (dY_d, W_d, (N, C, H, W)), WEIGHT_AND_BIAS: (X_d, dY_d, K), BIAS: (dY_d,)}
         chosen = backward_variants(label, N, C, H, W, M, K)
         if not variants:
             chosen = [row for row in chosen if row[1] == next(r[1] for r in chosen if r[2] == row[2])]
@@ -380,7 +423,7 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
             try:
                 enqueue = launcher(*operands[gradient], **options, **dict(zip(names, outs)), prepare_only=True)
             except ValueError as exc:  # the layer does not fit this configuration: say why
-                out.append(untimed_row(name, "backward", "kernel", **layer, gradient=gradient, version=kernel_name,
+                out.append(untimed_row(name, BACKWARD, "kernel", **layer, gradient=gradient, version=kernel_name,
                                        config=_jsonable(options), skipped=str(exc)))
                 continue
             record_row(gradient, name, kernel_name, enqueue, outs, _jsonable(options))
@@ -398,11 +441,11 @@ def backward_goals(rows: list[dict]) -> list[dict]:
     gradient alone (it does more in that time); the bias gradient counts only kernels of the bias alone.
     """
     goals = []
-    for label in dict.fromkeys(r["layer"] for r in rows if r["group"] == "backward"):
-        here = [r for r in rows if r["group"] == "backward" and r["layer"] == label and "median_ms" in r]
-        for gradient in ("input", "weight", "bias"):
+    for label in dict.fromkeys(r["layer"] for r in rows if r["group"] == BACKWARD):
+        here = [r for r in rows if r["group"] == BACKWARD and r["layer"] == label and "median_ms" in r]
+        for gradient in GRADIENTS:
             peer = next((r for r in here if r["kind"] == "peer" and r["gradient"] == gradient), None)
-            kinds = ("weight", "weight+bias") if gradient == "weight" else (gradient,)
+            kinds = counted_for(gradient)
             mine = [r for r in here if r["kind"] == "kernel" and r["gradient"] in kinds and r.get("correct")]
             if peer is None or not mine:
                 continue
@@ -440,7 +483,6 @@ def bench_lenet(epochs: int) -> dict:
             "seconds_per_epoch": history.seconds, "total_seconds": total, "step_ms_wall": step_ms}
 
 
-TRAINING_STEP_NAME = "cnn_training_step"
 #: Steps of the epoch timed (after as many untimed ones): the digits give 23 minibatches of 64 an epoch.
 TIMED_STEPS = 20
 
@@ -487,7 +529,7 @@ def measure_training_step() -> dict:
     rows, first_loss = [], {}
     for (name, step), kind in zip(steps.items(), ("kernel", "peer")):
         timed, first_loss[kind] = time_training_steps(step, X_train, y_train, batches, TIMED_STEPS)
-        rows.append(timed_row(name, "training_step", kind, float(np.median(timed)), None, None, None,
+        rows.append(timed_row(name, TRAINING_STEP, kind, float(np.median(timed)), None, None, None,
                               min_ms=float(np.min(timed)), samples=len(timed), layer=f"LeNet-5, batch {TRAIN_BATCH}",
                               first_step_loss=first_loss[kind]))
     rows[0]["speedup_vs_torch"] = rows[1]["median_ms"] / rows[0]["median_ms"]
@@ -502,9 +544,9 @@ def print_summary(results: dict) -> None:
     print()
     print(f"Convolution forward on {results['device'].get('name', 'GPU')} (µs, median; speed-up = cuDNN time / ours)")
     print(f"{'layer':<26} {'version':<36} {'µs':>9} {'GB/s':>8} {'GFLOP/s':>9} {'% roof':>7} {'vs cuDNN':>9}")
-    for label in dict.fromkeys(r["layer"] for r in rows if r["group"] == "forward"):
-        cudnn = next(r for r in rows if r["group"] == "forward" and r["layer"] == label and r["kind"] == "peer")
-        for r in (r for r in rows if r["group"] in ("forward", "forward_fused") and r["layer"] == label):
+    for label in dict.fromkeys(r["layer"] for r in rows if r["group"] == FORWARD):
+        cudnn = next(r for r in rows if r["group"] == FORWARD and r["layer"] == label and r["kind"] == "peer")
+        for r in (r for r in rows if r["group"] in (FORWARD, FORWARD_FUSED) and r["layer"] == label):
             if "median_ms" not in r:
                 print(f"{label:<26} {r['name']:<36} {'n/a: ' + r.get('skipped', '')[:40]}")
                 continue
@@ -515,14 +557,14 @@ def print_summary(results: dict) -> None:
         print(f"goal {goal['layer']}: best direct kernel {goal['best_version']} {goal['best_ms'] * 1e3:.1f} µs vs "
               f"cuDNN {goal['cudnn_ms'] * 1e3:.1f} µs -> {goal['speedup']:.2f}x ({'met' if goal['met'] else 'NOT met'}); "
               f"best unfused {goal['best_unfused_version']} {goal['best_unfused_speedup']:.2f}x")
-    if "lenet" in results:
-        le = results["lenet"]
+    if LENET in results:
+        le = results[LENET]
         print(f"LeNet-5 on the digits: test accuracy {le['test_accuracy'][-1]:.4f} after {le['epochs']} epochs, "
               f"{le['step_ms_wall']:.2f} ms per training step (batch {le['batch_size']})")
 
 
 #: The fused rows that count for the goal, and the name the goal gives them.
-FUSED_CANDIDATES = {"fused conv+bias+relu+maxpool": "fused", "whole_sample conv+bias+relu+maxpool": "whole_sample fused"}
+FUSED_CANDIDATES = {FUSED: "fused", WHOLE_SAMPLE_FUSED: "whole_sample fused"}
 
 
 def goals(rows: list[dict]) -> list[dict]:
@@ -530,12 +572,12 @@ def goals(rows: list[dict]) -> list[dict]:
     out = []
     for label, *_ in LAYERS[:2]:
         here = [r for r in rows if r.get("layer") == label and "median_ms" in r]
-        cudnn = next(r for r in here if r["group"] == "forward" and r["kind"] == "peer")["median_ms"]
+        cudnn = next(r for r in here if r["group"] == FORWARD and r["kind"] == "peer")["median_ms"]
         candidates = [(r["name"], r["median_ms"]) for r in here
-                      if r["group"] == "forward" and r["kind"] == "kernel" and r.get("correct")]
+                      if r["group"] == FORWARD and r["kind"] == "kernel" and r.get("correct")]
         unfused = min(candidates, key=lambda c: c[1])
         candidates += [(FUSED_CANDIDATES[r["name"]], r["median_ms"]) for r in here
-                       if r["group"] == "forward_fused" and r["name"] in FUSED_CANDIDATES and r.get("correct")]
+                       if r["group"] == FORWARD_FUSED and r["name"] in FUSED_CANDIDATES and r.get("correct")]
         best = min(candidates, key=lambda c: c[1])
         out.append({"layer": label, "cudnn_ms": cudnn, "best_version": best[0], "best_ms": best[1],
                     "speedup": cudnn / best[1], "met": best[1] <= cudnn,
@@ -567,7 +609,7 @@ def measure(epochs: int = TRAIN_EPOCHS) -> dict:
     results = {"device": backend.describe(), "peaks": peaks_as_dict(peaks), "tf32": False,
                "cudnn_version": torch.backends.cudnn.version(), "summary": {"goal": goals(rows)}, "results": rows}
     if epochs > 0:
-        results["lenet"] = bench_lenet(epochs)
+        results[LENET] = bench_lenet(epochs)
     return results
 
 

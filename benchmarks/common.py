@@ -11,7 +11,15 @@ it is built without a GPU.
 A run on a second kind of GPU is kept beside the first: with ``DLK_RESULTS_TAG=h200``
 (``make bench TAG=h200``) a benchmark writes ``<name>_h200.json``, which still names
 its benchmark ``<name>``; the chapters show ``<name>.json`` and the scoreboard shows
-every GPU's file (:func:`recorded_runs`).
+every GPU's file (:func:`recorded_runs`).  :func:`results_path` is where a file of either
+kind is: the tag is its parameter, so that what writes (this run's tag, :func:`results_tag`)
+and what reads (the untagged file, or a tag it names) each say which file they mean.
+
+What the book reads in a results file (its groups, the rows it looks up, the values of a
+field it filters on, the parts besides ``results``) is a benchmark's :class:`Contract`: the
+benchmark module declares it beside the constants it writes its rows with, the book names
+rows through the same constants, and ``tests/test_benchmark_contracts.py`` checks every
+contract against every recorded file of its benchmark, tagged ones included.
 """
 
 from __future__ import annotations
@@ -22,6 +30,8 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -135,15 +145,85 @@ def results_tag() -> str | None:
     return tag
 
 
+def results_path(name: str, tag: str | None = None, results_dir: Path | str | None = None) -> Path:
+    """The results file of benchmark ``name``: ``<name>.json``, or ``<name>_<tag>.json`` for a run tagged ``tag``
+    (another kind of GPU), in ``results_dir`` (default: benchmarks/results)."""
+    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
+    return folder / (f"{name}_{tag}.json" if tag else f"{name}.json")
+
+
 def recorded_runs(name: str, results_dir: Path | str | None = None) -> list[Path]:
     """Every results file of benchmark ``name``: ``<name>.json`` first, then its tagged files (other GPUs)."""
-    folder = Path(results_dir) if results_dir is not None else RESULTS_DIR
-    found = [folder / f"{name}.json"] if (folder / f"{name}.json").exists() else []
-    for path in sorted(folder.glob(f"{name}_*.json")):
+    untagged = results_path(name, None, results_dir)
+    found = [untagged] if untagged.exists() else []
+    for path in sorted(untagged.parent.glob(f"{name}_*.json")):
         # cnn_backward.json is a benchmark of its own, not a tagged cnn.json: the file says whose it is.
         if re.fullmatch(r"[a-z0-9]+", path.stem[len(name) + 1:]) and json.loads(path.read_text()).get("benchmark") == name:
             found.append(path)
     return found
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What the book reads in ``benchmarks/results/<results>.json`` and its tagged files, each of which holds all of it.
+
+    ``groups``: the groups it reads; ``rows``: per group, the rows it looks up by their ``row_field`` (a row's
+    ``name``; the profiler names its rows by ``step``); ``prefixes``: per group, the starts of names it picks
+    rows by (a method tried in several configurations); ``values``: per field, the values it filters rows on
+    (a ``layer``, a ``gradient``); ``sections``: the parts of the file besides ``results`` it reads; ``entries``:
+    per section, the strings it finds entries there by (an entry of a list the section is or holds, by its
+    ``label``, ``name``, ``step``, ``goal`` or ``group``).  The benchmark writes its rows through the same constants the contract is
+    made of.
+    """
+
+    results: str
+    groups: tuple[str, ...] = ()
+    rows: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    prefixes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    values: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sections: tuple[str, ...] = ()
+    entries: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    row_field: str = "name"
+
+    def __post_init__(self):
+        # A bare string would be read as its letters ("forward" as "f", "o", ...): every entry is a tuple.
+        for what, entries in (("groups", self.groups), ("sections", self.sections),
+                              *((f"{kind}[{key!r}]", names) for kind in ("rows", "prefixes", "values", "entries")
+                                for key, names in getattr(self, kind).items())):
+            if isinstance(entries, str) or not all(isinstance(e, str) for e in entries):
+                raise TypeError(f"contract of {self.results}.json: {what} must be a tuple of strings, not {entries!r}")
+        unknown = (set(self.rows) | set(self.prefixes)) - set(self.groups)
+        if unknown:
+            raise ValueError(f"contract of {self.results}.json: rows of groups it does not list: {sorted(unknown)}")
+        if set(self.entries) - set(self.sections):
+            raise ValueError(f"contract of {self.results}.json: entries of sections it does not list: "
+                             f"{sorted(set(self.entries) - set(self.sections))}")
+
+    def strings(self) -> set[str]:
+        """Every name the contract promises: the file's, its groups', rows', prefixes', values', sections', entries'."""
+        return {self.results, *self.groups, *self.sections,
+                *(name for kind in (self.rows, self.prefixes, self.values, self.entries)
+                  for names in kind.values() for name in names)}
+
+    def broken_by(self, data: dict) -> list[str]:
+        """What the contract promises that the results file ``data`` does not hold, one line each (empty: it holds all)."""
+        rows = [r for r in data.get("results", []) if isinstance(r, dict)]
+        found = {group: [r for r in rows if r.get("group") == group] for group in self.groups}
+        broken = [f"no group {group!r}" for group, here in found.items() if not here]
+        broken += [f"no row {name!r} in group {group!r}" for group, names in self.rows.items() for name in names
+                   if not any(r.get(self.row_field) == name for r in found[group])]
+        broken += [f"no row starting {start!r} in group {group!r}" for group, starts in self.prefixes.items()
+                   for start in starts if not any(str(r.get(self.row_field, "")).startswith(start) for r in found[group])]
+        broken += [f"no row whose {key} is {value!r}" for key, values in self.values.items() for value in values
+                   if not any(r.get(key) == value for r in rows)]
+        broken += [f"no section {section!r}" for section in self.sections if section not in data]
+        for section, names in self.entries.items():
+            part = data.get(section) or []
+            lists = [part] if isinstance(part, list) else [v for v in part.values() if isinstance(v, list)]
+            named = {e.get(key) for entries in lists for e in entries if isinstance(e, dict)
+                     for key in ("label", "name", "step", "goal", "group")}
+            broken += [f"no entry {name!r} in section {section!r}" for name in names if name not in named]
+        return broken
 
 
 def time_training_steps(step, X, labels, batches: list, timed: int) -> tuple[list[float], float]:
@@ -176,18 +256,13 @@ def torch_sgd_step(torch, params: list, loss, learning_rate: float) -> None:
             p.sub_(learning_rate * g)
 
 
-def results_path(name: str) -> Path:
-    """Where this run's results of benchmark ``name`` go: ``<name>.json``, or ``<name>_<tag>.json`` under a tag."""
-    tag = results_tag()
-    return RESULTS_DIR / (f"{name}_{tag}.json" if tag else f"{name}.json")
-
-
 def write_results(name: str, payload: dict) -> Path:
-    """Write ``benchmarks/results/<name>.json`` (``<name>_<tag>.json`` under a tag) with the date and device facts added."""
+    """Write ``benchmarks/results/<name>.json`` (``<name>_<tag>.json`` under this run's tag, :func:`results_tag`)
+    with the date and device facts added."""
     from kernels.runtime import selection
 
-    path = results_path(name)
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = results_path(name, results_tag())
+    path.parent.mkdir(parents=True, exist_ok=True)
     data = {
         "benchmark": name,
         "date": now_utc(),

@@ -30,7 +30,7 @@ import traceback
 import numpy as np
 
 
-from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
+from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
 from kernels.runtime.versions import ladder, versions
 
 NAME = "conv_as_gemm"
@@ -62,6 +62,42 @@ LAYERS = (
     ("lenet 28x28 C1 M6 5x5", 1024, 1, 28, 28, 6, 5, 0, 1),
 )
 TOL = 1e-4  # relative Frobenius error allowed in FP32 (sums of up to 4096 products land near 1e-6)
+#: Shapes of the layers' products for version 8 (label, M, N, K).
+SKINNY_SHAPES = (
+    ("L-Softmax logits X W^T, 10 classes", 4096, 10, 512),
+    ("L-Softmax weight gradient X^T G, 10 classes", 512, 10, 4096),
+    ("L-Softmax input gradient G W, 10 classes", 4096, 512, 10),
+    ("MLP forward / input gradient, 4096 x 1024 -> 1024", 4096, 1024, 1024),
+    ("MLP weight gradient dY^T X, 4096 x 1024 -> 1024", 1024, 1024, 4096),
+    ("square 1024", 1024, 1024, 1024),
+)
+
+
+def sgemm_at(size: int) -> str:
+    """The group of the fastest tile beside cuBLAS at ``size``³, outside the ladder's size."""
+    return f"sgemm {size}"
+
+
+# --- what the book reads in the results file -------------------------------------------------
+#: The ladder (its last step the search's best tile), every tile of the search, the best tile at twice the size.
+SGEMM, SGEMM_SEARCH, SGEMM_TWICE = "sgemm", "sgemm_warptile", sgemm_at(2 * GEMM_SIZE)
+IM2COL, CONV = "im2col", "conv"
+#: The ladder's rows are named by the version (kernels/gemm/sgemm.py's keys); cuBLAS is the peer.
+CUBLAS, NAIVE, COALESCED, WARPTILE = "cublas", "naive", "coalesced", "warptile"
+#: How the convolution's rows start, one method each, tried in several tile configurations.
+CUDNN, IMPLICIT_GEMM, WINOGRAD, UNROLL_GEMM, DIRECT = "cudnn", "implicit_gemm", "winograd", "unroll_gemm", "direct conv2d"
+LAYER_NAMES = tuple(label for label, *_ in LAYERS)
+#: The part of the file measured on the layers' skinny products, and each shape's label in it.
+SGEMM_SHAPES = "sgemm_shapes"
+SHAPE_LABELS = tuple(label for label, *_ in SKINNY_SHAPES)
+LSOFTMAX_SHAPES = SHAPE_LABELS[:3]  # the L-Softmax layer's three products
+
+CONTRACT = Contract(
+    NAME, groups=(SGEMM, SGEMM_SEARCH, SGEMM_TWICE, IM2COL, CONV),
+    rows={SGEMM: (CUBLAS, NAIVE, COALESCED, WARPTILE), SGEMM_TWICE: (CUBLAS, WARPTILE)},
+    prefixes={CONV: (CUDNN, IMPLICIT_GEMM, WINOGRAD, UNROLL_GEMM, DIRECT)},
+    values={"layer": LAYER_NAMES}, sections=("peaks", SGEMM_SHAPES), entries={SGEMM_SHAPES: SHAPE_LABELS},
+)
 
 
 def rel_error(out, ref) -> float:
@@ -100,7 +136,7 @@ def bench_sgemm(results, rng, size, bandwidth_gbs):
     sizes = {"M": M, "N": N, "K": K}
     cublas = time_torch(lambda: torch.matmul(tA, tB), repeat=30)
     peer_gflops = flops / cublas.median_s / 1e9
-    rows = [timed_row("cublas", "sgemm", "peer", cublas.median_ms, nbytes, flops, bandwidth_gbs,
+    rows = [timed_row(CUBLAS, SGEMM, "peer", cublas.median_ms, nbytes, flops, bandwidth_gbs,
                       min_ms=cublas.min_ms, samples=len(cublas.samples_ms), **sizes, percent_of_cublas=100.0)]
 
     # A shape that is no multiple of any tile, checked for every version (cheap) before timing.
@@ -122,30 +158,30 @@ def bench_sgemm(results, rng, size, bandwidth_gbs):
                          rel_error=err, correct=err < TOL, **({"config": config} if config else {}))
 
     for name, version in versions(sgemm.KERNELS).items():
-        if name in ("warptile", "splitk"):  # 7: its tile search below; 8: bench_sgemm_shapes
+        if name in (WARPTILE, "splitk"):  # 7: its tile search below; 8: bench_sgemm_shapes
             continue
-        rows.append(one(name, "sgemm", version.launcher))
+        rows.append(one(name, SGEMM, version.launcher))
         print(f"  sgemm {name:<14} {rows[-1]['gflops']:9.0f} GFLOP/s  {rows[-1]['percent_of_cublas']:5.1f}% of cuBLAS", flush=True)
     variants = []
     for cfg in WARPTILE_CONFIGS:
         config = dict(zip(WT_KEYS, cfg))
         try:
-            r = one("warptile", "sgemm_warptile", sgemm.sgemm_warptile, config)
+            r = one(WARPTILE, SGEMM_SEARCH, sgemm.sgemm_warptile, config)
         except Exception as exc:  # noqa: BLE001 - a configuration that does not build is recorded, not fatal
-            variants.append(untimed_row("warptile", "sgemm_warptile", "kernel", config=config, error=repr(exc)[:300]))
+            variants.append(untimed_row(WARPTILE, SGEMM_SEARCH, "kernel", config=config, error=repr(exc)[:300]))
             continue
         variants.append(r)
         print(f"  sgemm warptile {cfg} {r['gflops']:9.0f} GFLOP/s  {r['percent_of_cublas']:5.1f}%", flush=True)
     good = [v for v in variants if v.get("correct")]
     if good:
         best = max(good, key=lambda v: v["gflops"])
-        rows.append({**best, "group": "sgemm"})
+        rows.append({**best, "group": SGEMM})
         rows += _sgemm_twice_the_size(2 * size, best["config"], rng, bandwidth_gbs)
     results["results"] += rows + variants
 
 
 def _sgemm_twice_the_size(n: int, config: dict, rng, bandwidth_gbs) -> list[dict]:
-    """The search's best tile at n³ (twice the search's size) beside cuBLAS, in group "sgemm <n>"."""
+    """The search's best tile at n³ (twice the search's size) beside cuBLAS, in group ``sgemm_at(n)``."""
     import torch
 
     from kernels.gemm import sgemm
@@ -157,29 +193,20 @@ def _sgemm_twice_the_size(n: int, config: dict, rng, bandwidth_gbs) -> list[dict
     tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
     ref = tA.double() @ tB.double()
     A_d, B_d, C_d = to_device(A), to_device(B), empty((n, n))
-    flops, nbytes, sizes, group = sgemm.flops(n, n, n), sgemm.min_bytes(n, n, n), {"M": n, "N": n, "K": n}, f"sgemm {n}"
+    flops, nbytes, sizes, group = sgemm.flops(n, n, n), sgemm.min_bytes(n, n, n), {"M": n, "N": n, "K": n}, sgemm_at(n)
     cublas = time_torch(lambda: torch.matmul(tA, tB), repeat=10)
     sgemm.sgemm_warptile(A_d, B_d, out=C_d, config=config)
     err = rel_error(C_d.get(), ref)
     ours = timed(sgemm.sgemm_warptile(A_d, B_d, out=C_d, config=config, prepare_only=True))
     percent = 100 * cublas.median_ms / ours.median_ms
     print(f"  sgemm {n}^3 warptile {percent:5.1f}% of cuBLAS", flush=True)
-    return [timed_row("cublas", group, "peer", cublas.median_ms, nbytes, flops, bandwidth_gbs, min_ms=cublas.min_ms,
+    return [timed_row(CUBLAS, group, "peer", cublas.median_ms, nbytes, flops, bandwidth_gbs, min_ms=cublas.min_ms,
                       samples=len(cublas.samples_ms), **sizes, percent_of_cublas=100.0),
-            timed_row("warptile", group, "kernel", ours.median_ms, nbytes, flops, bandwidth_gbs, min_ms=ours.min_ms,
+            timed_row(WARPTILE, group, "kernel", ours.median_ms, nbytes, flops, bandwidth_gbs, min_ms=ours.min_ms,
                       samples=len(ours.samples_ms), **sizes, percent_of_cublas=percent, rel_error=err,
                       correct=err < TOL, config=config)]
 
 
-#: Shapes of the layers' products for version 8 (label, M, N, K).
-SKINNY_SHAPES = (
-    ("L-Softmax logits X W^T, 10 classes", 4096, 10, 512),
-    ("L-Softmax weight gradient X^T G, 10 classes", 512, 10, 4096),
-    ("L-Softmax input gradient G W, 10 classes", 4096, 512, 10),
-    ("MLP forward / input gradient, 4096 x 1024 -> 1024", 4096, 1024, 1024),
-    ("MLP weight gradient dY^T X, 4096 x 1024 -> 1024", 1024, 1024, 4096),
-    ("square 1024", 1024, 1024, 1024),
-)
 SKINNY_SPLITS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
@@ -257,7 +284,7 @@ def bench_sgemm_shapes(results, shapes=SKINNY_SHAPES, repeat: int = 20):
               + (f" | best {best['config']} x{best['splits']} {best['median_us']:.1f} us" if best else "")
               + f" | A^T given: v8 {v8_t.get('median_us', float('nan')):.1f} us, cuBLAS {cublas_t.median_ms * 1e3:.1f} us",
               flush=True)
-    results["sgemm_shapes"] = out
+    results[SGEMM_SHAPES] = out
 
 
 SKINNY_TOL = 1e-5  # relative Frobenius error against float64 (K up to 4096)
@@ -284,7 +311,7 @@ def bench_im2col(results, rng, bandwidth_gbs):
         launcher(X_d, K, pad, stride, out=U_d)
         ok = bool(np.array_equal(U_d.get(), ref))
         timing = timed(launcher(X_d, K, pad, stride, out=U_d, prepare_only=True))
-        versions.append(timed_row(name, "im2col", "kernel", timing.median_ms, nbytes, 0, bandwidth_gbs,
+        versions.append(timed_row(name, IM2COL, "kernel", timing.median_ms, nbytes, 0, bandwidth_gbs,
                                   min_ms=timing.min_ms, samples=len(timing.samples_ms), **layer, correct=ok))
         print(f"  im2col {name:<12} {versions[-1]['gbs']:8.0f} GB/s = "
               f"{versions[-1]['percent_of_peak_bandwidth']:5.1f}% of copy bandwidth", flush=True)
@@ -296,7 +323,7 @@ def bench_im2col(results, rng, bandwidth_gbs):
 
     copy = time_torch(lambda: dst.copy_(src))
     results["results"] += versions + [
-        timed_row("torch copy_ of a tensor the size of the unrolled input", "im2col", "peer", copy.median_ms,
+        timed_row("torch copy_ of a tensor the size of the unrolled input", IM2COL, "peer", copy.median_ms,
                   2 * src.numel() * 4, 0, bandwidth_gbs, min_ms=copy.min_ms, samples=len(copy.samples_ms), **layer)]
     results["summary"]["im2col"] = {"layer": label, "expansion_ratio": im2col.expansion_ratio(C, H, W, K, pad, stride),
                                     "best": best["name"]}
@@ -324,7 +351,7 @@ def cudnn_kernel_names(fn) -> list[str]:
 def _best_config(results, prefix):
     """The configuration of the fastest correct ``prefix`` row on the first (main) layer."""
     main = LAYERS[0][0]
-    rows = [r for r in results["results"] if r["group"] == "conv" and r["layer"] == main
+    rows = [r for r in results["results"] if r["group"] == CONV and r["layer"] == main
             and r["name"].startswith(prefix) and r.get("correct")]
     return min(rows, key=lambda r: r["median_ms"])["config"] if rows else None
 
@@ -351,7 +378,7 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
     rows = []
 
     def add(name, kind, timing, err=None, **extra):
-        rows.append(timed_row(name, "conv", kind, timing.median_ms, nbytes, flops, bandwidth_gbs, min_ms=timing.min_ms,
+        rows.append(timed_row(name, CONV, kind, timing.median_ms, nbytes, flops, bandwidth_gbs, min_ms=timing.min_ms,
                               samples=len(timing.samples_ms), **sizes,
                               **({} if err is None else {"rel_error": err, "correct": err < TOL}), **extra))
         print(f"  conv [{label}] {name:<28} {timing.median_ms * 1e3:9.1f} us {rows[-1]['gflops']:9.0f} GFLOP/s",
@@ -359,16 +386,16 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
 
     torch.backends.cudnn.benchmark = False
     conv = lambda: F.conv2d(tX, tW, padding=pad, stride=stride)  # noqa: E731
-    add("cudnn (default heuristic)", "peer", time_torch(conv), kernels=cudnn_kernel_names(conv))
+    add(f"{CUDNN} (default heuristic)", "peer", time_torch(conv), kernels=cudnn_kernel_names(conv))
     torch.backends.cudnn.benchmark = True
     conv()
-    add("cudnn (benchmark=True)", "peer", time_torch(conv), kernels=cudnn_kernel_names(conv))
+    add(f"{CUDNN} (benchmark=True)", "peer", time_torch(conv), kernels=cudnn_kernel_names(conv))
     torch.backends.cudnn.benchmark = False
 
     kw = dict(shape=(N, C, H, W), wshape=(M, C, K, K))
     configs = [dict(zip(IG_KEYS, cfg)) for cfg in IMPLICIT_CONFIGS]
     if not main:
-        configs = [_best_config(results, "implicit_gemm") or configs[0]]
+        configs = [_best_config(results, IMPLICIT_GEMM) or configs[0]]
     for config in configs:
         cfg = tuple(config[k] for k in IG_KEYS)
         try:
@@ -376,9 +403,9 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
             cg.conv2d_implicit_gemm(X_d, W_d, pad, stride, out=Y_d, config=config, **kw)
             err = rel_error(Y_d.get(), ref)
             t = timed(cg.conv2d_implicit_gemm(X_d, W_d, pad, stride, out=Y_d, config=config, prepare_only=True, **kw))
-            add(f"implicit_gemm {cfg}", "kernel", t, err, config=config)
+            add(f"{IMPLICIT_GEMM} {cfg}", "kernel", t, err, config=config)
         except Exception as exc:  # noqa: BLE001
-            rows.append(untimed_row(f"implicit_gemm {cfg}", "conv", "kernel", **sizes, error=repr(exc)[:300]))
+            rows.append(untimed_row(f"{IMPLICIT_GEMM} {cfg}", CONV, "kernel", **sizes, error=repr(exc)[:300]))
     if K == 3 and stride == 1:  # Winograd's F(4x4, 3x3)
         for cfg in WINOGRAD_CONFIGS:
             config = dict(zip(WINOGRAD_KEYS, cfg))
@@ -387,14 +414,14 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
                 cg.conv2d_winograd(X_d, W_d, pad, stride, out=Y_d, config=config, **kw)
                 err = rel_error(Y_d.get(), ref)
                 t = timed(cg.conv2d_winograd(X_d, W_d, pad, stride, out=Y_d, config=config, prepare_only=True, **kw))
-                add(f"winograd {cfg}", "kernel", t, err, config=config,
+                add(f"{WINOGRAD} {cfg}", "kernel", t, err, config=config,
                     workspace_bytes=4 * cg.winograd_workspace_floats(N, C, H, W, M, pad))
             except Exception as exc:  # noqa: BLE001
-                rows.append(untimed_row(f"winograd {cfg}", "conv", "kernel", **sizes, error=repr(exc)[:300]))
+                rows.append(untimed_row(f"{WINOGRAD} {cfg}", CONV, "kernel", **sizes, error=repr(exc)[:300]))
     P = H_out * W_out
     chunk = cg.chunk_for(N, C, K, P)
     workspace = empty((chunk, C * K * K, P))
-    for config in (UNROLL_GEMM_CONFIGS if main else [_best_config(results, "unroll_gemm") or UNROLL_GEMM_CONFIGS[0]]):
+    for config in (UNROLL_GEMM_CONFIGS if main else [_best_config(results, UNROLL_GEMM) or UNROLL_GEMM_CONFIGS[0]]):
         try:
             Y_d.set(np.full(Y_d.shape, np.nan, np.float32))
             cg.conv2d_unroll_gemm(X_d, W_d, pad, stride, out=Y_d, workspace=workspace, chunk=chunk, config=config, **kw)
@@ -402,10 +429,10 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
             t = timed(cg.conv2d_unroll_gemm(X_d, W_d, pad, stride, out=Y_d, workspace=workspace, chunk=chunk,
                                             config=config, prepare_only=True, **kw))
             tiles = (config["WT_BM"], config["WT_BN"], config["WT_BK"], config["WT_MIN_BLOCKS"], config["WT_NQ"])
-            add(f"unroll_gemm {tiles}", "kernel", t, err, chunk=chunk, workspace_bytes=4 * chunk * C * K * K * P,
+            add(f"{UNROLL_GEMM} {tiles}", "kernel", t, err, chunk=chunk, workspace_bytes=4 * chunk * C * K * K * P,
                 config=config)
         except Exception as exc:  # noqa: BLE001
-            rows.append(untimed_row(f"unroll_gemm {config}", "conv", "kernel", **sizes, error=repr(exc)[:300]))
+            rows.append(untimed_row(f"{UNROLL_GEMM} {config}", CONV, "kernel", **sizes, error=repr(exc)[:300]))
     del workspace
 
     # The direct convolution of the CNN chapter (no padding, stride 1): run on the input padded in
@@ -425,10 +452,10 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
                 kernel.launch_prepared(prepared)
                 err = rel_error(Y_d.get(), ref)
                 t = timed(lambda: kernel.launch_prepared(prepared, sync=False))
-                add(f"direct conv2d {version}", "kernel", t, err)
+                add(f"{DIRECT} {version}", "kernel", t, err)
                 break
         except Exception as exc:  # noqa: BLE001 - the CNN chapter's kernels may change; record why
-            rows.append(untimed_row("direct conv2d", "conv", "kernel", **sizes, error=repr(exc)[:300]))
+            rows.append(untimed_row(DIRECT, CONV, "kernel", **sizes, error=repr(exc)[:300]))
     best_cudnn = min(r["median_ms"] for r in rows if r["kind"] == "peer")
     for r in rows:
         if "median_ms" in r:
@@ -439,15 +466,15 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
 def summary(results):
     rows = results["results"]
     print()
-    ladder = [r for r in rows if r["group"] == "sgemm"]
+    ladder = [r for r in rows if r["group"] == SGEMM]
     print(f"SGEMM {ladder[0]['M'] if ladder else '-'}^3, FP32 (TF32 off)")
     print(f"{'version':<16} {'ms':>9} {'GFLOP/s':>9} {'% cuBLAS':>9}  ok")
     for r in ladder:
         print(f"{r['name']:<16} {r['median_ms']:9.3f} {r['gflops']:9.0f} {r['percent_of_cublas']:9.1f}  {r.get('correct', '')}")
-    for v in (r for r in rows if r["group"] == "im2col" and r["kind"] == "kernel"):
+    for v in (r for r in rows if r["group"] == IM2COL and r["kind"] == "kernel"):
         print(f"im2col {v['name']:<12} {v['gbs']:.0f} GB/s, {v['percent_of_peak_bandwidth']:.1f}% of copy bandwidth "
               f"({results['peaks']['bandwidth_gbs']:.0f} GB/s); correct {v['correct']}")
-    conv = [r for r in rows if r["group"] == "conv"]
+    conv = [r for r in rows if r["group"] == CONV]
     for label in dict.fromkeys(r["layer"] for r in conv):
         here = [r for r in conv if r["layer"] == label]
         print(f"conv {label} (N={here[0]['N']})")

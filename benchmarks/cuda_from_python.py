@@ -16,9 +16,29 @@ import time
 
 import numpy as np
 
-from benchmarks.common import print_table, require_gpu_backend, row, write_results
+from benchmarks.common import Contract, print_table, require_gpu_backend, row, write_results
 
 N = 1 << 26  # 64 Mi floats, 256 MiB per array: far larger than L2, so every access goes to HBM
+
+# --- the results file and what the book reads in it ------------------------------------------
+NAME = "cuda_from_python"
+#: The groups of rows: one per job, each kernel version of it and the libraries doing the same job.
+VECTOR_ADD, SAXPY, COPY, REDUCE_SUM = "vector_add", "saxpy", "copy", "reduce_sum"
+ELEMENTWISE = (VECTOR_ADD, SAXPY, COPY)
+#: Rows the chapter looks up (each a kernel's name, as its record calls it).
+GRID_STRIDE_ADD, GRID_STRIDE_SAXPY = "vector_add_grid_stride", "saxpy_grid_stride"
+#: The copy whose bandwidth is the 100 % line (the measured peak, see ``peaks`` in the file).
+PEAK_COPY = "copy_grid_stride_float4"
+SUM_ATOMIC, SUM_SHARED_TREE, SUM_WARP_SHUFFLE = "reduce_sum_atomic", "reduce_sum_shared_tree", "reduce_sum_warp_shuffle"
+#: Parts of the file besides the rows: the size, and the launch-configuration and transfer measurements.
+SIZE, BLOCK_SWEEP, GRID_SWEEP, TRANSFERS = "n", "block_sweep", "grid_sweep", "transfers"
+
+CONTRACT = Contract(
+    NAME, groups=(*ELEMENTWISE, REDUCE_SUM),
+    rows={VECTOR_ADD: (GRID_STRIDE_ADD,), SAXPY: (GRID_STRIDE_SAXPY,), COPY: (PEAK_COPY,),
+          REDUCE_SUM: (SUM_ATOMIC, SUM_SHARED_TREE, SUM_WARP_SHUFFLE)},
+    sections=(SIZE, "peaks", BLOCK_SWEEP, GRID_SWEEP, TRANSFERS),
+)
 
 
 def measure(n: int = N, verbose: bool = False) -> dict:
@@ -52,7 +72,7 @@ def measure(n: int = N, verbose: bool = False) -> dict:
         version.launcher(a, b, c)
         np.testing.assert_allclose(c.get(), version.reference(a_host, b_host), rtol=1e-6)
         timing = time_kernel(version.launcher(a, b, c, prepare_only=True))
-        rows.append(row(version.kernel, "vector_add", "kernel", timing, version.bytes(shape), version.flops(shape), peaks))
+        rows.append(row(version.kernel, VECTOR_ADD, "kernel", timing, version.bytes(shape), version.flops(shape), peaks))
 
     # --- SAXPY (in place: y changes from call to call, which costs the same) --------------------
     y = to_device(b_host)
@@ -61,14 +81,14 @@ def measure(n: int = N, verbose: bool = False) -> dict:
         version.launcher(alpha, a, y, in_place=True)
         np.testing.assert_allclose(y.get(), version.reference(alpha, a_host, b_host), rtol=1e-5, atol=1e-5)
         timing = time_kernel(version.launcher(alpha, a, y, prepare_only=True))
-        rows.append(row(version.kernel, "saxpy", "kernel", timing, version.bytes(shape), version.flops(shape), peaks))
+        rows.append(row(version.kernel, SAXPY, "kernel", timing, version.bytes(shape), version.flops(shape), peaks))
 
     # --- copy -----------------------------------------------------------------------------------
     for version in device_copy.KERNELS.values():
         version.launcher(a, c)
         np.testing.assert_array_equal(c.get(), version.reference(a_host))
         timing = time_kernel(version.launcher(a, c, prepare_only=True))
-        rows.append(row(version.kernel, "copy", "kernel", timing, version.bytes(shape), version.flops(shape), peaks))
+        rows.append(row(version.kernel, COPY, "kernel", timing, version.bytes(shape), version.flops(shape), peaks))
 
     # --- sums -------------------------------------------------------------------------------------
     expected = reduction.reference(a_host)
@@ -80,12 +100,12 @@ def measure(n: int = N, verbose: bool = False) -> dict:
         within = error <= reduction.tolerance(a_host)
         # One float32 running total of 2^26 values near 1 cannot be accurate (2^24 + 1 == 2^24 in
         # float32): the atomic version's error is recorded, and shown in the book, not asserted.
-        if not within and version.kernel != "reduce_sum_atomic":
+        if not within and version.kernel != SUM_ATOMIC:
             raise AssertionError(f"{version.kernel}: {got} vs {expected} (tolerance {reduction.tolerance(a_host)})")
         if not within:
             log(f"{version.kernel}: {got:.6g} vs {expected:.6g}, relative error {error / abs(expected):.2g}")
         timing = time_kernel(launcher(a, out=out, prepare_only=True))
-        rows.append(row(version.kernel, "reduce_sum", "kernel", timing, version.bytes(shape), version.flops(shape), peaks,
+        rows.append(row(version.kernel, REDUCE_SUM, "kernel", timing, version.bytes(shape), version.flops(shape), peaks,
                         result=got, expected=expected, relative_error=error / abs(expected), within_tolerance=bool(within)))
 
     # --- the library peer, same data, same run ----------------------------------------------------
@@ -108,7 +128,7 @@ def measure(n: int = N, verbose: bool = False) -> dict:
     # --- host <-> device copies through the runtime (pageable NumPy memory) ------------------------
     transfers = measure_transfers(a_host, to_device, log)
     return {
-        "n": n,
+        SIZE: n,
         "peaks": {
             "bandwidth_gbs": peaks.bandwidth_gbs,
             "fp32_gflops": peaks.fp32_gflops,
@@ -116,9 +136,9 @@ def measure(n: int = N, verbose: bool = False) -> dict:
                    "FP32: fma_throughput (kernels/basics/peak.cu), an FMA counted as 2 flops",
         },
         "results": rows,
-        "block_sweep": block_sweep,
-        "grid_sweep": grid_sweep,
-        "transfers": transfers,
+        BLOCK_SWEEP: block_sweep,
+        GRID_SWEEP: grid_sweep,
+        TRANSFERS: transfers,
     }
 
 
@@ -127,9 +147,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=N, help="elements per array (default 2^26)")
     args = parser.parse_args()
     results = measure(args.n, verbose=True)
-    path = write_results("cuda_from_python", results)
-    print_table(results["results"], f"\nn = {results['n']:,}, measured peak {results['peaks']['bandwidth_gbs']:,.0f} GB/s")
-    print("\ntransfers:", ", ".join(f"{t['what']} {t['gbs']:.1f} GB/s" for t in results["transfers"]))
+    path = write_results(NAME, results)
+    print_table(results["results"], f"\nn = {results[SIZE]:,}, measured peak {results['peaks']['bandwidth_gbs']:,.0f} GB/s")
+    print("\ntransfers:", ", ".join(f"{t['what']} {t['gbs']:.1f} GB/s" for t in results[TRANSFERS]))
     print(f"\nwrote {path}")
 
 
@@ -148,11 +168,11 @@ def torch_peers(a_host, b_host, alpha, peaks, time_torch, log=print) -> list[dic
     c = torch.empty_like(a)
     y = b.clone()
     rows = [
-        row("torch a + b", "vector_add", "peer", time_torch(lambda: a + b), 12 * n, n, peaks),
-        row("torch.add(a, b, out=c)", "vector_add", "peer", time_torch(lambda: torch.add(a, b, out=c)), 12 * n, n, peaks),
-        row("torch y.add_(x, alpha=alpha)", "saxpy", "peer", time_torch(lambda: y.add_(a, alpha=float(alpha))), 12 * n, 2 * n, peaks),
-        row("torch c.copy_(a)", "copy", "peer", time_torch(lambda: c.copy_(a)), 8 * n, 0, peaks),
-        row("torch a.sum()", "reduce_sum", "peer", time_torch(lambda: a.sum()), 4 * n, n, peaks),
+        row("torch a + b", VECTOR_ADD, "peer", time_torch(lambda: a + b), 12 * n, n, peaks),
+        row("torch.add(a, b, out=c)", VECTOR_ADD, "peer", time_torch(lambda: torch.add(a, b, out=c)), 12 * n, n, peaks),
+        row("torch y.add_(x, alpha=alpha)", SAXPY, "peer", time_torch(lambda: y.add_(a, alpha=float(alpha))), 12 * n, 2 * n, peaks),
+        row("torch c.copy_(a)", COPY, "peer", time_torch(lambda: c.copy_(a)), 8 * n, 0, peaks),
+        row("torch a.sum()", REDUCE_SUM, "peer", time_torch(lambda: a.sum()), 4 * n, n, peaks),
     ]
     torch.cuda.synchronize()
     return rows
@@ -191,8 +211,8 @@ def cupy_peers(a_host, b_host, peaks, log=print) -> list[dict]:
         return timing
 
     return [
-        row("cupy.add(a, b, out=c)", "vector_add", "peer", time_cupy(lambda: cupy.add(a, b, out=c)), 12 * n, n, peaks),
-        row("cupy a.sum()", "reduce_sum", "peer", time_cupy(lambda: a.sum()), 4 * n, n, peaks),
+        row("cupy.add(a, b, out=c)", VECTOR_ADD, "peer", time_cupy(lambda: cupy.add(a, b, out=c)), 12 * n, n, peaks),
+        row("cupy a.sum()", REDUCE_SUM, "peer", time_cupy(lambda: a.sum()), 4 * n, n, peaks),
     ]
 
 

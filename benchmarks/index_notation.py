@@ -35,10 +35,23 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
+from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
 
 NAME = "index_notation"
 TOL = 1e-4
+
+# --- what the book reads in the results file -------------------------------------------------
+#: The workloads, each a group of rows (:func:`workloads` labels them so).
+WORKLOADS = ("mv 4096x4096", "mv 64x131072", "matmul 4096^3", "fcrelu 4096x1024->1024", "conv2d LeNet C3 N=1024",
+             "conv2d 56x56 C64 3x3 N=32", "maxpool2x2 128x64x56x56")
+#: Where a kernel row's kernel comes from (its ``source``): the compiler, or a chapter's hand-written kernels.
+GENERATED, HANDWRITTEN = "generated", "handwritten"
+NAIVE, AUTOTUNED = f"{GENERATED}, naive", f"{GENERATED}, autotuned"
+#: Each workload's autotuner search.
+AUTOTUNE = "autotune"
+
+CONTRACT = Contract(NAME, groups=WORKLOADS, rows={w: (NAIVE, AUTOTUNED) for w in WORKLOADS},
+                    values={"source": (GENERATED, HANDWRITTEN)}, sections=(AUTOTUNE,))
 
 
 def _timed(fn, slow=False):
@@ -80,21 +93,21 @@ class Workload:
 
 
 def bench_generated(w: Workload, limit: int, cache: Path) -> dict:
-    from kernels.index_notation import NAIVE, compile_tc
+    from kernels.index_notation import NAIVE as naive_schedule, compile_tc
     from kernels.index_notation.autotune import autotune
     from kernels.runtime.module import to_device
 
     ref = w.reference()
     dev = [to_device(a) if isinstance(a, np.ndarray) else a for a in w.args]
     search = autotune(w.text, w.args, limit=limit, cache=cache, use_cache=False)
-    for label, sched in (("generated, naive", NAIVE), ("generated, autotuned", search.best)):
+    for label, sched in ((NAIVE, naive_schedule), (AUTOTUNED, search.best)):
         tc = compile_tc(w.text, sched)
         try:
             err = _rel_error(tc(*w.args), ref)
             timing = _timed(tc(*dev, prepare_only=True), slow=sched.naive)
-            w.add(label, "generated", timing, err, schedule=sched.as_dict(), describe=sched.describe())
+            w.add(label, GENERATED, timing, err, schedule=sched.as_dict(), describe=sched.describe())
         except Exception:  # noqa: BLE001 - recorded, the other rows still run
-            w.add(label, "generated", error=traceback.format_exc())
+            w.add(label, GENERATED, error=traceback.format_exc())
     return {"name": w.name, "label": w.label, **search.as_dict()}
 
 
@@ -174,14 +187,14 @@ def bench_peers(w: Workload):
         A, x = w.args
         zero = np.zeros(A.shape[0], np.float32)
         b_d, y_d = to_device(zero), empty(A.shape[0])
-        bench_peer(w, "fc_forward_matvec (MLP chapter, + bias 0)", "handwritten",
+        bench_peer(w, "fc_forward_matvec (MLP chapter, + bias 0)", HANDWRITTEN,
                    lambda: fully_connected.forward_matvec(A, zero, x),
                    lambda: fully_connected.forward_matvec(dev[0], b_d, dev[1], out=y_d))
         _torch_peer(w, "cuBLAS gemv (torch.mv)", lambda: torch.mv(tens[0], tens[1]))
     elif w.name == "matmul":
         A, B = w.args
         C_d = empty((A.shape[0], B.shape[1]))
-        bench_peer(w, "sgemm_warptile (GEMM chapter's best)", "handwritten", lambda: sgemm.sgemm_warptile(A, B),
+        bench_peer(w, "sgemm_warptile (GEMM chapter's best)", HANDWRITTEN, lambda: sgemm.sgemm_warptile(A, B),
                    sgemm.sgemm_warptile(dev[0], dev[1], out=C_d, prepare_only=True))
         _torch_peer(w, "cuBLAS (torch.matmul)", lambda: torch.matmul(tens[0], tens[1]))
     elif w.name == "fcrelu":
@@ -189,7 +202,7 @@ def bench_peers(w: Workload):
         Y_d = empty((X.shape[0], W1.shape[0]))
         ref = w.reference
         w.reference = lambda: X.astype(np.float64) @ W1.astype(np.float64).T + b1  # the kernel has no ReLU
-        bench_peer(w, "fc_forward_tiled (MLP chapter; no ReLU)", "handwritten",
+        bench_peer(w, "fc_forward_tiled (MLP chapter; no ReLU)", HANDWRITTEN,
                    lambda: fully_connected.forward_tiled(X, W1, b1),
                    lambda: fully_connected.forward_tiled(dev[0], dev[1], dev[2], out=Y_d))
         w.reference = ref
@@ -201,17 +214,17 @@ def bench_peers(w: Workload):
         N, C, H, Wd = X.shape
         M, _, K, _ = Wc.shape
         Y_d = empty((N, M, H - K + 1, Wd - K + 1))
-        bench_peer(w, "conv2d_forward_register_tiled (CNN chapter)", "handwritten",
+        bench_peer(w, "conv2d_forward_register_tiled (CNN chapter)", HANDWRITTEN,
                    lambda: conv2d.forward_register_tiled(X, Wc, zero),
                    lambda: conv2d.forward_register_tiled(dev[0], dev[1], b_d, out=Y_d))
-        bench_peer(w, "implicit GEMM (GEMM chapter)", "handwritten", lambda: conv2d_gemm.conv2d_implicit_gemm(X, Wc),
+        bench_peer(w, "implicit GEMM (GEMM chapter)", HANDWRITTEN, lambda: conv2d_gemm.conv2d_implicit_gemm(X, Wc),
                    conv2d_gemm.conv2d_implicit_gemm(dev[0], dev[1], out=Y_d, prepare_only=True))
         _torch_peer(w, "cuDNN (torch conv2d)", lambda: torch.nn.functional.conv2d(tens[0], tens[1]))
     elif w.name == "maxpool2x2":
         (X,) = w.args
         N, C, H, Wd = X.shape
         Y_d = empty((N, C, H // 2, Wd // 2))
-        bench_peer(w, "max_pool_forward (CNN chapter)", "handwritten", lambda: pooling.max_pool(X, 2),
+        bench_peer(w, "max_pool_forward (CNN chapter)", HANDWRITTEN, lambda: pooling.max_pool(X, 2),
                    lambda: pooling.max_pool(dev[0], 2, out=Y_d))
         _torch_peer(w, "torch max_pool2d", lambda: torch.nn.functional.max_pool2d(tens[0], 2))
 
@@ -226,7 +239,7 @@ def measure(quick: bool = False, only=()) -> dict:
     rng = np.random.default_rng(2018)
     limit = 12 if quick else 48
     cache = Path(tempfile.mkdtemp()) / "tc_autotune.json"
-    results = {"tf32": False, "autotune_candidates": limit, "results": [], "autotune": []}
+    results = {"tf32": False, "autotune_candidates": limit, "results": [], AUTOTUNE: []}
     for w in workloads(rng):
         if only and w.name not in only:
             continue
@@ -234,7 +247,7 @@ def measure(quick: bool = False, only=()) -> dict:
             if w.reference is None:
                 ref = _torch_reference(w)
                 w.reference = lambda ref=ref: ref
-            results["autotune"].append(bench_generated(w, limit, cache))
+            results[AUTOTUNE].append(bench_generated(w, limit, cache))
             bench_peers(w)
         except Exception:  # noqa: BLE001 - keep what was measured
             traceback.print_exc()
@@ -247,9 +260,9 @@ def summary(results):
     rows = results["results"]
     for group in dict.fromkeys(r["group"] for r in rows):
         timed = [r for r in rows if r["group"] == group and r.get("median_ms")]
-        hand = [r for r in timed if r["source"] == "handwritten"]
+        hand = [r for r in timed if r["source"] == HANDWRITTEN]
         peer = [r for r in timed if r["kind"] == "peer"]
-        best = next((r for r in timed if r["name"] == "generated, autotuned"), None)
+        best = next((r for r in timed if r["name"] == AUTOTUNED), None)
         if not best:
             print(f"{group:<34} no autotuned kernel")
             continue

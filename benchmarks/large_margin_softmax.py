@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-from benchmarks.common import print_table, require_gpu_backend, row, write_results
+from benchmarks.common import Contract, print_table, require_gpu_backend, row, write_results
 from kernels.lsoftmax import lsoftmax as L
 from kernels.dense import softmax as S
 from kernels.runtime import empty, to_device
@@ -40,6 +40,40 @@ from kernels.tools.roofline import measure_peaks, peaks_as_dict
 
 BATCH, DIM, CLASSES = 4096, 512, (10, 10_000)
 MARGIN, LAMBDA = 4, 5.0
+
+
+# --- the results file and what the book reads in it ------------------------------------------
+NAME = "large_margin_softmax"
+
+
+def layer_group(C: int) -> str:
+    """The whole layer's training step at ``C`` classes: every version and PyTorch's layer."""
+    return f"layer_C{C}"
+
+
+def after_gemm_group(C: int) -> str:
+    """The part after the GEMM (margin, softmax, cross-entropy, forward and backward) at ``C`` classes."""
+    return f"after_gemm_C{C}"
+
+
+def forward_group(C: int) -> str:
+    """The forward pass alone at ``C`` classes."""
+    return f"forward_C{C}"
+
+
+def gemm_group(C: int) -> str:
+    """The three GEMMs of a step at ``C`` classes, ours and cuBLAS's."""
+    return f"gemm_C{C}"
+
+
+LAYER_GROUPS, AFTER_GEMM_GROUPS, FORWARD_GROUPS, GEMM_GROUPS = (
+    tuple(group(C) for C in CLASSES) for group in (layer_group, after_gemm_group, forward_group, gemm_group))
+OUR_GEMMS = "3 GEMMs + W transposed (sgemm: version 7 or 8 by shape)"
+
+CONTRACT = Contract(
+    NAME, groups=(*LAYER_GROUPS, *AFTER_GEMM_GROUPS, *FORWARD_GROUPS, *GEMM_GROUPS),
+    rows={group: (OUR_GEMMS,) for group in GEMM_GROUPS}, sections=("peaks", "summary"),
+)
 
 
 def torch_layer(x, w, y, m: int, lam: float):
@@ -94,7 +128,7 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
         X = (0.2 * rng.standard_normal((batch, dim))).astype(np.float32)
         W = (0.2 * rng.standard_normal((C, dim))).astype(np.float32)
         labels = rng.integers(0, C, batch).astype(np.int32)
-        group, after = f"layer_C{C}", f"after_gemm_C{C}"
+        group, after = layer_group(C), after_gemm_group(C)
         gemm_flops = L.gemm_flops(batch, C, dim)
         layer_bytes = 4 * (2 * batch * dim + 2 * C * dim + 2 * batch * C)  # X, W, dX, dW, F and G~ once each
         floor_bytes = L.after_gemm_bytes(batch, C, dim)
@@ -190,9 +224,9 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
             raise AssertionError("epilogue forward: wrong mean loss; not timing it")
         t_fwd_fused = time_kernel(forward_fused, repeat=repeat)
         t_fwd_epilogue = time_kernel(forward_epilogue, repeat=repeat)
-        rows.append(row("forward: GEMM, then fused margin + softmax + CE", f"forward_C{C}", "kernel", t_fwd_fused,
+        rows.append(row("forward: GEMM, then fused margin + softmax + CE", forward_group(C), "kernel", t_fwd_fused,
                         4 * (batch * dim + C * dim + batch * C), gemm_flops / 3, peaks))
-        rows.append(row("forward: margin + softmax partials in the GEMM epilogue", f"forward_C{C}", "kernel",
+        rows.append(row("forward: margin + softmax partials in the GEMM epilogue", forward_group(C), "kernel",
                         t_fwd_epilogue, 4 * (batch * dim + C * dim + batch * C), gemm_flops / 3, peaks))
 
         # the GEMMs of a step: ours (with the transposes our row-major GEMM needs) and cuBLAS
@@ -224,18 +258,18 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
             check(f"dX GEMM {label}", out_dx.get(), dx_ref, 1e-4)
             t = time_kernel(lambda config=config: sgemm.sgemm_warptile(Gt, Wd, out=out_dx, config=config, sync=False),
                             repeat=repeat)
-            rows.append(row(f"dX GEMM only ({label})", f"gemm_C{C}", "kernel", t, 4 * (batch * C + C * dim + batch * dim),
+            rows.append(row(f"dX GEMM only ({label})", gemm_group(C), "kernel", t, 4 * (batch * C + C * dim + batch * dim),
                             2.0 * batch * C * dim, peaks))
         sgemm.sgemm_splitk(Gt, Wd, out=out_dx)
         check("dX GEMM version 8", out_dx.get(), dx_ref, 1e-4)
         t = time_kernel(sgemm.sgemm_splitk(Gt, Wd, out=out_dx, prepare_only=True), repeat=repeat)
-        rows.append(row("dX GEMM only (version 8, its plan)", f"gemm_C{C}", "kernel", t,
+        rows.append(row("dX GEMM only (version 8, its plan)", gemm_group(C), "kernel", t,
                         4 * (batch * C + C * dim + batch * dim), 2.0 * batch * C * dim, peaks))
         t_ours = time_kernel(our_gemms, repeat=repeat)
         t_cublas = time_torch(cublas_gemms, repeat=repeat)
-        rows.append(row("3 GEMMs + W transposed (sgemm: version 7 or 8 by shape)", f"gemm_C{C}", "kernel", t_ours, layer_bytes,
+        rows.append(row(OUR_GEMMS, gemm_group(C), "kernel", t_ours, layer_bytes,
                         gemm_flops, peaks))
-        rows.append(row("3 GEMMs (cuBLAS, torch.matmul)", f"gemm_C{C}", "peer", t_cublas, layer_bytes, gemm_flops, peaks))
+        rows.append(row("3 GEMMs (cuBLAS, torch.matmul)", gemm_group(C), "peer", t_cublas, layer_bytes, gemm_flops, peaks))
         t_tensor = None
         if hopper:  # the same three products on the tensor cores (3xTF32, version 10), X^T written first
             from kernels.gemm import sgemm_hopper
@@ -249,7 +283,7 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
                 enqueue()
             check("dX GEMM on the tensor cores", out_dx.get(), dx_ref, 1e-4)
             t_tensor = time_kernel(lambda: [enqueue() for enqueue in tc_steps], repeat=repeat)
-            rows.append(row("3 GEMMs + X transposed (3xTF32 tensor cores, version 10)", f"gemm_C{C}", "kernel", t_tensor,
+            rows.append(row("3 GEMMs + X transposed (3xTF32 tensor cores, version 10)", gemm_group(C), "kernel", t_tensor,
                             layer_bytes, gemm_flops, peaks))
 
         fastest = min(layer_ms, key=layer_ms.get)
@@ -286,7 +320,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
     data = measure(args.batch, args.dim, tuple(args.classes), repeat=args.repeat)
-    path = write_results("large_margin_softmax", data)
+    path = write_results(NAME, data)
     print(f"\nresults written to {path}")
     print(f"device {data['peaks']['device']}: copy bandwidth {data['peaks']['bandwidth_gbs']:.0f} GB/s")
     print_table(data["results"], "L-Softmax layer, every version and its peers")

@@ -30,12 +30,45 @@ import argparse
 
 import numpy as np
 
-from benchmarks.common import (losses_agree, print_table, require_gpu_backend, row, time_training_steps, time_version,
-                               timed_row, torch_sgd_step, write_results)
+from benchmarks.common import (Contract, losses_agree, print_table, require_gpu_backend, row, time_training_steps,
+                               time_version, timed_row, torch_sgd_step, write_results)
+
+# --- the results file and what the book reads in it ------------------------------------------
+NAME = "perceptrons_mlp"
+GRADIENT_SUM_SWEEP, PERCEPTRON, SOFTMAX, TRAINING_STEP = "gradient_sum_sweep", "perceptron", "softmax", "training_step"
+FC_DIGITS, FC_LARGE = "fc_digits", "fc_large"  # the dense layer at the digits network's size and at a large one
+#: The gradient sums, in the order they are timed, and the library's sum.
+GRADIENT_SUMS = SUM_ATOMIC, SUM_TREE, SUM_COLUMNS = "gradient_sum_atomic", "gradient_sum_tree", "gradient_sum_columns"
+TORCH_SUM = "torch.sum(dim=0)"
+PERCEPTRON_GRADIENTS, PERCEPTRON_FORWARD = "perceptron_sample_gradients", "perceptron_forward_sigmoid"
+#: The dense layer's kernels (fully_connected versions 1-4), its products on the GEMM chapter's kernels, and cuBLAS's.
+FC_KERNELS = FORWARD_NAIVE, FORWARD_TILED, BACKWARD_INPUT, BACKWARD_WEIGHT = (
+    "fc_forward_naive", "fc_forward_tiled", "fc_backward_input", "fc_backward_weight")
+GEMM_FORWARD = "fc forward on the GEMM (W^T, GEMM + bias)"
+GEMM_INPUT = "fc input gradient on the GEMM (dY W)"
+GEMM_WEIGHT = "fc weight gradient on the GEMM (dY^T X, dY read transposed)"
+TORCH_FORWARD, TORCH_INPUT, TORCH_WEIGHT = ("torch linear (forward)", "torch dY @ W (input gradient)",
+                                            "torch dY.T @ X (weight gradient)")
+#: The dense layer's three products: per product, our kernels and the peer doing the same product.
+DENSE_PRODUCTS = {"forward": ((FORWARD_NAIVE, FORWARD_TILED, GEMM_FORWARD), TORCH_FORWARD),
+                  "input gradient": ((BACKWARD_INPUT, GEMM_INPUT), TORCH_INPUT),
+                  "weight gradient": ((BACKWARD_WEIGHT, GEMM_WEIGHT), TORCH_WEIGHT)}
+#: The products on the GEMM chapter's kernels, each beside cuBLAS doing it.
+GEMM_PRODUCTS = ((GEMM_FORWARD, TORCH_FORWARD), (GEMM_INPUT, TORCH_INPUT), (GEMM_WEIGHT, TORCH_WEIGHT))
+CROSS_ENTROPY, RELU = "softmax_cross_entropy_forward", "relu_forward"
+TORCH_CROSS_ENTROPY, TORCH_RELU = "torch cross_entropy", "torch relu"
+
+_FC_ROWS = (*FC_KERNELS, GEMM_FORWARD, GEMM_INPUT, GEMM_WEIGHT, TORCH_FORWARD, TORCH_INPUT, TORCH_WEIGHT)
+CONTRACT = Contract(
+    NAME, groups=(GRADIENT_SUM_SWEEP, PERCEPTRON, FC_DIGITS, FC_LARGE, SOFTMAX, TRAINING_STEP),
+    rows={GRADIENT_SUM_SWEEP: (*GRADIENT_SUMS, TORCH_SUM), PERCEPTRON: (PERCEPTRON_FORWARD,),
+          FC_DIGITS: _FC_ROWS, FC_LARGE: _FC_ROWS, SOFTMAX: (CROSS_ENTROPY, RELU, TORCH_CROSS_ENTROPY, TORCH_RELU)},
+    sections=("peaks",),
+)
 
 SWEEP = tuple(1 << p for p in range(10, 25, 2))
 PERCEPTRON_N = 1 << 24
-FC_SHAPES = (("fc_digits", (128, 64, 64)), ("fc_large", (4096, 1024, 1024)))
+FC_SHAPES = ((FC_DIGITS, (128, 64, 64)), (FC_LARGE, (4096, 1024, 1024)))
 SOFTMAX_N = 1 << 16
 #: The chapter's network and step: layer sizes, minibatch, learning rate (book/mlp_backprop.md).
 STEP_SIZES, STEP_BATCH, STEP_LR = (64, 64, 10), 64, 0.2
@@ -82,12 +115,12 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
             got = reduce(grads, total).get()
             assert np.all(np.abs(got - expected) <= 1e-4 * scale + 1e-3), (version, n, got, expected)
         shape = {"n": n, "k": k}
-        for kernel in ("gradient_sum_atomic", "gradient_sum_tree", "gradient_sum_columns"):
-            rows.append(time_version(P.KERNELS[kernel], shape, (grads, total, n, k), "gradient_sum_sweep", peaks))
-        nbytes, flops = P.KERNELS["gradient_sum_tree"].bytes(shape), P.KERNELS["gradient_sum_tree"].flops(shape)
+        for kernel in GRADIENT_SUMS:
+            rows.append(time_version(P.KERNELS[kernel], shape, (grads, total, n, k), GRADIENT_SUM_SWEEP, peaks))
+        nbytes, flops = P.KERNELS[SUM_TREE].bytes(shape), P.KERNELS[SUM_TREE].flops(shape)
         if torch is not None:
             tg = torch.from_numpy(grads_host).cuda()
-            rows.append(row("torch.sum(dim=0)", "gradient_sum_sweep", "peer", time_torch(lambda: tg.sum(dim=0)),
+            rows.append(row(TORCH_SUM, GRADIENT_SUM_SWEEP, "peer", time_torch(lambda: tg.sum(dim=0)),
                             nbytes, flops, peaks, n=n, k=k))
         log(f"gradient sums, n = {n:,}: done")
 
@@ -100,12 +133,12 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     np.testing.assert_allclose(got, P.sample_gradients_reference(x[:4096], t[:4096], params), rtol=1e-4, atol=1e-6)
     xd, td, pd, gd, yd = to_device(x), to_device(t), to_device(params), zeros((n, d + 1)), zeros(n)
     shape = {"n": n, "d": d}
-    rows.append(time_version(P.KERNELS["perceptron_sample_gradients"], shape, (xd, td, pd, gd, n, d), "perceptron", peaks))
-    forward = P.KERNELS["perceptron_forward_sigmoid"]
-    rows.append(time_version(forward, shape, (xd, pd, yd, n, d), "perceptron", peaks))
+    rows.append(time_version(P.KERNELS[PERCEPTRON_GRADIENTS], shape, (xd, td, pd, gd, n, d), PERCEPTRON, peaks))
+    forward = P.KERNELS[PERCEPTRON_FORWARD]
+    rows.append(time_version(forward, shape, (xd, pd, yd, n, d), PERCEPTRON, peaks))
     if torch is not None:
         tx, tp = torch.from_numpy(x).cuda(), torch.from_numpy(params).cuda()
-        rows.append(row("torch.sigmoid(x @ w + b)", "perceptron", "peer", time_torch(lambda: torch.sigmoid(tx @ tp[:-1] + tp[-1])),
+        rows.append(row("torch.sigmoid(x @ w + b)", PERCEPTRON, "peer", time_torch(lambda: torch.sigmoid(tx @ tp[:-1] + tp[-1])),
                         forward.bytes(shape), forward.flops(shape), peaks, **shape))
 
     # --- fully connected layers ------------------------------------------------------------------
@@ -121,9 +154,9 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
         Xd, Wd, bd, dYd = (to_device(a) for a in (X, W, b, dY))
         Y, dX, dW = zeros((n, m)), zeros((n, k_in)), zeros((m, k_in))
         shape = {"n": n, "in": k_in, "out": m}
-        flops, fwd_bytes = fc.KERNELS["fc_forward_naive"].flops(shape), fc.KERNELS["fc_forward_naive"].bytes(shape)
-        for kernel, args in (("fc_forward_naive", (Xd, Wd, bd, Y)), ("fc_forward_tiled", (Xd, Wd, bd, Y)),
-                             ("fc_backward_input", (dYd, Wd, dX)), ("fc_backward_weight", (dYd, Xd, dW))):
+        flops, fwd_bytes = fc.KERNELS[FORWARD_NAIVE].flops(shape), fc.KERNELS[FORWARD_NAIVE].bytes(shape)
+        for kernel, args in ((FORWARD_NAIVE, (Xd, Wd, bd, Y)), (FORWARD_TILED, (Xd, Wd, bd, Y)),
+                             (BACKWARD_INPUT, (dYd, Wd, dX)), (BACKWARD_WEIGHT, (dYd, Xd, dW))):
             rows.append(time_version(fc.KERNELS[kernel], shape, (*args, n, k_in, m), group, peaks))
         # The same three products on the GEMM chapter's kernels (fully_connected versions 7-9), each launch
         # prepared once as time_version does (the kernels' time, not the Python's): what forward_gemm,
@@ -138,11 +171,11 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
 
         Wt = empty((k_in, m))
         prepared = {
-            "fc forward on the GEMM (W^T, GEMM + bias)": (
+            GEMM_FORWARD: (
                 sgemm.transpose(Wd, Wt, prepare_only=True),
                 sgemm.sgemm_splitk(Xd, Wt, out=Y, bias=bd, plan=sgemm.sgemm_plan(n, m, k_in), prepare_only=True)),
-            "fc input gradient on the GEMM (dY W)": (sgemm.sgemm(dYd, Wd, out=dX, prepare_only=True),),
-            "fc weight gradient on the GEMM (dY^T X, dY read transposed)": (
+            GEMM_INPUT: (sgemm.sgemm(dYd, Wd, out=dX, prepare_only=True),),
+            GEMM_WEIGHT: (
                 sgemm.sgemm_splitk(dYd, Xd, out=dW, a_transposed=True, prepare_only=True),),
         }
         fc.forward_gemm(Xd, Wd, bd, out=Y, Wt=Wt)  # the launchers and the prepared launches agree
@@ -152,11 +185,11 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
                             fwd_bytes, flops, peaks, **shape))
         if torch is not None:
             tX, tW, tb, tdY = (torch.from_numpy(a).cuda() for a in (X, W, b, dY))
-            rows.append(row("torch linear (forward)", group, "peer", time_torch(lambda: torch.nn.functional.linear(tX, tW, tb)),
+            rows.append(row(TORCH_FORWARD, group, "peer", time_torch(lambda: torch.nn.functional.linear(tX, tW, tb)),
                             fwd_bytes, flops, peaks, **shape))
-            rows.append(row("torch dY @ W (input gradient)", group, "peer", time_torch(lambda: tdY @ tW),
+            rows.append(row(TORCH_INPUT, group, "peer", time_torch(lambda: tdY @ tW),
                             fwd_bytes, flops, peaks, **shape))
-            rows.append(row("torch dY.T @ X (weight gradient)", group, "peer", time_torch(lambda: tdY.T @ tX),
+            rows.append(row(TORCH_WEIGHT, group, "peer", time_torch(lambda: tdY.T @ tX),
                             fwd_bytes, flops, peaks, **shape))
         log(f"{group}: done")
 
@@ -167,16 +200,16 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     _, loss = softmax.cross_entropy_forward(Z, labels)
     np.testing.assert_allclose(loss, softmax.cross_entropy_reference(Z, labels), rtol=1e-4, atol=1e-4)
     Zd, ld, Pd, Ld = to_device(Z), to_device(labels), zeros((n, c)), zeros(n)
-    cross_entropy, relu = softmax.KERNELS["softmax_cross_entropy_forward"], activations.KERNELS["relu_forward"]
+    cross_entropy, relu = softmax.KERNELS[CROSS_ENTROPY], activations.KERNELS[RELU]
     shape, count = {"n": n, "c": c}, n * c
-    rows.append(time_version(cross_entropy, shape, (Zd, ld, Pd, Ld, n, c), "softmax", peaks))
-    rows.append(time_version(relu, {"n": count}, (Zd, Pd, count), "softmax", peaks, sizes=shape))
+    rows.append(time_version(cross_entropy, shape, (Zd, ld, Pd, Ld, n, c), SOFTMAX, peaks))
+    rows.append(time_version(relu, {"n": count}, (Zd, Pd, count), SOFTMAX, peaks, sizes=shape))
     if torch is not None:
         tZ, tl = torch.from_numpy(Z).cuda(), torch.from_numpy(labels).long().cuda()
-        rows.append(row("torch cross_entropy", "softmax", "peer",
+        rows.append(row(TORCH_CROSS_ENTROPY, SOFTMAX, "peer",
                         time_torch(lambda: torch.nn.functional.cross_entropy(tZ, tl, reduction="none")),
                         cross_entropy.bytes(shape), cross_entropy.flops(shape), peaks, **shape))
-        rows.append(row("torch relu", "softmax", "peer", time_torch(lambda: torch.relu(tZ)), relu.bytes({"n": count}),
+        rows.append(row(TORCH_RELU, SOFTMAX, "peer", time_torch(lambda: torch.relu(tZ)), relu.bytes({"n": count}),
                         relu.flops({"n": count}), peaks, **shape))
 
     rows += measure_training_step(torch)
@@ -233,7 +266,7 @@ def measure_training_step(torch) -> list[dict]:
         step = model if kernels is None else (lambda X, y, model=model: model.train_step(X, y, STEP_LR))
         timed, first_loss[name] = time_training_steps(step, X_train, y_train, batches, TIMED_STEPS)
         extra = {} if kernels is None else {"kernels": kernels}
-        rows.append(timed_row(name, "training_step", kind, float(np.median(timed)), None, None, None,
+        rows.append(timed_row(name, TRAINING_STEP, kind, float(np.median(timed)), None, None, None,
                               min_ms=float(np.min(timed)), samples=len(timed), batch=STEP_BATCH,
                               layers="-".join(map(str, STEP_SIZES)), first_step_loss=first_loss[name], **extra))
     peer = next((r for r in rows if r["kind"] == "peer"), None)
@@ -248,10 +281,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args()
     results = measure(verbose=True)
-    path = write_results("perceptrons_mlp", results)
+    path = write_results(NAME, results)
     print_table([r for r in results["results"] if "gbs" in r],
                 f"\nmeasured peak {results['peaks']['bandwidth_gbs']:,.0f} GB/s")
-    for r in (r for r in results["results"] if r["group"] == "training_step"):
+    for r in (r for r in results["results"] if r["group"] == TRAINING_STEP):
         print(f"{r['name']:<48} {r['median_ms']:.3f} ms per step, first step's loss {r['first_step_loss']:.6f}"
               + (f", {r['speedup_vs_torch']:.2f}x PyTorch" if "speedup_vs_torch" in r else ""))
     print(f"\nwrote {path}")

@@ -1,5 +1,6 @@
 """Profiler figures of the SGEMM ladder, of the direct convolution on C3, and of what limits the fastest
-SGEMMs at 4096³ beside cuBLAS's, from Nsight Compute.
+SGEMMs at 4096³ beside cuBLAS's, from Nsight Compute (and, for benchmarks/sgemm_bf16.py and benchmarks/attention.py,
+the BF16 GEMM ladder and attention's kernels beside the library's, recorded in their own results files).
 
 What a step of a ladder changes shows in a few hardware counters: how many 32-byte sectors a
 warp's global load touches (4 when its 32 floats are consecutive), shared-memory bank conflicts,
@@ -28,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchmarks import cnn, conv_as_gemm, sgemm_tensor_cores as tensor_cores
+from benchmarks.common import Contract, require_gpu_backend, results_path, results_tag, write_results
 from kernels.runtime.versions import versions
 
 #: What is recorded of each kernel: the results file's name -> the ncu metric it is read from.
@@ -52,6 +55,10 @@ METRICS = {
     "wait_stall_percent": "smsp__warp_issue_stalled_wait_per_warp_active.pct",
     "sleeping_stall_percent": "smsp__warp_issue_stalled_sleeping_per_warp_active.pct",
     "math_throttle_stall_percent": "smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct",
+    "short_scoreboard_stall_percent": "smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct",
+    "mio_throttle_stall_percent": "smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct",
+    "not_selected_stall_percent": "smsp__warp_issue_stalled_not_selected_per_warp_active.pct",
+    "xu_pipe_percent": "sm__pipe_xu_cycles_active.avg.pct_of_peak_sustained_active",
 }
 
 #: ncu's time units, in microseconds (``--print-units base`` reports nanoseconds; the others in case).
@@ -68,19 +75,49 @@ LIMITS_WARPTILE = {"WT_BM": 128, "WT_BN": 256, "WT_BK": 8, "WT_MIN_BLOCKS": 1, "
 
 
 def limits_warptile() -> dict:
-    """The tile the SGEMM ladder's search found fastest on this kind of GPU (its recorded conv_as_gemm run),
-    else LIMITS_WARPTILE."""
+    """The tile the SGEMM ladder's search found fastest on this kind of GPU (its recorded conv_as_gemm run, the
+    file of this run's tag), else LIMITS_WARPTILE."""
     import json
 
-    from benchmarks.common import results_path
-
     try:
-        rows = json.loads(results_path("conv_as_gemm").read_text())["results"]
-        best = next(r for r in rows if r["group"] == "sgemm" and r["name"] == "warptile" and r.get("config"))
+        rows = json.loads(results_path(conv_as_gemm.NAME, results_tag()).read_text())["results"]
+        best = next(r for r in rows if r["group"] == conv_as_gemm.SGEMM and r["name"] == conv_as_gemm.WARPTILE
+                    and r.get("config"))
         return dict(best["config"])
     except (OSError, ValueError, KeyError, StopIteration):
         return dict(LIMITS_WARPTILE)
 C3 = {"N": 64, "C": 6, "H": 14, "W": 14, "M": 16, "K": 5}  # LeNet's second convolution, batch 64
+
+# --- the results file and what the book reads in it ------------------------------------------
+NAME = "profiles"
+#: The figures: the SGEMM ladder, the direct convolution on C3, what limits the fastest SGEMMs; the BF16 ladder's
+#: counters are recorded by benchmarks/sgemm_bf16.py in its own file, as rows of this module's layout.
+SGEMM, CONV2D_C3, LIMITS, BF16 = "sgemm", "conv2d_c3", "limits", "bf16"
+CUBLAS_BF16_KERNEL = "cublas_bf16"  # the name of cuBLAS's BF16 row (a library's kernel has no name of ours)
+#: A row's ``step`` is the chapter's name for its kernel: a version of the ladder (sgemm.py's keys), a version
+#: of the direct convolution (conv2d.py's), and in LIMITS the names the tensor-core benchmark gives its rows.
+SGEMM_NAIVE, SGEMM_COALESCED, SGEMM_VECTORIZED, SGEMM_WARPTILE = "naive", "coalesced", "vectorized", "warptile"
+C3_STEPS = C3_NAIVE, C3_CONSTANT, C3_TILED = cnn.NAIVE, cnn.CONSTANT, cnn.TILED
+LIMIT_STEPS = (tensor_cores.V7, tensor_cores.CUBLAS_FP32, tensor_cores.V10, tensor_cores.V11, tensor_cores.CUBLAS_TF32)
+
+CONTRACT = Contract(
+    NAME, groups=(SGEMM, CONV2D_C3, LIMITS),
+    rows={SGEMM: (SGEMM_NAIVE, SGEMM_COALESCED, SGEMM_VECTORIZED, SGEMM_WARPTILE), CONV2D_C3: C3_STEPS,
+          LIMITS: LIMIT_STEPS},
+    row_field="step",
+)
+
+#: Attention's kernels and SDPA's flash kernels, profiled by benchmarks/attention.py beside its timings and recorded in
+#: its own file (its contract lists them): batch 4, 16 heads, N = 4096, no mask, BF16, in each head dimension.  A
+#: group per head dimension; each kernel's step, by head dimension.
+ATTENTION_SHAPE = (4, 16, 4096)
+ATTENTION_HEAD_DIMS = (64, 128)
+ATTENTION_GROUPS = {d: f"attention_d{d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_V3 = {d: f"version 3 (float), d = {d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_V4 = {d: f"version 4, d = {d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_SDPA_FORWARD = {d: f"SDPA flash forward, d = {d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_BACKWARD = {d: f"BF16 backward, d = {d}" for d in ATTENTION_HEAD_DIMS}
+ATTENTION_SDPA_BACKWARD = {d: f"SDPA flash backward, d = {d}" for d in ATTENTION_HEAD_DIMS}
 
 
 @dataclass(frozen=True)
@@ -89,32 +126,39 @@ class Target:
     belongs to, and how to run it once."""
 
     kernel: str
-    group: str  # "sgemm" (the ladder), "conv2d_c3", "limits" or "bf16" (the BF16 ladder)
+    group: str  # SGEMM (the ladder), CONV2D_C3, LIMITS, BF16 (the BF16 ladder) or one of ATTENTION_GROUPS
     step: str  # the chapter's name for it
-    library: bool = False  # a cuBLAS kernel: ncu takes the second GEMM launch (the first warms up)
+    library: bool = False  # a library's kernel: ncu takes the second launch matching `pattern` (the first warms up)
+    pattern: str = "gemm|nvjet"  # a library kernel's name: cuBLAS's are ...gemm... (FP32, TF32) or nvjet_... (BF16)
 
 
 def targets() -> list[Target]:
     from kernels.conv import conv2d
     from kernels.gemm import sgemm
 
-    ladder = [Target(version.kernel, "sgemm", name) for name, version in versions(sgemm.KERNELS).items()]
-    direct = [Target(conv2d.KERNEL_NAMES[name], "conv2d_c3", name) for name in ("naive", "constant", "tiled")]
-    limits = [Target("sgemm_warptile", "limits", "version 7: FP32 warptile"),
-              Target("cublas_fp32", "limits", "cuBLAS FP32 (TF32 off)", library=True),
-              Target("sgemm_tf32x3_wgmma", "limits", "version 10: 3xTF32, wgmma"),
-              Target("sgemm_tf32x3_tma", "limits", "version 11: 3xTF32, wgmma fed by TMA"),
-              Target("cublas_tf32", "limits", "cuBLAS TF32", library=True)]
+    ladder = [Target(version.kernel, SGEMM, name) for name, version in versions(sgemm.KERNELS).items()]
+    direct = [Target(conv2d.KERNEL_NAMES[name], CONV2D_C3, name) for name in C3_STEPS]
+    limits = [Target("sgemm_warptile", LIMITS, tensor_cores.V7),
+              Target("cublas_fp32", LIMITS, tensor_cores.CUBLAS_FP32, library=True),
+              Target("sgemm_tf32x3_wgmma", LIMITS, tensor_cores.V10),
+              Target("sgemm_tf32x3_tma", LIMITS, tensor_cores.V11),
+              Target("cublas_tf32", LIMITS, tensor_cores.CUBLAS_TF32, library=True)]
     from kernels.gemm import sgemm_bf16
 
-    bf16 = [Target(kernel, "bf16", f"version {number}: {title}") for kernel, number, title in ((r.kernel, r.number, r.title) for r in sgemm_bf16.KERNELS.values())]
-    bf16.append(Target("cublas_bf16", "bf16", "cuBLAS BF16", library=True))
-    return ladder + direct + limits + bf16
+    bf16 = [Target(kernel, BF16, f"version {number}: {title}") for kernel, number, title in ((r.kernel, r.number, r.title) for r in sgemm_bf16.KERNELS.values())]
+    bf16.append(Target(CUBLAS_BF16_KERNEL, BF16, "cuBLAS BF16", library=True))
+    attention = [target for d, group in ATTENTION_GROUPS.items() for target in (
+        Target("attention_forward_float", group, ATTENTION_V3[d]),
+        Target("attention_forward_bf16", group, ATTENTION_V4[d]),
+        Target("flash_fwd", group, ATTENTION_SDPA_FORWARD[d], library=True, pattern="flash_fwd"),
+        Target("attention_backward_bf16", group, ATTENTION_BACKWARD[d]),
+        Target("flash_bwd", group, ATTENTION_SDPA_BACKWARD[d], library=True, pattern="flash_bwd_dq_dk_dv"))]
+    return ladder + direct + limits + bf16 + attention
 
 
-#: The groups a run of this module profiles by default; "bf16" is profiled by benchmarks/sgemm_bf16.py, beside
-#: its timings.
-DEFAULT_GROUPS = ("sgemm", "conv2d_c3", "limits")
+#: The groups a run of this module profiles by default; BF16 is profiled by benchmarks/sgemm_bf16.py, and
+#: ATTENTION_GROUPS by benchmarks/attention.py, beside their timings.
+DEFAULT_GROUPS = (SGEMM, CONV2D_C3, LIMITS)
 
 
 def run_once(target: Target) -> None:
@@ -124,10 +168,14 @@ def run_once(target: Target) -> None:
     from kernels.gemm import sgemm, sgemm_hopper
 
     rng = np.random.default_rng(0)
-    if target.group == "bf16":
+    if target.group == BF16:
         run_bf16_once(target, rng)
         return
-    if target.group == "limits":
+    head_dims = {group: d for d, group in ATTENTION_GROUPS.items()}
+    if target.group in head_dims:
+        run_attention_once(target, head_dims[target.group])
+        return
+    if target.group == LIMITS:
         A = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
         B = rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32)
         if target.library:
@@ -143,7 +191,7 @@ def run_once(target: Target) -> None:
         else:
             getattr(sgemm_hopper, target.kernel)(A, B)
         return
-    if target.group == "sgemm":
+    if target.group == SGEMM:
         A = rng.standard_normal((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
         B = rng.standard_normal((SGEMM_SIZE, SGEMM_SIZE), dtype=np.float32)
         sgemm.KERNELS[target.kernel].launcher(A, B)
@@ -174,15 +222,48 @@ def run_bf16_once(target: Target, rng) -> None:
         sgemm_bf16.KERNELS[target.kernel].launcher(A, B)
 
 
-def ncu_command(target: Target) -> list[str]:
-    """ncu, profiling the first launch of ``target.kernel`` in a process that runs it once (for a cuBLAS
-    target, the second launch of a kernel whose name has "gemm" in it)."""
-    # cuBLAS names its kernels ...gemm... (FP32, TF32) or nvjet_... (BF16 on Hopper)
-    chosen = ["--kernel-name", "regex:gemm|nvjet", "--launch-skip", "1"] if target.library else \
+def run_attention_once(target: Target, head_dim: int) -> None:
+    """The attention forward and backward at ATTENTION_SHAPE, by the book's BF16 kernels (ncu picks the named one),
+    its float forward, or SDPA's flash backend (twice: ncu skips the first launch)."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from kernels.attention import attention, attention_bf16   # deferred: only the process ncu profiles runs them
+    from kernels.runtime import borrow   # deferred: as above
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    if target.kernel == "attention_forward_float":
+        q, k, v = (torch.randn((*ATTENTION_SHAPE, head_dim), device="cuda", generator=g) for _ in range(3))
+        torch.cuda.synchronize()
+        attention.attention_forward(*(borrow(t.data_ptr(), tuple(t.shape), np.float32) for t in (q, k, v)))
+        return
+    q, k, v, grad = (torch.randn((*ATTENTION_SHAPE, head_dim), device="cuda", generator=g, dtype=torch.bfloat16)
+                     for _ in range(4))
+    if target.library:
+        for _ in range(2):
+            qr, kr, vr = (t.clone().requires_grad_(True) for t in (q, k, v))
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                torch.nn.functional.scaled_dot_product_attention(qr, kr, vr).backward(grad)
+        torch.cuda.synchronize()
+        return
+    torch.cuda.synchronize()
+
+    def view(t):
+        return borrow(t.data_ptr(), tuple(t.shape), attention_bf16.BF16)
+
+    out, lse = attention_bf16.attention_forward(view(q), view(k), view(v))
+    attention_bf16.attention_backward(view(q), view(k), view(v), out, lse, view(grad))
+
+
+def ncu_command(target: Target, metrics=None, runner: str = "benchmarks.profiles") -> list[str]:
+    """ncu, profiling the first launch of ``target.kernel`` in a process that runs it once (for a library's
+    target, the second launch of a kernel whose name matches its pattern): ``python -m <runner> --run-once
+    group/kernel``, with ``metrics`` (default: METRICS)."""
+    chosen = ["--kernel-name", f"regex:{target.pattern}", "--launch-skip", "1"] if target.library else \
         ["--kernel-name", f"regex:^{target.kernel}$"]
     return ["ncu", "--csv", "--page", "raw", "--print-units", "base", *chosen,
-            "--launch-count", "1", "--metrics", ",".join(METRICS.values()),
-            sys.executable, "-m", "benchmarks.profiles", "--run-once", f"{target.group}/{target.kernel}"]
+            "--launch-count", "1", "--metrics", ",".join(METRICS.values() if metrics is None else metrics),
+            sys.executable, "-m", runner, "--run-once", f"{target.group}/{target.kernel}"]
 
 
 class ProfileError(RuntimeError):
@@ -196,9 +277,9 @@ def _number(text: str) -> float | None:
     return float(text)
 
 
-def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
+def parse_ncu_csv(output: str, kernel: str | None, metrics=None) -> dict[str, float]:
     """The metrics of ``kernel`` (None: of the one kernel profiled, whatever its name) from ncu's CSV,
-    keyed by ncu's metric names, times in microseconds.
+    keyed by ncu's metric names (those of ``metrics``, default METRICS), times in microseconds.
 
     Reads the raw page (one row per kernel, one column per metric, a row of units under the header)
     and the details page (one row per metric: ``Metric Name``, ``Metric Unit``, ``Metric Value``);
@@ -209,6 +290,7 @@ def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
     if not rows:
         raise ProfileError(f"ncu printed no figures for {kernel or 'the kernel'}" + (": " + " ".join(errors) if errors else ""))
     header = rows[0]
+    wanted = set(METRICS.values() if metrics is None else metrics)
     values: dict[str, float] = {}
     units: dict[str, str] = {}
     if "Metric Name" in header:
@@ -226,7 +308,7 @@ def parse_ncu_csv(output: str, kernel: str | None) -> dict[str, float]:
             if kernel not in (None, _short_name(r[kernel_at])):
                 continue
             for i, name in enumerate(header):
-                number = _number(r[i]) if i < len(r) and name in METRICS.values() else None
+                number = _number(r[i]) if i < len(r) and name in wanted else None
                 if number is not None:
                     values[name], units[name] = number, (unit_row[i] if unit_row else "")
             break
@@ -279,8 +361,6 @@ def profile_row(target: Target, metrics: dict[str, float]) -> dict:
 
 
 def measure(only: str | None = None, verbose: bool = False, groups=DEFAULT_GROUPS) -> dict:
-    from benchmarks.common import require_gpu_backend
-
     require_gpu_backend()
     if shutil.which("ncu") is None:
         sys.exit("profiles need Nsight Compute's ncu on the PATH")
@@ -308,21 +388,28 @@ def measure(only: str | None = None, verbose: bool = False, groups=DEFAULT_GROUP
             "conv2d_c3": C3, "metrics": METRICS, "results": rows}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--only", help="profile one kernel (its CUDA name)")
+def ncu_benchmark_main(name: str, description: str, measure_kernels, run_once_named) -> None:
+    """The command line of a benchmark that profiles kernels under ncu: ``--only KERNEL`` (one kernel, not
+    written), ``--run-once GROUP/KERNEL`` (the process ncu profiles: ``run_once_named(key)``), else every
+    kernel (``measure_kernels(only, verbose)``) into ``benchmarks/results/<name>.json``."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", help="profile one kernel (its CUDA name); not written to the results file")
     parser.add_argument("--run-once", metavar="GROUP/KERNEL", help=argparse.SUPPRESS)  # the process ncu profiles
     args = parser.parse_args()
     if args.run_once:
-        run_once(next(t for t in targets() if f"{t.group}/{t.kernel}" == args.run_once))  # a kernel may be in two groups
+        run_once_named(args.run_once)
         return
-    from benchmarks.common import write_results
-
-    results = measure(args.only, verbose=True)
+    results = measure_kernels(args.only, verbose=True)
     if args.only:
         print("(one kernel: not written to the results file)")
         return
-    print(f"wrote {write_results('profiles', results)}")
+    print(f"wrote {write_results(name, results)}")
+
+
+def main() -> None:
+    # a kernel may be in two groups: the key names both
+    ncu_benchmark_main(NAME, __doc__, measure,
+                       lambda key: run_once(next(t for t in targets() if f"{t.group}/{t.kernel}" == key)))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ import shutil
 
 import numpy as np
 
-from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
+from benchmarks import profiles as profiler
+from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
 
 NAME = "sgemm_bf16"
 SQUARES = (1024, 2048, 4096, 6144, 8192)
@@ -35,6 +36,7 @@ SHAPES = (
     ("attention Q K^T, head 64", 16, 4096, 4096, 64),
     ("attention Q K^T, head 128", 16, 4096, 4096, 128),
 )
+MLP_DOWN, QK_64, QK_128 = (group for group, *_ in SHAPES)
 FUSED_SHAPE = ("MLP up projection + bias + GELU", 1, 8192, 14336, 4096)
 #: Version 15's configurations tried at 4096^3 and 8192^3 besides its default (sgemm_bf16.cu's defines).
 SEARCH = (
@@ -47,8 +49,41 @@ SEARCH = (
     {"S_BLOCKS": 128},
 )
 NVMATH_LEAD_US = 3000.0  # nvmath's execute() spends more host time per call than cuBLAS through torch
+
+
+def square(n: int) -> str:
+    """The group of every version and peer at M = N = K = ``n``."""
+    return f"square {n}"
+
+
+def search_group(n: int) -> str:
+    """The group of version 15's configurations tried at ``n``³."""
+    return f"search {n}"
+
+
+# --- what the book reads in the results file -------------------------------------------------
 CUBLAS = "cuBLAS BF16 (torch.matmul)"
 CUBLASLT = "cuBLASLt, best of its heuristic's algorithms (nvmath-python)"
+GELU_EPILOGUE = "cuBLASLt with its GELU epilogue (torch._addmm_activation)"
+#: A kernel row names its kernel in ``kernel`` (its name is its version's title): the four plain versions in
+#: ladder order, and version 16 (the fused epilogue).
+LADDER = WMMA, MMA, WGMMA_TMA, WARP_SPECIALIZED = (
+    "sgemm_bf16_wmma", "sgemm_bf16_mma", "sgemm_bf16_wgmma_tma", "sgemm_bf16_warp_specialized")
+FUSED = "sgemm_bf16_fused"
+SEARCH_SIZES = (4096, 8192)  # where version 15's configurations are tried (squares only)
+SEARCH_GROUPS = tuple(search_group(n) for n in SEARCH_SIZES)
+FUSED_GROUP = FUSED_SHAPE[0]
+#: The profiler's rows of the ladder (benchmarks/profiles.py's layout, group BF16), in this file: each named by its
+#: kernel, cuBLAS's by the profiler's name for it.
+PROFILES = "profiles"
+PROFILED_GROUP, CUBLAS_PROFILED = profiler.BF16, profiler.CUBLAS_BF16_KERNEL
+_TIMED_GROUPS = (*(square(n) for n in SQUARES), *(group for group, *_ in SHAPES))
+
+CONTRACT = Contract(
+    NAME, groups=(*_TIMED_GROUPS, *SEARCH_GROUPS, FUSED_GROUP),
+    rows={**{group: (CUBLAS,) for group in _TIMED_GROUPS}, FUSED_GROUP: (GELU_EPILOGUE,)},
+    values={"kernel": (*LADDER, FUSED)}, sections=(PROFILES,), entries={PROFILES: (PROFILED_GROUP, *LADDER, FUSED, CUBLAS_PROFILED)},
+)
 
 
 def version_name(kernel: str) -> str:
@@ -90,7 +125,7 @@ def measure(squares=SQUARES, shapes=SHAPES, search=True, profile=True) -> dict:
     hopper = S.is_hopper()
     torch.manual_seed(16)
     rows = []
-    groups = [(f"square {n}", 1, n, n, n) for n in squares] + list(shapes)
+    groups = [(square(n), 1, n, n, n) for n in squares] + list(shapes)
     for group, batch, M, N, K in groups:
         lead = (batch,) if batch > 1 else ()
         A = torch.randn(*lead, M, K, device="cuda").to(torch.bfloat16)
@@ -128,7 +163,7 @@ def measure(squares=SQUARES, shapes=SHAPES, search=True, profile=True) -> dict:
             name = name or version_name(kernel)
             launcher = S.KERNELS[kernel].launcher
             kwargs = {} if config is None else {"config": config}
-            if kernel != "sgemm_bf16_wmma" and not hopper:
+            if kernel != WMMA and not hopper:
                 rows.append(untimed_row(name, group, "kernel", skipped="needs a Hopper GPU (sm_90)", **sizes))
                 return
             try:
@@ -148,13 +183,12 @@ def measure(squares=SQUARES, shapes=SHAPES, search=True, profile=True) -> dict:
             print(f"{group:<28} {name:<60} {t.median_ms:8.3f} ms {flops / t.median_ms / 1e9:7.1f} TFLOP/s "
                   f"{100 * cublas_ms / t.median_ms:6.1f}% of cuBLAS  err {err['max_error']:.1e}", flush=True)
 
-        for kernel in ("sgemm_bf16_warp_specialized", "sgemm_bf16_wgmma_tma", "sgemm_bf16_mma", "sgemm_bf16_wmma"):
+        for kernel in reversed(LADDER):
             ours(kernel)
-        if search and hopper and M == N == K and M in (4096, 8192):
+        if search and hopper and M == N == K and M in SEARCH_SIZES:
             for config in SEARCH:
                 label = "version 15 " + " ".join(f"{k}={v}" for k, v in config.items())
-                ours("sgemm_bf16_warp_specialized", label, f"search {M}", {**S.DEFAULTS["sgemm_bf16_warp_specialized"],
-                                                                        **config})
+                ours(WARP_SPECIALIZED, label, search_group(M), {**S.DEFAULTS[WARP_SPECIALIZED], **config})
         for r in rows:
             if r["group"] == group and r["kind"] == "peer" and "median_ms" in r:
                 print(f"{group:<28} {r['name']:<60} {r['median_ms']:8.3f} ms {r['gflops'] / 1e3:7.1f} TFLOP/s",
@@ -165,12 +199,10 @@ def measure(squares=SQUARES, shapes=SHAPES, search=True, profile=True) -> dict:
     fused = measure_fused(hopper) if FUSED_SHAPE else []
     profiles = None
     if profile and shutil.which("ncu"):
-        from benchmarks import profiles as profiler
-
-        profiles = profiler.measure(groups=("bf16",), verbose=True)["results"]
+        profiles = profiler.measure(groups=(profiler.BF16,), verbose=True)["results"]
     return {"layout": "C = A B^T, A (M x K) and B (N x K) row-major BF16, C BF16, float sums",
             "squares": list(squares), "results": rows + fused, "defaults": S.DEFAULTS,
-            **({"profiles": profiles} if profiles is not None else {})}
+            **({PROFILES: profiles} if profiles is not None else {})}
 
 
 def measure_fused(hopper: bool) -> list[dict]:
@@ -199,8 +231,7 @@ def measure_fused(hopper: bool) -> list[dict]:
     rows = []
     peers = (("cuBLAS + bias + GELU (torch: addmm, then gelu)",
               lambda: torch.nn.functional.gelu(torch.addmm(bias, A, Bt.t()), approximate="tanh")),
-             ("cuBLASLt with its GELU epilogue (torch._addmm_activation)",
-              lambda: torch._addmm_activation(bias, A, Bt.t(), use_gelu=True)))
+             (GELU_EPILOGUE, lambda: torch._addmm_activation(bias, A, Bt.t(), use_gelu=True)))
     baseline = None
     for name, run in peers:
         try:
@@ -212,7 +243,7 @@ def measure_fused(hopper: bool) -> list[dict]:
         baseline = baseline or t.median_ms
         rows.append(timed_row(name, group, "peer", t.median_ms, nbytes, flops, None, min_ms=t.min_ms,
                               samples=len(t.samples_ms), **err, **sizes))
-    name = version_name("sgemm_bf16_fused")
+    name = version_name(FUSED)
     if not hopper:
         return rows + [untimed_row(name, group, "kernel", skipped="needs a Hopper GPU (sm_90)", **sizes)]
     C = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
@@ -225,7 +256,7 @@ def measure_fused(hopper: bool) -> list[dict]:
     except Exception as exc:  # noqa: BLE001
         return rows + [untimed_row(name, group, "kernel", error=f"{type(exc).__name__}: {str(exc)[:300]}", **sizes)]
     rows.append(timed_row(name, group, "kernel", t.median_ms, nbytes, flops, None, min_ms=t.min_ms,
-                          samples=len(t.samples_ms), kernel="sgemm_bf16_fused",
+                          samples=len(t.samples_ms), kernel=FUSED,
                           percent_of_cublas=100 * baseline / t.median_ms if baseline else None, **err, **sizes))
     print(f"{group:<28} {name:<60} {t.median_ms:8.3f} ms  err {err['max_error']:.1e}", flush=True)
     return rows

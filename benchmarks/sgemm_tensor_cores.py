@@ -22,10 +22,11 @@ import argparse
 
 import numpy as np
 
-from benchmarks.common import require_gpu_backend, timed_row, untimed_row, write_results
+from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
 
 NAME = "sgemm_tensor_cores"
 SIZES = (1024, 4096, 8192)
+SEARCH_SIZE = 4096  # the size of the tile searches and of version 10 without its float partial sums
 SEARCH = (  # version 10's tile configurations tried at 4096 (sgemm_hopper.cu's H_* defines)
     {"H_WARPGROUPS": 2, "H_STAGES": 4, "H_PROMOTE": 4},
     {"H_WARPGROUPS": 2, "H_STAGES": 4, "H_PROMOTE": 2},
@@ -43,8 +44,32 @@ SEARCH_11 = (
     {"H_STAGES": 4, "H_PROMOTE": 8},
     {"H_STAGES": 4, "H_PROMOTE": 0},
 )
+
+
+def square(n: int) -> str:
+    """The group of every version and peer at M = N = K = ``n``."""
+    return f"square {n}"
+
+
+# --- what the book reads in the results file -------------------------------------------------
 V11 = "version 11: 3xTF32, wgmma fed by TMA"
 V10 = "version 10: 3xTF32, wgmma"
+V9, V7 = "version 9: 3xTF32, WMMA", "version 7: FP32 warptile"
+CUBLAS_FP32, CUBLAS_TF32 = "cuBLAS FP32 (TF32 off)", "cuBLAS TF32"
+#: Version 10 without its float partial sums at SEARCH_SIZE, in a group of its own.
+NO_PARTIAL_SUMS = f"{square(SEARCH_SIZE)}, no partial sums"
+V10_NO_PARTIAL_SUMS = "version 10 without float partial sums (H_PROMOTE=0)"
+#: The tile searches of versions 10 and 11 at SEARCH_SIZE.
+SEARCH_10_GROUP, SEARCH_11_GROUP = f"search {SEARCH_SIZE}", f"search {SEARCH_SIZE}, version 11"
+#: The sizes measured (a list of them).
+MEASURED_SIZES = "sizes"
+
+CONTRACT = Contract(
+    NAME, groups=(*(square(n) for n in SIZES), NO_PARTIAL_SUMS, SEARCH_10_GROUP, SEARCH_11_GROUP),
+    rows={**{square(n): (CUBLAS_FP32, CUBLAS_TF32, V11, V10, V9, V7) for n in SIZES},
+          NO_PARTIAL_SUMS: (V10_NO_PARTIAL_SUMS,)},
+    sections=(MEASURED_SIZES,),
+)
 
 
 def measure(sizes=SIZES) -> dict:
@@ -71,7 +96,7 @@ def measure(sizes=SIZES) -> dict:
         nbytes = sgemm.min_bytes(n, n, n)
         Ad, Bd, Cd = to_device(A), to_device(B), empty((n, n))
         repeat = 10 if n >= 8192 else 20
-        group = f"square {n}"
+        group = square(n)
         sizes_ = {"M": n, "N": n, "K": n}
 
         def error_of(C) -> float:
@@ -79,7 +104,7 @@ def measure(sizes=SIZES) -> dict:
             return float(((c.double() - ref).abs() / scale).max())
 
         out = torch.empty(n, n, device="cuda")
-        for allow, name in ((False, "cuBLAS FP32 (TF32 off)"), (True, "cuBLAS TF32")):
+        for allow, name in ((False, CUBLAS_FP32), (True, CUBLAS_TF32)):
             torch.backends.cuda.matmul.allow_tf32 = allow
             err = error_of(torch.matmul(tA, tB))
             t = time_torch(lambda: torch.matmul(tA, tB, out=out), repeat=repeat)
@@ -107,24 +132,24 @@ def measure(sizes=SIZES) -> dict:
                 ours(name, launcher)
             else:
                 rows.append(untimed_row(name, group, "kernel", skipped=not_hopper, **sizes_))
-        ours("version 9: 3xTF32, WMMA", sgemm.sgemm_tf32x3_wmma)
-        ours("version 7: FP32 warptile", sgemm.sgemm_warptile)
-        if n == 4096 and hopper:
-            ours("version 10 without float partial sums (H_PROMOTE=0)",
+        ours(V9, sgemm.sgemm_tf32x3_wmma)
+        ours(V7, sgemm.sgemm_warptile)
+        if n == SEARCH_SIZE and hopper:
+            ours(V10_NO_PARTIAL_SUMS,
                  lambda *a, **k: sgemm_hopper.sgemm_tf32x3_wgmma(*a, config={"H_PROMOTE": 0}, **k),
-                 group="square 4096, no partial sums")
+                 group=NO_PARTIAL_SUMS)
             for config in SEARCH:
                 ours("version 10 " + " ".join(f"{k[2:]}={v}" for k, v in config.items()),
                      lambda *a, config=config, **k: sgemm_hopper.sgemm_tf32x3_wgmma(*a, config=config, **k),
-                     group="search 4096", config=config)
+                     group=SEARCH_10_GROUP, config=config)
             for config in SEARCH_11:
                 ours("version 11 " + " ".join(f"{k[2:]}={v}" for k, v in config.items()),
                      lambda *a, config=config, **k: sgemm_hopper.sgemm_tf32x3_tma(*a, config=config, **k),
-                     group="search 4096, version 11", config=config)
+                     group=SEARCH_11_GROUP, config=config)
         for r in rows:
             if r["group"] == group and r["kind"] == "peer":
                 print(f"{n}^3 {r['name']:<44} {r['median_ms']:8.3f} ms  max error {r['max_error']:.2e}", flush=True)
-    return {"tf32_peer_allowed": "cuBLAS TF32 only", "sizes": list(sizes), "results": rows,
+    return {"tf32_peer_allowed": "cuBLAS TF32 only", MEASURED_SIZES: list(sizes), "results": rows,
             "default_config": sgemm_hopper.DEFAULT_CONFIG}
 
 

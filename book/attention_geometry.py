@@ -6,7 +6,7 @@ The numbers behind the attention chapter's pictures (``book/attention_figures.py
   ``kernels/attention/attention.cu`` and ``attention_bf16.cu`` are quoted beside them) with the tile sizes of
   their launchers, and say for every (query tile, key tile) pair whether it is skipped, computed whole, or
   computed with the mask applied;
-* :func:`fragment_map` runs a probe kernel built on ``kernels/attention/warp_mma.cuh``, the header version 4
+* :func:`fragment_map` runs a probe kernel built on ``kernels/warp_mma.cuh``, the header version 4
   multiplies with: it loads matrices whose elements are their own indices by ``ldmatrix_x4`` and multiplies an
   identity by ``mma_m16n8k16``, and writes down which lane and register each element landed in.  On a GPU that
   is the hardware's layout; on the CPU emulator, the layout the header's shuffles reproduce.
@@ -21,7 +21,6 @@ import numpy as np
 
 from kernels import KERNEL_DIR
 from kernels.attention import attention as fp32
-from kernels.attention import attention_bf16 as bf16
 from kernels.runtime import compile_source
 
 SKIPPED, FULL, MASKED = 0, 1, 2
@@ -76,16 +75,10 @@ def forward_float_grid(n: int, heads: int = 1) -> tuple[int, int, int]:
         {"batch": 1, "heads": heads, "seq": n, "head_dim": fp32.RECORDED_HEAD_DIM}).grid
 
 
-def bf16_tile_sizes(config: dict | None = None) -> tuple[int, int]:
-    """(query rows per block, keys per tile) of version 4 in a configuration."""
-    c = {**bf16.DEFAULT_CONFIG, **(config or {})}
-    return 16 * int(c["BF_WARPS"]), int(c["BF_BN"])
-
-
 # --------------------------------------------------------------------------- the fragments of mma.m16n8k16
 
 PROBE = r"""
-#include "attention/warp_mma.cuh"
+#include "warp_mma.cuh"
 
 // Where each element of the A (16 x 16), B (16 x 8) and C (16 x 8) fragments of mma.m16n8k16 lands: owner[e] =
 // 8 lane + 2 register + half.  A and B are loaded by ldmatrix_x4 as kernels/attention/attention_bf16.cu loads Q

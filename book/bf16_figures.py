@@ -10,6 +10,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from benchmarks import sgemm_bf16
+
 #: The formats the page compares: name -> NumPy dtype.
 FORMATS = {
     "float32": np.dtype(np.float32),
@@ -169,14 +171,10 @@ def draw_pipelines(**model):
 
 # ------------------------------------------------------------------------------------------------ recorded figures
 
-LADDER = ("sgemm_bf16_wmma", "sgemm_bf16_mma", "sgemm_bf16_wgmma_tma", "sgemm_bf16_warp_specialized")
-CUBLAS = "cuBLAS BF16 (torch.matmul)"
-
-
 def ladder(rows: list[dict], group: str) -> list[dict]:
     """The group's rows of the four plain versions, in ladder order, then its peers."""
-    ours = sorted((r for r in rows if r["group"] == group and r.get("kernel") in LADDER and "median_ms" in r),
-                  key=lambda r: LADDER.index(r["kernel"]))
+    ours = sorted((r for r in rows if r["group"] == group and r.get("kernel") in sgemm_bf16.LADDER and "median_ms" in r),
+                  key=lambda r: sgemm_bf16.LADDER.index(r["kernel"]))
     return ours + [r for r in rows if r["group"] == group and r["kind"] == "peer" and "median_ms" in r]
 
 
@@ -185,10 +183,10 @@ def best_against_cublas(data: dict) -> str | None:
     "version 15 runs at 101 % of cuBLAS BF16's speed at 8192³ (793 against 783 TFLOP/s), ..."."""
     rows = data.get("results", [])
     parts = []
-    for group in dict.fromkeys(r["group"] for r in rows if not r["group"].startswith("search")):
+    for group in dict.fromkeys(r["group"] for r in rows if r["group"] not in sgemm_bf16.SEARCH_GROUPS):
         ours = [r for r in rows if r["group"] == group and r["kind"] == "kernel" and "percent_of_cublas" in r
                 and r.get("percent_of_cublas")]
-        peer = next((r for r in rows if r["group"] == group and r["name"] == CUBLAS and "gflops" in r), None)
+        peer = next((r for r in rows if r["group"] == group and r["name"] == sgemm_bf16.CUBLAS and "gflops" in r), None)
         if not ours or peer is None:
             continue
         best = max(ours, key=lambda r: r["percent_of_cublas"])
@@ -203,7 +201,8 @@ def tensor_pipe_phrase(profiles: list[dict]) -> str | None:
     """How busy the tensor pipe was in versions 15 and 14 and in cuBLAS's kernel, from the recorded counters, e.g.
     "version 15 keeps the tensor pipe busy 94 % of the cycles at 4096³, version 14 83 % and cuBLAS 95 %"."""
     busy = {r["name"]: r["tensor_pipe_percent"] for r in profiles if "tensor_pipe_percent" in r}
-    v15, v14, cublas = (busy.get(k) for k in ("sgemm_bf16_warp_specialized", "sgemm_bf16_wgmma_tma", "cublas_bf16"))
+    v15, v14, cublas = (busy.get(k) for k in (sgemm_bf16.WARP_SPECIALIZED, sgemm_bf16.WGMMA_TMA,
+                                               sgemm_bf16.CUBLAS_PROFILED))
     if None in (v15, v14, cublas):
         return None
     return (f"version 15 keeps the tensor pipe busy {v15:.0f} % of the cycles at 4096³, version 14 {v14:.0f} % and "

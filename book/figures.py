@@ -1,6 +1,7 @@
 """The book's pictures: which thread, warp and block handles which data, and the roofline.
 
-``draw_thread_map`` draws what the kernels of ``kernels/basics/indexing.cu`` report;
+``draw_thread_map`` draws what the kernels of ``kernels/basics/indexing.cu`` report,
+``draw_reduction_tree`` the shared-memory tree of ``kernels/basics/reduction.cu``'s block sums;
 ``plot_roofline`` places measured kernels under the roofline of a device's
 peaks (:mod:`kernels.tools.roofline` computes them).  The mapping pictures
 draw what :mod:`book.tile_geometry` computes with the kernels' own index
@@ -87,6 +88,37 @@ def draw_thread_map(thread_of, threads_per_block: int, blocks: int, pass_of=None
     if title:
         ax.set_title(title, fontsize=11)
     return ax
+
+
+def draw_reduction_tree(values) -> None:
+    """The shared-memory tree of a block's sum on ``values`` (one per thread, a power of two of them): at each
+    stride, thread t adds ``partial[t + stride]`` into ``partial[t]``, then the block waits at a barrier."""
+    import matplotlib.pyplot as plt
+
+    levels = [list(values)]
+    while len(levels[-1]) > 1:
+        prev, half = levels[-1], len(levels[-1]) // 2
+        levels.append([prev[t] + prev[t + half] for t in range(half)])
+    fig, ax = plt.subplots(figsize=(8, 3))
+    width = len(values)
+    for depth, level in enumerate(levels):
+        y = -depth
+        for t, v in enumerate(level):
+            ax.add_patch(plt.Rectangle((t, y), 0.85, 0.6, facecolor="tab:blue" if depth else "lightsteelblue", alpha=0.8))
+            ax.text(t + 0.42, y + 0.3, f"{v:g}", ha="center", va="center", color="white" if depth else "black", fontsize=9)
+            if depth:
+                half = len(levels[depth - 1]) // 2
+                for src in (t, t + half):
+                    ax.annotate("", xy=(t + 0.42, y + 0.6), xytext=(src + 0.42, y + 1),
+                                arrowprops=dict(arrowstyle="->", color="gray", lw=0.8))
+        who = "thread 0 adds" if len(level) == 1 else f"threads 0..{len(level) - 1} add"
+        label = "partial sums" if depth == 0 else f"stride {len(levels[depth - 1]) // 2}: {who}"
+        ax.text(width + 0.2, y + 0.3, label + ("" if depth == 0 else ", then __syncthreads()"), va="center", fontsize=8)
+    ax.set_xlim(-0.2, width + 5.5)
+    ax.set_ylim(-len(levels) + 0.8, 0.9)
+    ax.set_axis_off()
+    ax.set_title(f"shared-memory tree in one block of {width} threads: partial[t] += partial[t + stride]", fontsize=10)
+    plt.show()
 
 
 def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=None, title: str | None = None):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 
+from benchmarks import profiles
 from book.speed_figures import SpeedFigures
 
 _whole = "{:.0f}".format  # how a percentage, a count of registers or of warps is written
@@ -42,7 +43,8 @@ LIMIT_COLUMNS = (
 
 
 def recorded() -> SpeedFigures:
-    return SpeedFigures.recorded("profiles")
+    """The profiler's recorded figures (the untagged file: the GPU the chapters show)."""
+    return SpeedFigures.recorded(profiles.NAME)
 
 
 def table_html(rows: list[dict], columns=COLUMNS) -> str:
@@ -60,7 +62,8 @@ def table_html(rows: list[dict], columns=COLUMNS) -> str:
 
 
 def show(group: str, what: str, columns=COLUMNS):
-    """The group's table with where it comes from, or a box saying it has not been recorded."""
+    """The group's table (a group of ``benchmarks/profiles.py``: ``profiles.SGEMM``, ...) with where it comes
+    from, or a box saying it has not been recorded."""
     from IPython.display import HTML, display
 
     figures = recorded()

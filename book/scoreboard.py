@@ -2,8 +2,9 @@
 
 Every comparison a chapter makes with a library (cuBLAS, cuDNN, PyTorch) is one entry of
 :data:`COMPARISONS`: which results file (and which part of it) holds the rows, which group,
-layer and names are the kernels and which the peer.  :func:`scoreboard` resolves each entry
-against ``benchmarks/results/`` (read by :meth:`SpeedFigures.recorded`, the one loader) into a
+layer and names are the kernels and which the peer, each named by the constants of the benchmark
+that writes the file (its :class:`~benchmarks.common.Contract`).  :func:`scoreboard` resolves each entry
+against ``benchmarks/results/`` (read by :meth:`SpeedFigures.every_run`, the one loader) into a
 :class:`Score`: the fastest timed, correct kernel row, the fastest peer row measured in the same
 run (same file, same part of it, same group and layer), the ratio peer time / our time (above 1:
 ours is faster) and how close our kernel comes to the physical limit of the GPU it ran on.
@@ -22,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common import recorded_runs
+from benchmarks import capsules, cnn, index_notation
+from benchmarks import conv_as_gemm as gemm, cuda_from_python as basics, large_margin_softmax as lsm
+from benchmarks import perceptrons_mlp as mlp, sgemm_bf16 as bf16, sgemm_tensor_cores as tensor_cores
 from book.chapters import chapter
 from book.speed_figures import SpeedFigures
 
@@ -98,99 +101,84 @@ def short_gpu_name(name: str) -> str:
 
 # --- which rows are compared ---------------------------------------------------------------------
 
-CNN_LAYERS = ("LeNet C1", "LeNet C3", "large 56x56 C64 M64 3x3")
-GEMM_CONV_LAYERS = ("resnet 56x56 C64 M64 3x3", "resnet 28x28 C128 M128 3x3",
-                    "resnet stem 224x224 C3 M64 7x7/2", "lenet 28x28 C1 M6 5x5")
+CNN_LAYERS = cnn.LAYER_NAMES
+GEMM_CONV_LAYERS = gemm.LAYER_NAMES
 #: The SGEMM shapes of other chapters' layers that the GEMM chapter measures apart (section sgemm_shapes).
-SGEMM_SHAPES = ("L-Softmax logits X W^T, 10 classes", "L-Softmax weight gradient X^T G, 10 classes",
-                "L-Softmax input gradient G W, 10 classes", "MLP forward / input gradient, 4096 x 1024 -> 1024",
-                "MLP weight gradient dY^T X, 4096 x 1024 -> 1024", "square 1024")
-INDEX_NOTATION_WORKLOADS = ("mv 4096x4096", "mv 64x131072", "matmul 4096^3", "fcrelu 4096x1024->1024",
-                            "conv2d LeNet C3 N=1024", "conv2d 56x56 C64 3x3 N=32", "maxpool2x2 128x64x56x56")
-#: The dense layer's three products: (what, our kernels, cuBLAS's call through torch).
-DENSE_PRODUCTS = (
-    ("forward", ("fc_forward_naive", "fc_forward_tiled", "fc forward on the GEMM (W^T, GEMM + bias)"),
-     "torch linear (forward)"),
-    ("input gradient", ("fc_backward_input", "fc input gradient on the GEMM (dY W)"), "torch dY @ W (input gradient)"),
-    ("weight gradient", ("fc_backward_weight", "fc weight gradient on the GEMM (dY^T X, dY read transposed)"),
-     "torch dY.T @ X (weight gradient)"),
-)
+SGEMM_SHAPES = gemm.SHAPE_LABELS
+INDEX_NOTATION_WORKLOADS = index_notation.WORKLOADS
 
 COMPARISONS: tuple[Comparison, ...] = (
     # 1. CUDA from Python: one pass over memory each, against torch and CuPy doing the same.
-    Comparison("cuda_from_python", "vector add", "cuda_from_python", ("vector_add",), shape="n = {n:,}"),
-    Comparison("cuda_from_python", "SAXPY", "cuda_from_python", ("saxpy",), shape="n = {n:,}"),
-    Comparison("cuda_from_python", "device copy", "cuda_from_python", ("copy",), shape="n = {n:,}"),
-    Comparison("cuda_from_python", "sum", "cuda_from_python", ("reduce_sum",), shape="n = {n:,}"),
+    Comparison("cuda_from_python", "vector add", basics.NAME, (basics.VECTOR_ADD,), shape="n = {n:,}"),
+    Comparison("cuda_from_python", "SAXPY", basics.NAME, (basics.SAXPY,), shape="n = {n:,}"),
+    Comparison("cuda_from_python", "device copy", basics.NAME, (basics.COPY,), shape="n = {n:,}"),
+    Comparison("cuda_from_python", "sum", basics.NAME, (basics.REDUCE_SUM,), shape="n = {n:,}"),
     # 2. Perceptrons and MLPs.
-    Comparison("perceptrons_mlp", "perceptron forward", "perceptrons_mlp", ("perceptron",),
-               kernels={"name": "perceptron_forward_sigmoid"}, shape="{n:,} × {d}"),
-    Comparison("perceptrons_mlp", "gradient sum over a minibatch", "perceptrons_mlp", ("gradient_sum_sweep",),
+    Comparison("perceptrons_mlp", "perceptron forward", mlp.NAME, (mlp.PERCEPTRON,),
+               kernels={"name": mlp.PERCEPTRON_FORWARD}, shape="{n:,} × {d}"),
+    Comparison("perceptrons_mlp", "gradient sum over a minibatch", mlp.NAME, (mlp.GRADIENT_SUM_SWEEP,),
                largest="n", shape="{n:,} × {k}"),
-    *(Comparison("perceptrons_mlp", f"dense layer {what}, {size} size", "perceptrons_mlp", (group,),
+    *(Comparison("perceptrons_mlp", f"dense layer {what}, {size} size", mlp.NAME, (group,),
                  kernels={"name": ours}, peers={"name": peer}, shape="{n:,} × {in} → {out}")
-      for group, size in (("fc_digits", "digits"), ("fc_large", "large")) for what, ours, peer in DENSE_PRODUCTS),
-    Comparison("perceptrons_mlp", "softmax + cross-entropy", "perceptrons_mlp", ("softmax",),
-               kernels={"name": "softmax_cross_entropy_forward"}, peers={"name": "torch cross_entropy"},
-               shape="{n:,} × {c}"),
-    Comparison("perceptrons_mlp", "ReLU", "perceptrons_mlp", ("softmax",), kernels={"name": "relu_forward"},
-               peers={"name": "torch relu"}, shape="{n:,} × {c}"),
+      for group, size in ((mlp.FC_DIGITS, "digits"), (mlp.FC_LARGE, "large"))
+      for what, (ours, peer) in mlp.DENSE_PRODUCTS.items()),
+    Comparison("perceptrons_mlp", "softmax + cross-entropy", mlp.NAME, (mlp.SOFTMAX,),
+               kernels={"name": mlp.CROSS_ENTROPY}, peers={"name": mlp.TORCH_CROSS_ENTROPY}, shape="{n:,} × {c}"),
+    Comparison("perceptrons_mlp", "ReLU", mlp.NAME, (mlp.SOFTMAX,), kernels={"name": mlp.RELU},
+               peers={"name": mlp.TORCH_RELU}, shape="{n:,} × {c}"),
     # The whole training step of the digits network, host minibatch to host loss, against PyTorch's.
-    Comparison("perceptrons_mlp", "MLP training step", "perceptrons_mlp", ("training_step",),
+    Comparison("perceptrons_mlp", "MLP training step", mlp.NAME, (mlp.TRAINING_STEP,),
                shape="{layers} network, batch {batch}"),
     # 3. Convolutional networks: the forward versions against cuDNN's convolution; the fused layer
     # (convolution, bias, ReLU, pooling) against PyTorch's chain of calls; each gradient against autograd.
-    *(Comparison("cnn", f"conv forward {layer}", "cnn", ("forward",), layer=layer, shape="batch {N}")
+    *(Comparison("cnn", f"conv forward {layer}", cnn.NAME, (cnn.FORWARD,), layer=layer, shape="batch {N}")
       for layer in CNN_LAYERS),
-    *(Comparison("cnn", f"conv+bias+ReLU+pool {layer}", "cnn", ("forward_fused",), layer=layer, shape="batch {N}")
-      for layer in CNN_LAYERS[:2]),
+    *(Comparison("cnn", f"conv+bias+ReLU+pool {layer}", cnn.NAME, (cnn.FORWARD_FUSED,), layer=layer,
+                 shape="batch {N}") for layer in CNN_LAYERS[:2]),
     # The weight gradient's kernels include those that compute the bias gradient too; they are set
     # against PyTorch's weight gradient alone, which does less (the chapter counts them so as well).
-    *(Comparison("cnn", f"conv backward {gradient} {layer}", "cnn_backward", ("backward",), layer=layer,
-                 kernels={"gradient": ("weight", "weight+bias") if gradient == "weight" else gradient},
-                 peers={"gradient": gradient}, shape="batch {N}")
-      for layer in CNN_LAYERS for gradient in ("input", "weight", "bias")),
+    *(Comparison("cnn", f"conv backward {gradient} {layer}", cnn.BACKWARD_NAME, (cnn.BACKWARD,), layer=layer,
+                 kernels={"gradient": cnn.counted_for(gradient)}, peers={"gradient": gradient}, shape="batch {N}")
+      for layer in CNN_LAYERS for gradient in cnn.GRADIENTS),
     # 4. Convolution as matrix multiplication.
-    Comparison("conv_as_gemm", "SGEMM", "conv_as_gemm", ("sgemm", "sgemm_warptile"), shape="{M} × {N} × {K}"),
-    Comparison("conv_as_gemm", "SGEMM at 8192³", "conv_as_gemm", ("sgemm 8192",), shape="{M} × {N} × {K}"),
-    Comparison("conv_as_gemm", "im2col", "conv_as_gemm", ("im2col",), layer=GEMM_CONV_LAYERS[0],
+    Comparison("conv_as_gemm", "SGEMM", gemm.NAME, (gemm.SGEMM, gemm.SGEMM_SEARCH), shape="{M} × {N} × {K}"),
+    Comparison("conv_as_gemm", "SGEMM at 8192³", gemm.NAME, (gemm.SGEMM_TWICE,), shape="{M} × {N} × {K}"),
+    Comparison("conv_as_gemm", "im2col", gemm.NAME, (gemm.IM2COL,), layer=GEMM_CONV_LAYERS[0],
                shape="{layer}, batch {batch}"),
-    *(Comparison("conv_as_gemm", f"conv forward {layer}", "conv_as_gemm", ("conv",), layer=layer, shape="batch {N}")
+    *(Comparison("conv_as_gemm", f"conv forward {layer}", gemm.NAME, (gemm.CONV,), layer=layer, shape="batch {N}")
       for layer in GEMM_CONV_LAYERS),
-    *(Comparison("conv_as_gemm", f"tensor-core SGEMM (3xTF32) {n}³ vs FP32", "sgemm_tensor_cores",
-                 (f"square {n}",), kernels={"name": ("version 11: 3xTF32, wgmma fed by TMA", "version 10: 3xTF32, wgmma")},
-                 peers={"name": "cuBLAS FP32 (TF32 off)"}, shape="{M} × {N} × {K}") for n in (4096, 8192)),
-    *(Comparison("conv_as_gemm", f"SGEMM {label.split(',')[0]}", "conv_as_gemm", (label,), section="sgemm_shapes",
+    *(Comparison("conv_as_gemm", f"tensor-core SGEMM (3xTF32) {n}³ vs FP32", tensor_cores.NAME, (tensor_cores.square(n),),
+                 kernels={"name": (tensor_cores.V11, tensor_cores.V10)}, peers={"name": tensor_cores.CUBLAS_FP32}, shape="{M} × {N} × {K}")
+      for n in (4096, 8192)),
+    *(Comparison("conv_as_gemm", f"SGEMM {label.split(',')[0]}", gemm.NAME, (label,), section=gemm.SGEMM_SHAPES,
                  shape="{M} × {N} × {K}") for label in SGEMM_SHAPES),
-    *(Comparison("conv_as_gemm", f"BF16 GEMM, {group}", "sgemm_bf16", (group,),
-                 kernels={"kernel": "sgemm_bf16_warp_specialized"}, peers={"name": "cuBLAS BF16 (torch.matmul)"},
+    *(Comparison("conv_as_gemm", f"BF16 GEMM, {group}", bf16.NAME, (group,),
+                 kernels={"kernel": bf16.WARP_SPECIALIZED}, peers={"name": bf16.CUBLAS},
                  shape="{batch} × {M} × {N} × {K}")
-      for group in ("square 4096", "square 8192", "MLP down projection", "attention Q K^T, head 128")),
-    Comparison("conv_as_gemm", "BF16 GEMM + bias + GELU", "sgemm_bf16", ("MLP up projection + bias + GELU",),
-               kernels={"kernel": "sgemm_bf16_fused"},
-               peers={"name": "cuBLASLt with its GELU epilogue (torch._addmm_activation)"}, shape="{M} × {N} × {K}"),
+      for group in (bf16.square(4096), bf16.square(8192), bf16.MLP_DOWN, bf16.QK_128)),
+    Comparison("conv_as_gemm", "BF16 GEMM + bias + GELU", bf16.NAME, (bf16.FUSED_GROUP,),
+               kernels={"kernel": bf16.FUSED}, peers={"name": bf16.GELU_EPILOGUE}, shape="{M} × {N} × {K}"),
     # 5. Capsules.  einsum's own result is a strided view: the copy (.contiguous()) makes it the
     # contiguous array our kernels write; the view alone is listed too, as the chapter does.
-    Comparison("capsules", "capsule prediction", "capsules", ("forward",),
-               peers={"name": "torch.einsum + .contiguous()"},
+    Comparison("capsules", "capsule prediction", capsules.NAME, (capsules.FORWARD,), peers={"name": capsules.EINSUM},
                shape="batch {batch}, {in_caps}×{in_dim} → {out_caps}×{out_dim}"),
-    Comparison("capsules", "capsule prediction vs einsum's view", "capsules", ("forward",),
-               peers={"name": "torch.einsum (strided view, not contiguous)"},
-               shape="batch {batch}, {in_caps}×{in_dim} → {out_caps}×{out_dim}"),
-    Comparison("capsules", "capsule input gradient", "capsules", ("grad_input",), shape="batch {batch}"),
-    Comparison("capsules", "capsule weight gradient", "capsules", ("grad_weight",), shape="batch {batch}"),
-    Comparison("capsules", "capsule backward (both)", "capsules", ("backward",), shape="batch {batch}"),
-    Comparison("capsules", "capsule training step", "capsules", ("training_step",), shape="batch {batch}"),
+    Comparison("capsules", "capsule prediction vs einsum's view", capsules.NAME, (capsules.FORWARD,),
+               peers={"name": capsules.EINSUM_VIEW}, shape="batch {batch}, {in_caps}×{in_dim} → {out_caps}×{out_dim}"),
+    Comparison("capsules", "capsule input gradient", capsules.NAME, (capsules.GRAD_INPUT,), shape="batch {batch}"),
+    Comparison("capsules", "capsule weight gradient", capsules.NAME, (capsules.GRAD_WEIGHT,), shape="batch {batch}"),
+    Comparison("capsules", "capsule backward (both)", capsules.NAME, (capsules.BACKWARD,), shape="batch {batch}"),
+    Comparison("capsules", "capsule training step", capsules.NAME, (capsules.TRAINING_STEP,), shape="batch {batch}"),
     # 6. Large-margin softmax: the whole layer, and its three GEMMs, at 10 and 10,000 classes.
-    *(Comparison("large_margin_softmax", f"L-Softmax layer, {classes:,} classes", "large_margin_softmax",
-                 (f"layer_C{classes}",), shape="batch {batch}, dim {dim}") for classes in (10, 10000)),
-    *(Comparison("large_margin_softmax", f"L-Softmax's 3 GEMMs, {classes:,} classes", "large_margin_softmax",
-                 (f"gemm_C{classes}",), kernels={"name": "3 GEMMs + W transposed (sgemm: version 7 or 8 by shape)"},
-                 shape="batch {batch}, dim {dim}") for classes in (10, 10000)),
+    *(Comparison("large_margin_softmax", f"L-Softmax layer, {classes:,} classes", lsm.NAME,
+                 (lsm.layer_group(classes),), shape="batch {batch}, dim {dim}")
+      for classes in lsm.CLASSES),
+    *(Comparison("large_margin_softmax", f"L-Softmax's 3 GEMMs, {classes:,} classes", lsm.NAME,
+                 (lsm.gemm_group(classes),), kernels={"name": lsm.OUR_GEMMS},
+                 shape="batch {batch}, dim {dim}") for classes in lsm.CLASSES),
     # 7. Index notation: the kernels the compiler generates (not the hand-written ones of other
     # chapters measured beside them) against the library.
-    *(Comparison("index_notation", f"generated {workload}", "index_notation", (workload,),
-                 kernels={"source": "generated"}) for workload in INDEX_NOTATION_WORKLOADS),
+    *(Comparison("index_notation", f"generated {workload}", index_notation.NAME, (workload,),
+                 kernels={"source": index_notation.GENERATED}) for workload in INDEX_NOTATION_WORKLOADS),
 )
 
 
@@ -233,11 +221,10 @@ class _Run:
     missing: str | None = None  # why the file holds no such run (the part this comparison reads is not there)
 
 
-def _run(comparison: Comparison, path: Path) -> _Run:
-    """The run a comparison reads in one of its benchmark's files (``missing`` says why there is none)."""
-    figures = SpeedFigures.recorded(path.stem, path.parent)
+def _run(comparison: Comparison, figures: SpeedFigures) -> _Run:
+    """The run a comparison reads in one of its benchmark's recorded files (``missing`` says why there is none)."""
     data = figures.data
-    source = path.name + (f", {comparison.section}" if comparison.section else "")
+    source = figures.path.name + (f", {comparison.section}" if comparison.section else "")
     fields = {k: v for k, v in data.items() if isinstance(v, (int, float, str))}
     summary = figures.summary()
     fields.update({k: v for k, v in summary.items() if isinstance(v, (int, float, str))})
@@ -250,7 +237,7 @@ def _run(comparison: Comparison, path: Path) -> _Run:
     section = figures.section(comparison.section)
     if not section:
         return _Run([], figures.device_name, figures.date, None, fields, source,
-                    missing=f"no {comparison.section} in {path.name}")
+                    missing=f"no {comparison.section} in {figures.path.name}")
     # A section's device and date are its own; where it names none, it was measured with the file.
     device = section.get("device", data.get("device", {}))
     return _Run(SECTIONS[comparison.section](section), str(device.get("name", figures.device_name)),
@@ -307,9 +294,9 @@ def _shape(comparison: Comparison, fields: dict) -> str:
         return ""  # a file without the fields this shape names: the label alone
 
 
-def _score(comparison: Comparison, title: str, path: Path) -> Score:
+def _score(comparison: Comparison, title: str, figures: SpeedFigures) -> Score:
     """The comparison's score from one results file."""
-    run = _run(comparison, path)
+    run = _run(comparison, figures)
     if run.missing:
         return Score(title, comparison.label, comparison.label, run.source, gpu=run.gpu, date=run.date,
                      missing=run.missing)
@@ -333,11 +320,11 @@ def resolve(comparison: Comparison, results_dir: Path | str | None = None) -> li
     GPU its benchmark was run on (the file and its tagged files), or one "not measured" if there is none."""
     found = chapter(comparison.chapter)
     title = f"{found.number}. {found.title}"
-    paths = recorded_runs(comparison.results, results_dir)
-    if not paths:
+    runs = SpeedFigures.every_run(comparison.results, results_dir)
+    if not runs:
         return [Score(title, comparison.label, comparison.label, comparison.source,
                       missing=f"no {comparison.results}.json")]
-    return [_score(comparison, title, path) for path in paths]
+    return [_score(comparison, title, figures) for figures in runs]
 
 
 def scoreboard(results_dir: Path | str | None = None,

@@ -6,21 +6,25 @@ them to ``benchmarks/results/<name>.json`` together with the GPU and date.
 On a GPU the chapter calls ``measure()`` as it runs; on the CPU emulator,
 which checks results but says nothing about speed, it shows the recorded
 file, labelled with the GPU and date it was measured on; and when there is
-no such file yet it says so instead of showing nothing::
+no such file yet it says so instead of showing nothing.  The chapter names
+the file, its groups and rows through the benchmark's constants (its
+contract, :class:`benchmarks.common.Contract`)::
 
-    figures = SpeedFigures.load("cuda_from_python")
+    from benchmarks import cuda_from_python as bench
+
+    figures = SpeedFigures.load(bench.NAME, bench.measure)
     figures.note()                 # where the figures come from, as a visible box
     if figures.available:
-        figures.row("vector_add_grid_stride")["gbs"]
+        figures.row(bench.GRID_STRIDE_ADD)["gbs"]
 """
 
 from __future__ import annotations
 
-import importlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks.common import RESULTS_DIR, now_utc
+from benchmarks.common import now_utc, recorded_runs, results_path
 from kernels.runtime import selection
 
 
@@ -34,31 +38,32 @@ class SpeedFigures:
         self.path = path
 
     @classmethod
-    def load(cls, name: str, results_dir: Path | str | None = None, **measure_kwargs) -> "SpeedFigures":
-        """Measure now (GPU) or read ``<results_dir>/<name>.json`` (emulator)."""
+    def load(cls, name: str, measure: Callable[..., dict], results_dir: Path | str | None = None,
+             **measure_kwargs) -> "SpeedFigures":
+        """Measure now with the benchmark's ``measure(**measure_kwargs)`` (GPU), or read the untagged
+        ``<results_dir>/<name>.json`` (emulator), as :meth:`recorded` does."""
         try:
             live = selection.on_gpu()
         except Exception:  # no backend at all, so no GPU either
             live = False
         if live:
-            data = run_benchmark(name, **measure_kwargs)
+            data = measure(**measure_kwargs)
             data.setdefault("date", now_utc())
             data.setdefault("device", selection.current_backend().describe())
-            return cls(name, data, True, results_path(name, results_dir))
+            return cls(name, data, True, results_path(name, None, results_dir))
         return cls.recorded(name, results_dir)
 
     @classmethod
-    def recorded(cls, name: str, results_dir: Path | str | None = None) -> "SpeedFigures":
-        """The figures ``make bench`` recorded in ``<results_dir>/<name>.json``, never measured now."""
-        path = results_path(name, results_dir)
+    def recorded(cls, name: str, results_dir: Path | str | None = None, tag: str | None = None) -> "SpeedFigures":
+        """The figures ``make bench`` recorded, never measured now: the untagged ``<results_dir>/<name>.json``
+        (the run the chapters show), or another GPU's ``<name>_<tag>.json`` where ``tag`` names one."""
+        path = results_path(name, tag, results_dir)
         data = json.loads(path.read_text()) if path.exists() else None
         return cls(name, data, False, path)
 
     @classmethod
     def every_run(cls, name: str, results_dir: Path | str | None = None) -> list["SpeedFigures"]:
         """Every recorded run of ``name`` (``<name>.json`` first, then other GPUs' tagged files)."""
-        from benchmarks.common import recorded_runs
-
         return [cls(name, json.loads(path.read_text()), False, path) for path in recorded_runs(name, results_dir)]
 
     # --- where the figures come from -------------------------------------------------------
@@ -137,6 +142,10 @@ class SpeedFigures:
     def row(self, name: str) -> dict | None:
         return next((r for r in self.rows() if r["name"] == name), None)
 
+    def timed(self, group: str, name: str) -> dict | None:
+        """The row called ``name`` in ``group`` if it was timed (a row that says why it was not is None here)."""
+        return next((r for r in self.rows(group) if r["name"] == name and r.get("median_ms")), None)
+
     def section(self, key: str):
         """Another part of the results (``"transfers"``, ``"block_sweep"``...), or None."""
         return (self.data or {}).get(key)
@@ -153,15 +162,6 @@ class SpeedFigures:
             device=self.device_name, measured=self.date,
             source="measured now" if self.live else f"benchmarks/results/{self.path.name}",
         )
-
-
-def results_path(name: str, results_dir: Path | str | None = None) -> Path:
-    return Path(results_dir or RESULTS_DIR) / f"{name}.json"
-
-
-def run_benchmark(name: str, **kwargs) -> dict:
-    """Run ``benchmarks/<name>.py``'s ``measure(**kwargs)`` (the package ``benchmarks``)."""
-    return importlib.import_module(f"benchmarks.{name}").measure(**kwargs)
 
 
 _BOX_COLORS = {"note": ("#1f6fb2", "#eef5fc"), "warning": ("#c77700", "#fff6e5"), "tip": ("#2e7d32", "#edf7ee")}

@@ -427,3 +427,22 @@ def fc_worked_example(traffic: FcTraffic) -> str:
         f"the shared tiles take {t.shared_floats_per_block:,} floats ({4 * t.shared_floats_per_block:,} bytes) "
         f"per block.",
     ])
+
+
+# --------------------------------------------------------------------------- an index-notation schedule
+
+
+def schedule_owners(schedule, rows: int = 16, cols: int = 16) -> np.ndarray:
+    """Which thread of its block computes each element of a ``rows`` × ``cols`` output under an index-notation
+    ``schedule``'s block and register tiles: its ``threadIdx.y * blockDim.x + threadIdx.x``.  A block's tile is
+    ``by * ry`` rows by ``bx * rx`` columns; thread (ty, tx) computes the rows ``ty + k * by`` and columns
+    ``tx + l * bx`` of it."""
+    bx, by = schedule.block
+    ry, rx = schedule.regs
+    owners = np.zeros((rows, cols), int)
+    for i in range(rows):
+        for j in range(cols):
+            ty = (i % (by * ry)) % by
+            tx = (j % (bx * rx)) % bx
+            owners[i, j] = ty * bx + tx
+    return owners

@@ -81,10 +81,10 @@ def _shipped_text(path: str) -> str:
 
 def solution_body(exercise: str) -> str:
     """What the student writes of the instructor's solution of ``exercise``: the text between its solution
-    markers (the whole cell if it has none)."""
+    markers, every region of them (helpers before the kernel, its body), or the whole cell if it has none."""
     from autograder.submission import submissions_from_notebook  # deferred: reads notebooks (nbformat) on first use
 
     (source,) = [sub.source for notebook in sorted((REPO / "solutions").glob("*/*.ipynb"))
                  for sub in submissions_from_notebook(notebook) if sub.exercise == exercise]
-    match = re.search(r"BEGIN SOLUTION[^\n]*\n(.*?)\n[^\n]*END SOLUTION", source, re.S)
-    return match.group(1) if match else source
+    regions = re.findall(r"BEGIN SOLUTION[^\n]*\n(.*?)\n[^\n]*END SOLUTION", source, re.S)
+    return "\n".join(regions) if regions else source

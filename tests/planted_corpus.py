@@ -59,7 +59,7 @@ REASONS = {
     "barrier_divergence": "a __syncthreads() that not every thread of the block reaches",
     "uninitialised_shared_memory": "read shared memory that no thread wrote",
     "compile_error": "does not compile",
-    "wrong_kernel": "compiles, but is not the kernel asked for (name or parameters)",
+    "wrong_kernel": "compiles, but is not the kernel asked for (name, parameters, or a requirement on its source)",
     "not_written": "no code was written (empty cell or the released stub)",
     "invalid_launch": "launch integers out of range",
     "timeout": "did not finish in the time limit",

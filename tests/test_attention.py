@@ -2,7 +2,7 @@
 
 On the CPU emulator (``make test``) every version runs at small sizes with the emulator's race and bounds checks:
 the float versions, and the BF16 ones with their tensor-core instructions written as warp shuffles
-(``warp_mma.cuh``).  The same ``backend`` tests run on the GPU under ``make test-gpu``; the ``gpu`` tests there
+(``kernels/warp_mma.cuh``).  The same ``backend`` tests run on the GPU under ``make test-gpu``; the ``gpu`` tests there
 also run the BF16 kernels' real ``mma.sync``/``ldmatrix`` at sizes of many tiles, every configuration the
 benchmark may pick.  Sequence lengths are multiples of no tile; batch x heads > 1.
 """
@@ -179,26 +179,36 @@ def test_the_bf16_forward_matches_float64(backend, shape, causal):
     assert_close(lse, lse_ref, 1e-5, "version 4: log-sum-exp")
 
 
+#: Backward tilings: 4 or 8 warps (64 or 128 keys a block), 32 to 128 queries a tile; the dQ products split
+#: among the warps by 16-row tiles and by columns (8 warps on 2 or 4 row tiles, 4 warps on 8).
+BWD_CONFIGS = [{"BF_BWD_WARPS": 4, "BF_BWD_BQ": 64}, {"BF_BWD_WARPS": 8, "BF_BWD_BQ": 64},
+               {"BF_BWD_WARPS": 8, "BF_BWD_BQ": 32}, {"BF_BWD_WARPS": 4, "BF_BWD_BQ": 128}]
+
+
 @pytest.mark.backend
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_the_bf16_backward_matches_float64(backend, causal):
+@pytest.mark.parametrize("config", BWD_CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()) or "default")
+def test_the_bf16_backward_matches_float64(backend, config, causal):
     shape = (2, 1, 70, 32)
     Q, K, V = bf16_operands(shape, seed=9)
     dO = B16.bf16(operands(shape, seed=10)[0])
     O, lse = B16.attention_forward(Q, K, V, causal)
-    for name, got, expected in zip(("dQ", "dK", "dV"), B16.attention_backward(Q, K, V, O, lse, dO, causal),
+    for name, got, expected in zip(("dQ", "dK", "dV"), B16.attention_backward(Q, K, V, O, lse, dO, causal, config=config),
                                    A.backward_reference(*as64(Q, K, V, dO), causal)):
-        assert_close(got, expected, 3 * BF16_TOL, f"BF16 backward: {name}")
+        assert_close(got, expected, 3 * BF16_TOL, f"BF16 backward with {config}: {name}")
 
 
 #: The GPU's sizes: many tiles of every kind, the head dimensions the benchmark measures, and each configuration
-#: a tuning run may choose (4 or 8 warps, 32 to 128 keys per forward tile, one or two 16-row tiles per warp).
+#: a tuning run may choose (4 or 8 warps, 32 to 128 keys per forward tile, one or two 16-row tiles per warp), over
+#: the head dimension's default (attention_bf16.default_config).
 GPU_SHAPES = [(2, 3, 1000, 64), (1, 2, 777, 128), (1, 1, 4096, 64)]
-CONFIGS = [{}, {"BF_WARPS": 8}, {"BF_BN": 32}, {"BF_BN": 128}, {"BF_M_TILES": 2}, {"BF_M_TILES": 2, "BF_BN": 32}]
+CONFIGS = [{}, {"BF_WARPS": 4, "BF_MIN_BLOCKS": 0}, {"BF_WARPS": 8, "BF_MIN_BLOCKS": 0}, {"BF_BN": 32}, {"BF_BN": 128},
+           {"BF_WARPS": 4, "BF_M_TILES": 2, "BF_MIN_BLOCKS": 0},
+           {"BF_WARPS": 4, "BF_M_TILES": 2, "BF_BN": 32, "BF_MIN_BLOCKS": 0}]
 
 
 @pytest.mark.backend
-@pytest.mark.parametrize("config", [CONFIGS[1], CONFIGS[3], CONFIGS[5]], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize("config", [CONFIGS[1], CONFIGS[4], CONFIGS[6]], ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
 def test_the_bf16_forward_in_other_tile_configurations(backend, config):
     Q, K, V = bf16_operands((1, 2, 150, 16), seed=17)
     O, lse = B16.attention_forward(Q, K, V, True, config=config)
@@ -221,7 +231,8 @@ def test_the_bf16_forward_on_the_tensor_cores(backend, shape, config, causal):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("config", [{}, {"BF_BWD_WARPS": 4, "BF_WARPS": 8}], ids=["default", "BF_WARPS=8"])
+@pytest.mark.parametrize("config", [{}, {"BF_BWD_WARPS": 4}, {"BF_BWD_WARPS": 4, "BF_BWD_BQ": 32}, {"BF_BWD_BQ": 32}],
+                         ids=["default", "4 warps", "4 warps, 32 queries", "32 queries"])
 @pytest.mark.parametrize("shape", GPU_SHAPES[:2], ids=["1000x64", "777x128"])
 def test_the_bf16_backward_on_the_tensor_cores(backend, shape, config, causal):
     Q, K, V = bf16_operands(shape, seed=12)

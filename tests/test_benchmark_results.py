@@ -13,14 +13,18 @@ from pathlib import Path
 import pytest
 
 from benchmarks.common import RESULTS_DIR, recorded_runs, timed_row
+from benchmarks.emulator_profile import agreement
 from book.speed_figures import SpeedFigures
 
 #: Results that are not one row per kernel: the emulator's own speed (a CPU, not a chapter's kernels) and
 #: the grader's throughput over a class (gradings per minute, see test_cluster_grading_results_agree_with_themselves).
 #: Class-grading figures: one file per machine measured (one GPU: sequential against the cluster; two GPUs).
 CLUSTER_FILES = sorted(RESULTS_DIR.glob("cluster_grading*.json"))
-#: The profiler's figures: counters per kernel, not times (see tests/test_profiles.py).
-OWN_LAYOUT = ({"emulator_speed"} | {p.stem for p in recorded_runs("profiles")} | {p.stem for p in CLUSTER_FILES})
+#: The profiler's figures: counters per kernel, not times (see tests/test_profiles.py); the emulator's counts beside
+#: ncu's (see test_the_emulator_s_profile_agrees_with_ncu_on_every_rung_of_both_ladders).
+EMULATOR_PROFILE_FILES = recorded_runs("emulator_profile")
+OWN_LAYOUT = ({"emulator_speed"} | {p.stem for p in recorded_runs("profiles")} | {p.stem for p in CLUSTER_FILES}
+              | {p.stem for p in EMULATOR_PROFILE_FILES})
 FILES = sorted(p for p in RESULTS_DIR.glob("*.json") if p.stem not in OWN_LAYOUT)
 
 
@@ -161,3 +165,24 @@ def test_what_the_gemm_chapter_says_of_the_tile_search_holds_in_every_recorded_r
     assert tried[(128, 128, 16, 2, 8)] < tried[(128, 128, 16, 2, 0)]
     twice = [r for r in rows if r["group"] == "sgemm 8192" and r["kind"] == "kernel"]
     assert twice and twice[0]["config"] == best["config"] and twice[0]["correct"]
+
+
+#: Every rung the emulator's profile is held to: the SGEMM ladder's versions 1-9 and the reduction's 1-4.
+PROFILED_RUNGS = {("sgemm", n) for n in range(1, 10)} | {("reduction", n) for n in range(1, 5)}
+
+
+@pytest.mark.parametrize("path", EMULATOR_PROFILE_FILES, ids=lambda p: p.stem)
+def test_the_emulator_s_profile_agrees_with_ncu_on_every_rung_of_both_ladders(path: Path):
+    """Sectors per request of loads and of stores, and bank conflicts, within 10 % of Nsight Compute's, judged
+    again here from the recorded counts (benchmarks/emulator_profile.py's agreement), not from the recorded verdict."""
+    rows = {(r["group"], r["number"]): r for r in json.loads(path.read_text())["results"]}
+    assert PROFILED_RUNGS <= set(rows), f"{path.name} lacks {sorted(PROFILED_RUNGS - set(rows))}"
+    disagree = []
+    for key in sorted(PROFILED_RUNGS):
+        r = rows[key]
+        assert "error" not in r["emulator"] and "error" not in r["ncu"], f"{r['name']}: {r['emulator']} / {r['ncu']}"
+        verdict = agreement(r["emulator"], r["ncu"])
+        assert "sectors_per_load_request" in verdict and "bank_conflicts" in verdict, f"{r['name']}: {verdict}"
+        disagree += [f"{r['name']} {figure}" for figure, agrees in verdict.items() if not agrees]
+    assert not disagree, f"{path.name}: the emulator and ncu differ by more than 10% on {', '.join(disagree)}"
+

@@ -1259,6 +1259,42 @@ def test_reading_an_async_copy_before_waiting_for_it_is_caught_on_the_emulator()
         module.function("pipelined_tile_sums")(np.ones(5 * 64, np.float32), np.zeros(5, np.float32), 5, grid=1, block=64)
 
 
+def test_an_async_copy_from_a_buffer_the_launch_may_write_is_a_tracked_read():
+    """While a launch tracks races, every buffer it may write is poisoned for AddressSanitizer (and the grader makes
+    every buffer writable, to read the inputs back): a cp.async from one is a read like any other, not an error."""
+    from kernels.runtime.emulator import EmulatorBackend
+
+    source = (CORPUS / "cooperative.cu").read_text().replace(
+        "pipelined_tile_sums(const float* x,", "pipelined_tile_sums(float* x,")
+    module = compile_source(source, "cooperative.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    x = rng(89).standard_normal(5 * 64).astype(np.float32)
+    y = np.zeros(5, np.float32)
+    module.function("pipelined_tile_sums")(x, y, 5, grid=1, block=64)
+    np.testing.assert_allclose(y, x.reshape(5, 64).sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_nan_in_a_bfloat16_output_is_the_same_value_in_every_run():
+    """The emulator runs a launch under two fills of shared memory and compares the outputs: a NaN the kernel writes
+    to a bfloat16 output (a NaN it was given, say) is the same in both runs, not garbage read from shared memory."""
+    from kernels.runtime.emulator import EmulatorBackend
+
+    source = r"""
+    #include <cuda_bf16.h>
+    __global__ void scale(const __nv_bfloat16* x, __nv_bfloat16* y, int n) {
+        __shared__ float s[64];
+        s[threadIdx.x] = __bfloat162float(x[threadIdx.x]);
+        __syncthreads();
+        y[threadIdx.x] = __float2bfloat16(2.0f * s[63 - threadIdx.x]);
+    }
+    """
+    module = compile_source(source, "bf16_nan.cu", backend=EmulatorBackend(sandbox=False, checks=True))
+    x = np.arange(64, dtype=np.float32).astype(bf16())
+    x[5] = np.nan
+    y = np.zeros(64, bf16())
+    module.function("scale")(x, y, 64, grid=1, block=64)
+    assert np.isnan(y[58].astype(np.float32)) and y[0].astype(np.float32) == 126.0
+
+
 def test_vector_load_before_its_bounds_test_is_caught_on_the_emulator():
     """A float4 load made before the bounds test (its value used only under the test, then a shuffle):
     the load happens in the source, so the emulator must check it as written."""

@@ -17,14 +17,19 @@ tests/autograder/test_solutions_on_gpu*.py.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from autograder.comparison import compare
-from autograder.exercises import get_exercise
+from autograder.exercises import gemm_ladder, get_exercise
 from autograder.isolation import grade_submission
 from autograder.submission import submission_from_cell
-from book.chapters import CHAPTERS
+from benchmarks import conv_as_gemm as gemm_bench, sgemm_bf16 as bf16_bench
+from benchmarks.common import results_path
+from book.chapters import CHAPTERS, chapter
+from kernels.gemm import sgemm
 from planted_corpus import (CORPUS, PlantedBugDoesNotApply, apply_edits, check_corpus_complete, check_corpus_file,
                             check_solution_graded_end_to_end, check_solution_kernel, corpus, corpus_files,
                             read_corpus_file, solution_kernel)
@@ -34,14 +39,18 @@ WITH_CORPUS = [name for name in EXERCISES if (CORPUS / name).is_dir()]
 #: Chapter 1's corpus is graded in tests/autograder/test_engine_kernels.py, on either backend (make test and
 #: make test-gpu), with what a GPU must say about each bug besides.
 GRADED_IN_ENGINE_TESTS = {"saxpy", "reduce_sum"}
+#: The warm-up puzzles' corpora and solutions are graded in tests/test_puzzles.py, a file the test processes run beside
+#: this one.  They are a line to a dozen lines each: two or three planted bugs each (a missing guard, a wrong index, a
+#: missing barrier), where the chapters' exercises have five or more.
+PUZZLES = set(chapter("puzzles").exercises())
 
 
-@pytest.mark.parametrize("path", corpus([name for name in WITH_CORPUS if name not in GRADED_IN_ENGINE_TESTS]))
+@pytest.mark.parametrize("path", corpus([name for name in WITH_CORPUS if name not in GRADED_IN_ENGINE_TESTS | PUZZLES]))
 def test_planted_bugs_are_rejected_for_their_reason(backend, path):
     check_corpus_file(path)
 
 
-@pytest.mark.parametrize("name", EXERCISES)
+@pytest.mark.parametrize("name", [name for name in EXERCISES if name not in PUZZLES])
 def test_the_solution_kernel_gets_every_correctness_point(backend, name):
     check_solution_kernel(name)
 
@@ -49,7 +58,8 @@ def test_the_solution_kernel_gets_every_correctness_point(backend, name):
 def test_every_exercise_has_a_solution_kernel_and_planted_bugs():
     assert set(EXERCISES) == set(WITH_CORPUS)
     assert GRADED_IN_ENGINE_TESTS <= set(EXERCISES)
-    check_corpus_complete(WITH_CORPUS)
+    check_corpus_complete([name for name in WITH_CORPUS if name not in PUZZLES])
+    check_corpus_complete(sorted(PUZZLES), minimum=2)
 
 
 @pytest.mark.parametrize("name", WITH_CORPUS)
@@ -114,9 +124,10 @@ def test_secret_shapes_differ_per_student(name):
     assert len(shapes) > 1
 
 
-@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c.graded_end_to_end], ids=lambda c: c.name)
-def test_solution_notebook_is_graded_end_to_end(tmp_path, chapter):
-    check_solution_graded_end_to_end(tmp_path, chapter.assignment, chapter.notebook, chapter.exercises())
+@pytest.mark.parametrize("assignment", [a for c in CHAPTERS if c.graded_end_to_end for a in c.assignments],
+                         ids=lambda a: a.assignment)
+def test_solution_notebook_is_graded_end_to_end(tmp_path, assignment):
+    check_solution_graded_end_to_end(tmp_path, assignment.assignment, assignment.notebook, assignment.exercises())
 
 
 # ------------------------------------------------------------------ what particular exercises must cover
@@ -135,17 +146,83 @@ def test_convolution_hidden_shapes_cover_the_hard_cases(name):
 
 
 def test_gemm_hidden_shapes_cover_the_hard_cases():
-    """Sizes that are no multiple of any tile, skinny matrices, padding, stride 2, ranges not starting at 0."""
+    """Sizes that are no multiple of any tile, skinny matrices, padding, strides and dilations, ranges not starting at
+    0, and every kind of epilogue (alpha 1 and beta 0, beta 0 with C unset, beta 1, others)."""
     gemm = get_exercise("sgemm_tiled").hidden_shapes
     assert any(s["M"] == 1 for s in gemm) and any(s["N"] == 1 for s in gemm) and any(s["K"] == 1 for s in gemm)
-    assert any(s["M"] % 32 and s["N"] % 32 and s["K"] % 32 and min(s.values()) > 32 for s in gemm)
+    assert any(s["M"] % 32 and s["N"] % 32 and s["K"] % 32 and min(s["M"], s["N"], s["K"]) > 32 for s in gemm)
     assert any(max(s["M"], s["N"]) >= 100 * min(s["M"], s["N"]) for s in gemm)  # skinny
+    epilogues = {(s["alpha"] == 1, s["beta"]) for s in gemm}
+    assert {(True, 0.0), (False, 0.0), (True, 1.0)} <= epilogues and any(b not in (0.0, 1.0) for _, b in epilogues)
     unroll = get_exercise("im2col").hidden_shapes
     assert any(s["stride"] > 1 for s in unroll) and any(s["pad"] > 0 for s in unroll) and any(s["n0"] > 0 for s in unroll)
     assert any(s["C"] % 8 and s["C"] > 8 for s in unroll)
     conv = get_exercise("conv2d_gemm_forward").hidden_shapes
-    assert any(s["M"] > 64 and s["M"] % 32 for s in conv) and any(s["n0"] > 0 for s in conv)
-    assert any(s["N"] == 1 for s in conv)
+    assert any(s["M"] > 64 and s["M"] % 32 for s in conv) and any(s["N"] == 1 for s in conv)
+    assert any(s["dilation"] > 1 and s["pad"] > 0 and s["stride"] > 1 for s in conv)
+    assert any(s["K"] == 1 and s["dilation"] > 1 for s in conv)  # a 1x1 filter: the dilation changes nothing
+
+
+def _recorded_fractions() -> dict[str, float]:
+    """Each GEMM ladder exercise's reference kernel as a fraction of cuBLAS at 4096³, from the results files: versions
+    5 and 6 in the ladder's group, version 7 in its default tiles (the tile search's row), version 12 against cuBLAS
+    BF16 in the same run."""
+    gemm = json.loads(results_path(gemm_bench.NAME).read_text())["results"]
+    ladder = {r["name"]: r["percent_of_cublas"] for r in gemm if r["group"] == gemm_bench.SGEMM}
+    (warptile,) = [r["percent_of_cublas"] for r in gemm if r["group"] == gemm_bench.SGEMM_SEARCH
+                   and r.get("config") == sgemm.WARPTILE_DEFAULT]
+    bf16 = json.loads(results_path(bf16_bench.NAME).read_text())["results"]
+    (wmma,) = [r["percent_of_cublas"] for r in bf16 if r["group"] == bf16_bench.square(gemm_ladder.TIMING_SIZE)
+               and r.get("kernel") == bf16_bench.WMMA]
+    fractions = {"sgemm_blocktile_2d": ladder[sgemm.KERNELS["sgemm_blocktile_2d"].key],
+                 "sgemm_vectorized": ladder[sgemm.KERNELS["sgemm_vectorized"].key],
+                 "sgemm_warptile": warptile, "sgemm_bf16_wmma": wmma}
+    return {kernel: percent / 100 for kernel, percent in fractions.items()}
+
+
+def test_gemm_ladder_speed_bands_follow_the_recorded_fractions_of_cublas():
+    """The upper rungs' bands are fractions of cuBLAS's speed turned into speed-ups over each reference kernel
+    through its recorded fraction: those fractions are the results files' (measured at the exercises' timing size),
+    and every exercise is banded through its own reference's."""
+    recorded = _recorded_fractions()
+    assert gemm_bench.GEMM_SIZE == gemm_ladder.TIMING_SIZE
+    for kernel, fraction in gemm_ladder.FRACTION_OF_CUBLAS.items():
+        assert fraction == pytest.approx(recorded[kernel], abs=0.0015), kernel
+    for exercise in gemm_ladder.EXERCISES:
+        kernel = exercise.reference_kernel.kernel
+        assert exercise.timing_shape["M"] == exercise.timing_shape["N"] == exercise.timing_shape["K"] == gemm_ladder.TIMING_SIZE
+        assert all(lower[0] < higher[0] for higher, lower in zip(exercise.speed_bands, exercise.speed_bands[1:]))
+        assert f"{kernel} at M = N = K = {gemm_ladder.TIMING_SIZE}" in exercise.description
+        assert f"{gemm_ladder.FRACTION_OF_CUBLAS[kernel]:.1%}" in exercise.description
+
+
+def test_gemm_ladder_hidden_shapes_cover_the_hard_cases():
+    """Each extra at every value, the chapter's case among them, and sizes no vector load or tile divides."""
+    def hidden(name):
+        return get_exercise(name).hidden_shapes
+
+    assert {s["epilogue"] for s in hidden("sgemm_register_tiles")} >= {0, 1, 3}
+    assert {s["trans_b"] for s in hidden("sgemm_float4")} == {0, 1}
+    assert any(s["K"] % 4 and s["trans_b"] for s in hidden("sgemm_float4"))
+    assert any(s["N"] % 4 and not s["trans_b"] for s in hidden("sgemm_float4"))
+    assert {s["batch"] for s in hidden("sgemm_warp_tiles")} >= {1, 2, 3} and any(s["K"] > 2 * 16 for s in hidden("sgemm_warp_tiles"))
+    wmma = hidden("gemm_bf16_wmma")
+    assert any(s["alpha"] == 1 and s["beta"] == 0 for s in wmma) and any(s["beta"] == 1 for s in wmma)
+    assert any(s["K"] % 8 == 0 for s in wmma) and any(s["K"] % 8 for s in wmma) and any(s["K"] > 32 for s in wmma)
+    strided = hidden("sgemm_cp_async")
+    assert any(s["pad_b"] % 4 == 0 and s["N"] % 4 for s in strided) and any(s["pad_b"] % 4 for s in strided)
+    assert all(any(s[pad] for s in strided) for pad in ("pad_a", "pad_b", "pad_c"))
+    for name in ("sgemm_register_tiles", "sgemm_float4", "sgemm_warp_tiles", "sgemm_cp_async"):
+        shapes = hidden(name)
+        assert any(s["M"] == 1 for s in shapes) and any(s["K"] == 1 for s in shapes) and any(s["M"] > 256 for s in shapes)
+
+
+def test_the_cp_async_exercise_asks_for_asynchronous_copies():
+    check = gemm_ladder.copies_asynchronously
+    assert check("__pipeline_memcpy_async(&s[i], &g[i], 16);", "k") == ""
+    assert check("cuda::memcpy_async(block, s, g, n, pipe);", "k") == ""
+    refused = check("s[i] = g[i]; // __pipeline_memcpy_async(&s[i], &g[i], 4);", "sgemm_cp_async")
+    assert "sgemm_cp_async must copy its tiles into shared memory with cp.async" in refused
 
 
 def test_capsule_secret_shapes_differ_per_student_and_break_alignment():
@@ -164,15 +241,18 @@ def test_lsoftmax_exercises_have_six_planted_bugs_each():
 
 
 def test_lsoftmax_k_is_a_whole_number_the_grader_compares_exactly():
-    """k's tolerance (rtol * k, k <= 5) is below 1: a wrong integer cannot pass."""
+    """k's tolerance (rtol * k, k <= 6) is below 1: a wrong integer cannot pass; with an angular margin k reaches m."""
     exercise = get_exercise("lsoftmax_cos_mtheta")
     rng = np.random.default_rng(0)
+    reached = set()
     for shape in [*exercise.visible_shapes, *exercise.hidden_shapes]:
         inputs = exercise.make_inputs(shape, rng)
-        k = exercise.reference(inputs)["k"]
-        assert np.all(k == np.round(k)) and k.min() >= 0 and k.max() <= shape["m"] - 1
-        tolerance = exercise.atol + exercise.rtol * np.asarray(exercise.error_scale(inputs)["k"])
+        k = exercise.reference(inputs)["k_out"]
+        assert np.all(k == np.round(k)) and k.min() >= 0 and k.max() <= shape["m"] - (shape["angle_margin"] == 0)
+        reached.add(int(k.max()) == shape["m"])
+        tolerance = exercise.atol + exercise.rtol * np.asarray(exercise.error_scale(inputs)["k_out"])
         assert np.all(tolerance < 1)
+    assert True in reached
 
 
 def test_lsoftmax_hidden_shapes_carry_margins_beyond_four_and_the_hard_cases():
@@ -186,6 +266,42 @@ def test_lsoftmax_hidden_shapes_carry_margins_beyond_four_and_the_hard_cases():
     a = grad.secret_shapes(np.random.default_rng(1), {})
     b = grad.secret_shapes(np.random.default_rng(2), {})
     assert a != b
+    # the margins the chapter's kernels do not handle, on most hidden shapes, and the chapter's case on one
+    for exercise, margin in ((cos, "angle_margin"), (patch, "angle_margin"), (grad, "cos_margin")):
+        margins = [s[margin] for s in exercise.hidden_shapes]
+        assert 0.0 in margins and sum(m > 0 for m in margins) >= len(margins) - 1
+
+
+def test_row_hidden_shapes_cover_the_hard_cases():
+    """Rows empty, of one score, shorter than a warp, longer than 128 per lane; scores that overflow expf unless the
+    maximum is subtracted; LayerNorm rows whose mean is a thousand times their spread; earlier parts and masks."""
+    soft = get_exercise("softmax_rows").hidden_shapes
+    assert any(s["padded"] and s["n"] >= 3 for s in soft)  # an empty, a full and a one-score row
+    assert any(s["c"] < 32 for s in soft) and any(s["c"] > 4096 for s in soft) and any(s["c"] % 32 for s in soft)
+    assert any(s["shift"] / s["temperature"] > 88 or 10 / s["temperature"] > 88 for s in soft)
+    assert {1.0} != {s["temperature"] for s in soft} and any(s["n"] == 1 for s in soft)
+    norm = get_exercise("layernorm_residual").hidden_shapes
+    assert any(s["offset"] >= 1000 and s["n"] >= 5 for s in norm) and any(s["c"] > 4096 for s in norm)
+    assert any(s["c"] < 32 for s in norm) and sum(s["residual"] for s in norm) >= len(norm) - 1
+    resume = get_exercise("online_softmax_resume").hidden_shapes
+    assert any(s["earlier"] and s["masked"] and s["rows"] >= 3 for s in resume)
+    assert any(s["cols"] < 32 for s in resume) and any(s["cols"] > 32 * 32 for s in resume)
+
+
+@pytest.mark.parametrize("name", ["attention_forward_padded", "attention_forward_window"])
+def test_attention_hidden_shapes_cover_the_hard_cases(name):
+    """One position; lengths that end inside a tile; head dimensions that are no multiple of 16 (and small ones);
+    both masks; padding down to one real key; windows narrower than a key tile and wider than a query tile."""
+    shapes = get_exercise(name).hidden_shapes
+    assert any(s["seq"] == 1 for s in shapes) and any(s["seq"] % 32 and s["seq"] > 64 for s in shapes)
+    assert any(s["head_dim"] % 16 for s in shapes) and any(s["head_dim"] == 64 for s in shapes)
+    assert {s["causal"] for s in shapes} == {0, 1}
+    if name == "attention_forward_padded":
+        assert any(s["padded"] and s["batch"] > 1 for s in shapes)  # a sequence with one real key
+    else:
+        windows = [s["window"] for s in shapes]
+        assert any(0 < w < 32 for w in windows) and any(w > 64 for w in windows) and 0 in windows
+        assert any(s["window"] and not s["causal"] for s in shapes)
 
 
 # ------------------------------------------------------------------ index notation: %%tc cells
@@ -213,8 +329,8 @@ def test_an_empty_tc_cell_says_what_to_write():
 
 
 def test_index_notation_hidden_shapes_cover_the_hard_cases():
-    pool = get_exercise("tc_avgpool2x2").hidden_shapes
-    assert any(s["H"] % 2 for s in pool) and any(s["W"] == 2 for s in pool)
+    pool = get_exercise("tc_avgpool2x2").hidden_shapes  # 3 x 3 windows at stride 2: odd sizes, and the smallest map
+    assert any(s["H"] % 2 for s in pool) and any(min(s["H"], s["W"]) == 3 for s in pool)
     bmm = get_exercise("tc_batched_matmul").hidden_shapes
     assert any(min(s.values()) == 1 for s in bmm) and any(s["K"] == 1 for s in bmm)
     mv = get_exercise("mv_faster").hidden_shapes

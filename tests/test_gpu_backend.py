@@ -15,7 +15,9 @@ pytestmark = pytest.mark.gpu
 def gpu():
     from kernels.runtime import selection
 
-    return selection.use_backend("gpu")
+    backend = selection.current_backend()  # the session's: a new one would leave its fixtures' backend behind
+    assert backend.name == "gpu", "make test-gpu runs with DLK_BACKEND=gpu"
+    return backend
 
 
 def test_compile_error_quotes_the_readers_line(gpu):

@@ -146,7 +146,9 @@ LAUNCHES = {  # kernel -> (arguments after the output array, the output's dtype,
 def gpu_module():
     from kernels.runtime import compile_source, selection
 
-    return compile_source(SOURCE, "linkage.cu", backend=selection.use_backend("gpu"))
+    backend = selection.current_backend()  # the session's: a new one would leave its fixtures' backend behind
+    assert backend.name == "gpu", "make test-gpu runs with DLK_BACKEND=gpu"
+    return compile_source(SOURCE, "linkage.cu", backend=backend)
 
 
 @pytest.mark.gpu

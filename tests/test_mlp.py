@@ -1,11 +1,12 @@
-"""Fully connected layers, activations, softmax/cross-entropy and the MLP built from them, on the current backend."""
+"""Fully connected layers, activations, softmax/cross-entropy, LayerNorm and the MLP built from them, on the current
+backend."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels.dense import activations, fully_connected as fc, sgd, softmax
+from kernels.dense import activations, fully_connected as fc, layernorm, sgd, softmax
 from kernels.models import mlp
 from kernels.tools.gradcheck import check_gradients
 
@@ -119,6 +120,23 @@ def test_large_scores_break_the_naive_softmax_only(backend):
     _, loss = softmax.cross_entropy_forward(Z, labels)
     np.testing.assert_allclose(loss, [10.0000454, 2000.0], rtol=1e-6)
     assert np.isfinite(loss).all()
+
+
+@pytest.mark.parametrize("n, c", [(1, 1), (7, 10), (129, 33), (40, 300)])
+def test_layernorm_matches_float64_also_for_a_mean_far_above_the_spread(backend, n, c):
+    """Rows of spread 1 around means up to 1000 (where mean(x^2) - mean^2 would be rounding), and a constant row
+    (variance 0: eps alone keeps the result finite): float32 against float64 on the scale of |x| / sigma."""
+    rng = np.random.default_rng(c)
+    X = (rng.standard_normal((n, c)) + rng.choice([0.0, 30.0, 1000.0], (n, 1))).astype(np.float32)
+    X[0] = X[0, 0]
+    gamma, beta = randn(rng, c, mean=1.0), randn(rng, c)
+    expected = layernorm.layernorm_reference(X, gamma, beta)
+    got = layernorm.layernorm_forward(X, gamma, beta)
+    X64 = X.astype(np.float64)
+    inv_std = 1 / np.sqrt(X64.var(axis=1, keepdims=True) + layernorm.EPS)
+    spread = np.abs(X64 - X64.mean(axis=1, keepdims=True)) + np.abs(X64).mean(axis=1, keepdims=True)
+    scale = np.abs(gamma) * inv_std * spread
+    assert np.all(np.abs(got - expected) <= 1e-5 * scale + 1e-5 * np.abs(beta) + 1e-7)
 
 
 def test_cross_entropy_gradient_by_central_differences(backend):

@@ -75,8 +75,12 @@ def test_missing_results_file_says_so(tmp_path, monkeypatch):
     from kernels.runtime import selection
 
     monkeypatch.setattr(selection, "on_gpu", lambda: False)
-    figures = SpeedFigures.load("demo", results_dir=tmp_path)
+
+    def measure():
+        pytest.fail("measured without a GPU")
+
+    figures = SpeedFigures.load("demo", measure, results_dir=tmp_path)
     assert not figures.available and figures.peaks() is None and figures.rows() == []
     assert "does not exist" in figures.source_text() and "make bench" in figures.source_text()
     write_results(tmp_path)
-    assert SpeedFigures.load("demo", results_dir=tmp_path).available
+    assert SpeedFigures.load("demo", measure, results_dir=tmp_path).available

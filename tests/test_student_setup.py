@@ -31,6 +31,29 @@ def test_make_lab_runs_jupyterlab_from_the_venv_with_the_chosen_backend(backend)
                                                      text=True, env=env).stdout
 
 
+def _lab_command(*make_args: str) -> tuple[str, str]:
+    """(what `make -n lab` would print, the jupyter lab command line in it); -n runs nothing."""
+    out = subprocess.run(["make", "-n", "lab", *make_args], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60).stdout
+    (lab,) = [line for line in out.splitlines() if "jupyter lab" in line and "echo" not in line]
+    return out, lab
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "user"])
+def test_make_lab_passes_allow_root_as_root_and_says_so(as_root):
+    """jupyter lab refuses to start as root without --allow-root; containers and course VMs run as root."""
+    out, lab = _lab_command(f"RUNNING_AS_ROOT={'0' if as_root else ''}")
+    assert ("--allow-root" in lab) == as_root
+    assert ("running as root" in out and "passing --allow-root" in out) == as_root
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_lab_finds_out_whether_it_runs_as_root():
+    _, lab = _lab_command()
+    assert ("--allow-root" in lab) == (os.geteuid() == 0)
+
+
 @pytest.mark.parametrize("path", [
     "grades.csv",
     "gradescope/alice/results.json",
@@ -57,8 +80,13 @@ def test_exercise_notebooks_are_not_ignored():
 def test_readme_tells_students_and_instructors_what_they_need():
     readme = (ROOT / "README.md").read_text()
     for needed in ("## For students", "make lab", 'check("', "nbgrader submit", "nbgrader fetch_assignment",
-                   "--exchange", "--student", "--secret-file", "grades.csv", "gradescope/", "Offline", "Colab"):
+                   "--exchange", "--student", "--secret-file", "grades.csv", "gradescope/", "Offline", "Colab",
+                   "--Exchange.root=", "--allow-root", "autograder status", "**When grading failed.**",
+                   "Three outcomes", "not gradable", "failed to grade", "interrupted: 3 of 40 graded"):
         assert needed in readme, f"the README does not mention {needed!r}"
+    # --regrade is told where --cluster meets a class graded before, by either path.
+    cluster = readme[readme.index("**Failures, resuming and the record.**"):readme.index("**While it runs**")]
+    assert "--regrade" in cluster and "after a plain `grade`" in cluster
     # The export paths the README shows are the ones .gitignore covers.
     assert "--gradescope gradescope/" in readme and "--csv grades.csv" in readme
 

@@ -1,11 +1,9 @@
 """What the exercises of several chapters declare alike.
 
 * the launch keys of a one-dimensional launch (``block``, ``grid`` with a default of one thread per
-  element, ``shared``) and that launch;
+  element, or one warp per row, ``shared``) and that launch;
 * shapes written as rows of sizes under named axes;
 * inputs drawn for tensors laid out over named axes;
-* a reference and an error scale read from the reference kernel's record, for the exercises whose
-  every output is a sum of products of the inputs;
 * the terms of long sums that no approximation survives, and the tolerance of such a sum.
 """
 
@@ -16,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kernels.runtime.versions import KernelVersion, LaunchConfig
+from kernels.runtime.versions import LaunchConfig
 
 from ..exercise import LaunchKey, ceil_div, varied
 
@@ -31,6 +29,16 @@ def grid_key(count: Callable[[dict], int], what: str, per: str = "") -> LaunchKe
     items (``what`` says which, in the help a student reads; ``per`` adds what one thread does)."""
     return LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(count(shape), launch["block"]),
                      help=f"blocks in the grid; default ceil({what} / block){per}")
+
+
+def warp_per_row_keys(rows: Callable[[dict], int], what: str) -> tuple[LaunchKey, LaunchKey]:
+    """``block`` (whole warps, default 128) and ``grid``, by default enough blocks for one warp per row:
+    ceil(rows(shape) / (block / 32)) (``what`` names the rows in the help a student reads)."""
+    block = LaunchKey("block", 32, 1024, default=128, multiple_of=32,
+                      help="threads per block, a multiple of 32: whole warps; default 128")
+    grid = LaunchKey("grid", 1, 2**31 - 1, default=lambda shape, launch: ceil_div(32 * rows(shape), launch["block"]),
+                     help=f"blocks in the grid; default ceil({what} / (block / 32)), a warp per row")
+    return block, grid
 
 
 def one_dimensional_launch(shape: dict, launch: dict) -> LaunchConfig:
@@ -104,17 +112,3 @@ def tree_sum_scale(terms: np.ndarray) -> np.ndarray:
     terms and scales it up landed within a tolerance that grew with sqrt(n))."""
     n = max(1, np.shape(terms)[-1])
     return np.abs(np.asarray(terms)).sum(axis=-1, dtype=np.float64) * (math.ceil(math.log2(n)) + 1)
-
-
-def from_record(record: KernelVersion, output: str, operands: tuple[str, ...]) -> dict:
-    """The exercise's ``reference`` and ``error_scale``, both the record's float64 reference: the scale is it
-    on the operands' magnitudes (every output a sum of products, so that is the sum of |terms| rounding
-    works on).  ``operands`` name the inputs in the order the record's reference takes them."""
-
-    def reference(inputs):
-        return {output: record.reference(*(inputs[name] for name in operands))}
-
-    def scale(inputs):
-        return {output: record.reference(*(np.abs(np.asarray(inputs[name], np.float64)) for name in operands))}
-
-    return {"reference": reference, "error_scale": scale}

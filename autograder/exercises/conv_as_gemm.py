@@ -1,14 +1,18 @@
-"""Exercises of the chapter "Convolution as matrix multiplication": the unroll (im2col) kernel, a
-shared-memory tiled SGEMM, and the GEMM step of a convolution forward by unroll + GEMM.
+"""Exercises of the chapter "Convolution as matrix multiplication", each a step past the kernel the chapter
+prints: the unroll (im2col) kernel of a dilated convolution, a shared-memory tiled SGEMM with BLAS's epilogue
+(C = alpha A B + beta C), and a dilated convolution forward by implicit GEMM (the unrolled tiles gathered from X
+into shared memory, never written out).
 
 Layouts as in ``kernels/conv/im2col.cu``, ``kernels/gemm/sgemm.cu`` and ``kernels/conv/conv2d_gemm.cu``: row-major
 float32; X is N x C x H x W; the unrolled matrix of one sample is (C*K*K) x (H_out*W_out) with row
-c*K*K + i*K + j and column h*W_out + w; A is M x K, B is K x N, C = A B is M x N.
+c*K*K + i*K + j and column h*W_out + w; A is M x K, B is K x N, C is M x N.  Where the extras take the
+chapter's values (dilation 1; alpha 1 and beta 0) the exercise is the chapter's problem, and there the
+chapter's kernel is the speed reference (``ReferenceKernel.solves``); the hidden shapes take other values.
 
 Shapes include sizes that are no multiple of any tile (1, primes, one more than a power of two),
-skinny matrices (one row or column, an inner dimension of 1 or 7), padding and stride 2, a sample
-range that does not start at 0, one shape drawn per student from the grading secret, and a large
-one for timing on the GPU.  The unrolled values are copies, so the unroll must be exact; the
+skinny matrices (one row or column, an inner dimension of 1 or 7), padding, strides 2 and 3, dilations 2
+and 3, a sample range that does not start at 0, one shape drawn per student from the grading secret, and a
+large one for timing on the GPU.  The unrolled values are copies, so the unroll must be exact; the
 products are compared relative to sums of |terms|, the size float32 rounding works on.
 """
 
@@ -19,22 +23,13 @@ import numpy as np
 from kernels.conv import conv2d_gemm, im2col
 from kernels.gemm import sgemm
 
-from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, reducing, varied as _varied
-from ._parts import BLOCK_256, SHARED, from_record, grid_key, one_dimensional_launch, shapes
+from ..exercise import Exercise, LaunchConfig, ReferenceKernel, reducing
+from ._gemm import alpha_beta_probe, mnk as _mnk, secret_mn, tile_keys as _tile_keys, tiled_launch as _tiled_launch, varied
+from ._parts import BLOCK_256, grid_key, one_dimensional_launch, shapes
 
 IM2COL_REFERENCE = im2col.KERNELS["im2col_unroll"]
 SGEMM_REFERENCE = sgemm.KERNELS["sgemm_shared_tiled"]
-GEMM_STEP_REFERENCE = conv2d_gemm.KERNELS["conv2d_gemm_batched"]
-
-
-def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
-    return _varied(rng, shape, mean, spread=0.6)  # no exact zeros
-
-
-def _out_size(H, W, K, pad, stride):
-    from kernels.conv.im2col import output_size
-
-    return output_size(H, W, K, pad, stride)
+IMPLICIT_REFERENCE = conv2d_gemm.KERNELS["conv2d_implicit_gemm"]
 
 
 # ------------------------------------------------------------------------------ 1. the unroll kernel
@@ -161,61 +156,72 @@ IM2COL = Exercise(
 
 # ------------------------------------------------------------------------------ 2. tiled SGEMM
 
-TILE = sgemm.TILE  # the chapter's sgemm_shared_tiled
-
-
-def _mnk(shape):
-    return int(shape["M"]), int(shape["N"]), int(shape["K"])
-
-
 def _gemm_inputs(shape, rng):
+    """A, B and C; C holds NaN where beta is 0: BLAS does not read C then, so it need not hold numbers."""
     M, N, K = _mnk(shape)
-    return {"M": M, "N": N, "K": K, "A": varied(rng, (M, K), 0.3), "B": varied(rng, (K, N), -0.2), "C": None}
+    alpha, beta = np.float32(shape["alpha"]), np.float32(shape["beta"])
+    C = varied(rng, (M, N), 1.0) if beta else np.full((M, N), np.nan, np.float32)
+    return {"M": M, "N": N, "K": K, "alpha": alpha, "A": varied(rng, (M, K), 0.3), "B": varied(rng, (K, N), -0.2),
+            "beta": beta, "C": C}
 
 
-def _tile_keys():
-    return (
-        LaunchKey("tile_m", 1, 1024, default=TILE, help="rows of C per block; default 32"),
-        LaunchKey("tile_n", 1, 1024, default=TILE, help="columns of C per block; default 32"),
-        LaunchKey("block_x", 1, 1024, default=lambda shape, launch: launch["tile_n"],
-                  help="threads per block along x; default tile_n"),
-        LaunchKey("block_y", 1, 1024, default=lambda shape, launch: launch["tile_m"],
-                  help="threads per block along y; default tile_m"),
-        SHARED,
-    )
+def _gemm_epilogue(inputs, product, C):
+    """alpha product + beta C, C left out where beta is 0 (float64)."""
+    alpha, beta = float(inputs["alpha"]), float(inputs["beta"])
+    return alpha * product + (beta * np.asarray(C, np.float64) if beta else 0.0)
+
+
+def _gemm_reference(inputs):
+    product = SGEMM_REFERENCE.reference(inputs["A"], inputs["B"])
+    return {"C": _gemm_epilogue(inputs, product, inputs["C"])}
+
+
+def _gemm_scale(inputs):
+    product = SGEMM_REFERENCE.reference(np.abs(inputs["A"]), np.abs(inputs["B"]))
+    magnitudes = {**inputs, "alpha": abs(float(inputs["alpha"])), "beta": abs(float(inputs["beta"]))}
+    return {"C": _gemm_epilogue(magnitudes, product, np.abs(inputs["C"]) if inputs["beta"] else None)}
 
 
 def _gemm_launch(shape, launch) -> LaunchConfig:
     M, N, K = _mnk(shape)
-    return LaunchConfig(grid=(ceil_div(N, launch["tile_n"]), ceil_div(M, launch["tile_m"]), 1),
-                        block=(launch["block_x"], launch["block_y"], 1), shared=launch["shared"])
+    return _tiled_launch(M, N, 1, launch)
 
 
 def _gemm_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
-    """One size per student that is a multiple of neither the student's tiles nor 32."""
-    tm, tn = int(launch.get("tile_m", TILE)), int(launch.get("tile_n", TILE))
-    return [{"M": tm * int(rng.integers(1, 4)) + int(rng.integers(1, tm)) if tm > 1 else int(rng.integers(2, 90)),
-             "N": tn * int(rng.integers(1, 4)) + int(rng.integers(1, tn)) if tn > 1 else int(rng.integers(2, 90)),
-             "K": int(rng.integers(2, 100)) | 1}]
+    """One size per student that is a multiple of neither the student's tiles nor 32, with its own alpha and beta."""
+    M, N = secret_mn(rng, launch, sgemm.TILE)
+    return [{"M": M, "N": N, "K": int(rng.integers(2, 100)) | 1, "alpha": float(rng.choice([0.5, -1.25, 2.0])),
+             "beta": float(rng.choice([0.0, 1.0, -0.75]))}]
 
 
 def _gemm_shapes(rows):
-    return shapes("M N K", rows)
+    return shapes("M N K alpha beta", rows)
 
 
-# Visible: tile multiples and not.  Hidden: 1x1x1, a row vector, a column vector, an inner dimension of 1,
-# skinny (2 x 1000, 500 x 3) and sizes one past a tile in every dimension.
-GEMM_VISIBLE = _gemm_shapes(((32, 32, 32), (64, 48, 40), (100, 70, 33), (1, 64, 17), (96, 128, 64)))
-GEMM_HIDDEN = _gemm_shapes(((1, 1, 1), (1, 300, 45), (257, 1, 80), (64, 64, 1), (2, 1000, 64), (500, 3, 300),
-                            (129, 65, 33), (33, 97, 131)))
-GEMM_TIMING = {"M": 2048, "N": 2048, "K": 2048}
+def _gemm_label(shape):
+    M, N, K = _mnk(shape)
+    return f"M={M}, N={N}, K={K}, alpha={shape['alpha']:g}, beta={shape['beta']:g}"
+
+
+# Visible: tile multiples and not; alpha 1 and beta 0 (C = A B, the chapter's problem), beta 0 with another
+# alpha (C holds NaN: it must not be read), beta 1 (C += A B) and beta -0.5.  Hidden: 1x1x1, a row vector, a column
+# vector, an inner dimension of 1, skinny (2 x 1000, 500 x 3) and sizes one past a tile in every dimension, under
+# every kind of alpha and beta.
+GEMM_VISIBLE = _gemm_shapes(((32, 32, 32, 1.0, 0.0), (64, 48, 40, 0.5, 2.0), (100, 70, 33, -1.5, 0.0),
+                             (1, 64, 17, 1.0, 1.0), (96, 128, 64, 2.0, -0.5)))
+GEMM_HIDDEN = _gemm_shapes(((1, 1, 1, 2.0, -1.0), (1, 300, 45, 1.0, 0.0), (257, 1, 80, -0.5, 0.0), (64, 64, 1, 1.0, 1.0),
+                            (2, 1000, 64, 0.25, 3.0), (500, 3, 300, -2.0, 0.5), (129, 65, 33, 1.5, -1.0),
+                            (33, 97, 131, 0.75, 0.0)))
+GEMM_TIMING = {"M": 2048, "N": 2048, "K": 2048, "alpha": 1.0, "beta": 0.0}
 
 SGEMM_TILED = Exercise(
     name="sgemm_tiled",
-    title="SGEMM with shared-memory tiles",
-    signature="sgemm_tiled(int M, int N, int K, const float* A, const float* B, float* C)",
+    title="SGEMM with shared-memory tiles: C = alpha A B + beta C",
+    signature="sgemm_tiled(int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C)",
+    inout=("C",),
     make_inputs=_gemm_inputs,
-    **from_record(SGEMM_REFERENCE, "C", ("A", "B")),
+    reference=_gemm_reference,
+    error_scale=_gemm_scale,
     visible_shapes=GEMM_VISIBLE,
     hidden_shapes=GEMM_HIDDEN,
     secret_shapes=_gemm_secret,
@@ -224,89 +230,91 @@ SGEMM_TILED = Exercise(
     correctness_points=6.0,
     speed_points=4.0,
     reductions=reducing("A", 1),
-    reference_kernel=ReferenceKernel(SGEMM_REFERENCE),
+    reference_kernel=ReferenceKernel(SGEMM_REFERENCE, arg_order=("M", "N", "K", "A", "B", "C"),
+                                     solves={"alpha": 1.0, "beta": 0.0}),
     timing_shape=GEMM_TIMING,
-    description=("C[i][j] = sum over k < K of A[i][k] * B[k][j] for i < M, j < N (A is M x K, B is K x N, C is M x N, "
-                 "row-major). Block (bx, by) computes the tile_m x tile_n tile of C at rows by*tile_m.., columns "
-                 "bx*tile_n..: grid (ceil(N / tile_n), ceil(M / tile_m)), blocks of block_x x block_y threads."),
+    probe=alpha_beta_probe(_gemm_inputs),
+    label=_gemm_label,
+    description=("C[i][j] = alpha * (sum over k < K of A[i][k] * B[k][j]) + beta * C[i][j] for i < M, j < N (A is M x K, "
+                 "B is K x N, C is M x N, row-major): BLAS's SGEMM. Where beta is 0, C is not read (it may hold NaN). "
+                 "Block (bx, by) computes the tile_m x tile_n tile of C at rows by*tile_m.., columns bx*tile_n..: grid "
+                 "(ceil(N / tile_n), ceil(M / tile_m)), blocks of block_x x block_y threads. Speed is compared with the "
+                 "chapter's sgemm_shared_tiled at alpha 1, beta 0."),
 )
 
-# ------------------------------------------------------------------------------ 3. convolution: the GEMM step
+# ------------------------------------------------------------------------------ 3. implicit GEMM of a dilated convolution
+
+CONV_AXES = "N C H W M K pad stride dilation"
 
 
-_conv_dims = conv2d_gemm.gemm_step_dims
+def _conv_dims(shape) -> tuple[int, ...]:
+    return tuple(int(shape[axis]) for axis in CONV_AXES.split())
+
+
+def _conv_out(shape) -> tuple[int, int]:
+    """H_out, W_out of the convolution of ``shape`` (its taps ``dilation`` pixels apart)."""
+    N, C, H, W, M, K, pad, stride, dilation = _conv_dims(shape)
+    span = (K - 1) * dilation + 1
+    return (H + 2 * pad - span) // stride + 1, (W + 2 * pad - span) // stride + 1
 
 
 def _conv_label(shape):
-    N, n0, count, C, H, W, M, K, pad = _conv_dims(shape)
-    return f"samples {n0}..{n0 + count - 1} of {N}, C={C}, {H}x{W}, M={M}, K={K}, pad={pad}"
-
-
-def _conv_pc(shape):
-    N, n0, count, C, H, W, M, K, pad = _conv_dims(shape)
-    H_out, W_out = _out_size(H, W, K, pad, 1)
-    return H_out * W_out, C * K * K
+    N, C, H, W, M, K, pad, stride, dilation = _conv_dims(shape)
+    return f"N={N}, C={C}, {H}x{W}, M={M}, K={K}, pad={pad}, stride={stride}, dilation={dilation}"
 
 
 def _conv_inputs(shape, rng):
-    from kernels.conv.im2col import reference as unroll
+    N, C, H, W, M, K, pad, stride, dilation = _conv_dims(shape)
+    H_out, W_out = _conv_out(shape)
+    return {"X": varied(rng, (N, C, H, W), 0.4), "Wmat": varied(rng, (M, C * K * K), 0.1), "Y": None,
+            "N": N, "C": C, "H": H, "W": W, "M": M, "K": K, "pad": pad, "stride": stride, "dilation": dilation,
+            "H_out": H_out, "W_out": W_out}
 
-    N, n0, count, C, H, W, M, K, pad = _conv_dims(shape)
-    P, CKK = _conv_pc(shape)
-    X = varied(rng, (count, C, H, W), 0.4)
-    return {"Wmat": varied(rng, (M, CKK), 0.1), "U": unroll(X, K, pad, 1).astype(np.float32),
-            "Y": varied(rng, (N, M, P), 2.0), "n0": n0, "M": M, "CKK": CKK, "P": P}
+
+def _convolution(X, Wmat, inputs) -> np.ndarray:
+    """Y[n][m][p] = sum over taps k of Wmat[m][k] U[n][k][p] in float64, U the dilated unroll of X."""
+    U = unroll(X, inputs["K"], inputs["pad"], inputs["stride"], inputs["dilation"])
+    Y = np.einsum("mk,nkp->nmp", np.asarray(Wmat, np.float64), U)
+    return Y.reshape(Y.shape[0], Y.shape[1], inputs["H_out"], inputs["W_out"])
 
 
 def _conv_reference(inputs):
-    n0 = inputs["n0"]
-    U = inputs["U"].astype(np.float64)
-    Y = inputs["Y"].astype(np.float64).copy()
-    Y[n0:n0 + U.shape[0]] = np.einsum("mk,nkp->nmp", inputs["Wmat"].astype(np.float64), U)
-    return {"Y": Y}
+    return {"Y": _convolution(inputs["X"], inputs["Wmat"], inputs)}
 
 
 def _conv_scale(inputs):
-    n0 = inputs["n0"]
-    U = np.abs(inputs["U"].astype(np.float64))
-    scale = np.abs(inputs["Y"].astype(np.float64))
-    scale[n0:n0 + U.shape[0]] = np.einsum("mk,nkp->nmp", np.abs(inputs["Wmat"].astype(np.float64)), U)
-    return {"Y": scale}
+    return {"Y": _convolution(np.abs(inputs["X"]), np.abs(inputs["Wmat"]), inputs)}
 
 
 def _conv_launch(shape, launch) -> LaunchConfig:
-    N, n0, count, C, H, W, M, K, pad = _conv_dims(shape)
-    P, _ = _conv_pc(shape)
-    return LaunchConfig(grid=(ceil_div(P, launch["tile_n"]), ceil_div(M, launch["tile_m"]), count),
-                        block=(launch["block_x"], launch["block_y"], 1), shared=launch["shared"])
+    N, C, H, W, M, K, pad, stride, dilation = _conv_dims(shape)
+    H_out, W_out = _conv_out(shape)
+    return _tiled_launch(M, H_out * W_out, N, launch)
 
 
 def _conv_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
-    N = int(rng.integers(2, 4))
-    n0 = int(rng.integers(0, N))
-    return [{"N": N, "n0": n0, "count": int(rng.integers(1, N - n0 + 1)), "C": int(rng.integers(2, 8)) | 1,
-             "H": int(rng.integers(6, 20)) | 1, "W": int(rng.integers(6, 20)), "M": int(rng.integers(3, 40)) | 1,
-             "K": int(rng.choice([1, 3, 5])), "pad": int(rng.integers(0, 2))}]
+    dilation = int(rng.integers(1, 4))
+    K = int(rng.choice([1, 3, 5]))
+    span = (K - 1) * dilation + 1
+    return [{"N": int(rng.integers(1, 4)), "C": int(rng.integers(2, 8)) | 1, "H": span + int(rng.integers(2, 14)) | 1,
+             "W": span + int(rng.integers(1, 14)), "M": int(rng.integers(3, 40)) | 1, "K": K,
+             "pad": int(rng.integers(0, 3)), "stride": int(rng.integers(1, 3)), "dilation": dilation}]
 
 
-def _conv_shapes(rows):
-    return shapes("N n0 count C H W M K pad", rows)
-
-
-# Visible: the chapter's example (3 maps of 3x3 -> 2 maps of 2x2), padding, a sample range.
-# Hidden: one output map, one output pixel, 1x1 filters (CKK = C), 70 output maps (two tiles of 64,
-# no multiple of 32), 13 channels, a range in the middle of the batch.
-CONV_VISIBLE = _conv_shapes(((1, 0, 1, 3, 3, 3, 2, 2, 0), (2, 0, 2, 4, 9, 8, 6, 3, 1), (3, 1, 2, 3, 12, 12, 16, 3, 1),
-                             (1, 0, 1, 8, 16, 16, 32, 5, 2), (2, 1, 1, 5, 10, 7, 9, 3, 0)))
-CONV_HIDDEN = _conv_shapes(((1, 0, 1, 1, 5, 5, 1, 5, 0), (1, 0, 1, 13, 8, 9, 70, 3, 1), (3, 1, 1, 16, 7, 7, 33, 1, 0),
-                            (4, 1, 2, 7, 21, 19, 11, 3, 1), (2, 0, 2, 3, 30, 30, 64, 5, 2), (1, 0, 1, 2, 3, 3, 3, 3, 0)))
-CONV_TIMING = {"N": 16, "n0": 0, "count": 16, "C": 64, "H": 56, "W": 56, "M": 64, "K": 3, "pad": 1}
+# Visible: the chapter's example (3 maps of 3x3 -> 2 maps of 2x2), padding, stride 2, dilations 2 and 3.
+# Hidden: one output map and one output pixel, 1x1 filters (the dilation changes nothing), 70 output maps (no
+# multiple of 32), 13 channels, dilations 2 and 3 with padding and strides 2 and 3, a sample of 1.
+CONV_VISIBLE = shapes(CONV_AXES, ((1, 3, 3, 3, 2, 2, 0, 1, 1), (2, 4, 9, 8, 6, 3, 1, 1, 2), (2, 3, 12, 12, 16, 3, 1, 2, 1),
+                                  (1, 8, 16, 16, 32, 5, 2, 1, 1), (2, 5, 13, 10, 9, 3, 0, 1, 3)))
+CONV_HIDDEN = shapes(CONV_AXES, ((1, 1, 5, 5, 1, 3, 0, 1, 2), (1, 13, 8, 9, 70, 3, 1, 1, 2), (3, 16, 7, 7, 33, 1, 0, 2, 3),
+                                 (2, 7, 21, 19, 11, 3, 2, 2, 2), (2, 3, 26, 24, 64, 5, 4, 1, 2), (1, 2, 11, 13, 3, 3, 1, 3, 3)))
+CONV_TIMING = {"N": 16, "C": 64, "H": 56, "W": 56, "M": 64, "K": 3, "pad": 1, "stride": 1, "dilation": 1}
 
 CONV2D_GEMM_FORWARD = Exercise(
     name="conv2d_gemm_forward",
-    title="Convolution forward by unroll + GEMM: the matrix products",
-    signature="conv2d_gemm_forward(const float* Wmat, const float* U, float* Y, int n0, int M, int CKK, int P)",
-    inout=("Y",),
+    title="Convolution forward by implicit GEMM, dilated: the unrolled tiles gathered from X",
+    signature=("conv2d_gemm_forward(const float* X, const float* Wmat, float* Y, int N, int C, int H, int W, int M, "
+               "int K, int pad, int stride, int dilation, int H_out, int W_out)"),
     make_inputs=_conv_inputs,
     reference=_conv_reference,
     error_scale=_conv_scale,
@@ -318,14 +326,19 @@ CONV2D_GEMM_FORWARD = Exercise(
     correctness_points=6.0,
     speed_points=2.0,
     reductions=reducing("Wmat", 1),
-    reference_kernel=ReferenceKernel(GEMM_STEP_REFERENCE),
+    reference_kernel=ReferenceKernel(IMPLICIT_REFERENCE, solves={"dilation": 1},
+                                     arg_order=("X", "Wmat", "Y", "N", "C", "H", "W", "M", "K", "pad", "stride", "H_out",
+                                                "W_out")),
     timing_shape=CONV_TIMING,
     label=_conv_label,
-    description=("Y[n0 + s] = Wmat U[s] for every s < count = gridDim.z: Wmat is the M x CKK filter matrix, U holds "
-                 "count unrolled samples of CKK x P one after another, Y holds N samples of M x P (the output maps, "
-                 "NCHW) and only samples n0 .. n0 + count - 1 may be written. Block (bx, by, s) computes the "
-                 "tile_m x tile_n tile of Y[n0 + s] at rows by*tile_m.., columns bx*tile_n..: grid "
-                 "(ceil(P / tile_n), ceil(M / tile_m), count), blocks of block_x x block_y threads."),
+    description=("Y[n][m][p] = sum over k < C*K*K of Wmat[m][k] * U_n[k][p], where U_n is the unrolled matrix of sample n "
+                 "of a dilated convolution (exercise 1: row k = c*K*K + i*K + j, column p = h*W_out + w, the value "
+                 "X[n][c][h*stride - pad + i*dilation][w*stride - pad + j*dilation], 0 outside the map), which is never "
+                 "written to memory: each block gathers the tile of U_n it needs from X into shared memory. Y is "
+                 "N x M x H_out x W_out (NCHW). Block (bx, by, n) computes the tile_m x tile_n tile of Y[n] (M x P, "
+                 "P = H_out*W_out) at rows by*tile_m.., columns bx*tile_n..: grid (ceil(P / tile_n), ceil(M / tile_m), N), "
+                 "blocks of block_x x block_y threads. Speed is compared with the chapter's conv2d_implicit_gemm at "
+                 "dilation 1."),
 )
 
 EXERCISES = [IM2COL, SGEMM_TILED, CONV2D_GEMM_FORWARD]

@@ -4,14 +4,20 @@ written by hand that must beat the kernel generated from a comprehension.
 The index-notation exercises (``language="tc"``) are graded by generating the kernel from the
 text of the ``%%tc`` cell in the grading process and running it on visible, hidden and secret
 shapes against float64 NumPy: sizes of 1, primes, odd sizes that pooling must round down, and
-one shape per student.  Only correctness is graded: the notation, not a schedule.
+one shape per student.  Only correctness is graded: the notation, not a schedule.  Each asks for
+a variant of a comprehension the chapter prints (``kernels/index_notation/generated.py`` and
+``examples.py``), so that the printed text is no answer: the batched product with its second
+operand transposed (attention's scores Q K^T), average pooling over overlapping 3 x 3 windows at
+stride 2, a depthwise convolution with a depth multiplier, the capsule prediction with matrices
+shared across positions.  Their answers are written nowhere a student is given (not even as a
+generated reference kernel, whose source would spell the answer out), so they have no reference
+kernel and their flop and byte counts are declared here.
 
-``mv_faster`` is a CUDA exercise whose reference kernel is the naive kernel the generator writes
-for ``C(i) +=! A(i,k) * x(k)`` (one thread per row): the speed points go to a kernel that beats it
-on a matrix with few, long rows.
-
-Every exercise's reference record is a kernel generated from a comprehension, in
-``kernels/index_notation/generated.py`` (``KERNELS``), with its float64 reference, bytes and flops.
+``mv_faster`` is a CUDA exercise: the product of a matrix with a few vectors at once, C = x A^T for
+N vectors x, each row of A read once for all of them.  With one vector it is the chapter's ``mv``,
+and there the naive kernel the generator writes for ``C(i) +=! A(i,k) * x(k)`` (one thread per
+row) is the speed reference: the speed points go to a kernel that beats it on a matrix with few,
+long rows.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from kernels.index_notation.examples import MV
 
 from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, reducing
 from ..exercise import varied as _varied
-from ._parts import from_record, shapes
+from ._parts import shapes
 
 
 def varied(rng: np.random.Generator, shape, mean: float) -> np.ndarray:
@@ -35,109 +41,180 @@ def _no_launch(shape, launch) -> LaunchConfig:
     return LaunchConfig((1, 1, 1), (1, 1, 1), 0)
 
 
-def _tc_exercise(name, title, text, make_inputs, visible, hidden, secret, description, reductions) -> Exercise:
-    """An index-notation exercise: correctness only.  ``text`` is the comprehension asked for: its first
-    line is the signature the student writes, its generated kernel the reference record (timed on the last
-    hidden shape, for information only), and that record's float64 reference the exercise's."""
-    comprehension = generated.generated(text)
-    definition = comprehension.checked.definition
-    (output,) = definition.outputs
-    record = generated.KERNELS[comprehension.name]
+def _f64(a) -> np.ndarray:
+    return np.asarray(a, np.float64)
+
+
+def _tc_exercise(name, title, signature, make_inputs, output, compute, visible, hidden, secret, flops, bytes_moved,
+                 description, reductions=()) -> Exercise:
+    """An index-notation exercise: correctness only.  ``signature`` is the first line of the comprehension asked
+    for (what the student's cell starts with); ``compute(inputs, magnitude)`` its float64 result from the inputs
+    (from their magnitudes when ``magnitude``: the error scale of a sum of products)."""
+
+    def magnitudes(inputs):
+        return {key: np.abs(value) if isinstance(value, np.ndarray) else value for key, value in inputs.items()}
+
     return Exercise(
-        name=name, title=title, kernel=name, signature=text.split("{")[0].strip(), make_inputs=make_inputs,
-        **from_record(record, output, tuple(p.name for p in definition.params)), visible_shapes=visible,
-        hidden_shapes=hidden, secret_shapes=secret, launch_keys=(), launch_config=_no_launch,
-        correctness_points=5.0, speed_points=0.0, reference_kernel=ReferenceKernel(record, source=generated.source_of(text)),
-        timing_shape=hidden[-1], description=description, language="tc", reductions=reductions)
+        name=name, title=title, kernel=name, signature=signature, make_inputs=make_inputs,
+        reference=lambda inputs: {output: compute(inputs)},
+        error_scale=lambda inputs: {output: compute(magnitudes(inputs))},
+        visible_shapes=visible, hidden_shapes=hidden, secret_shapes=secret, launch_keys=(), launch_config=_no_launch,
+        correctness_points=5.0, speed_points=0.0, reference_kernel=None, flops=flops, bytes_moved=bytes_moved,
+        description=description, language="tc", reductions=reductions)
 
 
-# ------------------------------------------------------------------------------ 1. batched matrix product
+# ------------------------------------------------------------------------------ 1. batched product, Y transposed
 def _bmm_inputs(s, rng):
-    return {"X": varied(rng, (s["B"], s["M"], s["K"]), 0.3), "Y": varied(rng, (s["B"], s["K"], s["N"]), -0.2),
+    return {"X": varied(rng, (s["B"], s["M"], s["K"]), 0.3), "Y": varied(rng, (s["B"], s["N"], s["K"]), -0.2),
             "Z": None}
 
 
 BMM = "B M K N"
 
 TC_BATCHED_MATMUL = _tc_exercise(
-    "tc_batched_matmul", "A batched matrix product", generated.BATCHED_MATMUL, _bmm_inputs,
+    "tc_batched_matmul", "A batched matrix product with the second operand transposed (attention's scores)",
+    "def batched_matmul_nt(float(B,M,K) X, float(B,N,K) Y) -> (Z)", _bmm_inputs, "Z",
+    lambda i: np.einsum("bik,bjk->bij", _f64(i["X"]), _f64(i["Y"])),
     shapes(BMM, ((1, 2, 3, 4), (3, 5, 7, 6), (2, 17, 9, 33))),
     shapes(BMM, ((1, 1, 1, 1), (4, 1, 40, 3), (2, 33, 1, 17), (5, 13, 29, 2), (1, 64, 70, 65))),
     lambda rng, launch: shapes(BMM, [tuple(int(v) for v in rng.integers(2, 20, 4))]),
-    "Z(b,i,j) = sum over k of X(b,i,k) * Y(b,k,j): one matrix product per b.", reducing("X", 2))
+    flops=lambda s: 2.0 * s["B"] * s["M"] * s["N"] * s["K"],
+    bytes_moved=lambda s: 4.0 * s["B"] * (s["M"] * s["K"] + s["N"] * s["K"] + s["M"] * s["N"]),
+    description="Z(b,i,j) = sum over k of X(b,i,k) * Y(b,j,k): one product X[b] Y[b]^T per b, both operands read "
+                "along k (the scores Q K^T of attention, one matrix per head).",
+    reductions=reducing("X", 2))
 
 
-# ------------------------------------------------------------------------------ 2. average pooling, stride 2
+# ------------------------------------------------------------------------------ 2. average pooling, 3 x 3 windows, stride 2
 def _pool_inputs(s, rng):
     return {"X": varied(rng, (s["N"], s["C"], s["H"], s["W"]), 0.5), "Y": None}
+
+
+def pooled(H: int, W: int) -> tuple[int, int]:
+    """The output size of 3 x 3 windows at stride 2: floor((H - 3) / 2) + 1 by floor((W - 3) / 2) + 1."""
+    return (H - 3) // 2 + 1, (W - 3) // 2 + 1
+
+
+def _avgpool(inputs) -> np.ndarray:
+    X = _f64(inputs["X"])
+    Ho, Wo = pooled(*X.shape[2:])
+    Y = np.zeros((*X.shape[:2], Ho, Wo))
+    for u in range(3):
+        for v in range(3):
+            Y += X[:, :, u:u + 2 * (Ho - 1) + 1:2, v:v + 2 * (Wo - 1) + 1:2]
+    return Y / 9
 
 
 NCHW = "N C H W"
 
 TC_AVGPOOL = _tc_exercise(
-    "tc_avgpool2x2", "Average pooling over 2 x 2 windows with stride 2", generated.AVGPOOL2X2, _pool_inputs,
-    shapes(NCHW, ((1, 1, 2, 2), (2, 3, 8, 6), (1, 4, 9, 7))),
-    shapes(NCHW, ((1, 1, 3, 3), (3, 2, 2, 5), (2, 5, 17, 16), (1, 1, 28, 28), (4, 3, 11, 2))),
-    lambda rng, launch: shapes(NCHW, [(int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(2, 24)),
-                                       int(rng.integers(2, 24)))]),
-    "Y(n,c,i,j) = the mean of X over the 2 x 2 window at rows 2i, 2i+1 and columns 2j, 2j+1; an odd last row "
-    "or column of X is left out (Y is N x C x floor(H/2) x floor(W/2)).", reducing("X", 2, 3))
+    "tc_avgpool2x2", "Average pooling over overlapping 3 x 3 windows with stride 2",
+    "def avgpool3x3s2(float(N,C,H,W) X) -> (Y)", _pool_inputs, "Y", _avgpool,
+    shapes(NCHW, ((1, 1, 3, 3), (2, 3, 8, 6), (1, 4, 9, 7))),
+    shapes(NCHW, ((1, 1, 4, 3), (3, 2, 3, 5), (2, 5, 17, 16), (1, 1, 28, 28), (4, 3, 11, 4))),
+    lambda rng, launch: shapes(NCHW, [(int(rng.integers(1, 4)), int(rng.integers(1, 6)), int(rng.integers(3, 24)),
+                                       int(rng.integers(3, 24)))]),
+    flops=lambda s: 9.0 * s["N"] * s["C"] * pooled(s["H"], s["W"])[0] * pooled(s["H"], s["W"])[1],
+    bytes_moved=lambda s: 4.0 * s["N"] * s["C"] * (s["H"] * s["W"] + pooled(s["H"], s["W"])[0] * pooled(s["H"], s["W"])[1]),
+    description="Y(n,c,i,j) = the mean of X over the 3 x 3 window at rows 2i .. 2i+2 and columns 2j .. 2j+2: windows "
+                "that overlap by one row and column; Y is N x C x (floor((H-3)/2) + 1) x (floor((W-3)/2) + 1).",
+    reductions=reducing("X", 2, 3))
 
 
-# ------------------------------------------------------------------------------ 3. depthwise convolution
+# ------------------------------------------------------------------------------ 3. depthwise convolution, depth multiplier
 def _dw_inputs(s, rng):
-    return {"X": varied(rng, (s["N"], s["C"], s["H"], s["W"]), 0.2), "F": varied(rng, (s["C"], s["K"], s["K"]), 0.0),
-            "Y": None}
+    return {"X": varied(rng, (s["N"], s["C"], s["H"], s["W"]), 0.2),
+            "F": varied(rng, (s["C"], s["Q"], s["K"], s["K"]), 0.0), "Y": None}
 
 
-NCHWK = "N C H W K"
+def _depthwise(inputs) -> np.ndarray:
+    X, F = _f64(inputs["X"]), _f64(inputs["F"])
+    N, C, H, W = X.shape
+    _, Q, K, _ = F.shape
+    Y = np.zeros((N, C, Q, H - K + 1, W - K + 1))
+    for u in range(K):
+        for v in range(K):
+            Y += X[:, :, None, u:u + H - K + 1, v:v + W - K + 1] * F[None, :, :, u, v, None, None]
+    return Y
+
+
+def _dw_out(s) -> int:
+    return s["N"] * s["C"] * s["Q"] * (s["H"] - s["K"] + 1) * (s["W"] - s["K"] + 1)
+
+
+NCQHWK = "N C Q H W K"
 
 TC_DEPTHWISE = _tc_exercise(
-    "tc_depthwise_conv", "A depthwise convolution", generated.DEPTHWISE, _dw_inputs,
-    shapes(NCHWK, ((1, 1, 3, 3, 3), (2, 3, 8, 7, 3), (1, 4, 10, 12, 5))),
-    shapes(NCHWK, ((1, 1, 1, 1, 1), (3, 2, 5, 9, 2), (1, 7, 13, 11, 3), (2, 16, 9, 9, 1), (1, 3, 6, 6, 6))),
-    lambda rng, launch: shapes(NCHWK, [(int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(5, 16)),
-                                        int(rng.integers(5, 16)), int(rng.choice([1, 3, 5])))]),
-    "Y(n,c,h,w) = sum over kh, kw of X(n,c,h+kh,w+kw) * F(c,kh,kw): each channel with its own filter, no "
-    "sum over channels; no padding, stride 1.", reducing("F", 1, 2))
+    "tc_depthwise_conv", "A depthwise convolution with a depth multiplier",
+    "def depthwise_multiplier(float(N,C,H,W) X, float(C,Q,KH,KW) F) -> (Y)", _dw_inputs, "Y", _depthwise,
+    shapes(NCQHWK, ((1, 1, 1, 3, 3, 3), (2, 3, 2, 8, 7, 3), (1, 4, 3, 10, 12, 5))),
+    shapes(NCQHWK, ((1, 1, 2, 1, 1, 1), (3, 2, 4, 5, 9, 2), (1, 7, 1, 13, 11, 3), (2, 16, 3, 9, 9, 1), (1, 3, 5, 6, 6, 6))),
+    lambda rng, launch: shapes(NCQHWK, [(int(rng.integers(1, 3)), int(rng.integers(1, 9)), int(rng.integers(2, 5)),
+                                         int(rng.integers(5, 16)), int(rng.integers(5, 16)), int(rng.choice([1, 3, 5])))]),
+    flops=lambda s: 2.0 * _dw_out(s) * s["K"] ** 2,
+    bytes_moved=lambda s: 4.0 * (s["N"] * s["C"] * s["H"] * s["W"] + s["C"] * s["Q"] * s["K"] ** 2 + _dw_out(s)),
+    description="Y(n,c,q,h,w) = sum over kh, kw of X(n,c,h+kh,w+kw) * F(c,q,kh,kw): each input channel c convolved "
+                "with Q filters of its own (the depth multiplier of MobileNet's depthwise layers: Y, N x C x Q x H' x W', "
+                "is the NCHW output of C*Q maps, map c*Q + q); no sum over channels, no padding, stride 1.",
+    reductions=reducing("F", 2, 3))
 
 
-# ------------------------------------------------------------------------------ 4. capsule predictions
+# ------------------------------------------------------------------------------ 4. capsule predictions, shared matrices
 def _caps_inputs(s, rng):
-    return {"u": varied(rng, (s["B"], s["I"], s["E"]), 0.1), "W": varied(rng, (s["I"], s["J"], s["D"], s["E"]), 0.0),
-            "u_hat": None}
+    return {"u": varied(rng, (s["B"], s["P"], s["T"], s["E"]), 0.1),
+            "W": varied(rng, (s["T"], s["J"], s["D"], s["E"]), 0.0), "u_hat": None}
 
 
-CAPSULE_AXES = "B I E J D"
+def _caps_out(s) -> int:
+    return s["B"] * s["P"] * s["T"] * s["J"] * s["D"]
+
+
+CAPSULE_AXES = "B P T E J D"
 
 TC_CAPSULE = _tc_exercise(
-    "tc_capsule_predict", "The capsule layer's predictions", generated.CAPSULE_PREDICT, _caps_inputs,
-    shapes(CAPSULE_AXES, ((1, 2, 8, 3, 16), (2, 5, 8, 4, 16), (3, 7, 4, 2, 5))),
-    shapes(CAPSULE_AXES, ((1, 1, 1, 1, 1), (2, 32, 8, 10, 16), (1, 3, 9, 1, 7), (4, 2, 8, 3, 2))),
-    lambda rng, launch: shapes(CAPSULE_AXES, [tuple(int(v) for v in rng.integers(1, 10, 5))]),
-    "u_hat(b,i,j,d) = sum over e of W(i,j,d,e) * u(b,i,e): every input capsule i predicts every output capsule j "
-    "through its own D x E matrix W(i,j).", reducing("W", 3))
+    "tc_capsule_predict", "The predictions of a convolutional capsule layer, matrices shared across positions",
+    "def capsule_predict_shared(float(B,P,T,E) u, float(T,J,D,E) W) -> (u_hat)", _caps_inputs, "u_hat",
+    lambda i: np.einsum("tjde,bpte->bptjd", _f64(i["W"]), _f64(i["u"])),
+    shapes(CAPSULE_AXES, ((1, 1, 2, 8, 3, 16), (2, 3, 5, 8, 4, 16), (3, 4, 7, 4, 2, 5))),
+    shapes(CAPSULE_AXES, ((1, 1, 1, 1, 1, 1), (2, 36, 4, 8, 10, 16), (1, 2, 3, 9, 1, 7), (4, 5, 2, 8, 3, 2))),
+    lambda rng, launch: shapes(CAPSULE_AXES, [tuple(int(v) for v in rng.integers(1, 10, 6))]),
+    flops=lambda s: 2.0 * _caps_out(s) * s["E"],
+    bytes_moved=lambda s: 4.0 * (s["B"] * s["P"] * s["T"] * s["E"] + s["T"] * s["J"] * s["D"] * s["E"] + _caps_out(s)),
+    description="u_hat(b,p,t,j,d) = sum over e of W(t,j,d,e) * u(b,p,t,e): the input capsule of type t at position p "
+                "of the grid predicts every output capsule j through the D x E matrix W(t,j) of its type, the same at "
+                "every position (a convolutional capsule layer's weight sharing).",
+    reductions=reducing("W", 3))
 
 
-# ------------------------------------------------------------------------------ 5. beat the generated kernel
+# ------------------------------------------------------------------------------ 5. beat the generated kernel, N vectors
+MV_AXES = "M K N"
+
+
 def _mv_dims(s):
-    return int(s["M"]), int(s["K"])
+    return int(s["M"]), int(s["K"]), int(s["N"])
 
 
 def _mv_inputs(s, rng):
-    M, K = _mv_dims(s)
-    return {"M": M, "K": K, "A": varied(rng, (M, K), 0.2), "x": varied(rng, K, -0.1), "C": None}
+    M, K, N = _mv_dims(s)
+    return {"M": M, "K": K, "N": N, "A": varied(rng, (M, K), 0.2), "x": varied(rng, (N, K), -0.1), "C": None}
+
+
+def _products(A, x) -> np.ndarray:
+    """C[n] = A x[n] for every vector n, float64 (the chapter's mv, once per vector): C is N x M."""
+    return generated.KERNELS["mv"].reference(A, np.asarray(x).T).T
 
 
 MV_FASTER = Exercise(
     name="mv_faster",
-    title="Faster than the generated kernel: a matrix-vector product with few rows",
-    signature="mv_faster(int M, int K, const float* A, const float* x, float* C)",
+    title="Faster than the generated kernel: a matrix with few rows times a few vectors",
+    signature="mv_faster(int M, int K, int N, const float* A, const float* x, float* C)",
     make_inputs=_mv_inputs,
-    **from_record(generated.KERNELS["mv"], "C", ("A", "x")),
-    visible_shapes=shapes("M K", ((1, 1), (7, 33), (64, 100), (3, 1000))),
-    hidden_shapes=shapes("M K", ((1, 5000), (33, 1), (257, 31), (100, 4097), (2, 65), (1000, 3))),
-    secret_shapes=lambda rng, launch: shapes("M K", [(int(rng.integers(2, 300)), int(rng.integers(2, 3000)))]),
+    reference=lambda inputs: {"C": _products(inputs["A"], inputs["x"])},
+    error_scale=lambda inputs: {"C": _products(np.abs(inputs["A"]), np.abs(inputs["x"]))},
+    visible_shapes=shapes(MV_AXES, ((1, 1, 1), (7, 33, 2), (64, 100, 1), (3, 1000, 3))),
+    hidden_shapes=shapes(MV_AXES, ((1, 5000, 3), (33, 1, 2), (257, 31, 1), (100, 4097, 4), (2, 65, 7), (1000, 3, 5))),
+    secret_shapes=lambda rng, launch: shapes(MV_AXES, [(int(rng.integers(2, 300)), int(rng.integers(2, 3000)),
+                                                        int(rng.integers(2, 7)))]),
     launch_keys=(
         LaunchKey("block", 32, 1024, default=256, multiple_of=32, help="threads per block; default 256"),
         LaunchKey("rows", 1, 1024, default=1, help="rows of A per block; default 1 (grid = ceil(M / rows))"),
@@ -146,13 +223,16 @@ MV_FASTER = Exercise(
                                                  (launch["block"], 1, 1), 0),
     correctness_points=4.0,
     speed_points=4.0,
-    reference_kernel=ReferenceKernel(generated.KERNELS["mv"], source=generated.source_of(MV)),
-    timing_shape={"M": 64, "K": 1 << 17},
+    reference_kernel=ReferenceKernel(generated.KERNELS["mv"], source=generated.source_of(MV),
+                                     arg_order=("M", "K", "A", "x", "C"), solves={"N": 1}),
+    timing_shape={"M": 64, "K": 1 << 17, "N": 1},
     speed_bands=((4.0, 1.0), (2.0, 0.75), (1.2, 0.5)),
     reductions=reducing("A", 1),
-    description=("C[i] = sum over k < K of A[i][k] * x[k] for i < M (A is M x K, row-major). Block b computes "
-                 "rows b*rows .. b*rows + rows - 1 with `block` threads: grid ceil(M / rows). Speed is measured "
-                 "against the naive generated kernel (one thread per row) at M = 64, K = 131072."),
+    description=("C[n][i] = sum over k < K of A[i][k] * x[n][k] for every vector n < N and row i < M (A is M x K, x is "
+                 "N x K, C is N x M, row-major): a matrix times N vectors, each row of A best read once for all of "
+                 "them. Block b computes rows b*rows .. b*rows + rows - 1 with `block` threads: grid ceil(M / rows). "
+                 "Speed is measured against the naive generated kernel of C(i) +=! A(i,k) * x(k) (one thread per "
+                 "row) at M = 64, K = 131072 and one vector, where the two compute the same."),
 )
 
 EXERCISES = [TC_BATCHED_MATMUL, TC_AVGPOOL, TC_DEPTHWISE, TC_CAPSULE, MV_FASTER]

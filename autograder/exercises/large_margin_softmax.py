@@ -1,5 +1,16 @@
 """Exercises of the chapter "Large-margin softmax": cos(m theta) and k, the label-logit patch, and its
-gradient with respect to the features.
+gradient with respect to the features, each with a margin the chapter's kernels do not handle.
+
+The chapter's margin is multiplicative: psi(theta) = (-1)^k cos(m theta) - 2k.  The margins of the
+face-recognition losses that followed it add to the angle (ArcFace) or to the cosine (CosFace), and
+InsightFace's combined margin uses all three, cos(m theta + m2) - m3.  The first two exercises add an
+angular margin alpha: cos(m theta + alpha), and psi(theta) = (-1)^k cos(m theta + alpha) - 2k with k in
+0..m the number of multiples of pi that m theta + alpha has passed (continuous and decreasing on
+[0, pi] as the chapter's is), still without acos: cos(m theta + alpha) = cos(alpha) T_m(c) - sin(alpha)
+sin(theta) U_{m-1}(c).  The gradient exercise adds a cosine margin instead, L = (lam f + a b (psi(c) - mc)) /
+(1 + lam), whose gradient stays defined at c = +-1 (an angular margin's does not: cos(theta + alpha) has a
+cone at theta = 0).  Where the new margin is 0 the exercise is the chapter's problem, and there the
+chapter's kernel is the speed reference (``ReferenceKernel.solves``); the hidden shapes have margins.
 
 Layouts as in ``kernels/lsoftmax/lsoftmax.cu``: features X [batch][dim], class weights
 W [classes][dim], logits [batch][classes], labels int32 in 0..classes-1, all
@@ -10,7 +21,8 @@ published m <= 4 formulas gets wrong).  Inputs include cos(theta) exactly at
 antiparallel to their class weight, the first and last class as labels, and
 dim = 1 (where cos(theta) is always +-1).  Tolerances are relative to the
 size of the terms each result is made of, with room for the margin's
-derivatives (up to m^4 times the rounding of cos(theta)).
+derivatives (up to m^4 times the rounding of cos(theta), and near c = +-1, where
+sin(theta) is computed from 1 - c^2, for the rounding of sin(theta)).
 """
 
 from __future__ import annotations
@@ -31,83 +43,130 @@ def _one_thread_per(count, what) -> dict:
     return {"launch_keys": (BLOCK_256, grid_key(count, what), SHARED), "launch_config": one_dimensional_launch}
 
 
-def _away_from_thresholds(c: np.ndarray, m: int, rng) -> np.ndarray:
-    """Move values within 1e-5 of a threshold cos(j pi / m) away from it (k is ambiguous there)."""
-    for j in range(1, m):
-        t = math.cos(j * math.pi / m)
+def thresholds(m: int, angle_margin: float) -> np.ndarray:
+    """The values of c = cos(theta) at which m theta + angle_margin passes a multiple of pi: cos((j pi - alpha) / m),
+    j = 1..m (with alpha = 0 the chapter's cos(j pi / m), and the last, cos(pi) = -1, never passed)."""
+    return np.cos((np.arange(1, m + 1) * math.pi - angle_margin) / m)
+
+
+def _away_from_thresholds(c: np.ndarray, m: int, angle_margin: float, rng) -> np.ndarray:
+    """Move values within 1e-5 of a threshold away from it (k is ambiguous there)."""
+    for t in thresholds(m, angle_margin):
         near = np.abs(c - t) < 1e-5
         c[near] = t + np.where(rng.random(int(near.sum())) < 0.5, -1e-4, 1e-4)
     return c
 
 
-# ------------------------------------------------------------ 1. cos(m theta) and k
+def angular_margin(c, m: int, angle_margin: float):
+    """``(cos(m theta + alpha), k)`` in float64 for c = cos(theta) clamped to [-1, 1]: k counts the thresholds c lies
+    below (how many multiples of pi m theta + alpha has passed, 0..m)."""
+    c = np.clip(np.asarray(c, np.float64), -1, 1)
+    k = sum((c < t).astype(np.int64) for t in thresholds(m, angle_margin))
+    return np.cos(m * np.arccos(c) + angle_margin), k
+
+
+def psi_with_angle(c, m: int, angle_margin: float) -> np.ndarray:
+    """psi(c) = (-1)^k cos(m theta + alpha) - 2k (float64); the chapter's psi where alpha is 0."""
+    value, k = angular_margin(c, m, angle_margin)
+    return np.where(k % 2 == 1, -value, value) - 2 * k
+
+
+def sine_rounding(c, m: int, angle_margin: float) -> np.ndarray:
+    """What the float32 rounding of sin(theta) = sqrt(1 - c^2) and of c do to sin(alpha) sin(theta) U_{m-1}(c), over
+    rtol: |sin(alpha)| m min(4 eps / sin(theta), 2 sqrt(eps)) / RTOL (the second bound where sin(theta) is
+    itself of the order of the rounding, at c = +-1 and a step inside)."""
+    c = np.clip(np.asarray(c, np.float64), -1, 1)
+    eps = float(np.finfo(np.float32).eps)
+    sine = np.sqrt(np.maximum(1 - c * c, 0.0))
+    with np.errstate(divide="ignore"):
+        spread = np.minimum(4 * eps / sine, 2 * math.sqrt(eps))
+    return abs(math.sin(angle_margin)) * m * (sine + spread / RTOL)
+
+
+RTOL = 1e-5  # the exercises' default rtol, which sine_rounding's bound is divided by
+
+
+# ------------------------------------------------------------ 1. cos(m theta + alpha) and k
 
 
 def _cos_inputs(shape, rng):
-    n, m = int(shape["n"]), int(shape["m"])
+    n, m, angle = int(shape["n"]), int(shape["m"]), float(shape["angle_margin"])
     c = rng.uniform(-1, 1, n)
-    c = _away_from_thresholds(c, m, rng).astype(np.float32)
+    c = _away_from_thresholds(c, m, angle, rng).astype(np.float32)
     specials = np.array([-1, 1, np.nextafter(np.float32(1), 2), np.nextafter(np.float32(-1), -2),
                          np.nextafter(np.float32(1), 0), np.nextafter(np.float32(-1), 0)], np.float32)
     c[: min(n, len(specials))] = specials[: min(n, len(specials))]
     c[min(n, len(specials)):] = rng.permutation(c[min(n, len(specials)):])
-    return {"cos_theta": c, "cos_mtheta": None, "k": None, "n": n, "m": m}
+    return {"cos_theta": c, "cos_mtheta": None, "k_out": None, "N": n, "m": m, "angle_margin": np.float32(angle)}
 
 
 def _cos_reference(inputs):
-    from kernels.lsoftmax.lsoftmax import margin_k
-
-    c = np.clip(inputs["cos_theta"].astype(np.float64), -1, 1)
-    return {"cos_mtheta": np.cos(inputs["m"] * np.arccos(c)), "k": margin_k(c, inputs["m"]).astype(np.float64)}
+    value, k = angular_margin(inputs["cos_theta"], inputs["m"], float(inputs["angle_margin"]))
+    return {"cos_mtheta": value, "k_out": k.astype(np.float64)}
 
 
 def _cos_scale(inputs):
-    from kernels.lsoftmax.lsoftmax import binomial_term_sizes, margin_k
+    from kernels.lsoftmax.lsoftmax import binomial_term_sizes
 
     # k is a whole number: its scale is k itself, so rtol * k < 1 leaves no room for a wrong integer.
-    c = np.clip(inputs["cos_theta"].astype(np.float64), -1, 1)
-    return {"cos_mtheta": np.maximum(binomial_term_sizes(inputs["cos_theta"], inputs["m"]), 1.0),
-            "k": margin_k(c, inputs["m"]).astype(np.float64)}
+    m, angle = inputs["m"], float(inputs["angle_margin"])
+    terms = np.maximum(binomial_term_sizes(inputs["cos_theta"], m), 1.0) + sine_rounding(inputs["cos_theta"], m, angle)
+    return {"cos_mtheta": terms, "k_out": _cos_reference(inputs)["k_out"]}
 
 
-def _cos_shape(n, m):
-    return {"n": n, "m": m}
+def _cos_shape(n, m, angle_margin):
+    return {"n": n, "m": m, "angle_margin": angle_margin}
+
+
+def _cos_label(shape):
+    return f"n={shape['n']}, m={shape['m']}, angle_margin={shape['angle_margin']:g}"
 
 
 def _cos_secret(rng, launch):
-    return [_cos_shape(int(rng.integers(300, 9000)), int(rng.integers(2, 7)))]
+    return [_cos_shape(int(rng.integers(300, 9000)), int(rng.integers(2, 7)), float(rng.choice([0.15, 0.5, 0.9])))]
 
+
+#: The chapter's kernels, with their own arguments (no margin beyond m).
+COS_ORDER = ("cos_theta", "cos_mtheta", "k_out", "N", "m")
 
 LSOFTMAX_COS_MTHETA = Exercise(
     name="lsoftmax_cos_mtheta",
-    title="L-Softmax: cos(m theta) and k from cos(theta)",
-    signature="lsoftmax_cos_mtheta(const float* cos_theta, float* cos_mtheta, int* k, int n, int m)",
+    title="L-Softmax with an angular margin: cos(m theta + alpha) and k from cos(theta)",
+    signature=("lsoftmax_cos_mtheta(const float* cos_theta, float* cos_mtheta, int* k_out, int N, int m, "
+               "float angle_margin)"),
     make_inputs=_cos_inputs,
     reference=_cos_reference,
     error_scale=_cos_scale,
-    visible_shapes=(_cos_shape(1000, 2), _cos_shape(4096, 3), _cos_shape(777, 4), _cos_shape(10, 2)),
-    hidden_shapes=(_cos_shape(1, 2), _cos_shape(20011, 4), _cos_shape(5003, 5), _cos_shape(3001, 6),
-                   _cos_shape(257, 2), _cos_shape(4099, 3)),
+    visible_shapes=(_cos_shape(1000, 2, 0.0), _cos_shape(4096, 3, 0.5), _cos_shape(777, 4, 0.3), _cos_shape(10, 2, 1.0)),
+    hidden_shapes=(_cos_shape(1, 2, 0.7), _cos_shape(20011, 4, 0.2), _cos_shape(5003, 5, 0.5), _cos_shape(3001, 6, 1.3),
+                   _cos_shape(257, 2, 0.0), _cos_shape(4099, 3, 0.35)),
     secret_shapes=_cos_secret,
-    **_one_thread_per(lambda s: s["n"], "n"),
+    **_one_thread_per(lambda s: s["n"], "N"),
     correctness_points=4.0,
     speed_points=1.0,
-    reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_cos_mtheta"]),
-    timing_shape=_cos_shape(1 << 24, 4),
-    description=("For each of the n values c = cos_theta[i] (clamp it to [-1, 1] first: rounding can put it just "
-                 "outside), write cos_mtheta[i] = cos(m theta) and k[i], the integer with theta in "
-                 "[k pi/m, (k+1) pi/m]. Use no acos: cos(m theta) is a polynomial in c, and k counts the thresholds "
-                 "cos(j pi/m), j = 1..m-1, that c lies below."),
+    reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_cos_mtheta"], arg_order=COS_ORDER,
+                                     solves={"angle_margin": 0.0}),
+    timing_shape=_cos_shape(1 << 24, 4, 0.0),
+    label=_cos_label,
+    description=("For each of the N values c = cos_theta[i] (clamp it to [-1, 1] first: rounding can put it just "
+                 "outside), write cos_mtheta[i] = cos(m theta + alpha), theta = acos(c) and alpha = angle_margin, and "
+                 "k_out[i], the integer with m theta + alpha in [k pi, (k+1) pi] (0..m): the number of thresholds "
+                 "cos((j pi - alpha)/m), j = 1..m, that c lies below. No acos is needed: cos(m theta + alpha) = "
+                 "cos(alpha) T_m(c) - sin(alpha) sin(theta) U_{m-1}(c), with sin(theta) = sqrt(1 - c^2). Speed is "
+                 "compared with the chapter's lsoftmax_cos_mtheta at angle_margin 0."),
 )
 
 # ------------------------------------------------------------ 2. the label-logit patch
 
 
-def _layer_shape(batch, classes, m, lam, dim=None):
-    shape = {"batch": batch, "classes": classes, "m": m, "lam": lam}
-    if dim is not None:
-        shape = {"batch": batch, "dim": dim, "classes": classes, "m": m, "lam": lam}
-    return shape
+def _layer_shape(batch, classes, m, lam, dim=None, **margin):
+    """A layer's shape; ``margin`` is the exercise's margin beyond m (angle_margin, or cos_margin)."""
+    sizes = {"batch": batch} if dim is None else {"batch": batch, "dim": dim}
+    return {**sizes, "classes": classes, "m": m, "lam": lam, **margin}
+
+
+def _layer_label(shape):
+    return ", ".join(f"{key}={value:g}" if isinstance(value, float) else f"{key}={value}" for key, value in shape.items())
 
 
 def _features(rng, batch, dim, classes):
@@ -131,60 +190,76 @@ def _patch_inputs(shape, rng):
     return {"logits": logits, "labels": labels,
             "x_norm": np.linalg.norm(X.astype(np.float64), axis=1).astype(np.float32),
             "w_norm": np.linalg.norm(W.astype(np.float64), axis=1).astype(np.float32),
-            "out": None, "batch": batch, "classes": classes, "m": m, "lam": np.float32(lam)}
+            "out": None, "batch": batch, "classes": classes, "m": m, "lam": np.float32(lam),
+            "angle_margin": np.float32(shape["angle_margin"])}
+
+
+def _label_terms(inputs):
+    """(rows, labels, f, a b, c) of the label logits, in float64."""
+    from kernels.lsoftmax.lsoftmax import cosine
+
+    rows, labels = np.arange(inputs["batch"]), inputs["labels"]
+    f = inputs["logits"][rows, labels].astype(np.float64)
+    a = inputs["w_norm"][labels].astype(np.float64)
+    b = inputs["x_norm"].astype(np.float64)
+    return rows, labels, f, a * b, cosine(f, a, b)
 
 
 def _patch_reference(inputs):
-    from kernels.lsoftmax.lsoftmax import patch_reference
-
-    return {"out": patch_reference(inputs["logits"], inputs["labels"], inputs["x_norm"],
-                                   inputs["w_norm"][inputs["labels"]], inputs["m"], float(inputs["lam"]))}
+    rows, labels, f, ab, c = _label_terms(inputs)
+    lam = float(inputs["lam"])
+    out = inputs["logits"].astype(np.float64)
+    out[rows, labels] = (lam * f + ab * psi_with_angle(c, inputs["m"], float(inputs["angle_margin"]))) / (1 + lam)
+    return {"out": out}
 
 
 def _patch_scale(inputs):
-    from kernels.lsoftmax.lsoftmax import psi_reference
-
-    F = np.abs(inputs["logits"].astype(np.float64))
-    scale = F.copy()
-    rows = np.arange(inputs["batch"])
-    labels = inputs["labels"]
-    m, lam = inputs["m"], float(inputs["lam"])
-    ab = inputs["x_norm"].astype(np.float64) * inputs["w_norm"][labels].astype(np.float64)
-    psi, _ = psi_reference(inputs["logits"][rows, labels] / ab, m)
-    scale[rows, labels] = (lam * F[rows, labels] + ab * (np.abs(psi) + m * m)) / (1 + lam)
+    rows, labels, f, ab, c = _label_terms(inputs)
+    m, lam, angle = inputs["m"], float(inputs["lam"]), float(inputs["angle_margin"])
+    scale = np.abs(inputs["logits"].astype(np.float64))
+    psi = psi_with_angle(c, m, angle)
+    scale[rows, labels] = (lam * np.abs(f) + ab * (np.abs(psi) + m * m + sine_rounding(c, m, angle))) / (1 + lam)
     return {"out": scale}
 
 
 def _patch_secret(rng, launch):
     return [_layer_shape(int(rng.integers(2, 300)), int(rng.integers(2, 200)), int(rng.integers(1, 7)),
-                         float(rng.choice([0.0, 0.1, 10.0])))]
+                         float(rng.choice([0.0, 0.1, 10.0])), angle_margin=float(rng.choice([0.2, 0.5, 1.1])))]
 
+
+#: The chapter's kernel, with its own arguments (no angular margin).
+PATCH_ORDER = ("logits", "labels", "x_norm", "w_norm", "out", "batch", "classes", "m", "lam")
 
 LSOFTMAX_PATCH_LOGITS = Exercise(
     name="lsoftmax_patch_logits",
-    title="L-Softmax: the label's logit, blended with the margin",
+    title="L-Softmax with an angular margin: the label's logit, blended with the margin",
     signature=("lsoftmax_patch_logits(const float* logits, const int* labels, const float* x_norm, "
-               "const float* w_norm, float* out, int batch, int classes, int m, float lam)"),
+               "const float* w_norm, float* out, int batch, int classes, int m, float lam, float angle_margin)"),
     make_inputs=_patch_inputs,
     reference=_patch_reference,
     error_scale=_patch_scale,
-    visible_shapes=(_layer_shape(4, 3, 1, 0.0), _layer_shape(16, 10, 2, 0.0), _layer_shape(33, 7, 3, 1.5),
-                    _layer_shape(8, 100, 4, 1000.0)),
-    hidden_shapes=(_layer_shape(1, 1, 4, 0.0), _layer_shape(257, 10, 4, 0.0), _layer_shape(3, 1000, 2, 0.25),
-                   _layer_shape(130, 33, 3, 0.0), _layer_shape(50, 5, 5, 2.0), _layer_shape(600, 12, 6, 0.0)),
+    visible_shapes=(_layer_shape(4, 3, 1, 0.0, angle_margin=0.5), _layer_shape(16, 10, 2, 0.0, angle_margin=0.0),
+                    _layer_shape(33, 7, 3, 1.5, angle_margin=0.3), _layer_shape(8, 100, 4, 1000.0, angle_margin=1.0)),
+    hidden_shapes=(_layer_shape(1, 1, 4, 0.0, angle_margin=0.5), _layer_shape(257, 10, 4, 0.0, angle_margin=0.0),
+                   _layer_shape(3, 1000, 2, 0.25, angle_margin=1.2), _layer_shape(130, 33, 3, 0.0, angle_margin=0.35),
+                   _layer_shape(50, 5, 5, 2.0, angle_margin=0.8), _layer_shape(600, 12, 6, 0.0, angle_margin=0.25)),
     secret_shapes=_patch_secret,
     **_one_thread_per(lambda s: s["batch"] * s["classes"], "batch * classes"),
     correctness_points=6.0,
     speed_points=2.0,
-    reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_patch_logits"]),
-    timing_shape=_layer_shape(4096, 10000, 4, 0.0),
+    reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_patch_logits"], arg_order=PATCH_ORDER,
+                                     solves={"angle_margin": 0.0}),
+    timing_shape=_layer_shape(4096, 10000, 4, 0.0, angle_margin=0.0),
+    label=_layer_label,
     description=("out is logits with one element per row changed: for sample i with label y = labels[i], "
                  "a = w_norm[y], b = x_norm[i], f = logits[i][y] and c = f / (a b) (clamped to [-1, 1]), "
-                 "out[i][y] = (lam f + a b psi(c)) / (1 + lam) with psi = (-1)^k cos(m theta) - 2k. Every other "
-                 "element is copied unchanged; out is filled with NaN before the launch."),
+                 "out[i][y] = (lam f + a b psi(c)) / (1 + lam) with psi = (-1)^k cos(m theta + alpha) - 2k, "
+                 "alpha = angle_margin and k in 0..m as in exercise 1. Every other element is copied unchanged; out "
+                 "is filled with NaN before the launch. Speed is compared with the chapter's lsoftmax_patch_logits "
+                 "at angle_margin 0."),
 )
 
-# ------------------------------------------------------------ 3. the margin's gradient with respect to x
+# ------------------------------------------------------------ 3. the gradient with respect to x, with a cosine margin
 
 
 RTOL_GRAD = 2e-5
@@ -195,10 +270,12 @@ def _grad_inputs(shape, rng):
     X, W, labels = _features(rng, batch, dim, classes)
     g = (rng.standard_normal(batch) + 0.5).astype(np.float32)
     return {"grad_target": g, "X": X, "W": W, "labels": labels, "grad_x": None, "batch": batch, "dim": dim,
-            "classes": classes, "m": int(shape["m"]), "lam": np.float32(shape["lam"])}
+            "classes": classes, "m": int(shape["m"]), "lam": np.float32(shape["lam"]),
+            "cos_margin": np.float32(shape["cos_margin"])}
 
 
 def _grad_parts(inputs):
+    """X, W_y, a, b, psi, coef_w, coef_x (the cosine margin's term included), m, lam and the margin, in float64."""
     from kernels.lsoftmax.lsoftmax import cosine, label_coefficients, norms, psi_reference
 
     X = inputs["X"].astype(np.float64)
@@ -206,24 +283,25 @@ def _grad_parts(inputs):
     labels = inputs["labels"]
     b, a = norms(X, W, labels)
     c = cosine((X * W[labels]).sum(axis=1), a, b)
-    m, lam = inputs["m"], float(inputs["lam"])
+    m, lam, margin = inputs["m"], float(inputs["lam"]), float(inputs["cos_margin"])
     coef_w, coef_x, _ = label_coefficients(c, a, b, m, lam)
+    coef_x = coef_x - a / np.maximum(b, 1e-12) * margin / (1 + lam)  # d(-a b margin)/dx = -a margin x / b
     psi, _ = psi_reference(c, m)
-    return X, W[labels], a, b, psi, coef_w, coef_x, m, lam
+    return X, W[labels], a, b, psi, coef_w, coef_x, m, lam, margin
 
 
 def _grad_reference(inputs):
-    X, Wy, _, _, _, coef_w, coef_x, _, _ = _grad_parts(inputs)
+    X, Wy, _, _, _, coef_w, coef_x, _, _, _ = _grad_parts(inputs)
     g = inputs["grad_target"].astype(np.float64)[:, None]
     return {"grad_x": g * (coef_w[:, None] * Wy + coef_x[:, None] * X)}
 
 
 def _grad_scale(inputs):
-    """|g| (|coef_w| |W_y| + |coef_x| |x|), the terms of the result, plus what the float32 rounding of
-    cos(theta) (taken as 4 eps (sqrt(dim) + 1)) does to both coefficients through psi' and psi''."""
+    """|g| (|coef_w| |W_y| + (|coef_x| + (a/b) |mc| / (1 + lam)) |x|), the terms of the result, plus what the float32
+    rounding of cos(theta) (taken as 4 eps (sqrt(dim) + 1)) does to both coefficients through psi' and psi''."""
     from kernels.lsoftmax.lsoftmax import psi_reference
 
-    X, Wy, a, b, psi, coef_w, coef_x, m, lam = _grad_parts(inputs)
+    X, Wy, a, b, psi, coef_w, coef_x, m, lam, margin = _grad_parts(inputs)
     c = np.clip((X * Wy).sum(axis=1) / np.maximum(a * b, 1e-300), -1, 1)
     h = 1e-6
     dpsi = psi_reference(c, m)[1]
@@ -231,7 +309,8 @@ def _grad_scale(inputs):
     dc = 4 * float(np.finfo(np.float32).eps) * (np.sqrt(inputs["dim"]) + 1)
     g = np.abs(inputs["grad_target"].astype(np.float64))[:, None]
     ratio = (a / np.maximum(b, 1e-12))[:, None]
-    direct = np.abs(coef_w)[:, None] * np.abs(Wy) + np.abs(coef_x)[:, None] * np.abs(X)
+    shift = ratio[:, 0] * abs(margin) / (1 + lam)
+    direct = np.abs(coef_w)[:, None] * np.abs(Wy) + (np.abs(coef_x) + shift)[:, None] * np.abs(X)
     through_cos = (dc / RTOL_GRAD) * ((second + 1)[:, None] * np.abs(Wy)
                                       + ratio * (np.abs(dpsi) + second + 1)[:, None] * np.abs(X)) / (1 + lam)
     return {"grad_x": g * (direct + through_cos)}
@@ -239,35 +318,42 @@ def _grad_scale(inputs):
 
 def _grad_secret(rng, launch):
     return [_layer_shape(int(rng.integers(2, 200)), int(rng.integers(2, 150)), int(rng.integers(1, 7)),
-                         float(rng.choice([0.0, 0.3, 5.0])), dim=int(rng.integers(3, 90)))]
+                         float(rng.choice([0.0, 0.3, 5.0])), dim=int(rng.integers(3, 90)),
+                         cos_margin=float(rng.choice([0.1, 0.35, 0.6])))]
 
+
+#: The chapter's kernel, with its own arguments (no cosine margin).
+GRAD_ORDER = ("grad_target", "X", "W", "labels", "grad_x", "batch", "dim", "classes", "m", "lam")
 
 LSOFTMAX_MARGIN_GRAD_INPUT = Exercise(
     name="lsoftmax_margin_grad_input",
-    title="L-Softmax backward: the gradient of the blended label logit with respect to x",
+    title="L-Softmax backward with a cosine margin: the gradient of the blended label logit with respect to x",
     signature=("lsoftmax_margin_grad_input(const float* grad_target, const float* X, const float* W, "
-               "const int* labels, float* grad_x, int batch, int dim, int classes, int m, float lam)"),
+               "const int* labels, float* grad_x, int batch, int dim, int classes, int m, float lam, float cos_margin)"),
     make_inputs=_grad_inputs,
     reference=_grad_reference,
     error_scale=_grad_scale,
     rtol=RTOL_GRAD,
     # f = x . W_y, |x| and |W_y| are sums over the features: a kernel that reads some of them skips them in all three
     reductions=(Reduction((("X", (1,)), ("W", (1,)))),),
-    visible_shapes=(_layer_shape(3, 4, 1, 0.0, dim=5), _layer_shape(16, 10, 2, 0.0, dim=8),
-                    _layer_shape(7, 5, 3, 0.5, dim=33), _layer_shape(9, 12, 4, 1000.0, dim=16)),
-    hidden_shapes=(_layer_shape(1, 1, 4, 0.0, dim=1), _layer_shape(130, 3, 4, 0.0, dim=7),
-                   _layer_shape(5, 200, 3, 0.1, dim=64), _layer_shape(33, 9, 5, 2.0, dim=2),
-                   _layer_shape(64, 10, 6, 0.0, dim=129), _layer_shape(6, 4, 2, 0.0, dim=1)),
+    visible_shapes=(_layer_shape(3, 4, 1, 0.0, dim=5, cos_margin=0.35), _layer_shape(16, 10, 2, 0.0, dim=8, cos_margin=0.0),
+                    _layer_shape(7, 5, 3, 0.5, dim=33, cos_margin=0.2), _layer_shape(9, 12, 4, 1000.0, dim=16, cos_margin=0.5)),
+    hidden_shapes=(_layer_shape(1, 1, 4, 0.0, dim=1, cos_margin=0.35), _layer_shape(130, 3, 4, 0.0, dim=7, cos_margin=0.0),
+                   _layer_shape(5, 200, 3, 0.1, dim=64, cos_margin=0.25), _layer_shape(33, 9, 5, 2.0, dim=2, cos_margin=0.4),
+                   _layer_shape(64, 10, 6, 0.0, dim=129, cos_margin=0.15), _layer_shape(6, 4, 2, 0.0, dim=1, cos_margin=1.0)),
     secret_shapes=_grad_secret,
     **_one_thread_per(lambda s: s["batch"], "batch"),
     correctness_points=6.0,
     speed_points=2.0,
-    reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_margin_grad_input"]),
-    timing_shape=_layer_shape(4096, 10000, 4, 0.0, dim=512),
-    description=("grad_x[i][:] = grad_target[i] * dL/dx_i for the blended label logit "
-                 "L = (lam f + a b psi(c)) / (1 + lam) of sample i, where y = labels[i], f = x_i . W_y, a = |W_y|, "
-                 "b = |x_i|, c = f / (a b): dL/dx = (lam + psi'(c)) / (1 + lam) W_y + (a / b) (psi - c psi'(c)) / "
-                 "(1 + lam) x_i, with psi'(c) = (-1)^k m U_{m-1}(c). grad_x is [batch][dim], filled with NaN."),
+    reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_margin_grad_input"], arg_order=GRAD_ORDER,
+                                     solves={"cos_margin": 0.0}),
+    timing_shape=_layer_shape(4096, 10000, 4, 0.0, dim=512, cos_margin=0.0),
+    label=_layer_label,
+    description=("grad_x[i][:] = grad_target[i] * dL/dx_i for the blended label logit with a cosine margin "
+                 "L = (lam f + a b (psi(c) - cos_margin)) / (1 + lam) of sample i, where y = labels[i], f = x_i . W_y, "
+                 "a = |W_y|, b = |x_i|, c = f / (a b): dL/dx = (lam + psi'(c)) / (1 + lam) W_y + (a / b) (psi - c psi'(c) "
+                 "- cos_margin) / (1 + lam) x_i, with psi'(c) = (-1)^k m U_{m-1}(c). grad_x is [batch][dim], filled with "
+                 "NaN. Speed is compared with the chapter's lsoftmax_margin_grad_input at cos_margin 0."),
 )
 
 EXERCISES = [LSOFTMAX_COS_MTHETA, LSOFTMAX_PATCH_LOGITS, LSOFTMAX_MARGIN_GRAD_INPUT]

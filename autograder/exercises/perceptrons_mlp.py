@@ -19,18 +19,28 @@ row per output neuron), dY = dE/dY is n-by-out, all row-major.  Shapes include
 1x1x1, sizes that are no multiple of a 16x16 block, more outputs than inputs
 and the reverse.  Tolerances are relative to the sums of |terms| (|dY| |W| and
 |dY|^T |X|), the size float32 rounding works on.
+
+Rows, a warp per row: a softmax with a temperature over each row's first lengths[i] scores (the rest of the row
+is padding, its probabilities 0), and LayerNorm of the sum of a row and its residual.  Where the temperature is
+1 and nothing is padded, or the residual is zero, the chapter's one-thread-per-row kernels compute the same, and
+there they are the speed references.  Scores reach hundreds once divided by a small temperature (an exponential
+taken before the maximum is subtracted overflows), rows are empty or one element long or longer than 4096; rows
+to normalise have means of a thousand over a spread of one (where mean(x^2) - mean^2 is all rounding) or no
+spread at all (where only eps keeps the division finite).  Tolerances follow the float32 rounding of each
+exponent's argument and of the sums over the row.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernels.dense import fully_connected, perceptron
+from kernels.dense import fully_connected, layernorm, perceptron, softmax
 
-from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, reducing, varied
+from ..exercise import (Exercise, LaunchConfig, LaunchError, LaunchKey, Reduction, ReferenceKernel, ceil_div, reducing,
+                        varied)
 from ..secret_sizes import size_avoiding
 from ._parts import (BLOCK_REQUIRED, SHARED, TREE_SUM_RTOL, grid_key, one_dimensional_launch, shapes, sum_terms,
-                     tree_sum_scale)
+                     tree_sum_scale, warp_per_row_keys)
 
 FORWARD_REFERENCE = perceptron.KERNELS["perceptron_forward_sigmoid"]
 SUM_REFERENCE = perceptron.KERNELS["gradient_sum_tree"]
@@ -192,8 +202,6 @@ def _keys(x_default, y_default, x_help, y_help):
 
 def _launch(shape, launch) -> LaunchConfig:
     if launch["block_x"] * launch["block_y"] > 1024:
-        from ..exercise import LaunchError
-
         raise LaunchError(f"block_x * block_y = {launch['block_x'] * launch['block_y']}; a block holds at most 1024 threads")
     return LaunchConfig(grid=(launch["grid_x"], launch["grid_y"], 1), block=(launch["block_x"], launch["block_y"], 1), shared=0)
 
@@ -321,4 +329,241 @@ FC_BACKWARD_WEIGHT = _fc_backward(
     "penalty weight_decay / 2 |W|^2, fused into the same kernel. dY is n-by-out, X n-by-in, W and dW out-by-in, all "
     "row-major. Speed is compared with the chapter's fc_backward_weight at weight_decay 0.")
 
-EXERCISES = [PERCEPTRON_FORWARD, GRADIENT_SUM, FC_BACKWARD_INPUT, FC_BACKWARD_WEIGHT]
+
+# ============================================================ rows, a warp per row: softmax and LayerNorm
+
+#: float32 rounding in units of the exercises' rtol: an error of k eps of a scale is k * ROUNDING of rtol times it.
+ROUNDING = F32_EPS / 1e-5
+
+def _rows_label(extra):
+    return lambda shape: ", ".join([f"n={shape['n']}, c={shape['c']}"]
+                                   + [f"{key}={shape[key]:g}" for key in extra if key in shape])
+
+
+def _row_kinds(n: int) -> np.ndarray:
+    """Which rows are special: row i of a matrix of n rows gets kind i % 5 once n has 5 rows (kind 0, ordinary,
+    for every row of a smaller matrix): 1 quiet, 2 constant, 3 shifted, 4 ordinary."""
+    return np.arange(n) % 5 if n >= 5 else np.zeros(n, np.int64)
+
+
+# ------------------------------------------------------------ softmax with a temperature over a row's first scores
+
+SOFTMAX_REFERENCE = softmax.KERNELS["softmax_stable"]
+
+
+def _lengths(rng, n: int, c: int, padded: int) -> np.ndarray:
+    """Each row's count of real scores: all c, or (padded) drawn from 0..c with an empty, a full and a one-score
+    row among them."""
+    if not padded:
+        return np.full(n, c, np.int32)
+    lengths = rng.integers(0, c + 1, n)
+    if n >= 3:
+        lengths[:3] = (0, c, 1)
+        lengths = rng.permutation(lengths)
+    return lengths.astype(np.int32)
+
+
+def _softmax_inputs(shape, rng):
+    n, c = int(shape["n"]), int(shape["c"])
+    Z = varied(rng, (n, c), 1.0, spread=2.0) + np.float32(shape["shift"])
+    return {"Z": Z, "lengths": _lengths(rng, n, c, int(shape["padded"])), "P": None, "n": n, "c": c,
+            "temperature": np.float32(shape["temperature"])}
+
+
+def _tempered(inputs):
+    """(Z / temperature in float64 with -inf past each row's length, where the scores are real)."""
+    Z = inputs["Z"].astype(np.float64) / float(inputs["temperature"])
+    inside = np.arange(Z.shape[1]) < np.asarray(inputs["lengths"])[:, None]
+    return np.where(inside, Z, -np.inf), inside
+
+
+def _softmax_reference(inputs):
+    X, inside = _tempered(inputs)
+    top = np.where(inside.any(axis=1, keepdims=True), X.max(axis=1, keepdims=True, initial=-np.inf), 0.0)
+    e = np.exp(X - top)  # 0 past the length
+    total = e.sum(axis=1, keepdims=True)
+    return {"P": e / np.where(total > 0, total, 1.0)}
+
+
+def _softmax_scale(inputs):
+    # exp(z/T - max) is off by the rounding of its argument, on the scale |z/T| + |max|; the row's sum by that of
+    # c/32 additions in a lane and 5 shuffles (a thread summing the whole row, as the chapter's kernel, does as
+    # well on these sizes: its errors grow like the square root of c)
+    X, inside = _tempered(inputs)
+    size = np.where(inside, np.abs(X), 0.0)
+    argument = size + size.max(axis=1, keepdims=True, initial=0.0)
+    c = X.shape[1]
+    return {"P": _softmax_reference(inputs)["P"] * (1.0 + 4 * ROUNDING * (argument + c / 32 + 5))}
+
+
+def _softmax_probe(shape, run) -> str:
+    """NaN and inf told apart by rows made for it: an ordinary row, an empty one (length 0) and one whose scores
+    pass 88 once divided by the temperature, with the failing case's n, c and temperature."""
+    n, c, temperature = int(shape["n"]), int(shape["c"]), np.float32(shape["temperature"])
+    if n < 3:
+        return ""
+    Z = np.tile(np.linspace(-1.0, 1.0, c, dtype=np.float32), (n, 1))
+    Z[2] += np.float32(120.0) * temperature
+    lengths = np.full(n, c, np.int32)
+    lengths[1] = 0
+    P = run({"Z": Z, "lengths": lengths, "P": None, "n": n, "c": c, "temperature": temperature})["P"]
+    broken = ~np.isfinite(P).all(axis=1)
+    if broken[0]:
+        return ""
+    if broken[1]:
+        return ("A row of length 0 comes out NaN: it has no maximum (-inf) and a sum of 0, so e^(z/T - max) / sum is "
+                "0 / 0 unless the kernel writes zeros for it (a row skipped altogether keeps the NaN the grader "
+                "filled P with).")
+    if broken[2]:
+        return ("A row whose scores divided by the temperature pass 88 comes out inf or NaN: expf overflows there. "
+                "Subtract the row's maximum of z / T inside every exponential, the sum's and the output's.")
+    return ""
+
+
+def _softmax_shape(n, c, temperature, padded, shift=0.0):
+    return {"n": n, "c": c, "temperature": temperature, "padded": padded, "shift": shift}
+
+
+def _secret_softmax_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
+    return [_softmax_shape(size_avoiding(rng, 40, 200, 32), size_avoiding(rng, 33, 1500, 32),
+                           float(rng.choice([0.1, 0.7, 1.5])), 1, float(rng.choice([0.0, 60.0])))]
+
+
+SOFTMAX_ROWS = Exercise(
+    name="softmax_rows",
+    title="Softmax of each row with a temperature and a length, one warp per row",
+    signature="softmax_rows(const float* Z, const int* lengths, float* P, int n, int c, float temperature)",
+    make_inputs=_softmax_inputs,
+    reference=_softmax_reference,
+    error_scale=_softmax_scale,
+    visible_shapes=(_softmax_shape(1, 1, 1.0, 0), _softmax_shape(5, 40, 1.0, 1), _softmax_shape(64, 100, 0.5, 0),
+                    _softmax_shape(40, 257, 2.0, 1), _softmax_shape(20, 1000, 1.0, 0, 60.0)),
+    hidden_shapes=(_softmax_shape(3, 31, 0.05, 1), _softmax_shape(1, 7, 0.3, 0), _softmax_shape(37, 33, 1.0, 1, 90.0),
+                   _softmax_shape(200, 64, 0.5, 0), _softmax_shape(65, 1025, 1.5, 1), _softmax_shape(6, 4099, 0.2, 1)),
+    secret_shapes=_secret_softmax_shapes,
+    launch_keys=warp_per_row_keys(lambda shape: int(shape["n"]), "n"),
+    launch_config=one_dimensional_launch,
+    correctness_points=5.0,
+    speed_points=2.0,
+    reference_kernel=ReferenceKernel(SOFTMAX_REFERENCE, arg_order=("Z", "P", "n", "c"),
+                                     solves={"temperature": 1.0, "padded": 0}),
+    timing_shape=_softmax_shape(16384, 1024, 1.0, 0),
+    #: a warp per row reads each row in 32-float lines where the chapter's thread per row takes one float of
+    #: 32 rows at a time (4 warps on an SM at this size); expected about 5x at the memory floor
+    speed_bands=((4.0, 1.0), (2.5, 0.75), (1.5, 0.5), (1.1, 0.25)),
+    label=_rows_label(("temperature", "padded", "shift")),
+    probe=_softmax_probe,
+    # its maximum and its sum of exponentials: a kernel that reads part of a row is that row with the rest at -inf
+    reductions=reducing("Z", 1, kind="max"),
+    description=("P[i][j] = exp(Z[i][j] / T - M_i) / sum over k < len_i of exp(Z[i][k] / T - M_i) for j < len_i = "
+                 "lengths[i], and P[i][j] = 0 for len_i <= j < c (padding), with T = temperature and M_i the largest "
+                 "Z[i][k] / T, k < len_i; a row of length 0 is all zeros. Z and P are n-by-c, row-major. One warp per "
+                 "row (block a multiple of 32; grid by default ceil(n / (block / 32))), its maximum and sum by "
+                 "warp shuffles. Speed is compared with the chapter's softmax_stable (one thread per row) at "
+                 "temperature 1 with no padding."),
+)
+
+
+# ------------------------------------------------------------ LayerNorm of a row plus its residual
+
+LAYERNORM_REFERENCE = layernorm.KERNELS["layernorm_forward"]
+
+
+def _layernorm_inputs(shape, rng):
+    n, c = int(shape["n"]), int(shape["c"])
+    X = varied(rng, (n, c), 0.3, spread=1.0)
+    R = varied(rng, (n, c), -0.2, spread=1.0) if shape["residual"] else np.zeros((n, c), np.float32)
+    kind = _row_kinds(n)
+    quiet = kind == 1  # a spread of 1e-3: eps outweighs the variance
+    X[quiet] = X[quiet, :1] + np.float32(1e-3) * rng.standard_normal((int(quiet.sum()), c)).astype(np.float32)
+    R[quiet] = 0.0
+    X[kind == 2] = X[kind == 2, :1]  # no spread at all: only eps keeps 1 / sqrt(var + eps) finite
+    R[kind == 2] = R[kind == 2, :1]
+    X[kind == 3] += np.float32(shape["offset"])  # a mean far above the spread
+    return {"X": X, "R": R, "gamma": varied(rng, (c,), 1.0, spread=0.3), "beta": varied(rng, (c,), 0.1),
+            "Y": None, "n": n, "c": c, "eps": np.float32(shape["eps"])}
+
+
+def _with_residual(inputs) -> np.ndarray:
+    return inputs["X"].astype(np.float64) + inputs["R"].astype(np.float64)
+
+
+def _layernorm_reference(inputs):
+    return {"Y": LAYERNORM_REFERENCE.reference(_with_residual(inputs), inputs["gamma"], inputs["beta"],
+                                               float(inputs["eps"]))}
+
+
+def _layernorm_scale(inputs):
+    # h = x + r and the mean are rounded on the scale of the row's |h| (a few eps of it for sums of c/32 terms a
+    # lane and a tree; the variance's rounding moves 1 / sqrt(var + eps) by a relative few eps), times
+    # gamma / sqrt(var + eps)
+    H = _with_residual(inputs)
+    mu = H.mean(axis=1, keepdims=True)
+    inv_std = 1.0 / np.sqrt(((H - mu) ** 2).mean(axis=1, keepdims=True) + float(inputs["eps"]))
+    size = np.abs(H).mean(axis=1, keepdims=True)
+    return {"Y": np.abs(inputs["gamma"].astype(np.float64)) * inv_std * (np.abs(H - mu) + 4 * size)
+            + np.abs(inputs["beta"].astype(np.float64))}
+
+
+def _layernorm_probe(shape, run) -> str:
+    """The same ramp normalised in rows of 5 and of 64 features: NaN in the short rows alone points at the lanes
+    that hold no element."""
+    n = int(shape["n"])
+    finite = {}
+    for c in (5, 64):
+        X = np.tile(np.linspace(-1.0, 1.0, c, dtype=np.float32), (n, 1))
+        Y = run({"X": X, "R": np.zeros_like(X), "gamma": np.ones(c, np.float32), "beta": np.zeros(c, np.float32),
+                 "Y": None, "n": n, "c": c, "eps": np.float32(1e-5)})["Y"]
+        finite[c] = bool(np.isfinite(Y).all())
+    if finite[64] and not finite[5]:
+        return ("Rows shorter than a warp come out NaN (here rows of 5): the lanes past a row's end hold no element, "
+                "and a merge of two such lanes' statistics divides by a count of 0. Leave two empty parts as they are.")
+    return ""
+
+
+def _layernorm_shape(n, c, residual, offset=0.0, eps=1e-5):
+    return {"n": n, "c": c, "residual": residual, "offset": offset, "eps": eps}
+
+
+def _secret_layernorm_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
+    return [_layernorm_shape(size_avoiding(rng, 40, 200, 32), size_avoiding(rng, 33, 1500, 32), 1,
+                             float(rng.choice([300.0, 1000.0])), float(rng.choice([1e-5, 1e-3])))]
+
+
+LAYERNORM_RESIDUAL = Exercise(
+    name="layernorm_residual",
+    title="LayerNorm of each row plus its residual, one warp per row",
+    signature=("layernorm_residual(const float* X, const float* R, const float* gamma, const float* beta, float* Y, "
+               "int n, int c, float eps)"),
+    make_inputs=_layernorm_inputs,
+    reference=_layernorm_reference,
+    error_scale=_layernorm_scale,
+    visible_shapes=(_layernorm_shape(1, 1, 1), _layernorm_shape(5, 40, 1), _layernorm_shape(64, 100, 0, eps=1e-3),
+                    _layernorm_shape(30, 257, 1, 20.0), _layernorm_shape(20, 1000, 1)),
+    hidden_shapes=(_layernorm_shape(3, 31, 1, eps=0.1), _layernorm_shape(37, 33, 1, 1000.0),
+                   _layernorm_shape(200, 64, 1, 1000.0), _layernorm_shape(64, 128, 0, 300.0),
+                   _layernorm_shape(11, 1025, 1, 300.0, 1e-3), _layernorm_shape(6, 4099, 1, 1000.0, 1e-4)),
+    secret_shapes=_secret_layernorm_shapes,
+    launch_keys=warp_per_row_keys(lambda shape: int(shape["n"]), "n"),
+    launch_config=one_dimensional_launch,
+    correctness_points=5.0,
+    speed_points=2.0,
+    reference_kernel=ReferenceKernel(LAYERNORM_REFERENCE, arg_order=("X", "gamma", "beta", "Y", "n", "c", "eps"),
+                                     solves={"residual": 0}),
+    timing_shape=_layernorm_shape(16384, 1024, 0),
+    #: as softmax_rows: a warp per row against the chapter's thread per row, which reads each row three times
+    speed_bands=((4.0, 1.0), (2.5, 0.75), (1.5, 0.5), (1.1, 0.25)),
+    label=_rows_label(("residual", "offset", "eps")),
+    probe=_layernorm_probe,
+    # the mean and the variance of each row of X + R (tests/autograder/test_approximation.py computes them from a
+    # part of the row, as a kernel that samples it would)
+    reductions=(Reduction((("X", (1,)), ("R", (1,)))),),
+    description=("Y[i][j] = (H[i][j] - mu_i) / sqrt(var_i + eps) * gamma[j] + beta[j] with H = X + R (a row plus its "
+                 "residual, added in the same pass), mu_i and var_i the mean and the (biased) variance of row i of H "
+                 "over its c features. X, R and Y are n-by-c, row-major. One warp per row (block a multiple of 32; "
+                 "grid by default ceil(n / (block / 32))), the statistics by warp shuffles, in a way that stays "
+                 "exact for a row whose mean is large against its spread (two passes, or Welford's update). Speed is "
+                 "compared with the chapter's layernorm_forward (one thread per row) where R is zero."),
+)
+
+EXERCISES = [PERCEPTRON_FORWARD, GRADIENT_SUM, FC_BACKWARD_INPUT, FC_BACKWARD_WEIGHT, SOFTMAX_ROWS, LAYERNORM_RESIDUAL]

@@ -22,7 +22,9 @@
 //                                    through shared memory, keeps its 64 x d output and each row's (m, l) in
 //                                    registers, rescales them as the maximum grows (the merge rule, one tile at
 //                                    a time), and writes O and the log-sum-exp L = m + log l of each row: no
-//                                    N x N matrix exists anywhere.  Causal blocks stop at the diagonal tile.
+//                                    N x N matrix exists anywhere.  Causal blocks stop at the diagonal tile, and
+//                                    start from the last query tile (the most work) so that the short ones fill
+//                                    the end of the run.
 //   5. backward, from the saved log-sum-exp (P = exp(S - L) recomputed tile by tile, never stored):
 //        attention_backward_preprocess   D_i = sum_c dO[i][c] O[i][c] (the row term of the softmax gradient),
 //                                        and dQ set to zero
@@ -205,7 +207,7 @@ attention_forward_float(const float* __restrict__ Q, const float* __restrict__ K
     float* PsT = Vs + ATT_BC * ATT_D;                          // [64][64 + 4]: P^T of the tile
 
     int t = threadIdx.x, ty = t / 8, tx = t % 8;
-    int q0 = blockIdx.x * ATT_BR;
+    int q0 = (causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * ATT_BR;   // causal: the longest rows first
     size_t head = blockIdx.y;
     Q += head * N * ATT_D;
     K += head * N * ATT_D;

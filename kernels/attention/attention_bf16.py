@@ -5,7 +5,8 @@
 (``kernels/attention/attention.py``): what the kernels compute before their own float and BF16 rounding.
 
 On a GPU (compute capability 8.0 or newer) the products are ``mma.sync`` instructions; on the CPU emulator the same
-kernels run with those warp-level operations written as shuffles (``warp_mma.cuh``), slowly: keep shapes small there.
+kernels run with those warp-level operations written as shuffles (``kernels/warp_mma.cuh``), slowly: keep shapes small
+there.
 """
 
 from __future__ import annotations
@@ -20,9 +21,16 @@ from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
 
 TOPIC = "attention_bf16"
 BF16 = np.dtype(ml_dtypes.bfloat16)
-#: The tile configuration (attention_bf16.cu's BF_* defines): the forward pass's warps per block, keys per tile and
-#: 16-row query tiles per warp; the backward pass's warps per block (16 keys each).
-DEFAULT_CONFIG = {"BF_WARPS": 4, "BF_BN": 64, "BF_M_TILES": 1, "BF_BWD_WARPS": 4}
+#: The tile configuration built for each head dimension the benchmark measures (attention_bf16.cu's BF_* defines):
+#: the forward pass's warps per block, keys per tile, 16-row query tiles per warp, blocks per multiprocessor the
+#: registers must allow and whether O's rescale is skipped when no row's maximum grew; the backward pass's warps per
+#: block (16 keys each) and queries per tile.  The fastest of benchmarks/attention.py's CONFIGURATIONS on an H100
+#: at N = 4096, with and without the mask (its ``configurations`` rows).
+DEFAULT_CONFIGS = {
+    64: {"BF_WARPS": 8, "BF_BN": 128, "BF_M_TILES": 1, "BF_MIN_BLOCKS": 2, "BF_RESCALE_SKIP": 0,
+         "BF_BWD_WARPS": 8, "BF_BWD_BQ": 128},
+    128: {"BF_WARPS": 4, "BF_BN": 64, "BF_M_TILES": 2, "BF_RESCALE_SKIP": 1, "BF_BWD_WARPS": 8, "BF_BWD_BQ": 64},
+}
 PRE_WARPS = 4                        # attention_bf16.cu: PRE_WARPS
 CONVERT_THREADS = 256
 HEAD_DIMS = fp32.HEAD_DIMS
@@ -30,10 +38,15 @@ RECORDED_HEAD_DIM = fp32.RECORDED_HEAD_DIM
 
 
 
+def default_config(head_dim: int) -> dict:
+    """The tile configuration of ``head_dim``: that of the nearest measured head dimension at or above it."""
+    return dict(DEFAULT_CONFIGS[min(d for d in DEFAULT_CONFIGS if d >= head_dim)])
+
+
 def defines(head_dim: int, config: dict | None = None) -> dict:
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"the BF16 kernels take head dimensions {', '.join(map(str, HEAD_DIMS))}, not {head_dim}")
-    return {**DEFAULT_CONFIG, **(config or {}), "ATT_D": int(head_dim)}
+    return {**default_config(head_dim), **(config or {}), "ATT_D": int(head_dim)}
 
 
 def module(head_dim: int = RECORDED_HEAD_DIM, config: dict | None = None):
@@ -48,16 +61,23 @@ def bf16(a) -> np.ndarray:
 # --------------------------------------------------------------------------- shapes
 
 
-def _geometry(head_dim: int, config: dict | None = None) -> dict:
-    c = {**DEFAULT_CONFIG, **(config or {})}
-    tile = 16 * int(c["BF_BWD_WARPS"])             # keys (and queries) per backward tile
-    rows = 16 * int(c["BF_WARPS"]) * int(c["BF_M_TILES"])   # query rows per forward block
-    return {"rows": rows, "tile": tile, "threads": 32 * int(c["BF_WARPS"]), "keys": int(c["BF_BN"]),
+def geometry(head_dim: int, config: dict | None = None) -> dict:
+    """The tiling of a configuration (the default of ``head_dim`` unless given): the forward pass's warps, 16-row
+    query tiles per warp, query rows per block, keys per tile, whether Q's fragments stay in registers and its
+    shared memory; the backward pass's warps, keys per block (``tile``), queries per tile and shared memory."""
+    c = {**default_config(head_dim), **(config or {})}
+    keys = 16 * int(c["BF_BWD_WARPS"])             # keys per backward block
+    queries = int(c["BF_BWD_BQ"])                  # queries per backward tile
+    warps, m_tiles = int(c["BF_WARPS"]), int(c["BF_M_TILES"])
+    rows = 16 * warps * m_tiles                    # query rows per forward block
+    return {"warps": warps, "m_tiles": m_tiles, "rows": rows, "threads": 32 * warps, "keys": int(c["BF_BN"]),
+            "q_in_registers": bool(int(c.get("BF_Q_IN_REGISTERS", m_tiles == 1))),
+            "backward_warps": int(c["BF_BWD_WARPS"]), "tile": keys, "queries": queries,
             "backward_threads": 32 * int(c["BF_BWD_WARPS"]),
             # Q, two stages of K and of V (BF16)
             "forward_shared": 2 * head_dim * (rows + 4 * int(c["BF_BN"])),
-            # K, V, two stages of Q and dO (BF16), dS^T (BF16), two stages of L and D (float)
-            "backward_shared": 2 * (6 * tile * head_dim + tile * tile) + 4 * 4 * tile}
+            # K, V (BF16), two stages of Q and dO (BF16), dS^T (BF16), two stages of L and D (float)
+            "backward_shared": 2 * (2 * keys * head_dim + 4 * queries * head_dim + keys * queries) + 4 * 4 * queries}
 
 
 def _recorded_build(shape, kernel: str) -> None:
@@ -70,7 +90,7 @@ def _forward_launch(shape, config: dict | None = None, check: bool = True):
     if check:
         _recorded_build(shape, "attention_forward_bf16")
     bh, n, d = fp32.sizes(shape)
-    g = _geometry(d, config)
+    g = geometry(d, config)
     return as_launch((blocks_for(n, g["rows"]), bh), g["threads"], g["forward_shared"])
 
 
@@ -85,7 +105,7 @@ def _backward_launch(shape, config: dict | None = None, check: bool = True):
     if check:
         _recorded_build(shape, "attention_backward_bf16")
     bh, n, d = fp32.sizes(shape)
-    g = _geometry(d, config)
+    g = geometry(d, config)
     return as_launch((blocks_for(n, g["tile"]), bh), g["backward_threads"], g["backward_shared"])
 
 

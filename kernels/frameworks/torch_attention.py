@@ -163,9 +163,12 @@ def backward_op(grad_out, q, k, v, out, lse, causal: bool, scale: float):
         operands = (view(q), view(k), view(v), view(out), view(lse), view(grad_out), causal, _scale(q, scale))
         if q.device.type != "cuda":
             _store(kernels.attention_backward(*operands), grads)
-        else:   # the scratch (D, and BF16's float dQ accumulator) from torch's allocator too
-            Dvec = view(lse.new_empty((batch * heads, n)))
-            workspace = (Dvec, view(lse.new_empty((batch * heads, n, d)))) if kernels is bf16 else Dvec
+        else:   # the scratch (D, and BF16's float dQ accumulator) from torch's allocator too, held here until the
+            # launches are queued: a tensor dropped sooner gives its memory to the next allocation, the other scratch
+            scratch = (lse.new_empty((batch * heads, n)),)
+            if kernels is bf16:
+                scratch += (lse.new_empty((batch * heads, n, d)),)
+            workspace = tuple(view(t) for t in scratch) if kernels is bf16 else view(scratch[0])
             kernels.attention_backward(*operands, out=tuple(view(g) for g in grads), workspace=workspace, sync=False)
     return grads
 

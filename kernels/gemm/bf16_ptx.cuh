@@ -4,13 +4,14 @@
 // Included by sgemm_bf16.cu only when it is built for sm_90a (the define DLK_ARCH_SPECIFIC): the CPU emulator
 // runs CUDA C as C++ and cannot run assembly, and it never opens this file.
 //
-//   cp.async, ldmatrix, mma.sync       version 13 (the Ampere way: every thread copies, every warp multiplies)
+//   cp.async                           version 13 (the Ampere way: every thread copies, every warp multiplies), whose
+//                                      ldmatrix and mma.sync are kernels/warp_mma.cuh's, shared with attention
 //   mbarrier, cp.async.bulk.tensor     versions 14 to 16: the TMA unit copies tiles described by a tensor map
 //   wgmma                              versions 14 to 16: a warpgroup's products, operands in shared memory
 //   setmaxnreg, cluster barriers, mapa versions 15 and 16: warp specialisation and thread-block clusters
 #pragma once
 
-__device__ __forceinline__ unsigned shared_address(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+#include "warp_mma.cuh"   // shared_address, ldmatrix_x4, mma_m16n8k16
 
 // ------------------------------------------------------------------------------------------------ version 13
 // Copy 16 bytes from global to shared memory without passing through registers; src_bytes = 0 writes zeros
@@ -21,23 +22,6 @@ __device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
-
-// Four 8 x 8 matrices of 16-bit values from shared memory, one 16-byte row per lane address (lanes 8i to 8i + 7
-// give the rows of matrix i); each lane receives two values of each matrix: row lane / 4, columns 2 (lane % 4), + 1.
-__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], const void* p)
-{
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(shared_address(p)));
-}
-
-// d += a b for a 16 x 16 tile of A (row-major) and a 16 x 8 tile of B (column-major), BF16 in, float sums.
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1)
-{
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // ------------------------------------------------------------------------------------------------ mbarriers
 __device__ __forceinline__ void mbarrier_init(unsigned long long* bar, unsigned arrivals)

@@ -4,18 +4,22 @@ These have no ``.cu`` file: their CUDA C is what the language of
 :mod:`kernels.index_notation` writes for each comprehension below, so the
 source can never drift from the generator.  ``KERNELS`` holds one
 :class:`~kernels.runtime.versions.KernelVersion` per comprehension, as the
-other topics do (no rung of a ladder: each is an exercise's reference): its
-launch for a shape is the generated kernel's plan, and its bytes, flops and
-float64 reference are the comprehension's.
+other topics do (no rung of a ladder): its launch for a shape is the
+generated kernel's plan, and its bytes, flops and float64 reference are the
+comprehension's.
 
 * ``mv``: ``C(i) +=! A(i,k) * x(k)``, one thread per row; the kernel the
-  exercise ``mv_faster`` must beat.
-* ``batched_matmul``, ``avgpool2x2``, ``depthwise``, ``capsule_predict``: the
-  comprehensions the index-notation exercises ask for (graded for
-  correctness; their generated kernels are the exercises' reference records).
+  exercise ``mv_faster`` must beat (with one vector: the exercise multiplies
+  several).  ``MV_SPLIT`` is the split reduction the chapter shows for it.
+* ``batched_matmul``, ``avgpool2x2``, ``depthwise``, ``capsule_predict``: four
+  layers of earlier chapters in their plain form, the forms the chapter's
+  index-notation exercises start from (each exercise asks for a variant: a
+  transposed operand, overlapping windows, a depth multiplier, matrices shared
+  across positions).
 
-A shape uses the exercise's size names; ``sizes`` maps them to the
-comprehension's (the depthwise exercise's ``K`` is the filter's ``KH`` and ``KW``).
+A shape uses the size names of the comprehension; ``sizes`` maps them to the
+comprehension's where they differ (the depthwise record's ``K`` is the filter's
+``KH`` and ``KW``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from . import NAIVE, compile_tc
+from . import NAIVE, Schedule, compile_tc
 from .examples import MV
 from .runner import check_ranges
 from ..runtime.versions import KernelVersion, LaunchConfig, as_launch, kernel_table
@@ -47,6 +51,13 @@ DEPTHWISE = """def depthwise(float(N,C,H,W) X, float(C,KH,KW) F) -> (Y) {
 CAPSULE_PREDICT = """def capsule_predict(float(B,I,E) u, float(I,J,D,E) W) -> (u_hat) {
     u_hat(b,i,j,d) +=! W(i,j,d,e) * u(b,i,e)
 }"""
+
+#: Every comprehension of this module, by name.
+COMPREHENSIONS = {"mv": MV, "batched_matmul": BATCHED_MATMUL, "avgpool2x2": AVGPOOL2X2, "depthwise": DEPTHWISE,
+                  "capsule_predict": CAPSULE_PREDICT}
+
+#: The split reduction the chapter shows for mv: 128 threads share the sum of one row, two rows per block.
+MV_SPLIT = Schedule(split=128, block=(128, 2))
 
 
 @lru_cache(maxsize=None)

@@ -37,6 +37,7 @@ from .errors import (
     KernelRaceError,
     KernelTimeoutError,
     LaunchConfigError,
+    LaunchTooLargeError,
     NoGPUError,
     UninitializedSharedMemoryError,
 )
@@ -50,7 +51,7 @@ __all__ = [
     "Backend", "DeviceBuffer", "DeviceLimits",
     "BarrierDivergenceError", "KernelArgumentError", "KernelCompileError", "KernelCompileWarning", "KernelError",
     "KernelLaunchError", "KernelMemoryError", "KernelNotFoundError", "KernelRaceError",
-    "KernelTimeoutError", "LaunchConfigError", "NoGPUError", "UninitializedSharedMemoryError",
+    "KernelTimeoutError", "LaunchConfigError", "LaunchTooLargeError", "NoGPUError", "UninitializedSharedMemoryError",
     "Kernel", "Module", "blocks_for", "borrow", "compile_source", "empty", "to_device", "zeros",
     "current_backend", "on_gpu", "use_backend", "current_stream", "launching_on", "queued",
     "KernelSignature", "Parameter", "parse_kernels",

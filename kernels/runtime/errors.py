@@ -43,6 +43,10 @@ class LaunchConfigError(KernelError):
     """The grid, block or shared-memory size cannot be launched."""
 
 
+class LaunchTooLargeError(LaunchConfigError):
+    """More threads than the CPU emulator could run within its time limit: refused before the launch starts."""
+
+
 class KernelLaunchError(KernelError):
     """The kernel failed while running (illegal address, assertion, crash...).
 

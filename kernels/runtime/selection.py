@@ -6,6 +6,7 @@ picks the GPU when PyCUDA imports and finds a CUDA device.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from .backend import Backend
@@ -65,3 +66,16 @@ def use_backend(name: str) -> Backend:
 
 def on_gpu() -> bool:
     return current_backend().name == "gpu"
+
+
+@contextlib.contextmanager
+def using(backend: Backend):
+    """Launch on ``backend`` inside the ``with``, then on the backend chosen before (a profile of the book's
+    kernels runs on the emulator on a GPU machine too)."""
+    global _current
+    before = _current
+    _current = backend
+    try:
+        yield backend
+    finally:
+        _current = before

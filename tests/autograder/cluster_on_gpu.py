@@ -27,10 +27,10 @@ ASSIGNMENTS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir(
 
 #: test file -> the assignments whose sample class it grades through a one-GPU cluster
 SHARES = {
-    "test_cluster_on_gpu.py": ["01_cuda_from_python", "02_perceptrons_mlp"],
-    "test_cluster_on_gpu_convolution.py": ["03_cnn", "04_conv_as_gemm"],
+    "test_cluster_on_gpu.py": ["00_puzzles", "01_cuda_from_python", "02_perceptrons_mlp"],
+    "test_cluster_on_gpu_convolution.py": ["03_cnn", "04_conv_as_gemm", "04_gemm_ladder"],
     "test_cluster_on_gpu_custom_layers.py": ["05_capsules", "06_large_margin_softmax"],
-    "test_cluster_on_gpu_index_notation.py": ["07_index_notation"],
+    "test_cluster_on_gpu_index_notation.py": ["07_index_notation", "08_attention"],
 }
 
 
@@ -125,7 +125,7 @@ def check_sample_class_on_one_gpu(assignment: str, tmp_path: Path) -> None:
         assert any(r["speed_measured"] and r["timing"]["speedup"] > 0 for r in res.values()), student
         # The GPU model is stored with the score, and shown in the final table.
         assert entries[student]["devices"] and all("NVIDIA" in d for d in entries[student]["devices"])
-        assert re.search(rf"^{student}\s+graded\s+[\d.]+ / [\d.]+\s+NVIDIA", out, re.M)
+        assert re.search(rf"^{student}\s+graded\s+[\d.]+ / [\d.]+ points\s+NVIDIA", out, re.M)
     assert "mixed GPU models" not in out
     # The leaderboard ranks the two solved kernels of each exercise, under aliases.
     run(course, "leaderboard", assignment)

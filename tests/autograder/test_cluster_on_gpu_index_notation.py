@@ -1,4 +1,5 @@
-"""``autograder grade --cluster`` on one GPU: the index-notation assignment's sample classes (``make test-gpu``).
+"""``autograder grade --cluster`` on one GPU: the sample classes of the index-notation and attention assignments
+(``make test-gpu``).
 
 A file of its own so that ``make test-gpu`` grades it beside the other ``test_cluster_on_gpu*`` files.
 """

@@ -31,6 +31,16 @@ def test_floor_is_bytes_over_bandwidth_or_flops_over_rate():
     assert physical_floor_ms(ex, {"n": n}, 1e18, 1e9) == pytest.approx(2 * n / 1e9 * 1e3)
 
 
+def test_the_floor_of_tensor_core_work_allows_the_tensor_cores_rate():
+    """A BF16 product on the tensor cores may run many times faster than the FP32 units could do its flops:
+    its floor divides by that rate, so a fast WMMA kernel is not taken for one that skipped work."""
+    ex = get_exercise("gemm_bf16_wmma")
+    shape = dict(ex.timing_shape)
+    fp32_units = ex.flops(shape) / 1e14 * 1e3
+    assert ex.peak_over_fp32 > 15  # an H100's BF16 dense rate is 15 times its FP32 rate
+    assert physical_floor_ms(ex, shape, 1e18, 1e14) == pytest.approx(fp32_units / ex.peak_over_fp32)
+
+
 def test_sampling_stops_on_low_standard_error_or_the_cap():
     steady = [1.0, 1.001, 0.999] * 5
     noisy = [1.0, 2.0] * 5

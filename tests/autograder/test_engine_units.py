@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import textwrap
 import time
 
+import ml_dtypes
 import nbformat
 import numpy as np
 import pytest
 
-from autograder import isolation
+from autograder import case_outputs, isolation
 from autograder.diagnosis import diagnose, error_map
 from autograder.comparison import compare
 from autograder.exercise import LaunchConfig, LaunchError
@@ -112,9 +114,18 @@ def test_chapter_one_sizes(name):
     assert 1 in ns and 1000003 in ns and 2**20 + 1 in ns and 31 in ns
 
 
+def _coarser_type(ex, output: str):
+    """A type whose rounding the exercise's tolerance must reject: float16 (11 significant bits) for a float32
+    output, float8 e5m2 (3) for a bfloat16 one (8)."""
+    if ex.language == "cuda" and next(p for p in ex.declared_params if p.name == output).dtype.name == "bfloat16":
+        return ml_dtypes.float8_e5m2
+    return np.float16
+
+
 @pytest.mark.parametrize("name", sorted(all_exercises()))
 def test_tolerance_rejects_zeros_mean_and_float16_but_accepts_float32(name):
-    """Authoring check: |expected| is far above the tolerance on every shape; float16 results fail."""
+    """Authoring check: |expected| is far above the tolerance on every shape; float16 results fail (a coarser
+    type's where the output is stored coarser than float16: BF16)."""
     ex = get_exercise(name)
     half_rejected, shapes = 0, 0
     for shape, _ in ex.all_shapes("hidden"):
@@ -131,7 +142,7 @@ def test_tolerance_rejects_zeros_mean_and_float16_but_accepts_float32(name):
                 zeros = np.zeros(exp.shape, np.float32)
                 mean = np.full(exp.shape, exp.mean(), np.float32)
                 with np.errstate(over="ignore"):
-                    half = exp.astype(np.float16).astype(np.float32)
+                    half = exp.astype(_coarser_type(ex, out.name)).astype(np.float32)
                 f32 = exp.astype(np.float32)
                 assert compare(zeros, exp, scale[out.name], ex.rtol, ex.atol)["n_bad"] > 0, shape
                 if exp.size > 4:
@@ -232,6 +243,19 @@ def test_hint_for_all_zeros_and_nan_and_small_errors():
     exp = np.linspace(1.1, 100.3, 100)
     half = exp.astype(np.float16).astype(np.float32)
     assert "half" in diagnose(_cmp(half, exp), half, exp, None, None, cfg, exp)
+
+
+def test_an_infinite_output_is_an_overflow_and_a_guard_sized_one_is_a_read_past_the_end():
+    """inf (a sum of exponentials that overflowed) is larger than the guard value but never the guard itself."""
+    exp = np.arange(1, 101, dtype=np.float64)
+    cfg = LaunchConfig((1, 1, 1), (128, 1, 1))
+    overflow = exp.astype(np.float32)
+    overflow[7] = np.inf
+    hint = diagnose(_cmp(overflow, exp), overflow, exp, None, "nan", cfg, exp)
+    assert "overflow" in hint and "guard" not in hint
+    guard = exp.astype(np.float32)
+    guard[7] = np.float32(-7.0e33)
+    assert "guard" in diagnose(_cmp(guard, exp), guard, exp, None, "nan", cfg, exp)
 
 
 def test_hint_for_elements_past_the_first_grid_stride_pass():
@@ -364,6 +388,16 @@ def _forging_child(monkeypatch, write_arrays: bool):
     _fake_child(monkeypatch, _FORGING_CHILD.format(path=isolation._import_path(), write_arrays=write_arrays))
 
 
+def test_a_bfloat16_buffer_comes_back_as_the_numbers_it_holds(tmp_path):
+    """np.save writes bfloat16 (ml_dtypes) as raw two-byte records: the grader reads them back as bfloat16, NaN and
+    all, and still refuses a file of the wrong size."""
+    values = np.array([1.5, -2.0, np.nan], dtype=ml_dtypes.bfloat16)
+    case_outputs.save(tmp_path, "case-0", {"C": values})
+    back = case_outputs.load(tmp_path, "case-0", "out", "C", 3)
+    assert back.dtype == ml_dtypes.bfloat16 and np.array_equal(back.view(np.uint16), values.view(np.uint16))
+    assert case_outputs.load(tmp_path, "case-0", "out", "C", 4) is None
+
+
 def test_a_perfect_report_without_the_arrays_earns_nothing(monkeypatch):
     """A child that claims every case passed, full points and a million-fold speed-up, and hands back no arrays."""
     _forging_child(monkeypatch, write_arrays=False)
@@ -383,7 +417,7 @@ def test_the_grader_judges_the_arrays_itself_and_gives_speed_only_where_it_chose
     assert r.speed_score == 0 and not r.speed_measured
 
 
-def test_grading_refuses_to_start_without_the_sandbox(monkeypatch):
+def test_grading_refuses_to_start_without_the_sandbox(monkeypatch, tmp_path, capsys):
     from autograder import sandbox
 
     monkeypatch.setattr(sandbox, "unavailable_reason", lambda: "no user namespaces here")
@@ -391,8 +425,9 @@ def test_grading_refuses_to_start_without_the_sandbox(monkeypatch):
         grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k")
     from autograder.cli import main
 
-    with pytest.raises(SystemExit, match="graded only inside the sandbox.*no user namespaces here"):
-        main(["grade", "01_cuda_from_python", "--course-dir", "/nonexistent"])
+    assert main(["grade", "01_cuda_from_python", "--course-dir", str(tmp_path)]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert re.search("graded only inside the sandbox.*no user namespaces here", line), line
 
 
 class _HostMemory:

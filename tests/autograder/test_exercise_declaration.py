@@ -31,7 +31,8 @@ def test_an_output_the_kernel_adds_into_starts_at_zero():
 
 def test_integer_pointers_keep_their_roles():
     args = {a.name: a.role for a in get_exercise("lsoftmax_cos_mtheta").args}
-    assert args == {"cos_theta": "in", "cos_mtheta": "out", "k": "out", "n": "scalar", "m": "scalar"}
+    assert args == {"cos_theta": "in", "cos_mtheta": "out", "k_out": "out", "N": "scalar", "m": "scalar",
+                    "angle_margin": "scalar"}
     assert {a.name: a.role for a in get_exercise("lsoftmax_patch_logits").args}["labels"] == "in"
 
 
@@ -44,7 +45,7 @@ def test_a_misspelt_argument_name_is_refused_naming_it(field):
 
 def test_index_notation_arguments_come_from_the_comprehension_signature():
     exercise = get_exercise("tc_depthwise_conv")
-    assert exercise.signature == "def depthwise(float(N,C,H,W) X, float(C,KH,KW) F) -> (Y)"
+    assert exercise.signature == "def depthwise_multiplier(float(N,C,H,W) X, float(C,Q,KH,KW) F) -> (Y)"
     assert exercise.kernel == "tc_depthwise_conv"
     assert exercise.args == (Arg("X", "in"), Arg("F", "in"), Arg("Y", "out"))
 

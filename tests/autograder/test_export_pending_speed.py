@@ -4,6 +4,7 @@ import csv
 import json
 
 from autograder import export
+from autograder.outcome import GRADED, Outcome
 
 NOTE = "not measured: this ran on the CPU emulator"
 
@@ -24,7 +25,8 @@ def _row(gpu: bool) -> dict:
                            "speed_pending": not gpu, "timing": {"speedup": 1.2} if gpu else None}
     score = 14.0 + (4.0 if gpu else 0.0)
     return {"student": "ada", "assignment": "a1", "timestamp": "", "score": score, "max_score": 20.0,
-            "late_penalty": 0.0, "cells": cells, "exercises": exercises, "grading_seconds": 1.0}
+            "late_penalty": 0.0, "cells": cells, "exercises": exercises, "grading_seconds": 1.0,
+            "outcome": Outcome(GRADED)}
 
 
 def test_gradescope_marks_unmeasured_speed_pending_and_scores_out_of_the_measured_points():
@@ -40,7 +42,7 @@ def test_gradescope_marks_unmeasured_speed_pending_and_scores_out_of_the_measure
     assert data["score"] == 14.0
     measured = sum(t.get("max_score", 0) for t in data["tests"])
     assert measured == 14.0
-    assert "14 / 14" in data["output"] and "6 speed points pending" in data["output"]
+    assert "14 of 14 measured points, 6 pending" in data["output"] and "6 speed points pending" in data["output"]
     assert data["extra_data"]["pending_points"] == 6.0 and data["extra_data"]["measured_max_score"] == 14.0
 
 

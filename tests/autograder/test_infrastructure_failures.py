@@ -73,7 +73,7 @@ def test_a_full_disk_fails_that_grading_without_a_score_and_it_is_graded_again(c
     assert failures == ["victim"]
     entry = run.record.students["victim"]
     assert entry.status == FAILED and entry.score is None and entry.attempts == INFRASTRUCTURE_ATTEMPTS
-    assert entry.reason.startswith("InfrastructureError: the grader could not write") and "ENOSPC" in entry.reason
+    assert "the grader could not write" in entry.reason and "ENOSPC" in entry.reason
     assert any("victim: the grader failed" in line and "grading again" in line for line in said), said
     grades = gradebook_grades(course)
     assert all(g["auto"] is None for g in grades.get("victim", {}).values()), grades.get("victim")
@@ -111,7 +111,8 @@ def test_a_failure_of_the_grader_is_never_turned_into_a_score(course):
     finally:
         nbgrader_bridge._default_grade_fn = nbgrader_bridge_fn
     entry = run.record.students["ada"]
-    assert entry.status == FAILED and "InfrastructureError" in entry.reason and "the engine's own bug" in entry.reason
+    assert entry.status == FAILED and "the grader failed on saxpy" in entry.reason and "the engine's own bug" in entry.reason
+    assert entry.attempts == INFRASTRUCTURE_ATTEMPTS
     assert len(calls) >= INFRASTRUCTURE_ATTEMPTS  # tried again
     assert all(g["auto"] is None for g in gradebook_grades(course).get("ada", {}).values())
 

@@ -20,6 +20,7 @@ RELEASED = REPO / "exercises" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
 def generated(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("release")
     course = make_course(tmp)
+    (tmp / "exchange").mkdir(mode=0o777)  # an instructor makes the exchange once; release refuses a missing one
     out = run_cli(course, "release", "all", "--exchange", str(tmp / "exchange"))
     assert f"exercises/{ASSIGNMENT}/{NOTEBOOK}.ipynb" in out.stdout
     return course

@@ -16,9 +16,11 @@ from kernels.runtime import (
     KernelMemoryError,
     KernelRaceError,
     KernelTimeoutError,
+    LaunchConfigError,
+    LaunchTooLargeError,
     UninitializedSharedMemoryError,
 )
-from kernels.runtime.emulator import EmulatorBackend
+from kernels.runtime.emulator import EmulatorBackend, launch_budget
 
 from emulator_reports import reported
 
@@ -350,6 +352,32 @@ def test_endless_loop_is_stopped_at_the_time_limit(emu_build):
     # the module still works afterwards (a fresh worker)
     module.function("wait_for_flag")(np.ones(1, np.int32), out, grid=1, block=4)
     assert np.all(out == 1)
+
+
+def test_a_launch_too_large_for_the_time_limit_is_refused_before_it_starts(emu_build):
+    """10^9 threads cannot run within the limit even if each did nothing: said at once, not after the limit."""
+    backend = EmulatorBackend(timeout=36)
+    module = emu_build(SPIN, backend=backend)
+    out = np.zeros(4, np.int32)
+    with pytest.raises(LaunchTooLargeError) as refused:
+        module.function("wait_for_flag")(np.ones(1, np.int32), out, grid=(10**9 // 256 + 1,), block=256)
+    message = str(refused.value)
+    assert "a launch of 1,000,000,256 threads" in message and "limit of 36 s" in message
+    assert f"at most {launch_budget(36, checks=True):,} threads" in message
+    assert "launch fewer threads" in message and "GPU" in message and "endless" not in message
+    assert isinstance(refused.value, LaunchConfigError)  # graded as a launch the exercise cannot run
+
+
+def test_the_launch_budget_refuses_only_what_could_not_finish(emu_build):
+    """The budget scales with the limit and the checks; a launch within it runs as before."""
+    assert launch_budget(36, checks=True) == 360_000_000 and launch_budget(36, checks=False) == 720_000_000
+    backend = EmulatorBackend(timeout=0.5, checks=False)  # 10 million threads at most
+    module = emu_build(SPIN, backend=backend)
+    out = np.zeros(4, np.int32)
+    module.function("wait_for_flag")(np.ones(1, np.int32), out, grid=1, block=4)
+    assert np.all(out == 1)
+    with pytest.raises(LaunchTooLargeError, match="a launch of 10,000,128 threads"):
+        module.function("wait_for_flag")(np.ones(1, np.int32), out, grid=(10**7 // 128 + 1,), block=128)
 
 
 def test_time_limit_from_environment(monkeypatch):

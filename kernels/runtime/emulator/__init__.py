@@ -16,7 +16,9 @@ run tracks every access to the argument buffers a kernel may write, see
 
 Settings (environment variables, or attributes of :class:`EmulatorBackend`):
 
-* ``DLK_EMULATOR_TIMEOUT`` (``timeout``): seconds a launch may take, default 60;
+* ``DLK_EMULATOR_TIMEOUT`` (``timeout``): seconds a launch may take, default 60; a launch of
+  more threads than could run in that time even if each did nothing (:func:`launch_budget`)
+  is refused before it starts (:class:`LaunchTooLargeError`);
 * ``DLK_EMULATOR_CHECKS=0`` (``checks``): run each launch once, without the
   race and uninitialised-shared-memory checks (faster);
 * ``DLK_EMULATOR_SANDBOX=1`` (``sandbox``): run kernels under a seccomp filter
@@ -27,15 +29,21 @@ Settings (environment variables, or attributes of :class:`EmulatorBackend`):
   accesses go unreported; the build falls back to this by itself, with a warning,
   where the compiler has no AddressSanitizer);
 * ``DLK_EMULATOR_UCONTEXT=1``: switch fibers with the C library's ucontext instead
-  of the x86-64 assembly (the path other architectures take; much slower).
+  of the x86-64 assembly (the path other architectures take; much slower);
+* ``DLK_EMULATOR_PROFILE=1`` (a number of blocks, or ``all``): profile every launch and
+  print its table (:mod:`.profiling`: sectors per request, bank conflicts, divergent
+  branches per source line, counted by a second build of the module, ``profiler.h``).
 
 Modules: :mod:`.rewrite` (source to translation unit), :mod:`.build` (g++ and the
 cache), :mod:`.protocol` (the worker process), :mod:`.diagnose` (reports and
-comparisons to errors); ``prelude.h`` and ``runtime.cpp`` are the C++ side.
+comparisons to errors), :mod:`.profiling` and :mod:`.profile_counts` (a launch's memory and
+branch counts), :mod:`.element_accesses` (which thread touched which element of which argument);
+``prelude.h``, ``runtime.cpp``, ``global_races.h`` and ``profiler.h`` are the C++ side.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import struct
@@ -47,9 +55,12 @@ import numpy as np
 
 from ..backend import Backend, CompiledModule, DeviceBuffer, DeviceLimits, Dim3
 from ..cooperative import check_co_resident, grid_sync_line
-from ..errors import BarrierDivergenceError, KernelError, KernelLaunchError, KernelTimeoutError
+from ..errors import BarrierDivergenceError, KernelError, KernelLaunchError, KernelTimeoutError, LaunchTooLargeError
 from ..signature import KernelSignature
 from . import build as _build
+from . import profiling
+from .element_accesses import SharedArray, element_accesses
+from .profile_counts import analyse
 from .diagnose import (
     BufferInfo,
     SourceInfo,
@@ -69,7 +80,20 @@ __all__ = ["EmulatorBackend", "EmulatorBuffer", "EmulatorModule"]
 
 DEFAULT_TIMEOUT = 60.0
 
+#: The least time one thread of a launch costs the emulator (s).  A thread that does nothing takes
+#: 0.2-0.25 us on one core of a 2026 server (a launch of 1 to 4 million empty threads, one run; the
+#: emulator runs a launch on one core); a quarter of that is a floor no machine goes below, so a launch
+#: refused for its size could not have finished within the time limit anywhere.
+MIN_SECONDS_PER_THREAD = 5e-8
+
+
+def launch_budget(timeout: float, checks: bool) -> int:
+    """The most threads one launch may have: as many as could run within ``timeout`` seconds even if each
+    did nothing (a launch with the checks runs twice)."""
+    return int(timeout / (MIN_SECONDS_PER_THREAD * (2 if checks else 1)))
+
 _ERROR_KINDS = {1: "assert", 2: "divergence", 3: "trap", 4: "other", 5: "global race"}
+PROFILE_FLAG = 0x200  # a launch request's flag: run the profiling build's sample of blocks (profiler.h)
 
 
 def _env_flag(name: str, default: bool) -> bool:
@@ -114,7 +138,8 @@ class EmulatorModule(CompiledModule):
     """One compiled module and its worker process (started on first use)."""
 
     def __init__(self, backend: "EmulatorBackend", built: _build.Built, source: str, source_name: str,
-                 signatures: dict[str, KernelSignature], variables: list[tuple[str, bool]]):
+                 signatures: dict[str, KernelSignature], variables: list[tuple[str, bool]],
+                 unit_text: str = "", options: tuple[str, ...] = (), include_dirs: tuple[str, ...] = ()):
         self.backend = backend
         self.executable = built.executable
         self.from_cache = built.from_cache
@@ -130,6 +155,12 @@ class EmulatorModule(CompiledModule):
         self._lock = threading.Lock()
         self._worker_box: list = [None]
         self._finalizer = weakref.finalize(self, EmulatorModule._close_worker, self._worker_box)
+        # the profiling build (profiler.h), built and started when a launch is first profiled
+        self._unit_text, self._options, self._include_dirs = unit_text, tuple(options), tuple(include_dirs)
+        self._profile_build: _build.Built | None = None
+        self._profiler: Worker | None = None
+        self._profiler_box: list = [None]
+        self._profiler_finalizer = weakref.finalize(self, EmulatorModule._close_worker, self._profiler_box)
 
     # ---- worker life ------------------------------------------------------------
     @staticmethod
@@ -139,9 +170,11 @@ class EmulatorModule(CompiledModule):
             box[0] = None
 
     def close(self) -> None:
-        """Stop the worker process (a later launch starts a new one)."""
+        """Stop the worker processes (a later launch starts a new one)."""
         self._close_worker(self._worker_box)
         self._worker = None
+        self._close_worker(self._profiler_box)
+        self._profiler = None
 
     def _evict(self) -> None:
         """Stop the worker to save processes, keeping its __device__ variables for the next one."""
@@ -230,10 +263,10 @@ class EmulatorModule(CompiledModule):
         with self._lock:
             self._launch(signature, args, grid, block, shared_bytes)
 
-    def _launch(self, signature, args, grid, block, shared_bytes) -> None:
-        backend = self.backend
+    def _request(self, signature, args, grid, block, shared_bytes, flags: int):
+        """The worker's launch request (``flags``: its runs and flags word), and the launch's buffers, what the
+        reader calls them, and which the kernel may write."""
         kernel = signature.name
-        source = self._source_info(kernel)
         buffers: list[EmulatorBuffer] = []
         infos: list[BufferInfo] = []
         outputs: list[bool] = []
@@ -259,21 +292,64 @@ class EmulatorModule(CompiledModule):
             else:
                 raw = np.asarray(value).tobytes()[:8].ljust(8, b"\0")
                 params.append(b"\1" + raw)
-        checks = backend.checks
-        cooperative = bool(self.grid_sync_line)
-        if cooperative:
-            check_co_resident(kernel, self.grid_sync_line, grid, block, backend.co_resident_blocks(block),
-                              "the CPU emulator")
         request = [
             b"L",
-            struct.pack("<I6IQII", self.kernel_index[kernel], *grid, *block, shared_bytes,
-                        (2 if checks else 1) | (0x100 if cooperative else 0), len(buffers)),
+            struct.pack("<I6IQII", self.kernel_index[kernel], *grid, *block, shared_bytes, flags, len(buffers)),
         ]
         for b, out in zip(buffers, outputs):
             data = b.array.tobytes()
             request += [struct.pack("<QBI", len(data), 1 if out else 0, b.dtype.itemsize), data]
         request += [struct.pack("<I", len(params)), *params]
+        return b"".join(request), buffers, infos, outputs
+
+    def _launch(self, signature, args, grid, block, shared_bytes) -> None:
+        backend = self.backend
+        kernel = signature.name
+        source = self._source_info(kernel)
+        checks = backend.checks
+        threads = math.prod(grid) * math.prod(block)
+        budget = launch_budget(backend.timeout, checks)
+        if threads > budget:
+            raise LaunchTooLargeError(
+                f"{kernel}: a launch of {threads:,} threads (grid {grid}, block {block}) is more than the CPU "
+                f"emulator can run within its limit of {backend.timeout:g} s per launch, which allows at most "
+                f"{budget:,} threads{' (it runs each launch twice, for its race checks)' if checks else ''} even if "
+                f"each did nothing: launch fewer threads (a smaller shape, or fewer blocks that loop over the data), "
+                f"or run it on a GPU."
+            )
+        cooperative = bool(self.grid_sync_line)
+        if cooperative:
+            check_co_resident(kernel, self.grid_sync_line, grid, block, backend.co_resident_blocks(block),
+                              "the CPU emulator")
+        profiled = profiling.requested()
+        # the profile runs from the inputs the launch starts from (the launch writes its buffers)
+        profile_request = (self._request(signature, args, grid, block, shared_bytes,
+                                         1 | PROFILE_FLAG | (profiled.blocks << 16))[0]
+                           if profiled and not cooperative else None)
+        request, buffers, infos, outputs = self._request(signature, args, grid, block, shared_bytes,
+                                                         (2 if checks else 1) | (0x100 if cooperative else 0))
         out_index = [i for i, o in enumerate(outputs) if o]
+        try:
+            self._run_checked(kernel, source, request, buffers, infos, out_index, grid, block)
+        except KernelTimeoutError:
+            raise
+        except KernelLaunchError:
+            # what a wrong kernel touched (past the end of an array, one element from two threads) is what its
+            # reader most wants to see: the profile of a launch that failed its checks is kept too
+            if profiled:
+                profiled.add(self._profile(kernel, profile_request, [buffers[i].nbytes for i in out_index],
+                                           infos if profiled.elements else None, grid, block, shared_bytes))
+            raise
+        if profiled:
+            profiled.add(self._profile(kernel, profile_request, [buffers[i].nbytes for i in out_index],
+                                       infos if profiled.elements else None, grid, block, shared_bytes))
+
+    def _run_checked(self, kernel: str, source: SourceInfo, request: bytes, buffers: list, infos: list[BufferInfo],
+                     out_index: list[int], grid, block) -> None:
+        """The launch's checked runs (forward, and reverse with another poison when checks are on): the outputs
+        written back into ``buffers``, or the error they found raised."""
+        backend = self.backend
+        checks = backend.checks
 
         def read_run(reader: Reader):
             status = reader.u32()
@@ -298,7 +374,7 @@ class EmulatorModule(CompiledModule):
         worker = self._ensure_worker()
         log_start = worker.log_position()
         try:
-            reply = Reader(worker.request(b"".join(request), backend.timeout))
+            reply = Reader(worker.request(request, backend.timeout))
             text_a, unwritten_a, out_a = read_run(reply)
             if text_a:
                 sys.stdout.write(text_a)
@@ -347,6 +423,65 @@ class EmulatorModule(CompiledModule):
                     raise uninitialized_error(source, infos, poison_diff, unwritten)
             differing = count_differences(out_a, out_b, out_index.index(index))
             raise race_error(source, infos, diff, differing)
+
+    # ---- profiles -----------------------------------------------------------------
+    def _profile_worker(self) -> Worker:
+        """The worker of the module's profiling build (built on first use, kept beside the checking one)."""
+        if self._profiler is not None and self._profiler.alive():
+            return self._profiler
+        if self._profile_build is None:
+            self._profile_build = _build.build(self._unit_text, self.source, self.source_name, self._options,
+                                               self._include_dirs, profile=True)
+        worker = Worker(self._profile_build.executable, sandbox=self.backend.sandbox)
+        try:
+            worker.handshake(timeout=max(30.0, self.backend.timeout))
+        except (WorkerDied, WorkerTimeout) as exc:
+            worker.close()
+            raise KernelLaunchError(f"{self.source_name}: the emulator's profiler did not start:\n{exc.log[-3000:]}") from None
+        for name, data in self._globals.items():
+            self._set_in_worker(worker, name, data)
+        self._profiler = worker
+        self._profiler_box[0] = worker
+        return worker
+
+    def _profile(self, kernel: str, request: bytes | None, out_bytes: list[int], buffers: list[BufferInfo] | None,
+                 grid, block, shared_bytes: int):
+        """The counts of one launch from the profiling build, or why there are none (``out_bytes``: the sizes of
+        the buffers the reply carries back, skipped; ``buffers``: the launch's, where the profile is to say which
+        thread touched which of their elements, else None)."""
+        launch = profiling.LaunchShape(tuple(grid), tuple(block), int(shared_bytes))
+        if request is None:
+            return profiling.not_profiled(kernel, launch, "a cooperative launch (grid.sync()) is not profiled")
+        try:
+            worker = self._profile_worker()
+            for name, data in self._globals.items():
+                self._set_in_worker(worker, name, data)
+            reply = Reader(worker.request(request, self.backend.timeout))
+        except KernelError as exc:  # the profiling build failed: the launch itself went well
+            return profiling.not_profiled(kernel, launch, f"the profiling build failed ({str(exc).splitlines()[0]})")
+        except (WorkerDied, WorkerTimeout) as exc:
+            self._close_worker(self._profiler_box)
+            self._profiler = None
+            return profiling.not_profiled(kernel, launch, f"the profiling run failed ({exc})")
+        if reply.u32():
+            reply.string()
+            message = reply.string()
+            return profiling.not_profiled(kernel, launch, f"the profiling run failed: {message}")
+        reply.string()
+        reply.string()
+        for nbytes in out_bytes:
+            reply.raw(nbytes)
+        blocks_done, truncated, count = reply.u32(), reply.u32(), reply.u64()
+        events = np.frombuffer(reply.raw(count * profiling.EVENT_DTYPE.itemsize), dtype=profiling.EVENT_DTYPE)
+        bases = [reply.u64() for _ in range(reply.u32())]
+        shared = [SharedArray(reply.u64(), reply.u64(), reply.u64(), reply.string()) for _ in range(reply.u32())]
+        profile = analyse(kernel, launch, events, blocks_done, bool(truncated & 1),
+                                    str(self._profile_build.executable), self._source_info(kernel),
+                                    branches_truncated=bool(truncated & 2))
+        profile.origin = (self.source, self.source_name, self._options, self._include_dirs)
+        if buffers is not None:
+            profile.elements = element_accesses(events, bases, buffers, shared)
+        return profile
 
     def _forward_stderr(self, worker: Worker, start: int) -> None:
         text = worker.read_log(start)
@@ -407,7 +542,8 @@ class EmulatorBackend(Backend):
         check_supported(source, source_name)
         unit = rewrite(source, source_name, signatures)
         built = _build.build(unit.text, source, source_name, tuple(options), tuple(include_dirs))
-        return EmulatorModule(self, built, source, source_name, signatures, unit.variables)
+        return EmulatorModule(self, built, source, source_name, signatures, unit.variables,
+                              unit.text, tuple(options), tuple(include_dirs))
 
     def empty(self, shape, dtype) -> EmulatorBuffer:
         return EmulatorBuffer(shape, dtype)

@@ -44,6 +44,10 @@ BASE_FLAGS = ("-std=gnu++17", "-g", "-gdwarf-4", "-O1", "-fno-omit-frame-pointer
 # buffers a launch may write are poisoned while it runs, and their accesses tracked for races
 ASAN_FLAGS = ("-fsanitize=address", "-fsanitize-recover=address")
 PATTERN_INIT = ("-ftrivial-auto-var-init=pattern",)
+# The profiling build (profiler.h): ThreadSanitizer's instrumentation calls a hook at every load and store
+# and coverage's at every basic block; the runtime defines the hooks, so no sanitizer library is linked
+PROFILE_FLAGS = ("-fsanitize=thread", "-fsanitize-coverage=trace-pc")
+PROFILER = HERE / "profiler.h"
 
 
 def cache_dir() -> Path:
@@ -179,7 +183,7 @@ def _toolchain_for(cxx: str, cache: str, use_asan: bool = True, ucontext: bool =
     global _warned_no_asan
     version = compiler_version(cxx)
     directory = Path(cache)
-    sources = (PRELUDE.read_text(), RUNTIME.read_text(), GLOBAL_RACES.read_text(),
+    sources = (PRELUDE.read_text(), RUNTIME.read_text(), GLOBAL_RACES.read_text(), PROFILER.read_text(),
                *(p.read_text() for p in sorted(INCLUDE.rglob("*.h"))))
     errors = []
     candidates = [
@@ -239,13 +243,15 @@ def _asan_links(cxx: str, flags, obj: Path, directory: Path) -> bool:
         return subprocess.run(cmd, capture_output=True).returncode == 0
 
 
-def toolchain(directory: Path | None = None, env=None) -> Toolchain:
+def toolchain(directory: Path | None = None, env=None, profile: bool = False) -> Toolchain:
     """The compiler, its flags and the emulator's runtime built with them, in ``directory`` (default: the
     build cache), unless a prebuilt one is found (``$DLK_EMULATOR_PREBUILT``); chosen as a process with
-    environment ``env`` (default: this one's) chooses them, so that a grader can build a child's runtime."""
+    environment ``env`` (default: this one's) chooses them, so that a grader can build a child's runtime.
+    ``profile``: the toolchain of the profiling build (no AddressSanitizer, which ThreadSanitizer's
+    instrumentation excludes)."""
     env = os.environ if env is None else env
     # DLK_EMULATOR_ASAN=0 builds without AddressSanitizer (faster; out-of-bounds accesses go unnoticed)
-    use_asan = env.get("DLK_EMULATOR_ASAN", "1").strip().lower() not in ("0", "false", "no", "off")
+    use_asan = env.get("DLK_EMULATOR_ASAN", "1").strip().lower() not in ("0", "false", "no", "off") and not profile
     # DLK_EMULATOR_UCONTEXT=1 switches fibers with the C library's ucontext (the portable path)
     ucontext = env.get("DLK_EMULATOR_UCONTEXT", "0").strip().lower() in ("1", "true", "yes", "on")
     return _toolchain_for(compiler(env), str(directory or cache_dir()), use_asan, ucontext)
@@ -300,13 +306,17 @@ class Built:
     asan: bool
 
 
-def build(unit_text: str, source: str, source_name: str, options: tuple[str, ...], include_dirs: tuple[str, ...]) -> Built:
-    tc = toolchain()
+def build(unit_text: str, source: str, source_name: str, options: tuple[str, ...], include_dirs: tuple[str, ...],
+          profile: bool = False) -> Built:
+    """The worker executable of a translation unit; ``profile``: its profiling build (profiler.h), which
+    runs launches only to count their memory accesses and branches."""
+    tc = toolchain(profile=profile)
     user_flags = _usable_options(options, include_dirs)
     search = [Path(f[2:]) if f.startswith("-I") and len(f) > 2 else None for f in user_flags]
     search = [p for p in search if p] + [Path(user_flags[i + 1]) for i, f in enumerate(user_flags[:-1]) if f == "-I"]
     headers = _included_files(unit_text, search)
-    key = _digest(tc.version, tc.flags, tc.runtime_object.name, unit_text, user_flags,
+    compile_flags = tc.flags + (PROFILE_FLAGS if profile else ())
+    key = _digest(tc.version, compile_flags, tc.runtime_object.name, unit_text, user_flags,
                   *(f"{p}\n{t}" for p, t in sorted(headers.items())))
     directory = cache_dir()
     exe = directory / f"module-{key}"
@@ -320,11 +330,20 @@ def build(unit_text: str, source: str, source_name: str, options: tuple[str, ...
     with tempfile.TemporaryDirectory(dir=directory) as work:
         tu = Path(work) / "unit.cpp"
         tu.write_text(unit_text)
-        cmd = [
-            tc.cxx, *tc.flags, "-I", str(HERE), "-I", str(INCLUDE), *user_flags,
-            str(tu), str(tc.runtime_object), "-o", str(tmp), "-lm",
-        ]
-        result = subprocess.run(_capped(cmd), capture_output=True, text=True, cwd=work)
+        if profile:
+            # compiled instrumented, linked without the sanitizer's library (the runtime has the hooks)
+            obj = Path(work) / "unit.o"
+            cmd = [tc.cxx, *compile_flags, "-I", str(HERE), "-I", str(INCLUDE), *user_flags, "-c", str(tu), "-o", str(obj)]
+            result = subprocess.run(_capped(cmd), capture_output=True, text=True, cwd=work)
+            if result.returncode == 0:
+                cmd = [tc.cxx, *tc.flags, str(obj), str(tc.runtime_object), "-o", str(tmp), "-lm"]
+                result = subprocess.run(_capped(cmd), capture_output=True, text=True, cwd=work)
+        else:
+            cmd = [
+                tc.cxx, *tc.flags, "-I", str(HERE), "-I", str(INCLUDE), *user_flags,
+                str(tu), str(tc.runtime_object), "-o", str(tmp), "-lm",
+            ]
+            result = subprocess.run(_capped(cmd), capture_output=True, text=True, cwd=work)
     if result.returncode != 0:
         tmp.unlink(missing_ok=True)
         if result.returncode in (-25, 153) or "File too large" in result.stderr or "File size limit" in result.stderr:

@@ -254,10 +254,15 @@ class Difference:
     second: object
 
 
+def _floating(dtype: np.dtype) -> bool:
+    """NumPy's floats, and ml_dtypes' bfloat16 (a 'V' kind to NumPy): values compared as numbers, NaN equal to NaN."""
+    return dtype.kind in "fc" or dtype.name == "bfloat16"
+
+
 def first_difference(a: list[np.ndarray], b: list[np.ndarray]) -> Difference | None:
     """Where two runs' outputs differ: exactly for integers, within float tolerance for floats."""
     for k, (x, y) in enumerate(zip(a, b)):
-        if x.dtype.kind in "fc":
+        if _floating(x.dtype):
             xf = x.astype(np.float64, copy=False).ravel()
             yf = y.astype(np.float64, copy=False).ravel()
             nx, ny = np.isnan(xf), np.isnan(yf)
@@ -354,16 +359,17 @@ def uninitialized_error(
 
 def count_differences(a: list[np.ndarray], b: list[np.ndarray], buffer: int) -> int:
     x, y = a[buffer].ravel(), b[buffer].ravel()
-    if x.dtype.kind in "fc":
+    if _floating(x.dtype):
         with np.errstate(invalid="ignore"):
-            return int(np.count_nonzero(~np.isclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True)))
+            return int(np.count_nonzero(~np.isclose(x.astype(np.float64), y.astype(np.float64), rtol=1e-4, atol=1e-6,
+                                                    equal_nan=True)))
     return int(np.count_nonzero(x != y))
 
 
 # ---- races on global memory (found by the worker as they happen) -------------------
 
 
-def _lines_of(executable: str, pcs: list[int], source: SourceInfo) -> dict[int, int | None]:
+def addresses_lines(executable: str, pcs: list[int], source: SourceInfo) -> dict[int, int | None]:
     """The reader's line of each code address (inlined prelude functions: the reader's caller)."""
     want = PurePath(source.source_name).name
     lines: dict[int, int | None] = {pc: None for pc in pcs}
@@ -402,7 +408,7 @@ def global_race_error(report: str, source: SourceInfo, buffers: list[BufferInfo]
     second = fields[7:11]
     second[3] = second[3].split()[0]
     pcs = [int(first[3], 16), int(second[3], 16)]
-    lines = _lines_of(executable, pcs, source)
+    lines = addresses_lines(executable, pcs, source)
     info = buffers[buffer] if buffer < len(buffers) else None
     variables = variables or []
     if buffer >= VARIABLE_BASE and buffer - VARIABLE_BASE < len(variables):

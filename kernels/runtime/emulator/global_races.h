@@ -365,6 +365,7 @@ void __asan_report_store_n_noabort(uintptr_t a, size_t n) {
 
 extern "C" void __dlk_atomic_access(void* address, size_t bytes, void* ret) {
   uintptr_t a = (uintptr_t)address;
+  if (prof::g_recording) prof::access(address, bytes, prof::ATOMIC, ret);
   if (race::tracked(a, bytes)) {
     race::track(a, bytes, race::ATOMIC, race::pc_of(ret));
     return;

@@ -46,9 +46,10 @@
 #define __CUDACC_DEVICE_ATOMIC_BUILTINS__ 1
 #define CUDA_DOUBLE_MATH_FUNCTIONS 1
 // nvcc identity ends
-// The one macro of the emulator's own: the book's headers choose by it the warp shuffles that stand for PTX the
-// emulator cannot run (kernels/attention/warp_mma.cuh).  A graded kernel whose text depends on it is refused
-// (autograder/source_policy.py), so that no graded kernel computes one thing here and another on a GPU.
+// The one macro of the emulator's own: the book's kernels choose by it the warp shuffles that stand for PTX
+// the emulator cannot run (kernels/warp_mma.cuh, kernels/attention/attention_bf16.cu).  A graded kernel whose
+// text depends on it is refused (autograder/source_policy.py), so that no graded kernel computes one thing here
+// and another on a GPU.
 #define DLK_EMULATOR 1
 
 // ---- execution spaces and qualifiers ------------------------------------
@@ -120,6 +121,7 @@ void __dlk_grid_sync(int line);
 int __dlk_syncthreads_reduce(int op, int predicate, int line);
 unsigned long long __dlk_warp_op(int op, unsigned mask, unsigned long long value, int param, int width, int line);
 void __dlk_shared_register(void* ptr, size_t bytes, size_t elem_bytes, const char* name, int line);
+void __dlk_shared_register_once(unsigned* generation, void* ptr, size_t bytes, size_t elem_bytes, const char* name, int line);
 void* __dlk_dynamic_shared(void);
 void* __dlk_dynamic_shared_register(void** slot, const char* name);
 extern unsigned __dlk_block_generation;
@@ -127,22 +129,22 @@ void __dlk_trap(int line) __attribute__((noreturn));
 int __dlk_printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 long long __dlk_clock(void);
 void __dlk_atomic_access(void* address, size_t bytes, void* caller);
+// the profiling build: one access as the hardware makes it, where the emulator makes it otherwise (wmma fragments)
+void __dlk_profile_access(const void* address, size_t bytes, int store);
 void __dlk_threadfence(void);
 }
 
 // One static __shared__ declarator, rewritten by the emulator as
 //   static T name[N]; DLK_SHARED(name, line);
-// which poisons it the first time a thread of each block reaches it.
+// which poisons it the first time a thread of each block reaches it (the runtime keeps the test of
+// "first", so that the reader's code has no branch of the emulator's own for the profiler to see).
 template <class T> struct __dlk_base { typedef T type; };
 template <class T, size_t N> struct __dlk_base<T[N]> { typedef typename __dlk_base<T>::type type; };
-#define DLK_SHARED(name, line)                                                      \
-  do {                                                                              \
-    static unsigned __dlk_gen_of_##name = 0;                                        \
-    if (__dlk_gen_of_##name != __dlk_block_generation) {                            \
-      __dlk_gen_of_##name = __dlk_block_generation;                                 \
-      __dlk_shared_register((void*)&(name), sizeof(name),                           \
-                            sizeof(typename __dlk_base<decltype(name)>::type), #name, line); \
-    }                                                                               \
+#define DLK_SHARED(name, line)                                                                  \
+  do {                                                                                          \
+    static unsigned __dlk_gen_of_##name = 0;                                                    \
+    __dlk_shared_register_once(&__dlk_gen_of_##name, (void*)&(name), sizeof(name),              \
+                               sizeof(typename __dlk_base<decltype(name)>::type), #name, line); \
   } while (0)
 
 // ---- barriers ---------------------------------------------------------------
@@ -196,7 +198,11 @@ template <class T> static inline T __dlk_from_bits(unsigned long long b) {
 // ---- atomics: the threads of a block run one at a time, so plain operations are atomic.
 // They are not instrumented as plain loads and stores: each tells the runtime of one
 // atomic access (bounds-checked, and not a race with other atomics).
-#define DLK_ATOMIC_FN __attribute__((no_sanitize_address, noinline)) static
+// (nor, in the profiling build, as a load and a store: the profile counts them as one atomic)
+// The emulator's own copies in <mma.h> (every lane copies a whole tile) are not counted by the profiler
+// (no_sanitize_thread) and add no branches to its counts (no_sanitize_coverage).
+#define DLK_NOT_PROFILED __attribute__((no_sanitize_thread, no_sanitize_coverage))
+#define DLK_ATOMIC_FN __attribute__((no_sanitize_address, no_sanitize_thread, no_sanitize_coverage, noinline)) static
 #define DLK_ATOMIC_NOTE(address) __dlk_atomic_access((void*)(address), sizeof(*(address)), __builtin_return_address(0))
 #define DLK_ATOMIC(name, expr)                                                         \
   template <class T, class U> DLK_ATOMIC_FN T name(T* address, U value_) {            \

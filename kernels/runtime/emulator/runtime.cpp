@@ -32,6 +32,7 @@
 #include <execinfo.h>
 #endif
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,7 @@ int g_dynamic_slot_count = 0;
 struct Buffer {
   char* data;
   size_t bytes;
+  size_t margin = 0;  // bytes allocated before and after the data in a profiled launch (profiler.h)
   bool output;
   uint32_t element_bytes;  // of the buffer's dtype: the granularity of the race shadow
   std::vector<char> initial;
@@ -206,6 +208,7 @@ bool g_track_races = false;  // this run tracks accesses to global memory (race:
 
 }  // namespace
 
+#include "profiler.h"
 #include "global_races.h"
 
 namespace {
@@ -736,6 +739,7 @@ bool run_grid(bool reverse, bool fibers) {
   static volatile size_t thread_index;
   if (g_track_races) race::start_run(nblocks);
   else race::stop();
+  prof::start_run();
   g_fast_mode = !fibers;
   if (!fibers) {
     int jumped = setjmp(g_fast_escape);
@@ -748,6 +752,7 @@ bool run_grid(bool reverse, bool fibers) {
                      (unsigned)(b / ((unsigned long long)gridDim.x * gridDim.y))};
     block_prologue();
     race::start_block(blockIdx);
+    if (!prof::start_block() && prof::g_enabled) break;  // a profiled launch runs its sample of blocks only
     if (fibers) {
       run_block_fibers(reverse);
       if (g_error) {
@@ -765,6 +770,7 @@ bool run_grid(bool reverse, bool fibers) {
       }
     }
     block_epilogue();
+    prof::end_block();
   }
   g_fast_mode = false;
   return true;
@@ -1019,8 +1025,11 @@ void handle_launch() {
   uint32_t runs_and_flags = read_value<uint32_t>();
   uint32_t nruns = runs_and_flags & 0xff;
   g_cooperative = (runs_and_flags >> 8) & 1;  // a cooperative launch: all blocks resident, grid.sync() allowed
+  // a profiled launch (the profiling build): one forward run of the first (runs_and_flags >> 16) blocks (0: all)
+  prof::g_enabled = (runs_and_flags >> 9) & 1;
+  prof::g_sample_blocks = runs_and_flags >> 16;
   uint32_t nbuf = read_value<uint32_t>();
-  for (auto& b : g_buffers) free(b.data);
+  for (auto& b : g_buffers) free(b.data ? b.data - b.margin : nullptr);
   g_buffers.assign(nbuf, Buffer());
   for (auto& b : g_buffers) {
     b.bytes = read_value<uint64_t>();
@@ -1028,7 +1037,14 @@ void handle_launch() {
     b.element_bytes = read_value<uint32_t>();
     b.initial.resize(b.bytes);
     read_exact(b.initial.data(), b.bytes);
-    b.data = (char*)malloc(b.bytes ? b.bytes : 1);  // exactly sized: ASan knows its bounds
+    // exactly sized (ASan knows its bounds) and aligned as a GPU allocation is, so that the profile's
+    // 32-byte sectors fall where a GPU's do; a profiled launch (no ASan) has a margin on either side, where
+    // the accesses of a kernel that runs past its arrays land and are recorded, not corrupting the heap
+    b.margin = prof::g_enabled ? prof::kBufferMargin : 0;
+    void* data = nullptr;
+    if (posix_memalign(&data, 256, b.bytes + 2 * b.margin ? b.bytes + 2 * b.margin : 1) != 0) data = nullptr;
+    if (data && b.margin) memset(data, 0xFF, b.bytes + 2 * b.margin);
+    b.data = data ? (char*)data + b.margin : nullptr;
   }
   uint32_t nparams = read_value<uint32_t>();
   L.slots.assign(nparams, nullptr);
@@ -1080,9 +1096,33 @@ void handle_launch() {
     regions.push_back(std::move(r));
   }
   race::set_regions(std::move(regions));
-  g_track_races = nruns > 1;
+  g_track_races = nruns > 1 && !prof::g_enabled;
   bool ok_forward = run_once("forward", false, kFirstPoison, kernel_index);
   g_track_races = false;
+  if (prof::g_enabled) {
+    prof::g_enabled = false;
+    if (ok_forward) {
+      prof::drop_uniform_branches();
+      put<uint32_t>(prof::g_blocks_done);
+      put<uint32_t>((prof::g_truncated ? 1 : 0) | (prof::g_branches_truncated ? 2 : 0));
+      put<uint64_t>(prof::g_events.size());
+      put_bytes(prof::g_events.data(), prof::g_events.size() * sizeof(prof::Event));
+      // where each buffer's data starts, and the shared arrays the profiled blocks declared: the elements the
+      // events touched
+      put<uint32_t>((uint32_t)g_buffers.size());
+      for (auto& b : g_buffers) put<uint64_t>((uint64_t)(uintptr_t)b.data);
+      put<uint32_t>((uint32_t)prof::g_shared_seen.size());
+      for (auto& r : prof::g_shared_seen) {
+        put<uint64_t>((uint64_t)(uintptr_t)r.address);
+        put<uint64_t>(r.bytes);
+        put<uint64_t>(r.elem_bytes);
+        put_string(r.name ? r.name : "");
+      }
+    }
+    std::vector<prof::Event>().swap(prof::g_events);
+    send_reply();
+    return;
+  }
   if (!ok_forward) { send_reply(); return; }
   auto after_forward = snapshot_variables();
   if (nruns > 1) {
@@ -1256,6 +1296,7 @@ bool waits_outside_fibers() {
 // The running thread stops at a wait on `line`: its race segment ends there.
 Thread* stop_at(State state, int line) {
   race::end_segment();
+  if (state == AT_BARRIER || state == AT_GRID) prof::barrier_reached();
   Thread* t = g_current;
   t->state = state;
   t->line = line;
@@ -1322,6 +1363,13 @@ void __dlk_shared_register(void* ptr, size_t bytes, size_t elem_bytes, const cha
   }
   memset(ptr, g_poison, bytes);
   g_shared.push_back({ptr, bytes, elem_bytes, name, line});
+}
+
+void __dlk_shared_register_once(unsigned* generation, void* ptr, size_t bytes, size_t elem_bytes, const char* name,
+                                int line) {
+  if (*generation == __dlk_block_generation) return;
+  *generation = __dlk_block_generation;
+  __dlk_shared_register(ptr, bytes, elem_bytes, name, line);
 }
 
 void* __dlk_dynamic_shared(void) { return g_dynamic; }

@@ -47,6 +47,17 @@ static inline void __pipeline_commit() {
     if (!__dlk_async_pending[t][k].batch) __dlk_async_pending[t][k].batch = batch;
 }
 
+// The copy is made by loads of the kernel's own, which AddressSanitizer checks as it checks the kernel's: while a
+// launch tracks races, every buffer it may write is poisoned (as every buffer is when the grader reads the inputs
+// back), and a load from one is a tracked read, where memcpy's interceptor would report the poison as an error.
+static inline void __dlk_async_copy_bytes(void* dst, const void* src, size_t bytes) {
+  if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 3) == 0) {
+    for (size_t k = 0; k < bytes / 4; ++k) ((unsigned*)dst)[k] = ((const volatile unsigned*)src)[k];
+  } else {
+    for (size_t k = 0; k < bytes; ++k) ((char*)dst)[k] = ((const volatile char*)src)[k];
+  }
+}
+
 static inline void __pipeline_wait_prior(size_t prior) {
   int t = __dlk_async_thread();
   unsigned done_through = __dlk_async_committed[t] > prior ? __dlk_async_committed[t] - (unsigned)prior : 0;
@@ -54,7 +65,7 @@ static inline void __pipeline_wait_prior(size_t prior) {
   for (int k = 0; k < __dlk_async_count[t]; ++k) {
     __dlk_async_copy c = __dlk_async_pending[t][k];
     if (c.batch && c.batch <= done_through) {
-      memcpy(c.dst, c.src, c.bytes);
+      __dlk_async_copy_bytes(c.dst, c.src, c.bytes);
       if (c.zero_fill) memset((char*)c.dst + c.bytes, 0, c.zero_fill);
     } else {
       __dlk_async_pending[t][kept++] = c;

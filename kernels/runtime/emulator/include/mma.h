@@ -87,13 +87,44 @@ struct fragment {
 };
 
 template <class Use, int M, int N, int K, class T, class L, class V>
-static inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& value) {
+DLK_NOT_PROFILED static inline void fill_fragment(fragment<Use, M, N, K, T, L>& f, const V& value) {
   typedef typename __dlk_storage<T>::type S;
   for (int i = 0; i < f.num_elements; ++i) f.x[i] = (S)value;
 }
 
+// The profiler (profiler.h) counts a fragment's loads and stores as the tensor cores' instructions make
+// them, not as the emulator does them (every lane copies the whole tile): each lane touches its own
+// elements, in the layout of mma.sync's fragments (a lane's group g = lane / 4, its place t = lane % 4).
+// The emulator's own copies are not counted: DLK_NOT_PROFILED, defined in the prelude, where the
+// source policy's scan of the student's preprocessed text does not see the attributes it forbids to students.
+// Shapes 16x16x8 (tf32) and 16x16x16 (half, bfloat16) only; other shapes' fragments are not counted.
+static inline void __dlk_lane_element(matrix_a, int K, int g, int t, int i, int& r, int& c) {
+  if (K == 8) { r = g + 8 * (i & 1); c = t + 4 * (i >> 1); }
+  else { r = g + 8 * ((i >> 1) & 1); c = 2 * t + (i & 1) + 8 * (i >> 2); }
+}
+static inline void __dlk_lane_element(matrix_b, int K, int g, int t, int i, int& r, int& c) {
+  if (K == 8) { r = t + 4 * (i & 1); c = g + 8 * (i >> 1); }
+  else { r = 2 * t + (i & 1) + 8 * ((i >> 1) & 1); c = g + 8 * (i >> 2); }
+}
+static inline void __dlk_lane_element(accumulator, int, int g, int t, int i, int& r, int& c) {
+  r = g + 8 * ((i >> 1) & 1);
+  c = 2 * t + (i & 1) + 8 * (i >> 2);
+}
+template <class Use, int M, int N, int K, class P>
+__attribute__((always_inline)) static inline void __dlk_profile_fragment(const P* p, unsigned ldm, bool row_major_memory,
+                                                                         int store) {
+  if (M != 16 || N != 16 || (K != 8 && K != 16)) return;
+  int lane = (int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32);
+  int per_lane = __dlk_tile<Use, M, N, K>::rows * __dlk_tile<Use, M, N, K>::cols / 32;
+  for (int i = 0; i < per_lane; ++i) {
+    int r, c;
+    __dlk_lane_element(Use(), K, lane >> 2, lane & 3, i, r, c);
+    __dlk_profile_access(row_major_memory ? p + (size_t)r * ldm + c : p + (size_t)c * ldm + r, sizeof(P), store);
+  }
+}
+
 template <class Use, int M, int N, int K, class T, class L, class P>
-static inline void __dlk_load(fragment<Use, M, N, K, T, L>& f, const P* p, unsigned ldm, bool row_major_memory) {
+DLK_NOT_PROFILED static inline void __dlk_load(fragment<Use, M, N, K, T, L>& f, const P* p, unsigned ldm, bool row_major_memory) {
   static_assert(!__dlk_is_tf32<T>::value || __dlk_same<P, float>::value,
                 "wmma: a precision::tf32 fragment is loaded from const float* memory");
   typedef typename __dlk_storage<T>::type S;
@@ -104,21 +135,38 @@ static inline void __dlk_load(fragment<Use, M, N, K, T, L>& f, const P* p, unsig
 }
 
 template <class Use, int M, int N, int K, class T, class P>
-static inline void load_matrix_sync(fragment<Use, M, N, K, T, row_major>& f, const P* p, unsigned ldm) { __dlk_load(f, p, ldm, true); }
+__attribute__((always_inline)) static inline void load_matrix_sync(fragment<Use, M, N, K, T, row_major>& f, const P* p,
+                                                                   unsigned ldm) {
+  __dlk_profile_fragment<Use, M, N, K>(p, ldm, true, 0);
+  __dlk_load(f, p, ldm, true);
+}
 template <class Use, int M, int N, int K, class T, class P>
-static inline void load_matrix_sync(fragment<Use, M, N, K, T, col_major>& f, const P* p, unsigned ldm) { __dlk_load(f, p, ldm, false); }
+__attribute__((always_inline)) static inline void load_matrix_sync(fragment<Use, M, N, K, T, col_major>& f, const P* p,
+                                                                   unsigned ldm) {
+  __dlk_profile_fragment<Use, M, N, K>(p, ldm, false, 0);
+  __dlk_load(f, p, ldm, false);
+}
 template <int M, int N, int K, class T, class P>
-static inline void load_matrix_sync(fragment<accumulator, M, N, K, T, void>& f, const P* p, unsigned ldm, layout_t layout) {
+__attribute__((always_inline)) static inline void load_matrix_sync(fragment<accumulator, M, N, K, T, void>& f, const P* p,
+                                                                   unsigned ldm, layout_t layout) {
+  __dlk_profile_fragment<accumulator, M, N, K>(p, ldm, layout == mem_row_major, 0);
   __dlk_load(f, p, ldm, layout == mem_row_major);
 }
 
 template <int M, int N, int K, class T, class P>
-static inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T, void>& f, unsigned ldm, layout_t layout) {
-  __syncwarp();
+DLK_NOT_PROFILED static inline void __dlk_store(P* p, const fragment<accumulator, M, N, K, T, void>& f, unsigned ldm,
+                                         layout_t layout) {
   if (threadIdx.x % 32 == 0)
     for (int r = 0; r < f.rows; ++r)
       for (int c = 0; c < f.cols; ++c)
         (layout == mem_row_major ? p[(size_t)r * ldm + c] : p[(size_t)c * ldm + r]) = (P)f.x[r * f.cols + c];
+}
+template <int M, int N, int K, class T, class P>
+__attribute__((always_inline)) static inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, T, void>& f,
+                                                                    unsigned ldm, layout_t layout) {
+  __dlk_profile_fragment<accumulator, M, N, K>(p, ldm, layout == mem_row_major, 1);
+  __syncwarp();
+  __dlk_store(p, f, ldm, layout);
   __syncwarp();
 }
 
@@ -126,7 +174,7 @@ static inline void store_matrix_sync(P* p, const fragment<accumulator, M, N, K, 
 // and tf32 inputs it is exact in float too, so this is the float product), then added to
 // the float accumulator.
 template <int M, int N, int K, class TA, class LA, class TB, class LB, class TC, class TD>
-static inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
+DLK_NOT_PROFILED static inline void mma_sync(fragment<accumulator, M, N, K, TD, void>& d, const fragment<matrix_a, M, N, K, TA, LA>& a,
                             const fragment<matrix_b, M, N, K, TB, LB>& b, const fragment<accumulator, M, N, K, TC, void>& c) {
   static_assert(__dlk_is_tf32<TA>::value == __dlk_is_tf32<TB>::value &&
                 (!__dlk_is_tf32<TA>::value || (__dlk_same<TC, float>::value && __dlk_same<TD, float>::value)),
