@@ -128,7 +128,10 @@ def test_an_approximate_sum_and_kernels_that_ask_for_the_compiler_earn_nothing_t
     emulator either, which defines what nvcc defines."""
     grades = cycle["grades"]
     assert grades["approximate_sum"]["reduce_sum_correctness"]["auto"] < POINTS["reduce_sum_correctness"]
-    assert result(cycle, "approximate_sum", "reduce_sum")["status"] == "failed"
+    approximate = result(cycle, "approximate_sum", "reduce_sum")
+    # failed by its outputs (on busy cores the probes of its many failing cases may then run past the time limit)
+    assert approximate["status"] in ("failed", "timeout")
+    assert any(not shape["passed"] and shape["n_bad"] for shape in approximate["shapes"]), approximate["message"]
     assert total(cycle, "compiler_tell") == 0.0
     assert all(result(cycle, "compiler_tell", e)["status"] != "passed" for e in CELLS)
 
