@@ -134,7 +134,7 @@ class ClassRun:
                                            seconds=time.perf_counter() - started, progress=say, retried=not last)
             except GradingFailed as exc:
                 if isinstance(exc, InfrastructureError) and not last:  # the grader's own failure: once more
-                    say(f"  {student}: the grader failed ({exc.reason}); grading again")
+                    say(f"  {student} is graded again: the grader failed ({exc.reason})")
                     attempt += 1
                     continue
                 return self.failed(student, submitted, str(exc), worker=THIS_PROCESS, attempts=attempt,

@@ -415,7 +415,8 @@ def _softmax_probe(shape, run) -> str:
                 "0 / 0 unless the kernel writes zeros for it (a row skipped altogether keeps the NaN the grader "
                 "filled P with).")
     if broken[2]:
-        return ("A row whose scores divided by the temperature pass 88 comes out inf or NaN: expf overflows there. "
+        return ("A row whose scores divided by the temperature pass 88.7 (the log of the largest float) comes out inf "
+                "or NaN: expf overflows there. "
                 "Subtract the row's maximum of z / T inside every exponential, the sum's and the output's.")
     return ""
 
