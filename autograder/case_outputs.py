@@ -12,6 +12,7 @@ missing, which fails the case.
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 from pathlib import Path
 
@@ -30,15 +31,45 @@ def _path(directory: str | os.PathLike, tag: str, role: str, name: str) -> Path:
     return Path(directory) / DIRECTORY / f"{tag}.{role}.{name}.npy"
 
 
-def save(directory: str | os.PathLike, tag: str, outputs: dict, inputs_after: dict | None = None) -> None:
-    """Child side: write the buffers of one launch (never raises for a full disk: the case then reads as missing)."""
-    (Path(directory) / DIRECTORY).mkdir(exist_ok=True)
-    for role, arrays in (("out", outputs), ("in", inputs_after or {})):
-        for name, array in arrays.items():
+def _results_folder(directory: str | os.PathLike) -> int:
+    """A descriptor of ``directory``/results, a real folder: whatever else holds that name (a link the
+    submission planted, a file) is moved aside first."""
+    parent = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for _ in range(3):
             try:
-                np.save(_path(directory, tag, role, name), np.ascontiguousarray(array), allow_pickle=False)
-            except OSError:
+                return os.open(DIRECTORY, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            except FileNotFoundError:
                 pass
+            except OSError:
+                os.rename(DIRECTORY, f"{DIRECTORY}.planted-{secrets.token_hex(4)}", src_dir_fd=parent, dst_dir_fd=parent)
+            try:
+                os.mkdir(DIRECTORY, 0o700, dir_fd=parent)
+            except FileExistsError:
+                pass
+        return os.open(DIRECTORY, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    finally:
+        os.close(parent)
+
+
+def save(directory: str | os.PathLike, tag: str, outputs: dict, inputs_after: dict | None = None) -> None:
+    """Child side: write the buffers of one launch, each to a fresh file renamed into place (a link or file the
+    submission planted under that name is replaced, never followed).  A write that fails raises (OSError): the
+    grading then ends as the grader's failure, or as the submission's where it filled or changed the space
+    (:mod:`autograder.grading_child`), never as a case that reads as missing and costs the student points."""
+    folder = _results_folder(directory)
+    try:
+        for role, arrays in (("out", outputs), ("in", inputs_after or {})):
+            for name, array in arrays.items():
+                final = f"{tag}.{role}.{name}.npy"
+                temporary = f".{final}.{secrets.token_hex(4)}"
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=folder)
+                with os.fdopen(fd, "wb") as handle:
+                    np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
+                os.rename(temporary, final, src_dir_fd=folder, dst_dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def load(directory: str | os.PathLike, tag: str, role: str, name: str, size: int) -> np.ndarray | None:

@@ -35,6 +35,7 @@ from kernels.runtime.module import Kernel, compile_source, to_device
 from kernels.runtime.signature import KernelSignature, strip_comments
 
 from . import case_outputs
+from .case_plan import case_label
 from .causes import refine_hint
 from .comparison import CaseError, compare
 from .diagnosis import GUARD_FLOAT
@@ -267,13 +268,9 @@ def _inputs_returned(kernel):
     return Kernel(kernel.module, KernelSignature(sig.name, params, sig.line))
 
 
-def _case_label(ex: Exercise, case: dict) -> str:
-    return ex.shape_label(case["shape"])
-
-
 def run_case(runner: CaseRunner, ex: Exercise, case: dict) -> ShapeResult:
     shape = case["shape"]
-    result = ShapeResult(label=_case_label(ex, case), shape=dict(shape), seed_index=case["seed_index"],
+    result = ShapeResult(label=case_label(ex, case), shape=dict(shape), seed_index=case["seed_index"],
                          visible=case["visible"], passed=False)
     try:
         _, config = ex.resolve_launch(shape, runner.launch)
@@ -440,12 +437,12 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         except CaseError as exc:
             exc.hint = refine_hint(exc.hint, source=source, launch=launch, error=str(exc))
             failure = exc
-            shape_result = ShapeResult(label=_case_label(ex, case), shape=dict(case["shape"]),
+            shape_result = ShapeResult(label=case_label(ex, case), shape=dict(case["shape"]),
                                        seed_index=case["seed_index"], visible=case["visible"], passed=False,
                                        error=str(exc), hint=exc.hint)
         except MemoryError:
-            failure = CaseError("crashed", f"Out of memory on {_case_label(ex, case)}.")
-            shape_result = ShapeResult(label=_case_label(ex, case), shape=dict(case["shape"]),
+            failure = CaseError("crashed", f"Out of memory on {case_label(ex, case)}.")
+            shape_result = ShapeResult(label=case_label(ex, case), shape=dict(case["shape"]),
                                        seed_index=case["seed_index"], visible=case["visible"], passed=False,
                                        error=str(failure))
         res.shapes.append(shape_result)

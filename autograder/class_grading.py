@@ -47,6 +47,7 @@ from .export import gradebook_row, pending_points
 from .gradable import submission_problems
 from .grade_cells import graded_exercises
 from .grading_record import StudentEntry
+from .infrastructure import InfrastructureError
 from .nbgrader_autograde import TrustedAutograde
 from .nbgrader_bridge import NotebookGrading, grade_notebook
 from .outcome import GradingFailed, exception_reason
@@ -175,7 +176,8 @@ def record_gradings(config, cd, assignment: str, student: str, gradings: dict[st
             restore_gradebook(cd, assignment, student, before)
         except Exception as undo:  # said, so that the instructor knows the gradebook may hold a part of it
             reason += f" (and the gradebook could not be put back as it was: {exception_reason(undo)})"
-        raise GradingFailed(reason) from cause
+        # a full disk or an unwritable gradebook is the grader's own failure: tried again in this run
+        raise (InfrastructureError if isinstance(cause, InfrastructureError) else GradingFailed)(reason) from cause
     replace_folder(partial, final)
 
 
@@ -190,4 +192,5 @@ def graded_entry(cd, assignment: str, student: str, *, submission: str, settings
                         backends=[r["backend"] for r in exercises if r.get("backend")],
                         devices=[r.get("device", "") for r in exercises if r.get("backend")],
                         speed_pending=any(speed_is_pending(r) for r in exercises), pending_points=pending_points(row),
+                        provisional=any(bool(r.get("provisional")) for r in exercises),
                         worker=worker, attempts=attempts, seconds=round(seconds, 3))

@@ -25,12 +25,16 @@ from traitlets.config import Config
 from .class_grading import GradingJob, graded_entry, prepare_job, record_gradings, run_job
 from .course import coursedir, students_in_gradebook, submission_folder
 from .grading_record import GradingRecord, StudentEntry, mixed_gpu_warning, settings_hash, submission_hash
+from .infrastructure import InfrastructureError
 from .nbgrader_bridge import NotebookGrading
 from .outcome import FAILED, GRADED, GradingFailed, exception_reason, outcome_summary
 from .safe_writes import uninterrupted
 
 #: Where a grading in the instructor's own process ran, in the record.
 THIS_PROCESS = "this process"
+#: Gradings of one student the grader's own failures (autograder.infrastructure) may cost in one run, before the
+#: student is recorded as a failed grading (graded again by the next run).
+INFRASTRUCTURE_ATTEMPTS = 2
 
 
 @dataclass
@@ -81,16 +85,21 @@ class ClassRun:
                            course_secret=self.course_secret, timeout_s=self.timeout_s, submission=submission)
 
     def record_grading(self, job: GradingJob, gradings: dict[str, NotebookGrading], *, worker: str, attempts: int,
-                       seconds: float, progress: Callable[[str], None] | None = None) -> StudentEntry:
+                       seconds: float, progress: Callable[[str], None] | None = None,
+                       retried: bool = False) -> StudentEntry:
         """Write ``job``'s student's gradings (those made of ``job``, and 0 for its notebooks that are not gradable)
         to the gradebook, the graded folder and the record, all three or none: Ctrl-C waits until they are written.
-        A grading nbgrader could not record is recorded as failed, with the reason."""
+        A grading nbgrader could not record is recorded as failed, with the reason; where ``retried``, a failure of
+        the grader's own (:class:`~autograder.infrastructure.InfrastructureError`) is raised instead, for the
+        caller to grade the student again."""
         student = job.student
         with uninterrupted():
             try:
                 record_gradings(self.config, self.coursedir(student), self.assignment, student, gradings,
                                 not_gradable=job.not_gradable, progress=progress)
             except GradingFailed as exc:
+                if retried and isinstance(exc, InfrastructureError):
+                    raise
                 return self.failed(student, job.submission, str(exc), worker=worker, attempts=attempts,
                                    seconds=seconds)
             entry = graded_entry(self.coursedir(student), self.assignment, student, submission=job.submission,
@@ -106,7 +115,9 @@ class ClassRun:
         return entry
 
     def grade_here(self, student: str, say: Callable[[str], None]) -> StudentEntry:
-        """Grade ``student`` in this process (each exercise in its sandboxed child), then record it."""
+        """Grade ``student`` in this process (each exercise in its sandboxed child), then record it; a failure of
+        the grader's own (:class:`~autograder.infrastructure.InfrastructureError`) is graded again, up to
+        :data:`INFRASTRUCTURE_ATTEMPTS` times, before it is recorded as failed."""
         submitted = self.submission(student)
         started = time.perf_counter()
         try:
@@ -114,13 +125,20 @@ class ClassRun:
         except Exception as exc:  # nbgrader could not read what the gradebook needs of the notebook
             return self.failed(student, submitted, f"the submission could not be prepared for grading: "
                                f"{exception_reason(exc)}", worker=THIS_PROCESS, seconds=time.perf_counter() - started)
-        try:
-            gradings = run_job(job, log=say).gradings
-        except GradingFailed as exc:
-            return self.failed(student, submitted, str(exc), worker=THIS_PROCESS,
-                               seconds=time.perf_counter() - started)
-        return self.record_grading(job, gradings, worker=THIS_PROCESS, attempts=1,
-                                   seconds=time.perf_counter() - started, progress=say)
+        attempt = 1
+        while True:
+            last = attempt >= INFRASTRUCTURE_ATTEMPTS
+            try:
+                gradings = run_job(job, log=say).gradings
+                return self.record_grading(job, gradings, worker=THIS_PROCESS, attempts=attempt,
+                                           seconds=time.perf_counter() - started, progress=say, retried=not last)
+            except GradingFailed as exc:
+                if isinstance(exc, InfrastructureError) and not last:  # the grader's own failure: once more
+                    say(f"  {student} is graded again: the grader failed ({exc.reason})")
+                    attempt += 1
+                    continue
+                return self.failed(student, submitted, str(exc), worker=THIS_PROCESS, attempts=attempt,
+                                   seconds=time.perf_counter() - started)
 
     def graded_count(self) -> int:
         """How many students of this run have a grade now (graded, or not gradable), up to date ones included."""
@@ -148,3 +166,4 @@ def grade_sequentially(run: ClassRun, students: list[str], say: Callable[[str], 
         if entry.status == FAILED:
             failures.append(student)
     return failures
+

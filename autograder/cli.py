@@ -61,7 +61,7 @@ from .course import (
 )
 from .course_secret import existing_course_secret, get_course_secret, student_key
 from .exchange_guard import guarded_collect_class
-from .feedback_html import wrap_feedback_pages
+from .feedback_html import finish_feedback_pages
 from .gradable import notebook_problem
 from .grade_cells import instructor_test_cells
 from .feedback import CPU_EMULATOR
@@ -434,7 +434,7 @@ def cmd_feedback(args: argparse.Namespace) -> int:
         raise Interrupted(f"interrupted: feedback written for some of {len(students)} students (each one's pages "
                           f"whole), rerun to continue") from None
     with uninterrupted():
-        wrap_feedback_pages(cd.format_path(cd.feedback_directory, "*", args.assignment))
+        finish_feedback_pages(cd.format_path(cd.feedback_directory, "*", args.assignment))
     for path in pages:
         _say(f"  {os.path.relpath(path, cd.root)}")
     _write_leaderboard(args, cd)

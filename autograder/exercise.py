@@ -134,6 +134,32 @@ class ReferenceKernel:
         return loader.load_topic(self.topic, self.defines or None, backend=backend)
 
 
+@dataclass(frozen=True)
+class Reduction:
+    """Terms an output sums (or takes the maximum of): what a kernel that approximates would read only part of.
+
+    ``operands`` pairs input names with the axes of that input the output reduces over, in order (several inputs
+    read term by term together, e.g. both factors of a dot product's norm).  The approximation attacks of the
+    grader's tests mask these axes (``tests/autograder/test_approximation.py``): every exercise with a reduction
+    declares it, so that skipping or sampling any share of it fails at every size.
+    """
+
+    operands: tuple[tuple[str, tuple[int, ...]], ...]
+    kind: str = "sum"  # "sum" or "max"
+
+    def __post_init__(self):
+        if self.kind not in ("sum", "max"):
+            raise ValueError(f"a reduction is a 'sum' or a 'max', not {self.kind!r}")
+        for name, axes in self.operands:
+            if list(axes) != sorted(set(axes)):
+                raise ValueError(f"reduction over {name}: its axes are named once each, in order ({axes})")
+
+
+def reducing(name: str, *axes: int, kind: str = "sum") -> tuple[Reduction, ...]:
+    """The ``reductions`` of an exercise whose outputs reduce input ``name`` over ``axes``."""
+    return (Reduction(((name, tuple(axes)),), kind),)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Exercise:
     name: str
@@ -205,6 +231,8 @@ class Exercise:
     #: What the cell holds: "cuda" (a kernel) or "tc" (index notation, ``kernels/index_notation``):
     #: a "tc" exercise is graded by generating the kernel from the text in the grading process.
     language: str = "cuda"
+    #: The reductions its outputs are made of (:class:`Reduction`); none for an elementwise exercise.
+    reductions: tuple[Reduction, ...] = ()
 
     def __post_init__(self):
         if not self.kernel:

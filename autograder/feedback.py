@@ -34,6 +34,11 @@ STATUS_HEADLINES = {
 }
 
 
+#: What a correctness graded without a GPU is, in the one place its flag is shown (the correctness text).
+PROVISIONAL = ("provisional: correctness graded on the CPU emulator, not on a GPU; it stands once a grading on a GPU "
+               "confirms it")
+
+
 def number(x) -> str:
     """A measured number in 4 significant digits; "-" for none."""
     if x is None:
@@ -97,6 +102,8 @@ def feedback_text(result) -> str:
     ]
     if result.backend:
         lines.append(f"  ran on: {_ran_on(result)}")
+    if result.provisional:
+        lines.append("  " + PROVISIONAL)
     if result.launch:
         lines.append("  launch: " + " ".join(f"{k}={v}" for k, v in result.launch.items()))
     if result.message:
@@ -161,7 +168,7 @@ def case_lines(result) -> list[str]:
                     first = replace(first, hint="")  # said once already: one hint per cause
                 seen.add(cause)
             lines += (prefix + first.summary()).splitlines()
-            others = [f"seed #{c.seed_index} ({c.n_bad} of {c.n_total} wrong)" if c.n_total else f"seed #{c.seed_index}"
+            others = [f"seed #{c.seed_index} ({_wrong_count(c)} wrong)" if c.n_total else f"seed #{c.seed_index}"
                       for c in failing[1:]]
             if others:
                 lines.append(f"{prefix}      also wrong: {', '.join(others)}")
@@ -169,6 +176,16 @@ def case_lines(result) -> list[str]:
             if passed:
                 lines.append(f"{prefix}      ({passed} other seed{'s' if passed > 1 else ''} of {key[1]} passed)")
     return lines
+
+
+def wrong_share(n_bad: int, n_total: int) -> str:
+    """How much of an output is wrong, as a share (a hidden case's element count would tell its size)."""
+    share = n_bad / max(1, n_total)
+    return "all" if n_bad == n_total else f"{share:.0%}" if share >= 0.01 else "under 1%"
+
+
+def _wrong_count(case) -> str:
+    return f"{case.n_bad} of {case.n_total}" if case.visible else wrong_share(case.n_bad, case.n_total)
 
 
 def check_text(result) -> str:

@@ -5,12 +5,14 @@ The grader (:mod:`autograder.isolation`) starts ``python -I`` in the sandbox
 
 1. reads the request (exercise, kernel source, launch integers, cases) from
    stdin, which is then closed;
-2. gives up what the sandbox's setup needed: becomes the sandbox's own uid
-   (no capability left), forbids other processes of that uid to read or write
-   its memory, and sets its limits (core dumps, CPU time, file size and, in the
-   sandbox, processes) before any student code exists;
-3. moves the result pipe, and the lock of its turn on the GPU, to descriptors
+2. moves the result pipe, and the lock of its turn on the GPU, to descriptors
    nothing it starts inherits and no kernel can guess;
+3. gives up what the sandbox's setup needed: becomes the sandbox's own uid
+   (no capability left), forbids other processes of that uid to read or write
+   its memory, and sets its limits (core dumps, CPU time, file size, open
+   descriptors without a GPU and, in the sandbox, processes) before any
+   student code exists; then says it is ready and waits until the grader
+   holds its scratch space (:mod:`autograder.scratch_space`);
 4. checks the submission: a kernel as it is (:mod:`autograder.checker`), index
    notation by generating the kernel first (:mod:`autograder.tc_grading`);
 5. reports on the pipe as JSON lines tagged with the request's nonce, a line
@@ -35,6 +37,7 @@ from pathlib import Path
 
 from . import sandbox
 from .checker import run_request
+from .infrastructure import is_disk_failure
 from .exercises import get_exercise
 from .result import ExerciseResult, json_default, json_safe
 from .tc_grading import run_tc_request
@@ -62,15 +65,21 @@ class ResultChannel:
 
 
 def child_main() -> None:
-    """Entry point of the grading child: read the request, check, report, exit."""
+    """Entry point of the grading child: read the request, confine itself, say it is ready and wait until the
+    grader holds its scratch space, check, report, exit."""
     request = read_request()
-    confine(request)
+    # moved first: the limit on open descriptors set next leaves descriptors above it alone, but makes no new one
     channel = ResultChannel(_moved_high(int(request["result_fd"]), randomly=True), request["nonce"])
     if request.get("gpu_lock_fd") is not None:  # nothing the child starts (nvcc) inherits its turn on the card
         request["gpu_lock_fd"] = _moved_high(int(request["gpu_lock_fd"]))
+    confine(request)
+    channel.send("ready")
+    wait_for_the_grader()
     try:
         result = check_request(request, channel.send)
-    except BaseException as exc:  # a bug in the grader itself: report it, never a traceback as a score
+    except BaseException as exc:  # the grader's own code failed: the grader decides whose failure it is
+        channel.send("grader_failure", cause=failure_cause(exc),
+                     reason=f"the grader failed while checking this kernel ({type(exc).__name__}: {exc})")
         result = grader_failure(request, exc)
     channel.send("result", result=result.to_dict())
     sys.stdout.flush()
@@ -78,10 +87,15 @@ def child_main() -> None:
 
 
 def read_request() -> dict:
-    """The request the grader wrote on stdin; stdin is closed after it."""
-    request = json.loads(sys.stdin.buffer.read())
+    """The request the grader wrote on stdin, one line of JSON (stdin stays open: see :func:`wait_for_the_grader`)."""
+    return json.loads(sys.stdin.buffer.readline())
+
+
+def wait_for_the_grader() -> None:
+    """Until the grader closes stdin: it has then taken hold of this grading's scratch space
+    (:mod:`autograder.scratch_space`), before anything of the submission runs."""
+    sys.stdin.buffer.read()
     sys.stdin.close()
-    return request
 
 
 def confine(request: dict) -> None:
@@ -91,7 +105,8 @@ def confine(request: dict) -> None:
         _become(int(request["sandbox_uid"]))
     _not_dumpable()
     apply_limits(float(request.get("cpu_limit_s", 300)), int(request.get("file_limit_bytes", 512 * 2**20)),
-                 processes=sandbox.PROCESS_LIMIT if in_sandbox else None)
+                 processes=sandbox.PROCESS_LIMIT if in_sandbox else None,
+                 open_files=request.get("open_files_limit"))
 
 
 def check_request(request: dict, send) -> ExerciseResult:
@@ -113,7 +128,16 @@ def grader_failure(request: dict, exc: BaseException) -> ExerciseResult:
     )
 
 
-def apply_limits(cpu_s: float, file_bytes: int, processes: int | None = None) -> None:
+def failure_cause(exc: BaseException) -> str:
+    """Whose a failure of the grader's code in the child may be: "disk" (a write found no room: the submission's
+    if it filled its scratch space, else the machine's), "files" (a file of the grading's was not what the grader
+    left there: only the submission's code, running beside it, can change them) or "grader" (its own bug)."""
+    if isinstance(exc, OSError):
+        return "disk" if is_disk_failure(exc) else "files"
+    return "grader"
+
+
+def apply_limits(cpu_s: float, file_bytes: int, processes: int | None = None, open_files: int | None = None) -> None:
     """Limits of the grading child, set by the child itself first thing (inherited by the
     compiler and the emulator's worker).  Not a preexec_fn: that is unsafe in a threaded
     parent such as a notebook kernel.
@@ -132,6 +156,10 @@ def apply_limits(cpu_s: float, file_bytes: int, processes: int | None = None) ->
     if hard == resource.RLIM_INFINITY or hard > cpu + 5:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    if open_files is not None:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limit = int(open_files) if hard == resource.RLIM_INFINITY else min(int(open_files), hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 
 def _moved_high(fd: int, randomly: bool = False) -> int:

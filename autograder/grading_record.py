@@ -11,8 +11,8 @@ Each entry ends in one of the three outcomes (:mod:`autograder.outcome`):
 graded, not gradable (scored 0, with the reason), or failed (no score, with
 the reason).  A student is graded again when there is no entry, when the last grading
 failed, when the submitted files or the grading settings (course secret, time
-limit) changed since, or when their speed points are pending (graded without
-a GPU) and this run has one.
+limit) changed since, or when their speed points are pending or their
+correctness provisional (graded without a GPU) and this run has one.
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ class StudentEntry:
     devices: list[str] = field(default_factory=list)  # GPU model (or the emulator) of each exercise's grading
     speed_pending: bool = False  # correct kernels whose speed was not measured (no GPU)
     pending_points: float = 0.0  # their speed points, still to be measured
+    provisional: bool = False  # correctness graded without a GPU: a grading on a GPU confirms or replaces it
     worker: str = ""  # where it ran: host and GPU index, or "this process"
     attempts: int = 1
     seconds: float = 0.0
@@ -99,6 +100,8 @@ class GradingRecord:
             return "the secret or the time limit changed"
         if gpu_run and entry.speed_pending:
             return "speed points pending (graded without a GPU)"
+        if gpu_run and entry.provisional:
+            return "correctness provisional (graded without a GPU)"
         return ""
 
     def graded(self, student: str, entry: StudentEntry) -> None:

@@ -3,26 +3,31 @@
 The parent (the grader, holding the student's key) starts ``python -I`` inside the
 sandbox (:mod:`autograder.sandbox`: namespaces, a read-only view of the
 system, a seccomp filter, all in place before the child's first
-instruction), with a scrubbed environment, its working directory a fresh
-scratch directory and its own session; the child
+instruction), in a cgroup of its own where one can be made
+(:mod:`autograder.grading_cgroup`), with a scrubbed environment, its working
+directory a fresh tmpfs of its own (:mod:`autograder.scratch_space`) and its
+own session; the child
 (:mod:`autograder.grading_child`) sets its limits on CPU time, file size and
 core dumps (and, inside the sandbox, on processes: ``RLIMIT_NPROC`` after
 becoming the sandbox's own uid) before any student code exists.  The parent
 polls the whole process tree (:mod:`autograder.process_tree`) -- its resident memory, the memfds
-it holds and its /dev/shm, its number of processes and threads, and the files
-it wrote to its scratch directory and build cache -- and kills it past a
-limit, and kills it at a hard wall-clock deadline.  Grading (``mode="hidden"``)
+and pipes it holds, its /dev/shm and its scratch space, its number of processes
+and threads, the inodes it made -- and kills it past a limit, or when the
+kernel killed a task of its cgroup at ``memory.max``, and at a hard
+wall-clock deadline.  Grading (``mode="hidden"``)
 refuses to run where the sandbox cannot start; ``check()`` on a student's own
 machine runs without it there (it guards nothing of anyone else's).
 
-What crosses into the child, on its stdin (then closed): the exercise name,
-the kernel source text, the launch integers, and the list of cases to run
-(shape, seed) -- the seeds derived in the parent from the student's key, the
-student id and the exercise, so the key itself never leaves the parent
-and nothing about the hidden cases is ever written to a file.
+What crosses into the child, on its stdin (a line, then closed once the child
+is ready and the grader holds its scratch space): the exercise name, the kernel
+source text, the launch integers, and the list of cases to run (shape, seed) --
+the seeds derived in the parent from the student's key, the student id, the
+exercise and the submission (:mod:`autograder.case_plan`), so the key itself
+never leaves the parent and nothing about the hidden cases is ever written to a
+file.
 
 What comes back: the arrays every launch left in its buffers, as files in
-the scratch directory, which the parent reads after the sandbox is gone and
+its scratch space, which the parent reads after the sandbox is gone and
 judges itself (:mod:`autograder.verdict`: its own references, its own
 comparison, its own scoring); and the child's account of each case (hints,
 where it stopped) as JSON lines on a pipe, tagged with a random nonce.  That
@@ -32,12 +37,15 @@ so a hang or a crash in the middle still reports where it stopped.
 
 A hung kernel, an illegal address, a compile error, a crash or a huge
 allocation costs that exercise only: the parent turns any of them into an
-:class:`~autograder.result.ExerciseResult` with a status and a message.
+:class:`~autograder.result.ExerciseResult` with a status and a message.  A
+failure of the grader's own (its scratch space that cannot be written though
+the submission did not fill it, its code failing in the child, a sandbox that
+never became ready, a full disk) raises
+:class:`~autograder.infrastructure.InfrastructureError`: never a score.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import secrets
@@ -45,23 +53,25 @@ import selectors
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from . import emulator_builds, kernel_images, sandbox
-from .case_plan import plan_cases
+from .case_plan import case_label, plan_cases, submission_digest
 from .course_secret import course_secret_of_this_run
 from .exercise import Exercise, LaunchError
 from .exercises import all_exercises
 from .gpu_turn import GpuTurn
-from .process_tree import descendants, kill_group, task_count, tree_memory_bytes, wait_gone, written_bytes
+from .grading_cgroup import GradingCgroup, entering_command
+from .infrastructure import InfrastructureError, disk_failure, is_disk_failure
+from .process_tree import descendants, kill_group, task_count, tree_memory_bytes, wait_gone
+from .scratch_space import GradingScratch
 from .result import ExerciseResult, ShapeResult, json_default
 from .submission import KernelSubmission
 from .timing_policy import TimingSets, timed_shape, times_kernel
-from .verdict import judge
+from .verdict import conceal_hidden, judge
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Environment variables the child may see (besides those set below).
@@ -74,11 +84,13 @@ PROFILE_ENV = "DLK_EMULATOR_PROFILE"  # kernels.runtime.emulator.profiling.ENV_V
 #: Resident memory a grading child (with its compiler and emulator worker) may use.
 MEMORY_LIMIT_CPU = 4 * 2**30
 MEMORY_LIMIT_GPU = 16 * 2**30  # timing holds two large input sets, their float64 references and scales
-#: What one grading may write to its scratch directory and its build cache together: the arrays it hands back
-#: (the largest exercise's timing-size output is about 220 MiB) and the builds, with room to spare.
-SCRATCH_LIMIT = 4 * 2**30
-#: Seconds between two measurements of what the grading wrote (a walk of its folders).
+#: Seconds between two measurements of what the grading wrote and of the memory its tmpfs holds.
 SCRATCH_POLL_S = 0.5
+#: Tasks a grading's cgroup may hold besides the sandbox's process limit (bubblewrap's own processes).
+CGROUP_TASKS_BESIDE = 8
+#: Descriptors each process of a grading on the emulator may hold (RLIMIT_NOFILE): an honest grading needs a few
+#: dozen; it bounds how many pipes a submission can fill where no cgroup counts their buffers.
+OPEN_FILES_LIMIT = 256
 LOG_LIMIT = 4000  # characters of captured stdout/stderr kept
 
 #: Seconds one emulator launch may run unless $DLK_EMULATOR_TIMEOUT says otherwise (the README states it).
@@ -148,7 +160,7 @@ def grade_submission(
 
     if mode == "hidden":
         sandbox.require()  # grading never runs a submission outside the sandbox (raises, naming the reason)
-    cases = plan_cases(ex, launch, mode, _key_bytes(student_key), student_id)
+    cases = plan_cases(ex, launch, mode, _key_bytes(student_key), student_id, submission_digest(sub.source, launch))
     limit = float(timeout_s if timeout_s is not None else (ex.time_limit_s if mode == "hidden" else ex.visible_time_limit_s))
     request = {
         "exercise": ex.name,
@@ -158,7 +170,6 @@ def grade_submission(
         "mode": mode,
         "cases": cases,
         "nonce": secrets.token_hex(16),
-        "cache_dir": _build_cache_dir(student_id),
         "cpu_limit_s": limit * 2 + 30,
         "file_limit_bytes": 512 * 2**20,
         "profile": bool(profile) and mode == "visible",
@@ -167,6 +178,8 @@ def grade_submission(
     lock = GpuTurn(mode, backend)
     if memory_limit is None:
         memory_limit = MEMORY_LIMIT_GPU if lock.wants_gpu else MEMORY_LIMIT_CPU
+    if not lock.wants_gpu:
+        request["open_files_limit"] = OPEN_FILES_LIMIT
     timing_sets = None
     if mode == "hidden" and times_kernel(ex, lock.wants_gpu, mode):
         # The grader chooses the timing's input sets and draws them itself once the child is timing (a kernel
@@ -174,10 +187,17 @@ def grade_submission(
         # float64 reference of that call's inputs.
         timing_sets = TimingSets.fresh(ex, timed_shape(ex), start=False)
         request["timing_seeds"] = list(timing_sets.seeds)
-    # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
-    images = kernel_images.folder_for(ex) if lock.wants_gpu else None
-    result = _run_child(ex, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images,
-                        lock=lock, timing_sets=timing_sets)
+    try:
+        # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
+        images = kernel_images.folder_for(ex) if lock.wants_gpu else None
+        result = _run_child(ex, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images,
+                            lock=lock, timing_sets=timing_sets, cache_dir=_check_cache_dir(mode))
+    except OSError as exc:
+        if is_disk_failure(exc):
+            raise disk_failure(exc, "the grading's files (its scratch folder, or the grader's builds)") from exc
+        raise
+    # What the emulator decided stands until a GPU confirms it: nvcc and the card may differ from it.
+    result.provisional = mode == "hidden" and not lock.wants_gpu
     result.elapsed_s = round(time.monotonic() - started, 3)
     return result
 
@@ -202,12 +222,10 @@ def _base_result(ex: Exercise | None, sub: KernelSubmission, mode: str, status: 
 
 
 # ------------------------------------------------------------------ the child's surroundings
-def _build_cache_dir(student_id: str = "") -> str:
-    """Where the child caches compiled kernels: one folder per student (emulator builds are
-    keyed by a hash of the source and verified on use), so that nothing one student's
-    grading leaves in a cache is ever used for another's."""
-    who = hashlib.sha256(student_id.encode()).hexdigest()[:20] if student_id else "check"
-    return str(_grader_cache() / "students" / who)
+def _check_cache_dir(mode: str) -> str | None:
+    """Where ``check()`` keeps a student's builds from one check to the next (on their own machine); a
+    grading keeps none: its builds live in its scratch space and go with it (:mod:`autograder.scratch_space`)."""
+    return str(_grader_cache() / "check") if mode == "visible" else None
 
 
 def _grader_cache() -> Path:
@@ -220,6 +238,8 @@ def launch_limit_s(limit: float, variable: str = "DLK_EMULATOR_TIMEOUT", default
 
 
 def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | None = None) -> dict:
+    """The child's environment: the grader's own few variables, its home and temporary folder in its
+    scratch space, and its build cache there too unless ``cache_dir`` names one (``check()``'s)."""
     env = {k: os.environ[k] for k in PASS_ENV if k in os.environ}
     env.update({k: v for k, v in os.environ.items() if k.startswith(PASS_ENV_PREFIXES)})
     env.pop(PROFILE_ENV, None)  # the child profiles what its request asks (check()'s one launch), never every launch
@@ -229,7 +249,7 @@ def _child_env(tmp: str, backend: str | None, limit: float, cache_dir: str | Non
         "MPLBACKEND": "Agg", "DLK_EMULATOR_SANDBOX": "1", "OMP_NUM_THREADS": "1",
         # Builds are written by the grader's own code in the child, never by a kernel
         # (kernels run under the emulator's sandbox, which forbids writing files).
-        "DLK_CACHE_DIR": cache_dir or _build_cache_dir(),
+        "DLK_CACHE_DIR": cache_dir or os.path.join(tmp, "builds"),
         "DLK_EMULATOR_TIMEOUT": str(launch_limit_s(limit)),
         "DLK_GPU_TIMEOUT": str(launch_limit_s(limit, "DLK_GPU_TIMEOUT", 120.0)),
     })
@@ -264,22 +284,34 @@ def _child_command() -> list[str]:
 # ------------------------------------------------------------------ running the child
 def _run_child(ex: Exercise, request: dict, limit: float, backend: str | None, memory_limit: int,
                gpu: bool = False, images: str | None = None, lock: GpuTurn | None = None,
-               timing_sets: TimingSets | None = None) -> ExerciseResult:
-    """Run the grading child on ``request`` in a fresh scratch directory, then judge what it left there."""
-    cache_dir = request.pop("cache_dir", None)  # the child's environment says it; the request need not
-    with tempfile.TemporaryDirectory(prefix="dlk-grade-") as scratch:
-        child = _start_child(request, scratch, cache_dir, limit, backend, gpu, images, lock)
-        watch = _ChildWatch(request["nonce"], limit, timing_sets, child.gpu_turn_given)
+               timing_sets: TimingSets | None = None, cache_dir: str | None = None) -> ExerciseResult:
+    """Run the grading child on ``request`` in a fresh scratch space (and cgroup, where one can be made), then
+    judge what it left there; the scratch space, the cgroup and every process are gone when this returns."""
+    scratch = GradingScratch(sandboxed=not sandbox.unavailable_reason())
+    group = GradingCgroup.create(memory_limit, sandbox.PROCESS_LIMIT + CGROUP_TASKS_BESIDE) if scratch.sandboxed else None
+    child = None
+    try:
+        child = _start_child(request, scratch, cache_dir, limit, backend, gpu, images, lock, group)
+        watch = _ChildWatch(request["nonce"], limit, timing_sets, child.gpu_turn_given,
+                            on_ready=lambda: _let_it_go(child, scratch))
         try:
-            watch.follow(child, memory_limit, scratch, cache_dir)
+            watch.follow(child, memory_limit, scratch, group)
         except BaseException:  # Ctrl-C in this thread: the child goes now, not at its time limit
             watch.killed_for = watch.killed_for or INTERRUPTED
             raise
         finally:
-            _end_child(child, watch)
+            _end_child(child, watch, group)
         if watch.killed_for == INTERRUPTED:
             raise GradingInterrupted(f"the grading of {ex.name} was interrupted")
+        if watch.not_started:
+            raise InfrastructureError(watch.not_started)
         return _judged(ex, request, child, watch, scratch, limit, memory_limit, gpu, timing_sets)
+    finally:
+        if child is not None and child.launch is not None:
+            child.launch.release()
+        if group is not None:
+            group.remove()
+        scratch.close()
 
 
 @dataclass
@@ -290,7 +322,7 @@ class _Child:
     result_fd: int  # the grader's end of the result pipe
     sandboxed: bool
     gpu_turn_given: bool  # it was given the lock of its turn on the card
-    cached_before: int  # what the student's build cache held before (earlier gradings' builds are not this one's)
+    launch: sandbox.Launch | None = None  # its sandbox (the ids it runs as are leased until it is gone)
 
     def returncode(self) -> int | None:
         code = self.proc.returncode
@@ -299,28 +331,29 @@ class _Child:
         return code
 
 
-def _start_child(request: dict, scratch: str, cache_dir: str | None, limit: float, backend: str | None, gpu: bool,
-                 images: str | None, lock: GpuTurn | None) -> _Child:
-    """Start the child (inside the sandbox wherever it can start) and write ``request`` to its stdin."""
+def _start_child(request: dict, scratch: GradingScratch, cache_dir: str | None, limit: float, backend: str | None,
+                 gpu: bool, images: str | None, lock: GpuTurn | None, group: GradingCgroup | None) -> _Child:
+    """Start the child (inside the sandbox wherever it can start) and write ``request`` to its stdin, which stays
+    open until the child says it is ready and the grader holds its scratch space (:func:`_let_it_go`)."""
     read_fd, write_fd = os.pipe()
-    request["outputs_dir"] = scratch
+    request["outputs_dir"] = scratch.host_dir  # the child's working directory: inside the sandbox, its tmpfs
     request["result_fd"] = write_fd
     argv = _child_command()
     pass_fds = [write_fd]
-    sandboxed = not sandbox.unavailable_reason()
     launch = None
-    env = _child_env(scratch, backend, limit, cache_dir)
+    env = _child_env(scratch.host_dir, backend, limit, cache_dir)
     shared = {"DLK_KERNEL_IMAGES": images} if images else {}  # the grader's own builds, lent read-only
-    if sandboxed:
+    if scratch.sandboxed:
         if not gpu:
             # the emulator's runtime, built by this process (only a sandbox keeps the child from writing it)
             prebuilt = emulator_builds.folder(_grader_cache(), env, profile=bool(request.get("profile")))
             if prebuilt:
                 shared["DLK_EMULATOR_PREBUILT"] = prebuilt
         # Everything the child and the student's code will ever run starts inside this sandbox.
-        launch = sandbox.command(argv, scratch, writable=[cache_dir or _build_cache_dir()], gpu=gpu,
-                                 import_path=_import_path(), readonly=list(shared.values()))
-        argv = launch.argv
+        launch = sandbox.command(argv, scratch.host_dir, writable=[cache_dir] if cache_dir else [], gpu=gpu,
+                                 import_path=_import_path(), readonly=list(shared.values()),
+                                 scratch_bytes=scratch.limit_bytes)
+        argv = entering_command(launch.argv, group)
         pass_fds += launch.pass_fds
         request["sandbox_uid"] = launch.drop_to
     env.update(shared)
@@ -328,10 +361,9 @@ def _start_child(request: dict, scratch: str, cache_dir: str | None, limit: floa
     if lock_fd is not None:
         request["gpu_lock_fd"] = lock_fd
         pass_fds.append(lock_fd)
-    cached_before = written_bytes([cache_dir], 2**62)
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                cwd=scratch, env=env, pass_fds=tuple(pass_fds), start_new_session=True)
+                                cwd=scratch.host_dir, env=env, pass_fds=tuple(pass_fds), start_new_session=True)
     except BaseException:
         if launch is not None:
             launch.abandon()
@@ -343,30 +375,57 @@ def _start_child(request: dict, scratch: str, cache_dir: str | None, limit: floa
         launch.pass_fds = ()  # closed just above
         launch.started()  # the sandbox's user mapping, where the grader writes it
     try:
-        proc.stdin.write(json.dumps(request, default=json_default).encode())
-        proc.stdin.close()
+        proc.stdin.write(json.dumps(request, default=json_default).encode() + b"\n")
+        proc.stdin.flush()
     except BrokenPipeError:
         pass
-    return _Child(proc, read_fd, sandboxed, lock_fd is not None, cached_before)
+    return _Child(proc, read_fd, launch is not None, lock_fd is not None, launch)
+
+
+def _let_it_go(child: _Child, scratch: GradingScratch) -> str:
+    """The child is ready (nothing of the submission exists yet): take hold of its scratch space, then close
+    its stdin, which it waits on.  '' when done, else why the grading cannot go on (the grader's failure)."""
+    attached = scratch.attach(child.proc.pid)
+    try:
+        child.proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    if not attached and child.proc.poll() is None:
+        return "the grader could not open the grading's scratch space in its sandbox"
+    return ""
 
 
 class _ChildWatch:
     """What the grader learns while its child runs: the child's messages and output, and why it was stopped."""
 
-    def __init__(self, nonce: str, limit: float, timing_sets: TimingSets | None, gpu_turn_given: bool):
+    def __init__(self, nonce: str, limit: float, timing_sets: TimingSets | None, gpu_turn_given: bool,
+                 on_ready=lambda: ""):
         self.nonce = nonce
         self.timing_sets = timing_sets
         self.gpu_turn_given = gpu_turn_given
+        self.on_ready = on_ready
+        self.ready = False
         self.events: list[dict] = []
         self.log = bytearray()
         self.final: dict | None = None  # the child's result, once it sends one
         self.killed_for = ""  # "timeout", "memory", "files" or "processes" once stopped for it
+        self.grader_failed = ""  # the grader's own failure inside the child (or in taking its scratch space)
+        self.failure_cause = "grader"  # whose it may be: "grader", "disk" or "files" (grading_child.failure_cause)
         self.deadline = time.monotonic() + limit
         self.waiting_since: float | None = None  # the child waits for its turn on the card (not counted)
         self._unread = b""  # the start of a message line not yet complete
-        self._written_at = 0.0  # when what the grading wrote was last measured
+        self._measured_at = 0.0  # when what the grading wrote was last measured
 
-    def follow(self, child: _Child, memory_limit: int, scratch: str, cache_dir: str | None) -> None:
+    @property
+    def not_started(self) -> str:
+        """Why the grading's own set-up failed before any of the submission could run ('' when it did not)."""
+        if self.ready or self.final is not None:
+            return ""
+        text = self.log.decode(errors="replace").strip()[-LOG_LIMIT:]
+        return "the grading child did not start" + (f" ({self.killed_for})" if self.killed_for else "") + (
+            f": {text}" if text else "")
+
+    def follow(self, child: _Child, memory_limit: int, scratch: GradingScratch, group: GradingCgroup | None) -> None:
         """Read the child's pipes until it closes them, or until it passes a limit (``killed_for`` then says which)."""
         sel = selectors.DefaultSelector()
         sel.register(child.result_fd, selectors.EVENT_READ, "result")
@@ -393,7 +452,9 @@ class _ChildWatch:
                             self.log += chunk
                     else:
                         self._read_messages(chunk)
-                self.killed_for = self._limit_passed(child, memory_limit, scratch, cache_dir)
+                if self.grader_failed:
+                    break
+                self.killed_for = self._limit_passed(child, memory_limit, scratch, group)
                 if self.killed_for:
                     break
         finally:
@@ -415,8 +476,17 @@ class _ChildWatch:
             self.deadline += time.monotonic() - self.waiting_since
             self.waiting_since = None
         event, stage = msg.get("event"), msg.get("stage")
+        if event == "ready":
+            if not self.ready:
+                self.ready = True
+                self.grader_failed = self.on_ready()
+            return
         if event == "result":
             self.final = msg.get("result")
+            return
+        if event == "grader_failure":
+            self.grader_failed = str(msg.get("reason", "")) or "the grading child failed"
+            self.failure_cause = str(msg.get("cause", "grader"))
             return
         if self.timing_sets is not None and event == "stage" and stage == "timing":
             self.timing_sets.start()  # drawn beside the child's timing, in time for the verdict
@@ -425,30 +495,35 @@ class _ChildWatch:
             self.waiting_since = time.monotonic()  # once per child, and only where it was given a lock
         self.events.append(msg)
 
-    def _limit_passed(self, child: _Child, memory_limit: int, scratch: str, cache_dir: str | None) -> str:
+    def _limit_passed(self, child: _Child, memory_limit: int, scratch: GradingScratch,
+                      group: GradingCgroup | None) -> str:
         """The limit the child's process tree has passed ("processes", "memory", "files"), else ""."""
         tree = descendants(child.proc.pid)
         if task_count(tree) >= sandbox.PROCESS_LIMIT:
             return "processes"  # at the sandbox's limit: only a fork bomb gets there
-        if tree_memory_bytes(tree) > memory_limit:
-            return "memory"
-        if time.monotonic() - self._written_at > SCRATCH_POLL_S:
-            self._written_at = time.monotonic()
-            written = written_bytes([scratch, cache_dir], SCRATCH_LIMIT + child.cached_before) - child.cached_before
-            if written > SCRATCH_LIMIT:
+        if group is not None and group.out_of_memory():
+            return "memory"  # the kernel counted it (memory.max)
+        if time.monotonic() - self._measured_at > SCRATCH_POLL_S:
+            self._measured_at = time.monotonic()
+            if scratch.over_limit():
                 return "files"
+            if tree_memory_bytes(tree) + scratch.in_memory_bytes() > memory_limit:
+                return "memory"
+        elif tree_memory_bytes(tree) > memory_limit:
+            return "memory"
         return ""
 
 
-def _end_child(child: _Child, watch: _ChildWatch) -> None:
+def _end_child(child: _Child, watch: _ChildWatch, group: GradingCgroup | None = None) -> None:
     """The child and every process it started are gone when this returns; its pipes are closed."""
     proc = child.proc
     ended: list[int] = []
-    if watch.killed_for or proc.poll() is None:
-        if watch.killed_for:
+    if watch.killed_for or watch.grader_failed or proc.poll() is None:
+        if watch.killed_for or watch.grader_failed:
             ended = kill_group(proc)
         try:
-            proc.wait(timeout=max(1.0, watch.deadline - time.monotonic() + 5) if not watch.killed_for else 10)
+            stopped = watch.killed_for or watch.grader_failed
+            proc.wait(timeout=max(1.0, watch.deadline - time.monotonic() + 5) if not stopped else 10)
         except subprocess.TimeoutExpired:
             watch.killed_for = watch.killed_for or "timeout"
             ended = kill_group(proc)
@@ -459,23 +534,46 @@ def _end_child(child: _Child, watch: _ChildWatch) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+    if group is not None:
+        if not watch.killed_for and group.out_of_memory():
+            watch.killed_for = "memory"  # the kernel ended it at memory.max
+        group.kill()
     wait_gone(ended)
     os.close(child.result_fd)
     proc.stdout.close()
+    if not proc.stdin.closed:
+        try:
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
 
 
-def _judged(ex: Exercise, request: dict, child: _Child, watch: _ChildWatch, scratch: str, limit: float,
+def _judged(ex: Exercise, request: dict, child: _Child, watch: _ChildWatch, scratch: GradingScratch, limit: float,
             memory_limit: int, gpu: bool, timing_sets: TimingSets | None) -> ExerciseResult:
-    """The verdict on what the child reported and left in ``scratch`` (the sandbox and its processes are gone)."""
+    """The verdict on what the child reported and left in ``scratch`` (the sandbox and its processes are gone).
+
+    Raises :class:`InfrastructureError` where the grader itself failed: in the child (a failure of its own code,
+    a write to a scratch space the submission had not filled) or in taking hold of the scratch space."""
     log_text = watch.log.decode(errors="replace")[-LOG_LIMIT:]
+    if watch.grader_failed and not watch.killed_for:
+        if watch.failure_cause == "files":
+            watch.killed_for = "tampered"  # the submission's code changed the grading's own files
+        elif watch.failure_cause == "disk" and scratch.full():
+            watch.killed_for = "files"  # the submission filled the space the grader's own files needed
+        else:
+            raise InfrastructureError(watch.grader_failed)
+    if watch.final is None and not watch.killed_for and scratch.full():
+        watch.killed_for = "files"  # it ended without a result, its scratch space full: the kernel refused a write
     if watch.final is None or watch.killed_for:
-        return _result_without_report(ex, request, watch, child.returncode(), log_text, limit, memory_limit)
+        return _result_without_report(ex, request, watch, child.returncode(), log_text, limit, memory_limit,
+                                      scratch.limit_text())
     try:
         reported = ExerciseResult.from_dict(watch.final)
     except (TypeError, ValueError, AttributeError):
-        return _result_without_report(ex, request, watch, child.returncode(), log_text, limit, memory_limit)
+        return _result_without_report(ex, request, watch, child.returncode(), log_text, limit, memory_limit,
+                                      scratch.limit_text())
     timing_failure = next((e for e in watch.events if e.get("event") == "timing_failure"), None)
-    result = judge(ex, request, reported, scratch, speed_allowed=gpu, timing_failure=timing_failure,
+    result = judge(ex, request, reported, scratch.path, speed_allowed=gpu, timing_failure=timing_failure,
                    timing_sets=timing_sets)
     if log_text.strip():
         result.log = (result.log + "\n" if result.log else "") + "output:\n" + log_text
@@ -484,9 +582,10 @@ def _judged(ex: Exercise, request: dict, child: _Child, watch: _ChildWatch, scra
 
 # ------------------------------------------------------------------ a child that sent no result
 def _result_without_report(ex: Exercise, request: dict, watch: _ChildWatch, returncode: int | None, log_text: str,
-                           limit: float, memory_limit: int) -> ExerciseResult:
-    shapes = [ShapeResult(**_shape_fields(e["case"])) for e in watch.events if e.get("event") == "case"]
-    status, message = _why_it_stopped(watch.killed_for, returncode, limit, memory_limit,
+                           limit: float, memory_limit: int, scratch_limits: str) -> ExerciseResult:
+    shapes = conceal_hidden([ShapeResult(**_shape_fields(e["case"])) for e in watch.events if e.get("event") == "case"],
+                            dict(request["launch"]))
+    status, message = _why_it_stopped(watch.killed_for, returncode, limit, memory_limit, scratch_limits,
                                       _where_it_stopped(ex, request, watch.events, len(shapes)))
     if shapes:
         message += f" {sum(s.passed for s in shapes)} of {len(shapes)} cases finished before that passed."
@@ -509,7 +608,7 @@ def _where_it_stopped(ex: Exercise, request: dict, events: list[dict], done: int
     where = ""
     if running is not None and running.get("index", -1) >= done:
         c = request["cases"][running["index"]]
-        where = f" while running {'the visible' if c['visible'] else 'a hidden'} case {ex.shape_label(c['shape'])}"
+        where = f" while running {'the visible case ' if c['visible'] else ''}{case_label(ex, c)}"
     stage = next((e.get("stage") for e in reversed(events) if e.get("event") == "stage"), "")
     if stage == "compile" and running is None:
         where = " while compiling"
@@ -518,7 +617,7 @@ def _where_it_stopped(ex: Exercise, request: dict, events: list[dict], done: int
     return where
 
 
-def _why_it_stopped(killed_for: str, returncode: int | None, limit: float, memory_limit: int,
+def _why_it_stopped(killed_for: str, returncode: int | None, limit: float, memory_limit: int, scratch_limits: str,
                     where: str) -> tuple[str, str]:
     """(status, message) of a child stopped for ``killed_for``, or that ended (``returncode``) without a result."""
     if killed_for == "timeout":
@@ -530,9 +629,12 @@ def _why_it_stopped(killed_for: str, returncode: int | None, limit: float, memor
     if killed_for == "memory":
         return "crashed", f"The check used more than {memory_limit / 2**30:.1f} GiB of memory{where} and was stopped."
     if killed_for == "files":
-        limit_text = f"{SCRATCH_LIMIT / 2**30:g} GiB" if SCRATCH_LIMIT >= 2**30 else f"{SCRATCH_LIMIT / 2**20:g} MiB"
-        return "crashed", (f"The check wrote more than {limit_text} of files{where} and was stopped. "
-                           f"A kernel cell needs no files of its own: remove anything the cell writes to a file.")
+        return "crashed", (f"The check wrote more than it may ({scratch_limits}){where} and was stopped. A kernel "
+                           f"cell needs no files of its own: remove anything the cell writes to a file.")
+    if killed_for == "tampered":
+        return "crashed", (f"The grading's own files were changed while it ran{where} (by code of the cell, which "
+                           f"runs beside it), so nothing it handed back can be trusted. A kernel cell needs no files: "
+                           f"remove anything the cell does to files.")
     if killed_for == "processes":
         return "crashed", (f"Too many processes: the check reached the limit of {sandbox.PROCESS_LIMIT} processes "
                            f"and threads{where} and was stopped. A kernel cell needs no processes of its own: "

@@ -26,10 +26,12 @@ itself only logs it), so that the caller can say what went wrong.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
 
+import sqlalchemy.exc
 from nbconvert.preprocessors import ClearMetadataPreprocessor
 from nbformat.v4 import new_notebook
 from traitlets import Bool, Callable, Dict
@@ -47,6 +49,7 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
+from .infrastructure import InfrastructureError, disk_failure, is_disk_failure
 from .nbgrader_preprocessors import RestoreCellMetadata, RestoreTestCells, TrustedGrade
 from .safe_writes import PARTIAL_SUFFIX
 
@@ -116,7 +119,8 @@ class TrustedAutograde(Autograde):
 
     def init_assignment(self, assignment_id: str, student_id: str) -> None:
         try:
-            super().init_assignment(assignment_id, student_id)
+            with self._failures_named():
+                super().init_assignment(assignment_id, student_id)
         except Exception as exc:
             self.failure = self.failure or exc
             raise
@@ -125,10 +129,11 @@ class TrustedAutograde(Autograde):
         """nbgrader's two passes; a notebook that cannot be graded is sanitized from an empty stand-in."""
         try:
             reason = (self.not_gradable or {}).get(os.path.splitext(os.path.basename(notebook_filename))[0])
-            if reason is None:
-                super().convert_single_notebook(notebook_filename)
-            else:
-                self._convert_stand_in(notebook_filename)
+            with self._failures_named(f"the graded notebook {os.path.basename(notebook_filename)}"):
+                if reason is None:
+                    super().convert_single_notebook(notebook_filename)
+                else:
+                    self._convert_stand_in(notebook_filename)
         except Exception as exc:
             self.failure = self.failure or exc
             raise
@@ -169,6 +174,22 @@ class TrustedAutograde(Autograde):
         names = [type(pp).__name__ for pp in self.exporter._preprocessors]
         if "Execute" in names or any("Execute" in n for n in names):
             raise RuntimeError(f"refusing to grade: an executing preprocessor is configured: {names}")
+
+    @contextlib.contextmanager
+    def _failures_named(self, what: str = "the student's graded folder"):
+        """A disk that is full or broken, or a gradebook that cannot be written, is the grader's failure
+        (:class:`InfrastructureError`), kept as the :attr:`failure` the caller raises in place of nbgrader's own
+        exception."""
+        try:
+            yield
+        except OSError as exc:
+            if not is_disk_failure(exc):
+                raise
+            raise disk_failure(exc, what) from exc
+        except sqlalchemy.exc.OperationalError as exc:
+            if "full" not in str(exc) and "disk I/O" not in str(exc):
+                raise
+            raise InfrastructureError(f"the gradebook could not be written: {exc.orig}") from exc
 
     def init_single_notebook_resources(self, notebook_filename: str) -> dict:
         resources = super().init_single_notebook_resources(notebook_filename)

@@ -37,6 +37,7 @@ from nbformat.notebooknode import NotebookNode
 
 from .feedback import device_label, exercise_points, speedup_of
 from .gpu_turn import grades_on_gpu
+from .infrastructure import InfrastructureError
 from .isolation import allow_gradings, grade_submission, stop_running_gradings
 from .outcome import GRADED, NOT_GRADABLE, GradingFailed, Outcome, exception_reason
 from .result import ExerciseResult
@@ -148,9 +149,10 @@ def grade_notebook(
     ``student_key`` is :func:`~autograder.course_secret.student_key` of the course secret for this
     student and assignment: the hidden cases derive from it (the course secret is not needed here).
 
-    Raises :class:`~autograder.outcome.GradingFailed` when the grader itself fails on an exercise
-    (nothing the submission does raises: that is a result), so that no score is made of it; an
-    interrupted grading ends its children before the interrupt goes on.
+    Raises :class:`~autograder.infrastructure.InfrastructureError` (a
+    :class:`~autograder.outcome.GradingFailed`) when the grader itself fails on an exercise (any exception of
+    ``grade_fn``, which never raises for what a submission does: that is a result), so that no score is made of
+    it and the grading is tried again; an interrupted grading ends its children before the interrupt goes on.
     """
     grade_fn = grade_fn or _default_grade_fn()
     grading = NotebookGrading(student=student, notebook=notebook)
@@ -181,8 +183,10 @@ def grade_notebook(
             else:
                 result = grade_fn(sub, mode="hidden", student_key=student_key.encode(), student_id=student,
                                   timeout_s=timeout_s)
-        except Exception as exc:  # the grader itself failed: never a score
-            raise GradingFailed(f"the grader failed on {exercise}: {exception_reason(exc)}") from exc
+        except GradingFailed:
+            raise  # the grader's failure already named (autograder.infrastructure): no score, graded again
+        except Exception as exc:  # the grader itself failed (it never raises for what a submission does)
+            raise InfrastructureError(f"the grader failed on {exercise}: {exception_reason(exc)}") from exc
         return result, time.perf_counter() - t0
 
     # On a GPU the exercises overlap: while one child has its turn on the card (autograder.gpu_turn), the

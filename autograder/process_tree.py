@@ -1,10 +1,10 @@
 """What a grading child's process tree holds, read from /proc, and how it is ended.
 
 The parent (:mod:`autograder.isolation`) polls these while the child runs: the
-processes below it, their resident memory, the memfds they hold and the
-sandbox's own /dev/shm (memory no RSS shows), their number of tasks (what
-``RLIMIT_NPROC`` counts), and the space the grading's files take; and ends
-the whole tree, waiting until every process of it is gone.
+processes below it, their resident memory, the memfds and pipes they hold and
+the sandbox's own /dev/shm (memory no RSS shows), their number of tasks (what
+``RLIMIT_NPROC`` counts), and the space and entries of the files in a folder;
+and ends the whole tree, waiting until every process of it is gone.
 """
 
 from __future__ import annotations
@@ -58,8 +58,13 @@ def task_count(pids: list[int]) -> int:
     return _summed(pids, lambda pid: len(os.listdir(f"/proc/{pid}/task")))
 
 
-def held_memfd_bytes(pids: list[int]) -> int:
-    """Pages of the memfds ``pids`` hold open (each counted once): memory no process maps, so not in its RSS."""
+#: What a pipe may hold when the sandbox refuses to resize it (F_SETPIPE_SZ): Linux's default, 16 pages.
+PIPE_BYTES = 16 * 4096
+
+
+def held_buffer_bytes(pids: list[int]) -> int:
+    """Memory no process maps that ``pids`` hold through their descriptors (each object counted once): the
+    pages of their memfds, and every pipe at what it may hold (its contents are the kernel's, in no RSS)."""
     seen: dict[tuple[int, int], int] = {}
     for p in pids:
         try:
@@ -69,7 +74,11 @@ def held_memfd_bytes(pids: list[int]) -> int:
         for fd in fds:
             path = f"/proc/{p}/fd/{fd}"
             try:
-                if not os.readlink(path).startswith("/memfd:"):
+                target = os.readlink(path)
+                if target.startswith("pipe:"):
+                    seen[("pipe", target)] = PIPE_BYTES
+                    continue
+                if not target.startswith("/memfd:"):
                     continue
                 st = os.stat(path)
             except OSError:
@@ -96,18 +105,19 @@ def sandbox_tmpfs_bytes(pids: list[int]) -> int:
     return sum(seen.values())
 
 
-def written_bytes(folders: list[str], stop_above: int) -> int:
-    """The space the files below ``folders`` take (allocated blocks: a sparse file counts what it holds), counted
-    until it passes ``stop_above``: disk the grading fills, or memory where the folder is on a tmpfs."""
-    total = 0
+def folder_usage(folders: list[str], stop_above: int, stop_above_entries: int = 2**62) -> tuple[int, int]:
+    """(bytes of the blocks the files below ``folders`` take, entries below them: files, folders, links), counted
+    until either passes its limit.  Inodes cost room too: an empty file or folder takes no block but one entry."""
+    total = entries = 0
     pending = [f for f in folders if f]
-    while pending and total <= stop_above:
+    while pending and total <= stop_above and entries <= stop_above_entries:
         try:
-            entries = os.scandir(pending.pop())
+            listing = os.scandir(pending.pop())
         except OSError:
             continue
-        with entries:
-            for entry in entries:
+        with listing:
+            for entry in listing:
+                entries += 1
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         pending.append(entry.path)
@@ -115,12 +125,12 @@ def written_bytes(folders: list[str], stop_above: int) -> int:
                         total += entry.stat(follow_symlinks=False).st_blocks * 512
                 except OSError:
                     continue
-    return total
+    return total, entries
 
 
 def tree_memory_bytes(pids: list[int]) -> int:
-    """Memory the process tree ``pids`` holds: resident pages, the memfds it holds, its /dev/shm."""
-    return rss_bytes(pids) + held_memfd_bytes(pids) + sandbox_tmpfs_bytes(pids)
+    """Memory the process tree ``pids`` holds: resident pages, the memfds and pipes it holds, its /dev/shm."""
+    return rss_bytes(pids) + held_buffer_bytes(pids) + sandbox_tmpfs_bytes(pids)
 
 
 def kill_group(proc: subprocess.Popen) -> list[int]:

@@ -62,6 +62,9 @@ class ShapeResult:
         if not self.passed and self.first_bad_index is not None:
             idx = ",".join(str(i) for i in self.first_bad_index)
             text += f"\n        {self.n_bad} of {self.n_total} wrong; first at {self.output}[{idx}]: expected {feedback.number(self.expected)}, got {feedback.number(self.got)}"
+        elif not self.passed and self.n_bad and not self.visible:  # a hidden case: how much is wrong, not where
+            text += (f"\n        {feedback.wrong_share(self.n_bad, self.n_total)} of {self.output or 'the output'} "
+                     f"wrong; e.g. expected {feedback.number(self.expected)}, got {feedback.number(self.got)}")
         if self.error:
             text += "\n        " + self.error.replace("\n", "\n        ")
         if self.hint and not self.passed:
@@ -129,6 +132,8 @@ class ExerciseResult:
     mode: str = "hidden"  # "visible" (check()) or "hidden" (grading)
     launch: dict = field(default_factory=dict)  # the validated launch integers
     speed_pending: bool = False  # correct, but speed could not be measured here (no GPU)
+    #: correctness graded without a GPU (on the CPU emulator): provisional until a grading on a GPU confirms it
+    provisional: bool = False
     speed_note: str = ""  # why speed points were or were not given
     log: str = ""  # compiler log / captured output, trimmed
     elapsed_s: float = 0.0

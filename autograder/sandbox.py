@@ -21,9 +21,10 @@ constructor in a student's C++ (which runs before the emulator's own
   (``/usr``, the loader's cache), the Python the grader runs on and its
   import path, and only the ``autograder`` and ``kernels`` folders of the
   repository -- not the course directory, the gradebook, the course secret, the
-  solutions or other students' files.  Writable: the child's private scratch
-  directory (its working directory, fresh per grading) and this student's
-  own build cache, nothing else;
+  solutions or other students' files.  Writable: the child's scratch space
+  only, a tmpfs of the sandbox's own mounted at its working directory
+  (:mod:`autograder.scratch_space`: limited in size by the kernel, counted in
+  inodes, freed when the grading ends);
 * **no privileges**: every capability dropped, ``no_new_privs`` set (bwrap
   sets it), no further user namespaces, a new session (no terminal
   injection);
@@ -33,23 +34,28 @@ constructor in a student's C++ (which runs before the emulator's own
   grader writes the sandbox's user mapping itself (bwrap waits for it,
   ``--userns-block-fd``): inside uid 0 stays root for bwrap's own set-up (it
   binds files only root may read), and :data:`SANDBOX_UID` maps to an unused
-  uid of the machine (:func:`sandbox_ids`).  The grading child starts with
+  uid of the machine, leased for as long as the sandbox runs
+  (:func:`lease_ids`: a pool under a lock, so that no two gradings running at
+  once share a user).  The grading child starts with
   only ``CAP_SETUID``/``CAP_SETGID``, becomes :data:`SANDBOX_UID` first thing
   (which drops those too) and sets ``RLIMIT_NPROC`` before any student code
   exists (:func:`autograder.grading_child.child_main`); that limit counts the
-  processes and threads of this student's sandboxes only (the uid is the
-  student's: :func:`sandbox_ids`), so a fork bomb stops at it.  The
-  scratch directory and the build cache are handed to that uid.  A grader
-  that is not root needs none of this: its own uid is bound by the limit;
+  processes and threads of this sandbox only (the uid is its own), so a fork
+  bomb stops at it.  A grader that is not root needs none of this: its own
+  uid is bound by the limit;
 * **memory outside the processes**: ``/dev`` is read-only and ``/dev/shm`` a
   small tmpfs (:data:`SHM_BYTES`), whose use the grader counts with the
-  processes' memory, as it counts the pages of every memfd they hold
-  (:func:`autograder.process_tree.tree_memory_bytes`);
+  processes' memory, as it counts the pages of every memfd they hold and every
+  pipe at what it may hold (:func:`autograder.process_tree.tree_memory_bytes`);
+  where a cgroup can be made, the kernel counts all of it besides
+  (:mod:`autograder.grading_cgroup`);
 * **seccomp**: a filter (built with libseccomp through ``pyseccomp``) that
   bwrap installs before ``exec``: no io_uring (it writes files without the
   system calls a filter sees), no ptrace or ``process_vm_*`` (no reading or
   writing another process's memory), no bpf, perf events, userfaultfd, keys,
-  mounts, namespace changes, module or kexec calls, handle-based opens.
+  mounts, namespace changes, module or kexec calls, handle-based opens; and,
+  where no GPU is bound, no sockets, no System V IPC and no resizing of pipes
+  (:data:`DENIED_WITHOUT_GPU`): buffers that belong to no process.
 
 The child still runs only the grader's own code plus the student's kernel;
 it sends back data (output arrays, timings) and the trusted parent computes
@@ -59,10 +65,12 @@ the verdict from it (see :mod:`autograder.verdict`).
 from __future__ import annotations
 
 import errno
+import fcntl
 import functools
 import glob
 import hashlib
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -134,11 +142,18 @@ def bwrap_binary() -> str:
         ) from None
 
 
-#: Refused besides where no GPU is bound (EPERM): System V shared memory, whose pages belong to no
-#: process (not in any RSS) and outlive every mapping.  Nothing of a grading on the emulator uses it
-#: (Python, NumPy, the compiler, the emulator); in a GPU sandbox it stays allowed for the CUDA
-#: driver, and the student's cell is device code there, which never runs on the host.
-DENIED_WITHOUT_GPU = ("shmget",)
+#: Refused besides where no GPU is bound (EPERM): what holds memory that belongs to no process (in no
+#: RSS, and beyond any limit the grader sets where no cgroup counts it, :mod:`autograder.grading_cgroup`):
+#: System V shared memory, message queues and semaphores (which outlive every process), and sockets of
+#: every family (their buffers: a gigabyte held in a socket pair's queues passed a 512 MiB limit).
+#: Nothing of a grading on the emulator uses them (Python, NumPy, the compiler, the emulator talks to its
+#: worker through pipes); in a GPU sandbox they stay allowed for the CUDA driver, and the student's cell is
+#: device code there, which never runs on the host.
+DENIED_WITHOUT_GPU = ("shmget", "msgget", "semget", "socket", "socketpair")
+#: fcntl's command that resizes a pipe (up to 1 MiB): refused with them, so a pipe holds at most its
+#: default 64 KiB, which is what the grader counts for each one a grading holds
+#: (:func:`autograder.process_tree.held_buffer_bytes`).
+F_SETPIPE_SZ = 1031
 
 
 @functools.lru_cache(maxsize=2)
@@ -155,6 +170,8 @@ def seccomp_program(gpu: bool = False) -> bytes:
             flt.add_rule(seccomp.ERRNO(errno.EPERM), name)
         except Exception:  # noqa: BLE001 - a call this architecture does not have
             continue
+    if not gpu:
+        flt.add_rule(seccomp.ERRNO(errno.EPERM), "fcntl", seccomp.Arg(1, seccomp.EQ, F_SETPIPE_SZ))
     # No new user namespace through clone() either (unshare() is refused above): inside one the
     # student's code would hold capabilities again.  clone3() passes its flags in memory a filter
     # cannot read, so it answers "not implemented" and the C library falls back to clone().
@@ -216,32 +233,92 @@ def _mapped_range(path: str) -> list[tuple[int, int]]:
         return []
 
 
-def sandbox_ids(owner: str) -> tuple[int, int] | None:
-    """The uid and gid of this machine a sandbox's processes run as, when the grader runs as root; None otherwise.
+#: Where the leases of sandbox ids are kept (one lock file per id in use); the first that can be made.
+ID_LEASE_FOLDERS = ("/run/dlk-sandbox-ids", os.path.join(tempfile.gettempdir(), "dlk-sandbox-ids"))
+#: Ids tried, at most, in a namespace that maps fewer than a whole range: counted down from its top.
+MAPPED_IDS_TRIED = 4096
 
-    ``owner`` names what the sandbox may write (a student's build cache): on a
-    machine whose ids are all mapped (not in a container's namespace) the pair
-    is that owner's own, from a range no account uses, so that two gradings of
-    one student at the same time (a notebook's exercises on a GPU) both keep
-    their cache, and two students' gradings run as different users; in a
-    namespace that maps fewer ids, the highest mapped id but the overflow one.
+
+class IdLease:
+    """One uid (and the gid of the same number) of this machine, held by one sandbox while it runs.
+
+    The id is taken from a pool under a lock: ``flock`` on a file named after it, in a folder only
+    root may write, held until :meth:`release` (or until the grader's process ends, whatever its end:
+    the kernel drops the lock with the descriptor).  Two gradings running at the same time, in one
+    grading process or in several, never run as one user, so they never share a process limit, a
+    file or a process (a hash of the student's name, as ids were drawn before, gives two of 300
+    students one id about 4% of the time).
     """
+
+    def __init__(self, uid: int, gid: int, fd: int):
+        self.ids = (uid, gid)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+
+def _lease_folder() -> str:
+    """The lease folder: a real folder owned by this (root) process, closed to everyone else."""
+    for folder in ID_LEASE_FOLDERS:
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            info = os.lstat(folder)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o022:
+            return folder
+    raise SandboxUnavailable("the grader found no private folder to keep the leases of its sandboxes' user ids in "
+                             f"(tried {', '.join(ID_LEASE_FOLDERS)}: each must be a folder owned by root, writable by "
+                             f"no one else)")
+
+
+def _mapped_ids(path: str):
+    """The ids of one map (``/proc/self/uid_map`` or ``gid_map``) a sandbox may run as, in the order tried:
+    a range of its own where every id is mapped, else the top of what the namespace maps, downwards, never
+    root and never the overflow ids."""
+    ranges = _mapped_range(path)
+    if any(first <= SANDBOX_ID_BASE and SANDBOX_ID_BASE + SANDBOX_ID_SPAN <= first + count for first, count in ranges):
+        return range(SANDBOX_ID_BASE, SANDBOX_ID_BASE + SANDBOX_ID_SPAN)
+    top = max((first + count - 1 for first, count in ranges if count > 1), default=0)
+    return [i for i in range(top, max(0, top - MAPPED_IDS_TRIED), -1) if i not in (65534, 65535)]
+
+
+def _candidate_ids() -> list[int] | range:
+    """The ids (each both a uid and a gid) a sandbox may run as, in the order they are tried."""
+    uids, gids = _mapped_ids("/proc/self/uid_map"), _mapped_ids("/proc/self/gid_map")
+    if isinstance(uids, range) and uids == gids:
+        return uids
+    gid_set = set(gids)
+    return [i for i in uids if i in gid_set]
+
+
+def lease_ids() -> IdLease | None:
+    """A uid and gid of this machine no other running sandbox holds, when the grader runs as root; None
+    otherwise (a grader that is not root runs its sandboxes as itself: its own limits bind them).
+
+    Raises :class:`SandboxUnavailable` when every id of the pool is in use (or none is mapped)."""
     if os.geteuid() != 0:
         return None
-    own = int.from_bytes(hashlib.sha256(owner.encode()).digest()[:8], "little") % SANDBOX_ID_SPAN
-    picked = []
-    for path in ("/proc/self/uid_map", "/proc/self/gid_map"):
-        ranges = _mapped_range(path)
-        if any(first <= SANDBOX_ID_BASE and SANDBOX_ID_BASE + SANDBOX_ID_SPAN <= first + count for first, count in ranges):
-            picked.append(SANDBOX_ID_BASE + own)
+    ids = _candidate_ids()
+    if not ids:
+        return None
+    folder = _lease_folder()
+    for uid in ids:
+        fd = os.open(os.path.join(folder, str(uid)), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
             continue
-        top = max((first + count - 1 for first, count in ranges if count > 1), default=0)
-        if top in (0, 65534, 65535):
-            top -= 2  # not root, not the overflow ids
-        if top <= 0:
-            return None
-        picked.append(top)
-    return picked[0], picked[1]
+        return IdLease(uid, uid, fd)
+    raise SandboxUnavailable(f"every one of the {len(ids)} user ids the grader's sandboxes run as is in use")
 
 
 def hand_over(paths, ids: tuple[int, int] | None) -> None:
@@ -265,12 +342,13 @@ class Launch:
     """How to start one sandbox: the command line, the descriptors to pass, and, where the grader is
     root, the user mapping to write once bwrap has made its namespace (:meth:`started`)."""
 
-    def __init__(self, argv: list[str], pass_fds: list[int], ids: tuple[int, int] | None,
+    def __init__(self, argv: list[str], pass_fds: list[int], lease: IdLease | None,
                  info_fd: int = -1, block_fd: int = -1):
         self.argv = argv
         self.pass_fds = tuple(pass_fds)
-        self.ids = ids
-        self.drop_to = SANDBOX_UID if ids is not None else None  # what the child becomes first thing
+        self.lease = lease
+        self.ids = lease.ids if lease is not None else None
+        self.drop_to = SANDBOX_UID if lease is not None else None  # what the child becomes first thing
         self._info_fd = info_fd
         self._block_fd = block_fd
 
@@ -324,31 +402,52 @@ class Launch:
             self._block_fd = -1
 
     def abandon(self) -> None:
-        """The sandbox did not start: close what only this side holds."""
+        """The sandbox did not start: close what only this side holds, and give its ids back."""
         for fd in (self._info_fd, self._block_fd):
             if fd >= 0:
                 os.close(fd)
         self._info_fd = self._block_fd = -1
+        self.release()
+
+    def release(self) -> None:
+        """The sandbox and every process in it are gone: its ids go back to the pool."""
+        if self.lease is not None:
+            self.lease.release()
 
 
 def command(child: list[str], scratch: str, writable: list[str] = (), gpu: bool = False,
-            import_path: list[str] = (), readonly: list[str] = ()) -> Launch:
+            import_path: list[str] = (), readonly: list[str] = (), scratch_bytes: int = 2**30) -> Launch:
     """How to run ``child`` in the sandbox: the bwrap command line, the descriptors it reads (the
     seccomp program; where the grader is root, the pipes of the user mapping), and the ids its
-    processes run as.  Pass ``launch.pass_fds`` to the process, call ``launch.close_passed()``
-    once it started, then ``launch.started()``.
+    processes run as (leased: :meth:`Launch.release` when the sandbox is gone).  Pass
+    ``launch.pass_fds`` to the process, call ``launch.close_passed()`` once it started, then
+    ``launch.started()``.
 
-    ``scratch`` is the child's private working directory; ``writable`` are further folders it may
-    write (this student's build cache); ``readonly`` are further folders it may read (the grader's
-    compiled kernels); ``gpu`` adds the NVIDIA device nodes.
+    ``scratch`` is where the child's private working directory appears inside: a tmpfs of
+    ``scratch_bytes`` of the sandbox's own (:mod:`autograder.scratch_space`), the only place it may
+    write; ``writable`` are folders of the host it may write besides (none when grading);
+    ``readonly`` are further folders it may read (the grader's compiled kernels); ``gpu`` adds the
+    NVIDIA device nodes.
     """
-    ids = sandbox_ids("\0".join(writable) or scratch)
+    lease = lease_ids()
+    ids = lease.ids if lease is not None else None
     if ids is None and os.geteuid() == 0:
         # Inside, the child would be the machine's root: without capabilities, but the owner of every root-owned
         # file it can reach.  Refuse rather than run a student's code as root.
         raise SandboxUnavailable(
             "the grader runs as root, and this machine's user namespace maps no id besides root's for the "
             "sandbox's processes to run as; grade as an ordinary user, or in a container given a range of user ids")
+    try:
+        return _command(child, scratch, list(writable), gpu, list(import_path), list(readonly), scratch_bytes, lease)
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
+
+
+def _command(child: list[str], scratch: str, writable: list[str], gpu: bool, import_path: list[str],
+             readonly: list[str], scratch_bytes: int, lease: IdLease | None) -> Launch:
+    ids = lease.ids if lease is not None else None
     cmd = [
         bwrap_binary(),
         "--unshare-user", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
@@ -367,22 +466,24 @@ def command(child: list[str], scratch: str, writable: list[str] = (), gpu: bool 
         else:
             binds.append(("--ro-bind", path))
     binds += [("--ro-bind", path) for path in _existing(ETC_PATHS)]
-    binds += [("--ro-bind", path) for path in _python_paths(list(import_path))]
+    binds += [("--ro-bind", path) for path in _python_paths(import_path)]
     binds += [("--ro-bind", str(REPO_ROOT / part)) for part in REPO_PARTS]
     if gpu:
         binds += [("--dev-bind", node) for node in sorted(glob.glob("/dev/nvidia*"))]
         binds += [("--ro-bind", path) for path in _existing(("/sys", "/proc/driver/nvidia"))]
     binds += [("--ro-bind", path) for path in readonly]
-    for path in (scratch, *writable):
+    for path in writable:
         os.makedirs(path, exist_ok=True)
         binds.append(("--bind", path))
     # The folders leading to each bound path, made readable (bwrap would make them 0700, closed to
     # the sandbox's own uid): they hold nothing but the way to what is bound.
-    for folder in _leading_folders([path for _, path in binds]):
+    for folder in _leading_folders([path for _, path in binds] + [scratch]):
         cmd += ["--perms", "0755", "--dir", folder]
     for option, path in binds:
         cmd += [option, path, path]
-    hand_over([scratch, *writable], ids)
+    # the scratch space: a tmpfs of its own, writable by the child's uid, limited in size by the kernel
+    cmd += ["--perms", "0777", "--size", str(int(scratch_bytes)), "--tmpfs", scratch]
+    hand_over(writable, ids)
     read_fd, write_fd = os.pipe()
     program = seccomp_program(gpu)
     try:
@@ -397,7 +498,7 @@ def command(child: list[str], scratch: str, writable: list[str] = (), gpu: bool 
         cmd += ["--info-fd", str(info_w), "--userns-block-fd", str(block_r)]
         pass_fds += [info_w, block_r]
     cmd += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", scratch, "--seccomp", str(read_fd), "--", *child]
-    return Launch(cmd, pass_fds, ids, info_fd, block_fd)
+    return Launch(cmd, pass_fds, lease, info_fd, block_fd)
 
 
 @functools.lru_cache(maxsize=1)
@@ -421,6 +522,8 @@ def unavailable_reason() -> str:
                 proc.kill()
                 proc.wait()
                 raise
+            finally:
+                launch.release()
             done = subprocess.CompletedProcess(launch.argv, proc.returncode, out, err)
     except SandboxUnavailable as exc:
         return str(exc)

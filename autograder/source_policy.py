@@ -3,9 +3,10 @@
 A check by pattern on the text a student wrote can always be dodged: the
 digraph ``%:include``, an include name built by a macro, ``_Pragma`` strings,
 string literals pasted or escaped inside ``asm``.  So the questions are asked
-of the C preprocessor's own output instead, once as the CPU emulator compiles
-the source and once as nvcc's device pass sees it (``__CUDA_ARCH__`` defined),
-so that a branch taken only on one backend cannot hide anything:
+of the C preprocessor's own output instead, once as plain C++ (what nvcc's host
+pass sees) and once with the macros nvcc's device pass defines (``__CUDA_ARCH__``,
+``__NVCC__``, ...), which the CPU emulator defines too, so that a branch taken
+only in one pass cannot hide anything:
 
 * **includes** -- the files the compiler opened, from its dependency output
   (``-MD``) and its include trace (``-H``): every file must lie in the
@@ -17,6 +18,9 @@ so that a branch taken only on one backend cannot hide anything:
   directive that makes more text or bytes (``.macro``, ``.irp``, ``.rept``,
   ``.fill``, ...) is refused: the first two read files, the others build them
   or fill the executable with ballast.
+* **asking for the emulator** -- a source whose preprocessed text changes
+  when the emulator's own macro (``DLK_EMULATOR``, which the book's headers
+  use) is defined would be one kernel on the emulator and another on a GPU;
 * **switching checks off** -- sanitizer attributes (``no_sanitize...``,
   ``no_address_safety_analysis``, ...), the ``optimize`` attribute,
   ``#pragma GCC optimize/push_options/target`` and any ``#pragma clang``, and
@@ -52,11 +56,9 @@ ALLOWED_HEADERS = frozenset({
     "mma.h", "cuda_pipeline.h",  # WMMA's fragments and cp.async, which the GEMM chapter's exercises ask for
 })
 
-#: The two ways the source is compiled: by the emulator (g++), and by nvcc's device pass.
-CONFIGURATIONS = (
-    (),
-    ("-D__CUDACC__", "-D__NVCC__", "-D__CUDA_ARCH__=900", "-D__CUDACC_VER_MAJOR__=12"),
-)
+#: The two ways the source is preprocessed: as plain C++ (nvcc's host pass sees what no macro of nvcc hides),
+#: and with what nvcc's device pass defines, which the emulator defines too (its prelude).
+CONFIGURATIONS = ((), emulator_build.nvcc_defines())
 
 _MARKER = re.compile(r'^# (\d+) "((?:[^"\\]|\\.)*)"((?: \d)*)\s*$')
 _TRACE = re.compile(r"^(\.+) (.+)$")
@@ -254,15 +256,37 @@ def check_preprocessed(pp: Preprocessed, cxx: str) -> str:
     return ""
 
 
+#: The macro only the emulator defines (its prelude), for the book's own headers.
+EMULATOR_MACRO = "DLK_EMULATOR"
+
+
+def asks_for_the_emulator(device_pass: Preprocessed, emulated: Preprocessed) -> str:
+    """'' if the source preprocesses alike with and without the emulator's own macro, else one sentence (at the
+    first student line that differs): a kernel that computes one thing on the emulator and another on a GPU
+    would be graded for what the GPU never runs."""
+    # each was preprocessed in a folder of its own: the student's file is named alike before comparing
+    plain = device_pass.text.replace(device_pass.student_file, "kernel.cu").splitlines()
+    emulated_lines = emulated.text.replace(emulated.student_file, "kernel.cu").splitlines()
+    if plain == emulated_lines:
+        return ""
+    origins = _line_origins(emulated.text, emulated.student_file)
+    differs = next((i for i, (a, b) in enumerate(zip(plain, emulated_lines)) if a != b), None)
+    line = origins[differs] if differs is not None and differs < len(origins) else None
+    return (f"{_at(line)}the source compiles differently where {EMULATOR_MACRO} is defined (the CPU emulator's own "
+            f"macro): a graded kernel must be the same kernel on the emulator and on a GPU; remove that test.")
+
+
 def check_source(source: str) -> str:
     """'' if ``source`` may be compiled for grading, else one sentence (at the student's line) saying why not.
 
     Asked of the preprocessed source under both ways it is compiled (emulator and
-    nvcc's device pass).
+    nvcc's device pass), and of the difference the emulator's own macro makes.
     """
     cxx = emulator_build.compiler()
+    device_pass = None
     for extra in CONFIGURATIONS:
-        problem = check_preprocessed(preprocess(source, extra), cxx)
+        device_pass = preprocess(source, extra)
+        problem = check_preprocessed(device_pass, cxx)
         if problem:
             return problem
-    return ""
+    return asks_for_the_emulator(device_pass, preprocess(source, CONFIGURATIONS[-1] + (f"-D{EMULATOR_MACRO}=1",)))

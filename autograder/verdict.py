@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from . import case_outputs
+from .case_plan import case_label, concealed
 from .comparison import compare, count_wrong
 from .diagnosis import diagnose, error_map
 from .exercise import Exercise, LaunchConfig, LaunchError
@@ -121,7 +122,7 @@ def _read_back(ex: Exercise, scratch: str, tag: str, expected: dict, pristine: d
 def _judge_planned_case(ex: Exercise, index: int, case: dict, scratch: str, launch: dict) -> ShapeResult:
     """The grader's own verdict on a case the child reports as passed."""
     _, pristine, expected, scales = case_data(ex, case["shape"], case["seed"])
-    mine = ShapeResult(label=ex.shape_label(case["shape"]), shape=dict(case["shape"]), seed_index=case["seed_index"],
+    mine = ShapeResult(label=case_label(ex, case), shape=dict(case["shape"]), seed_index=case["seed_index"],
                        visible=case["visible"], passed=False)
     back = _read_back(ex, scratch, f"case-{index}", expected, pristine)
     if back is None:
@@ -157,28 +158,41 @@ def judge(ex: Exercise, request: dict, reported: ExerciseResult, scratch: str, s
         verdict.status = (reported.status if reported.status in STATUSES and reported.status not in GRADER_ONLY
                           else "crashed")
         verdict.message = reported.message
-        verdict.shapes = list(reported.shapes[: len(cases)])
+        verdict.shapes = conceal_hidden(list(reported.shapes[: len(cases)]), launch)
         verdict.speed_note = reported.speed_note
         return verdict
     shapes: list[ShapeResult] = []
     for index, case in enumerate(cases):
         if index >= len(reported.shapes):
-            shapes.append(ShapeResult(label=ex.shape_label(case["shape"]), shape=dict(case["shape"]),
+            shapes.append(ShapeResult(label=case_label(ex, case), shape=dict(case["shape"]),
                                       seed_index=case["seed_index"], visible=case["visible"], passed=False,
                                       error="The check ended before this case was reported."))
             continue
         got = reported.shapes[index]
         # labels and flags are the grader's own; the child's words (error, hint) stay only on a failed case
-        got.label, got.shape = ex.shape_label(case["shape"]), dict(case["shape"])
+        got.label, got.shape = case_label(ex, case), dict(case["shape"])
         got.seed_index, got.visible = case["seed_index"], case["visible"]
         shapes.append(_judge_planned_case(ex, index, case, scratch, launch) if got.passed else got)
-    verdict.shapes = shapes
+    verdict.shapes = conceal_hidden(shapes, launch)
     score_correctness(ex, verdict, None)
     if ex.language == "tc":
         verdict.speed_note = reported.speed_note
         return verdict
     _judge_speed(ex, verdict, reported, scratch, speed_allowed, timing_failure or {}, timing_sets)
     return verdict
+
+
+def conceal_hidden(shapes: list[ShapeResult], launch: dict) -> list[ShapeResult]:
+    """``shapes`` with every hidden case as a student may read it: no index or picture of its elements, no number in
+    its words that could tell its sizes (:func:`autograder.case_plan.concealed`); it is named by number and nature
+    already (:func:`autograder.case_plan.case_label`)."""
+    for result in shapes:
+        if not result.visible:
+            result.first_bad_index = None
+            result.error_map = None
+            result.error = concealed(result.error, launch)
+            result.hint = concealed(result.hint, launch)
+    return shapes
 
 
 def _finite_positive(value) -> bool:

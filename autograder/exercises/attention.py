@@ -34,7 +34,7 @@ import numpy as np
 from kernels.attention import attention
 from kernels.runtime.versions import LaunchConfig
 
-from ..exercise import Exercise, LaunchKey, ReferenceKernel, ceil_div, varied
+from ..exercise import Exercise, LaunchKey, ReferenceKernel, ceil_div, reducing, varied
 from ..secret_sizes import size_avoiding
 from ._parts import one_dimensional_launch, warp_per_row_keys
 
@@ -136,6 +136,8 @@ ONLINE_SOFTMAX_RESUME = Exercise(
                "int rows, int cols)"),
     make_inputs=_resume_inputs,
     reference=_resume_reference,
+    # the row's maximum and sum of exponentials: new scores a kernel did not read are scores at -inf
+    reductions=reducing("S", 1, kind="max"),
     error_scale=_resume_scale,
     visible_shapes=(_resume_shape(1, 1, 0, 0), _resume_shape(4, 40, 1, 0), _resume_shape(30, 100, 1, 1),
                     _resume_shape(64, 64, 0, 1)),
@@ -270,7 +272,9 @@ def _fused_forward(*, visible, mask: dict, extra_label, **declared) -> Exercise:
         launch_keys=FORWARD_KEYS, launch_config=_forward_launch, correctness_points=6.0, speed_points=3.0,
         reference_kernel=ReferenceKernel(FORWARD_REFERENCE, arg_order=FORWARD_ORDER,
                                          solves={**mask, "head_dim": attention.RECORDED_HEAD_DIM}),
-        speed_bands=FORWARD_BANDS, label=_forward_label(extra_label), **declared)
+        speed_bands=FORWARD_BANDS, label=_forward_label(extra_label),
+        # O sums P V over the keys: a kernel that accumulates a share of them and scales it up reads part of V
+        reductions=reducing("V", 2), **declared)
 
 
 # ------------------------------------------------------------ 2. key padding

@@ -33,7 +33,7 @@ import numpy as np
 
 from kernels.capsules import capsule_prediction, capsule_prediction_backward
 
-from ..exercise import Exercise, ReferenceKernel
+from ..exercise import Exercise, ReferenceKernel, reducing
 from ._index_width import needs_64_bit_indices
 from ._parts import BLOCK_256, SHARED, extent, grid_key, one_dimensional_launch, tensor_inputs
 
@@ -145,14 +145,16 @@ CAPSULE_PREDICT = _capsule_exercise(
     "elements. Speed is compared with the chapter's capsule_predict_vectorized with one position (types = in_caps).",
     source_check=needs_64_bit_indices(
         "The exercise needs sizes past 2^31 elements (u_hat of a large layer: batch 16,384 at DigitCaps' shape), "
-        "where a 32-bit index overflows; the grader cannot allocate a case that large, so it reads the source."))
+        "where a 32-bit index overflows; the grader cannot allocate a case that large, so it reads the source."),
+    reductions=reducing("W", 3))
 
 CAPSULE_GRAD_INPUT = _capsule_exercise(
     "capsule_grad_input", "Capsule prediction, backward: dE/du[b, i] = W[i % types]^T dE/du_hat[b, i]",
     ("grad_u_hat", "W"), "grad_u", GRAD_INPUT_REFERENCE,
     "grad_u[b][i][k] = sum over j < out_caps and d < out_dim of W[i % types][j][d][k] * grad_u_hat[b][i][j][d] "
     "(for one sample and input capsule: the transpose of its shared matrix times the gradient of the ROW = "
-    "out_caps * out_dim outputs). " + SHARING + " grad_u is [batch][in_caps][in_dim].")
+    "out_caps * out_dim outputs). " + SHARING + " grad_u is [batch][in_caps][in_dim].",
+    reductions=reducing("grad_u_hat", 2, 3))
 
 CAPSULE_GRAD_WEIGHT = _capsule_exercise(
     "capsule_grad_weight",
@@ -160,6 +162,8 @@ CAPSULE_GRAD_WEIGHT = _capsule_exercise(
     ("grad_u_hat", "u"), "grad_W", GRAD_WEIGHT_REFERENCE,
     "grad_W[t][j][d][k] = sum over samples b < batch and positions p < in_caps / types of "
     "grad_u_hat[b][p*types + t][j][d] * u[b][p*types + t][k]: a shared weight is used by every sample at every "
-    "position, so its gradient is a reduction over both. " + SHARING + " grad_W is [types][out_caps][out_dim][in_dim].")
+    "position, so its gradient is a reduction over both. " + SHARING + " grad_W is [types][out_caps][out_dim][in_dim].",
+    # the batch is the one axis that is summed whole (the positions share the input capsule axis with the types)
+    reductions=reducing("grad_u_hat", 0))
 
 EXERCISES = [CAPSULE_PREDICT, CAPSULE_GRAD_INPUT, CAPSULE_GRAD_WEIGHT]

@@ -24,7 +24,7 @@ import numpy as np
 
 from kernels.conv import conv2d, conv2d_backward, pooling
 
-from ..exercise import Exercise, LaunchConfig, ReferenceKernel, ceil_div, varied as _varied
+from ..exercise import Exercise, LaunchConfig, ReferenceKernel, ceil_div, reducing, varied as _varied
 from ._parts import BLOCK_256, grid_key, one_dimensional_launch, shapes
 
 NAIVE_REFERENCE = conv2d.KERNELS["conv2d_forward_naive"]
@@ -173,6 +173,7 @@ CONV2D_FORWARD = Exercise(
     launch_config=_conv_launch,
     correctness_points=6.0,
     speed_points=1.0,
+    reductions=reducing("Wf", 1, 2, 3),
     reference_kernel=ReferenceKernel(NAIVE_REFERENCE, arg_order=CHAPTER_ORDER, solves={"pad": 0, "stride": 1}),
     timing_shape={**CONV_TIMING, "pad": 0, "stride": 1},
     label=_conv_label,
@@ -205,6 +206,7 @@ CONV2D_FORWARD_TILED = Exercise(
     launch_config=_tiled_launch,
     correctness_points=6.0,
     speed_points=4.0,
+    reductions=reducing("Wf", 1, 2, 3),
     reference_kernel=ReferenceKernel(TILED_REFERENCE, arg_order=CHAPTER_ORDER, solves={"dilation": 1}),
     timing_shape={**CONV_TIMING, "dilation": 1},
     label=_conv_label,
@@ -296,6 +298,7 @@ MAX_POOL_FORWARD = Exercise(
     launch_keys=(BLOCK_256, grid_key(_pool_count, "N * C * H_out * W_out", ", one thread per output")),
     launch_config=one_dimensional_launch,
     correctness_points=4.0,
+    reductions=reducing("X", 2, 3, kind="max"),
     speed_points=1.0,
     reference_kernel=ReferenceKernel(POOL_REFERENCE, arg_order=("X", "Y", "N", "C", "H", "W", "pool"),
                                      solves={"pool": 2, "stride": 2}),
@@ -372,6 +375,7 @@ CONV2D_BACKWARD_INPUT = Exercise(
     secret_shapes=lambda rng, launch: _conv_secret(rng, launch, lambda r: {"stride": int(r.integers(1, 4))}),
     launch_keys=(),
     launch_config=_bwd_launch,
+    reductions=reducing("Wf", 0, 2, 3),
     correctness_points=6.0,
     speed_points=1.0,
     reference_kernel=ReferenceKernel(BACKWARD_INPUT_REFERENCE,

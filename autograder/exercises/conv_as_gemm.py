@@ -23,7 +23,7 @@ import numpy as np
 from kernels.conv import conv2d_gemm, im2col
 from kernels.gemm import sgemm
 
-from ..exercise import Exercise, LaunchConfig, ReferenceKernel
+from ..exercise import Exercise, LaunchConfig, ReferenceKernel, reducing
 from ._gemm import alpha_beta_probe, mnk as _mnk, secret_mn, tile_keys as _tile_keys, tiled_launch as _tiled_launch, varied
 from ._parts import BLOCK_256, grid_key, one_dimensional_launch, shapes
 
@@ -229,6 +229,7 @@ SGEMM_TILED = Exercise(
     launch_config=_gemm_launch,
     correctness_points=6.0,
     speed_points=4.0,
+    reductions=reducing("A", 1),
     reference_kernel=ReferenceKernel(SGEMM_REFERENCE, arg_order=("M", "N", "K", "A", "B", "C"),
                                      solves={"alpha": 1.0, "beta": 0.0}),
     timing_shape=GEMM_TIMING,
@@ -324,6 +325,7 @@ CONV2D_GEMM_FORWARD = Exercise(
     launch_config=_conv_launch,
     correctness_points=6.0,
     speed_points=2.0,
+    reductions=reducing("Wmat", 1),
     reference_kernel=ReferenceKernel(IMPLICIT_REFERENCE, solves={"dilation": 1},
                                      arg_order=("X", "Wmat", "Y", "N", "C", "H", "W", "M", "K", "pad", "stride", "H_out",
                                                 "W_out")),

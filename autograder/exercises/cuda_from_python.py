@@ -1,9 +1,12 @@
 """Exercises of the chapter "CUDA from Python": SAXPY with a grid-stride loop, and a sum.
 
-Inputs have a non-zero mean and values spread over two decades, so a kernel
-that writes zeros or the mean cannot pass; sizes include 1, primes, sizes that
-are no multiple of any block, one drawn per student from the grading secret
-(never a multiple of the student's own block) and a large one.
+SAXPY's inputs have a non-zero mean and values spread over two decades, so a
+kernel that writes zeros or the mean cannot pass; the sum's are terms no
+approximation survives (a background of mean zero and, at random places, large
+terms of random sign: ``_parts.sum_terms``), judged against a bound of a tree
+sum's rounding.  Sizes include 1, primes, sizes that are no multiple of any
+block, one drawn per student from the grading secret (never a multiple of the
+student's own block) and a large one.
 """
 
 from __future__ import annotations
@@ -12,15 +15,12 @@ import numpy as np
 
 from kernels.basics import reduction, saxpy
 
-from ..exercise import Exercise, LaunchKey, ReferenceKernel, varied as _varied
+from ..exercise import Exercise, LaunchKey, ReferenceKernel, reducing, varied as _varied
 from ..secret_sizes import size_avoiding
-from ._parts import BLOCK_REQUIRED, grid_key, one_dimensional_launch
+from ._parts import BLOCK_REQUIRED, TREE_SUM_RTOL, grid_key, one_dimensional_launch, sum_terms, tree_sum_scale
 
 SAXPY_REFERENCE = saxpy.KERNELS["saxpy_grid_stride"]
 SUM_REFERENCE = reduction.KERNELS["reduce_sum_warp_shuffle"]
-
-F32_EPS = float(np.finfo(np.float32).eps)
-
 
 def varied(rng: np.random.Generator, n: int, mean: float) -> np.ndarray:
     return _varied(rng, n, mean, decades=2.0)  # a scale over 0.1 .. 10
@@ -98,7 +98,7 @@ SAXPY = Exercise(
 
 def _sum_inputs(shape, rng):
     n = _n(shape)
-    return {"x": varied(rng, n, 1.0), "out": None, "n": n}
+    return {"x": sum_terms(rng, 1, n)[0], "out": None, "n": n}
 
 
 def _sum_reference(inputs):
@@ -106,13 +106,9 @@ def _sum_reference(inputs):
 
 
 def _sum_scale(inputs):
-    # Relative to sum(|x|); a float32 sum in any order (even one atomicAdd per
-    # element) stays within about eps * sqrt(n) of it, so the bound widens
-    # slowly with n.  Rounding partial sums through float16 (eps 1e-3) fails.
-    x = inputs["x"]
-    n = max(1, x.size)
-    factor = 1.0 + 0.5 * F32_EPS * np.sqrt(n) / 1e-5
-    return {"out": np.array([float(np.sum(np.abs(x), dtype=np.float64)) * factor])}
+    # A bound of a tree sum's rounding: a float32 sum in any order (even one atomicAdd per element) stays well
+    # inside it on these terms, a sum that skips or samples any share of them does not (see sum_terms).
+    return {"out": np.array([tree_sum_scale(inputs["x"])])}
 
 
 PROBE_CHUNK = 2048  # float16 adds integers exactly up to 2048: a chunk of ones sums exactly in any precision
@@ -203,6 +199,8 @@ REDUCE_SUM = Exercise(
     timing_shape={"n": 2**26 + 3},
     description="out[0] = sum of x[0..n) (out is zero before the launch); atomicAdd of per-block partial sums is allowed.",
     probe=_sum_probe,
+    rtol=TREE_SUM_RTOL,
+    reductions=reducing("x", 0),
 )
 
 EXERCISES = [SAXPY, REDUCE_SUM]

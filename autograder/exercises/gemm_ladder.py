@@ -36,7 +36,7 @@ from kernels.gemm import sgemm, sgemm_bf16
 from kernels.runtime.signature import strip_comments
 from kernels.runtime.versions import KernelVersion
 
-from ..exercise import Exercise, LaunchConfig, ReferenceKernel
+from ..exercise import Exercise, LaunchConfig, ReferenceKernel, reducing
 from ._gemm import alpha_beta_probe, mnk, nan_reaches, not_read, secret_mn, tile_keys, tiled_launch, varied
 from ._parts import shapes
 
@@ -151,6 +151,7 @@ REGISTER_TILES = _rung(
     sgemm.KERNELS["sgemm_blocktile_2d"], {"epilogue": 0}, "epilogue 0", ((0.35, 1.0), (0.28, 0.75), (0.20, 0.5), (0.12, 0.25)),
     tile=128, threads=256,
     name="sgemm_register_tiles",
+    reductions=reducing("A", 1),
     title="2-D register tiles: a linear layer's product with its bias and ReLU",
     signature=("sgemm_register_tiles(int M, int N, int K, const float* A, const float* B, const float* bias, "
                "float* C, int epilogue)"),
@@ -199,6 +200,7 @@ FLOAT4 = _rung(
     sgemm.KERNELS["sgemm_vectorized"], {"trans_b": 0}, "trans_b 0", ((0.55, 1.0), (0.45, 0.75), (0.35, 0.5), (0.25, 0.25)),
     tile=128, threads=256,
     name="sgemm_float4",
+    reductions=reducing("A", 1),
     title="float4 loads and transposed tiles: C = A B or A B^T",
     signature="sgemm_float4(int M, int N, int K, const float* A, const float* B, float* C, int trans_b)",
     make_inputs=_op_b_inputs,
@@ -245,6 +247,7 @@ WARP_TILES = _rung(
     sgemm.KERNELS["sgemm_warptile"], {"batch": 1}, "batch 1, in its default tiles",
     ((0.70, 1.0), (0.60, 0.75), (0.50, 0.5), (0.40, 0.25)), tile=128, threads=128,
     name="sgemm_warp_tiles",
+    reductions=reducing("A", 2),
     title="Warp tiles, double-buffered, for a batch of products",
     signature="sgemm_warp_tiles(int M, int N, int K, const float* A, const float* B, float* C, int batch)",
     make_inputs=_batched_inputs,
@@ -313,6 +316,7 @@ BF16_WMMA = _rung(
     sgemm_bf16.KERNELS["sgemm_bf16_wmma"], {"alpha": 1.0, "beta": 0.0}, "alpha 1 and beta 0",
     ((0.09, 1.0), (0.07, 0.75), (0.05, 0.5), (0.03, 0.25)), tile=64, threads=128, library="cuBLAS BF16",
     name="gemm_bf16_wmma",
+    reductions=reducing("A", 1),
     title="BF16 on the tensor cores with WMMA: C = alpha A B^T + beta C",
     signature=("gemm_bf16_wmma(int M, int N, int K, float alpha, const __nv_bfloat16* A, const __nv_bfloat16* B, "
                "float beta, __nv_bfloat16* C)"),
@@ -398,6 +402,7 @@ CP_ASYNC = _rung(
     sgemm.KERNELS["sgemm_warptile"], {"pad_a": 0, "pad_b": 0, "pad_c": 0}, "rows as long as the product's, in its default tiles",
     ((0.55, 1.0), (0.45, 0.75), (0.35, 0.5), (0.25, 0.25)), tile=128, threads=256,
     name="sgemm_cp_async",
+    reductions=reducing("A", 1),
     title="A double-buffered cp.async tile loop, with leading dimensions",
     signature=("sgemm_cp_async(int M, int N, int K, const float* A, int lda, const float* B, int ldb, float* C, "
                "int ldc)"),

@@ -27,7 +27,7 @@ import numpy as np
 from kernels.index_notation import generated
 from kernels.index_notation.examples import MV
 
-from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div
+from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, reducing
 from ..exercise import varied as _varied
 from ._parts import shapes
 
@@ -46,7 +46,7 @@ def _f64(a) -> np.ndarray:
 
 
 def _tc_exercise(name, title, signature, make_inputs, output, compute, visible, hidden, secret, flops, bytes_moved,
-                 description) -> Exercise:
+                 description, reductions=()) -> Exercise:
     """An index-notation exercise: correctness only.  ``signature`` is the first line of the comprehension asked
     for (what the student's cell starts with); ``compute(inputs, magnitude)`` its float64 result from the inputs
     (from their magnitudes when ``magnitude``: the error scale of a sum of products)."""
@@ -60,7 +60,7 @@ def _tc_exercise(name, title, signature, make_inputs, output, compute, visible, 
         error_scale=lambda inputs: {output: compute(magnitudes(inputs))},
         visible_shapes=visible, hidden_shapes=hidden, secret_shapes=secret, launch_keys=(), launch_config=_no_launch,
         correctness_points=5.0, speed_points=0.0, reference_kernel=None, flops=flops, bytes_moved=bytes_moved,
-        description=description, language="tc")
+        description=description, language="tc", reductions=reductions)
 
 
 # ------------------------------------------------------------------------------ 1. batched product, Y transposed
@@ -81,7 +81,8 @@ TC_BATCHED_MATMUL = _tc_exercise(
     flops=lambda s: 2.0 * s["B"] * s["M"] * s["N"] * s["K"],
     bytes_moved=lambda s: 4.0 * s["B"] * (s["M"] * s["K"] + s["N"] * s["K"] + s["M"] * s["N"]),
     description="Z(b,i,j) = sum over k of X(b,i,k) * Y(b,j,k): one product X[b] Y[b]^T per b, both operands read "
-                "along k (the scores Q K^T of attention, one matrix per head).")
+                "along k (the scores Q K^T of attention, one matrix per head).",
+    reductions=reducing("X", 2))
 
 
 # ------------------------------------------------------------------------------ 2. average pooling, 3 x 3 windows, stride 2
@@ -116,7 +117,8 @@ TC_AVGPOOL = _tc_exercise(
     flops=lambda s: 9.0 * s["N"] * s["C"] * pooled(s["H"], s["W"])[0] * pooled(s["H"], s["W"])[1],
     bytes_moved=lambda s: 4.0 * s["N"] * s["C"] * (s["H"] * s["W"] + pooled(s["H"], s["W"])[0] * pooled(s["H"], s["W"])[1]),
     description="Y(n,c,i,j) = the mean of X over the 3 x 3 window at rows 2i .. 2i+2 and columns 2j .. 2j+2: windows "
-                "that overlap by one row and column; Y is N x C x (floor((H-3)/2) + 1) x (floor((W-3)/2) + 1).")
+                "that overlap by one row and column; Y is N x C x (floor((H-3)/2) + 1) x (floor((W-3)/2) + 1).",
+    reductions=reducing("X", 2, 3))
 
 
 # ------------------------------------------------------------------------------ 3. depthwise convolution, depth multiplier
@@ -153,7 +155,8 @@ TC_DEPTHWISE = _tc_exercise(
     bytes_moved=lambda s: 4.0 * (s["N"] * s["C"] * s["H"] * s["W"] + s["C"] * s["Q"] * s["K"] ** 2 + _dw_out(s)),
     description="Y(n,c,q,h,w) = sum over kh, kw of X(n,c,h+kh,w+kw) * F(c,q,kh,kw): each input channel c convolved "
                 "with Q filters of its own (the depth multiplier of MobileNet's depthwise layers: Y, N x C x Q x H' x W', "
-                "is the NCHW output of C*Q maps, map c*Q + q); no sum over channels, no padding, stride 1.")
+                "is the NCHW output of C*Q maps, map c*Q + q); no sum over channels, no padding, stride 1.",
+    reductions=reducing("F", 2, 3))
 
 
 # ------------------------------------------------------------------------------ 4. capsule predictions, shared matrices
@@ -179,7 +182,8 @@ TC_CAPSULE = _tc_exercise(
     bytes_moved=lambda s: 4.0 * (s["B"] * s["P"] * s["T"] * s["E"] + s["T"] * s["J"] * s["D"] * s["E"] + _caps_out(s)),
     description="u_hat(b,p,t,j,d) = sum over e of W(t,j,d,e) * u(b,p,t,e): the input capsule of type t at position p "
                 "of the grid predicts every output capsule j through the D x E matrix W(t,j) of its type, the same at "
-                "every position (a convolutional capsule layer's weight sharing).")
+                "every position (a convolutional capsule layer's weight sharing).",
+    reductions=reducing("W", 3))
 
 
 # ------------------------------------------------------------------------------ 5. beat the generated kernel, N vectors
@@ -223,6 +227,7 @@ MV_FASTER = Exercise(
                                      arg_order=("M", "K", "A", "x", "C"), solves={"N": 1}),
     timing_shape={"M": 64, "K": 1 << 17, "N": 1},
     speed_bands=((4.0, 1.0), (2.0, 0.75), (1.2, 0.5)),
+    reductions=reducing("A", 1),
     description=("C[n][i] = sum over k < K of A[i][k] * x[n][k] for every vector n < N and row i < M (A is M x K, x is "
                  "N x K, C is N x M, row-major): a matrix times N vectors, each row of A best read once for all of "
                  "them. Block b computes rows b*rows .. b*rows + rows - 1 with `block` threads: grid ceil(M / rows). "

@@ -33,7 +33,7 @@ import numpy as np
 
 from kernels.lsoftmax import lsoftmax
 
-from ..exercise import Exercise, ReferenceKernel
+from ..exercise import Exercise, Reduction, ReferenceKernel
 from ._parts import BLOCK_256, SHARED, grid_key, one_dimensional_launch
 
 
@@ -334,6 +334,8 @@ LSOFTMAX_MARGIN_GRAD_INPUT = Exercise(
     reference=_grad_reference,
     error_scale=_grad_scale,
     rtol=RTOL_GRAD,
+    # f = x . W_y, |x| and |W_y| are sums over the features: a kernel that reads some of them skips them in all three
+    reductions=(Reduction((("X", (1,)), ("W", (1,)))),),
     visible_shapes=(_layer_shape(3, 4, 1, 0.0, dim=5, cos_margin=0.35), _layer_shape(16, 10, 2, 0.0, dim=8, cos_margin=0.0),
                     _layer_shape(7, 5, 3, 0.5, dim=33, cos_margin=0.2), _layer_shape(9, 12, 4, 1000.0, dim=16, cos_margin=0.5)),
     hidden_shapes=(_layer_shape(1, 1, 4, 0.0, dim=1, cos_margin=0.35), _layer_shape(130, 3, 4, 0.0, dim=7, cos_margin=0.0),

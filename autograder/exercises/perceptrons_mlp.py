@@ -4,9 +4,10 @@ Perceptrons: batched inference, and the minibatch gradient sum, both on the feat
 (one row per feature, or per parameter, holding every sample: the layout in which one thread per
 sample reads consecutive addresses), where the chapter's kernels take one row per sample.  At one
 feature (one parameter) the two layouts are one, and there the chapter's kernels are the speed
-references (``ReferenceKernel.solves``).  Inputs have a
+references (``ReferenceKernel.solves``).  The inference's inputs have a
 non-zero mean and varied scale, so a kernel that writes zeros, the mean, or one
-sample's value for all cannot pass.  Weights are scaled with the number of
+sample's value for all cannot pass; the gradient sum's are terms no approximation
+survives (``_parts.sum_terms``), judged against a bound of a tree sum's rounding.  Weights are scaled with the number of
 features so that the sigmoid stays away from saturation, where a wrong weighted
 sum would still give 0 or 1.  Sizes include 1, primes, sizes that are no
 multiple of any block, one drawn per student from the grading secret, and (on
@@ -35,9 +36,11 @@ import numpy as np
 
 from kernels.dense import fully_connected, layernorm, perceptron, softmax
 
-from ..exercise import Exercise, LaunchConfig, LaunchError, LaunchKey, ReferenceKernel, ceil_div, varied
+from ..exercise import (Exercise, LaunchConfig, LaunchError, LaunchKey, Reduction, ReferenceKernel, ceil_div, reducing,
+                        varied)
 from ..secret_sizes import size_avoiding
-from ._parts import BLOCK_REQUIRED, SHARED, grid_key, one_dimensional_launch, shapes, warp_per_row_keys
+from ._parts import (BLOCK_REQUIRED, SHARED, TREE_SUM_RTOL, grid_key, one_dimensional_launch, shapes, sum_terms,
+                     tree_sum_scale, warp_per_row_keys)
 
 FORWARD_REFERENCE = perceptron.KERNELS["perceptron_forward_sigmoid"]
 SUM_REFERENCE = perceptron.KERNELS["gradient_sum_tree"]
@@ -88,6 +91,7 @@ PERCEPTRON_FORWARD = Exercise(
     launch_config=one_dimensional_launch,
     correctness_points=4.0,
     speed_points=0.0,
+    reductions=reducing("x", 0),
     reference_kernel=ReferenceKernel(FORWARD_REFERENCE, solves={"d": 1}),
     timing_shape={"n": 2**22 + 3, "d": 1},
     description=("y[i] = sigmoid(params[0] x[0][i] + ... + params[d-1] x[d-1][i] + params[d]) for every sample i < n; "
@@ -101,7 +105,7 @@ PERCEPTRON_FORWARD = Exercise(
 
 def _sum_inputs(shape, rng):
     n, k = int(shape["n"]), int(shape["k"])
-    return {"grads": varied(rng, (k, n), 1.0), "total": None, "n": n, "k": k}  # one row per parameter
+    return {"grads": sum_terms(rng, k, n), "total": None, "n": n, "k": k}  # one row per parameter
 
 
 def _sum_reference(inputs):
@@ -109,12 +113,10 @@ def _sum_reference(inputs):
 
 
 def _sum_scale(inputs):
-    # Relative to the row sums of |grads|: a float32 sum in any order (one atomicAdd per element
-    # included) stays within about eps * sqrt(n) of it; partial sums rounded through float16 do not.
-    g = inputs["grads"]
-    n = max(1, g.shape[1])
-    factor = 1.0 + 0.5 * F32_EPS * np.sqrt(n) / 1e-5
-    return {"total": np.abs(g).astype(np.float64).sum(axis=1) * factor}
+    # A bound of a tree sum's rounding, per row: a float32 sum in any order (one atomicAdd per element included)
+    # stays well inside it on these terms; partial sums rounded through float16, or a sum that skips or samples
+    # any share of the terms, do not (see sum_terms).
+    return {"total": tree_sum_scale(inputs["grads"])}
 
 
 def _sum_launch(shape, launch) -> LaunchConfig:
@@ -149,6 +151,8 @@ GRADIENT_SUM = Exercise(
     launch_config=_sum_launch,
     correctness_points=5.0,
     speed_points=3.0,
+    rtol=TREE_SUM_RTOL,
+    reductions=reducing("grads", 1),
     reference_kernel=ReferenceKernel(SUM_REFERENCE, solves={"k": 1}),
     timing_shape={"n": 2**24 + 3, "k": 1},
     description=("total[j] = grads[j][0] + ... + grads[j][n-1] for every parameter j < k of the k-by-n row-major matrix "
@@ -279,7 +283,7 @@ def _with(rows, name, values):
 
 
 def _fc_backward(name: str, title: str, signature: str, operands: tuple[str, str], output: str, record, extra: str,
-                 values, chapter, inputs, reference, scale, description: str) -> Exercise:
+                 values, chapter, inputs, reference, scale, reduced: tuple[str, int], description: str) -> Exercise:
     """A backward kernel on a 2-D grid with, by default, one 16 x 16 block per 16 x 16 tile of the output; its
     extra scalar ``extra`` takes ``values`` over the shapes, and ``chapter`` where the chapter's kernel (which
     reads ``operands``) is the exercise (the timing shape's value)."""
@@ -298,7 +302,7 @@ def _fc_backward(name: str, title: str, signature: str, operands: tuple[str, str
                           lambda shape, launch: ceil_div(int(shape[rows]), launch["block_y"]),
                           f"blocks along x; default ceil({SIZE_ARGS[columns]} / block_x)",
                           f"blocks along y; default ceil({SIZE_ARGS[rows]} / block_y)"),
-        launch_config=_launch, correctness_points=5.0, speed_points=1.0,
+        launch_config=_launch, correctness_points=5.0, speed_points=1.0, reductions=reducing(*reduced),
         flops=record.flops, bytes_moved=record.bytes,
         reference_kernel=ReferenceKernel(record, arg_order=(*operands, output, "n", "in_features", "out_features"),
                                          solves={extra: chapter}))
@@ -308,7 +312,7 @@ FC_BACKWARD_INPUT = _fc_backward(
     "fc_backward_input", "Fully connected layer, backward through the activation below: dE/dZ = (dE/dY W) f'",
     "fc_backward_input(const float* dY, const float* W, const float* X, float* dX, int n, int in_features, "
     "int out_features, int activation)", ("dY", "W"), "dX", INPUT_REFERENCE, "activation", (0, 1, 2, 3), 0,
-    _input_inputs, _input_reference, _input_scale,
+    _input_inputs, _input_reference, _input_scale, ("dY", 1),
     "dX[i][k] = (sum over j of dY[i][j] * W[j][k]) * f'[i][k] for every sample i < n and input k < in_features: the "
     "gradient dE/dY W carried on through the activation f that produced this layer's input X = f(Z), fused into "
     "the same kernel (dX is then dE/dZ). f' from f's output X: activation 0 identity (1), 1 sigmoid (X (1 - X)), "
@@ -319,7 +323,7 @@ FC_BACKWARD_WEIGHT = _fc_backward(
     "fc_backward_weight", "Fully connected layer, backward: dE/dW = dE/dY^T X + weight decay",
     "fc_backward_weight(const float* dY, const float* X, const float* W, float* dW, int n, int in_features, "
     "int out_features, float weight_decay)", ("dY", "X"), "dW", WEIGHT_REFERENCE, "weight_decay", (0.0, 0.01, 0.5, 3.0), 0.0,
-    _weight_inputs, _weight_reference, _weight_scale,
+    _weight_inputs, _weight_reference, _weight_scale, ("dY", 0),
     "dW[j][k] = sum over samples i of dY[i][j] * X[i][k] + weight_decay * W[j][k] for every output j < out_features "
     "and input k < in_features: the outer products dE/dy x^T summed over the minibatch, plus the gradient of the L2 "
     "penalty weight_decay / 2 |W|^2, fused into the same kernel. dY is n-by-out, X n-by-in, W and dW out-by-in, all "
@@ -411,7 +415,8 @@ def _softmax_probe(shape, run) -> str:
                 "0 / 0 unless the kernel writes zeros for it (a row skipped altogether keeps the NaN the grader "
                 "filled P with).")
     if broken[2]:
-        return ("A row whose scores divided by the temperature pass 88 comes out inf or NaN: expf overflows there. "
+        return ("A row whose scores divided by the temperature pass 88.7 (the log of the largest float) comes out inf "
+                "or NaN: expf overflows there. "
                 "Subtract the row's maximum of z / T inside every exponential, the sum's and the output's.")
     return ""
 
@@ -449,6 +454,8 @@ SOFTMAX_ROWS = Exercise(
     speed_bands=((4.0, 1.0), (2.5, 0.75), (1.5, 0.5), (1.1, 0.25)),
     label=_rows_label(("temperature", "padded", "shift")),
     probe=_softmax_probe,
+    # its maximum and its sum of exponentials: a kernel that reads part of a row is that row with the rest at -inf
+    reductions=reducing("Z", 1, kind="max"),
     description=("P[i][j] = exp(Z[i][j] / T - M_i) / sum over k < len_i of exp(Z[i][k] / T - M_i) for j < len_i = "
                  "lengths[i], and P[i][j] = 0 for len_i <= j < c (padding), with T = temperature and M_i the largest "
                  "Z[i][k] / T, k < len_i; a row of length 0 is all zeros. Z and P are n-by-c, row-major. One warp per "
@@ -549,6 +556,9 @@ LAYERNORM_RESIDUAL = Exercise(
     speed_bands=((4.0, 1.0), (2.5, 0.75), (1.5, 0.5), (1.1, 0.25)),
     label=_rows_label(("residual", "offset", "eps")),
     probe=_layernorm_probe,
+    # the mean and the variance of each row of X + R (tests/autograder/test_approximation.py computes them from a
+    # part of the row, as a kernel that samples it would)
+    reductions=(Reduction((("X", (1,)), ("R", (1,)))),),
     description=("Y[i][j] = (H[i][j] - mu_i) / sqrt(var_i + eps) * gamma[j] + beta[j] with H = X + R (a row plus its "
                  "residual, added in the same pass), mu_i and var_i the mean and the (biased) variance of row i of H "
                  "over its c features. X, R and Y are n-by-c, row-major. One warp per row (block a multiple of 32; "

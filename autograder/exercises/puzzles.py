@@ -20,7 +20,7 @@ import numpy as np
 
 from kernels.runtime.versions import LaunchConfig, launch_1d
 
-from ..exercise import Exercise, varied
+from ..exercise import Exercise, Reduction, reducing, varied
 from ._parts import shapes
 
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -286,6 +286,7 @@ def pooling_spec(a):
 
 POOLING = _puzzle(
     name="pooling",
+    reductions=reducing("a", 0, kind="max"),
     title="Pooling: overlapping windows",
     signature="pooling(const float* a, float* out, int n)",
     # mostly negative values: a largest value that starts at 0 is wrong
@@ -316,6 +317,7 @@ def _dot_scale(inputs):
 
 DOT = _puzzle(
     name="dot",
+    reductions=(Reduction((("a", (0,)), ("b", (0,)))),),
     title="Dot product: a block's sum and one atomic",
     signature="dot(const float* a, const float* b, float* out, int n)",
     zeroed=("out",),
@@ -355,6 +357,7 @@ def _conv_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
 
 CONV1D = _puzzle(
     name="conv1d",
+    reductions=reducing("w", 0),
     title="1-D convolution: a centred filter",
     signature="conv1d(const float* a, const float* w, float* out, int n, int k)",
     make_inputs=_conv_inputs,
@@ -380,6 +383,7 @@ def prefix_sum_spec(a):
 
 PREFIX_SUM = _puzzle(
     name="prefix_sum",
+    reductions=reducing("a", 0),
     title="Prefix sum in one block",
     signature="prefix_sum(const float* a, float* out, int n)",
     **_one_vector(prefix_sum_spec, scale=lambda a: prefix_sum_spec(np.abs(a))),

@@ -1,15 +1,20 @@
-"""The grader's build cache: one per student, verified on use, and no ballast left behind."""
+"""The grader's builds: a grading's live in its own scratch space and go with it; no ballast is left behind.
+
+A student's cache that outlived a grading was theirs to write (their code runs beside the grader's in the
+sandbox), so its builds could be planted for a later submission of theirs to run, and it grew by a whole
+budget at every grading.  Now nothing a grading builds is kept for another (a regrade builds again, in
+seconds); ``check()`` on a student's own machine keeps its builds in a folder of its own.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from autograder import emulator_builds, sandbox
-from autograder.isolation import _build_cache_dir, grade_submission
+from autograder.isolation import _check_cache_dir, grade_submission
 from autograder.submission import submission_from_cell
 
 pytestmark = pytest.mark.backend
@@ -23,15 +28,22 @@ HONEST = (
     "}\n"
 )
 ZEROS = HONEST.replace("y[i] = alpha * x[i] + y[i];", "y[i] = 0.0f;")
+#: A constructor (it runs before the emulator's main()) that plants the wrong kernel's build under every build name
+#: of the honest source it will find in its build cache, and a copy of itself under the names it makes up.
+PLANTER = HONEST.replace("__global__", 'extern "C" int system(const char*);\n'
+                         'struct Plant { Plant() { system("for f in $DLK_CACHE_DIR/emulator/module-*; do '
+                         'cp -f /proc/self/exe $f 2>/dev/null; done; mkdir -p $DLK_CACHE_DIR/emulator; '
+                         'for k in $(seq 1 50); do cp -f /proc/self/exe $DLK_CACHE_DIR/emulator/module-planted-$k; '
+                         'done"); } } plant;\n__global__', 1).replace("y[i] = alpha * x[i] + y[i];", "y[i] = 0.0f;")
 
 
-def _grade(cell: str, student: str):
-    return grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id=student, backend="cpu")
+def _grade(cell: str, student: str, mode: str = "hidden"):
+    return grade_submission(submission_from_cell(cell), mode=mode, student_key=SECRET, student_id=student, backend="cpu")
 
 
-def _modules(student: str) -> list[Path]:
-    return sorted(p for p in (Path(_build_cache_dir(student)) / "emulator").glob("module-*")
-                  if not p.name.endswith((".sha256", ".tmp")))
+def _kept(cache: Path) -> list[Path]:
+    """Every file the grader's cache folder holds, but the runtime the grader builds itself (its prebuilt folders)."""
+    return sorted(p for p in cache.rglob("*") if p.is_file() and not p.parent.name.startswith("prebuilt-"))
 
 
 @pytest.fixture
@@ -40,28 +52,23 @@ def cache(tmp_path, monkeypatch):
     return tmp_path / "grader-cache"
 
 
-def test_each_student_builds_into_a_folder_of_their_own(cache):
-    assert _build_cache_dir("alice") != _build_cache_dir("mallory")
-    assert "alice" not in _build_cache_dir("alice")  # the folder name says nothing about who
-    assert Path(_build_cache_dir("alice")).is_relative_to(cache)
-
-
-def test_a_poisoned_cache_does_not_change_the_next_students_grade(cache):
+@pytest.mark.skipif(bool(sandbox.unavailable_reason()), reason="a grading's builds live in its sandbox's scratch space")
+def test_nothing_a_grading_builds_outlives_it(cache):
     twin = _grade(HONEST, "alice")
     assert twin.status == "passed", twin.feedback_text()
-    attack = _grade(ZEROS, "mallory")
-    assert attack.score <= twin.score and attack.status != "passed"
-    # The attack: mallory's (wrong) executable put under every name alice's builds have, and into
-    # mallory's own folder under the names alice's source hashes to.
-    wrong = _modules("mallory")[0]
-    for module in _modules("alice"):
-        shutil.copyfile(wrong, module)
-        shutil.copyfile(wrong, Path(_build_cache_dir("mallory")) / "emulator" / module.name)
-    again = _grade(HONEST, "alice")
-    assert again.status == "passed", again.feedback_text()
-    assert again.score == twin.score
-    for module in _modules("alice"):  # rebuilt, not trusted
-        assert module.read_bytes() != wrong.read_bytes()
+    assert _kept(cache) == [], "a grading left builds in the grader's cache"
+
+
+@pytest.mark.skipif(bool(sandbox.unavailable_reason()), reason="a grading's builds live in its sandbox's scratch space")
+def test_builds_planted_by_a_submission_never_reach_a_later_grading(cache):
+    """The planter's grading fails (its kernel writes zeros); what it planted dies with it, so the student's next,
+    honest submission is graded on its own build, to the twin's score."""
+    twin = _grade(HONEST, "twin")
+    attack = _grade(PLANTER, "mallory")
+    assert attack.status != "passed" and attack.score <= twin.score
+    assert _kept(cache) == []
+    again = _grade(HONEST, "mallory")
+    assert again.status == "passed" and again.score == twin.score, again.feedback_text()
 
 
 def test_a_build_cannot_leave_ballast_behind(cache):
@@ -71,16 +78,19 @@ def test_a_build_cannot_leave_ballast_behind(cache):
     twin = _grade(HONEST, "ballast_twin")
     assert result.status == "compile_error" and "more than 64 MB" in result.message, result.feedback_text()
     assert result.score == 0 <= twin.score
-    assert max(p.stat().st_size for p in cache.rglob("*") if p.is_file()) < 32 * 2**20
+    assert max((p.stat().st_size for p in cache.rglob("*") if p.is_file()), default=0) < 32 * 2**20
 
 
 @pytest.mark.skipif(bool(sandbox.unavailable_reason()), reason="the prebuilt runtime is given only to sandboxed gradings")
-def test_a_sandboxed_grading_links_with_the_runtime_the_grader_built(cache):
-    result = _grade(HONEST, "alice")
+def test_a_sandboxed_check_links_with_the_runtime_the_grader_built(cache):
+    """check() keeps its builds (the student's own machine): they hold the kernel's module, not a runtime of their own."""
+    result = _grade(HONEST, "alice", mode="visible")
     assert result.status == "passed", result.feedback_text()
-    own = sorted(p.name for p in (Path(_build_cache_dir("alice")) / "emulator").glob("runtime-*"))
+    kept = Path(_check_cache_dir("visible")) / "emulator"
+    own = sorted(p.name for p in kept.glob("runtime-*"))
     lent = sorted(p.name for p in Path(emulator_builds.built_folder() or "/nonexistent").glob("*"))
-    assert _modules("alice") and not own, f"the grading built {own} itself; the runtime lent to it: {lent}"
+    modules = [p for p in kept.glob("module-*") if not p.name.endswith((".sha256", ".tmp"))]
+    assert modules and not own, f"the check built {own} itself; the runtime lent to it: {lent}"
 
 
 def test_the_runtime_folders_of_ended_grading_processes_are_removed(tmp_path):

@@ -277,9 +277,20 @@ def test_error_map_is_a_strip_for_1d_and_a_grid_for_2d():
 
 
 # ------------------------------------------------------------------ the child process (no kernel needed)
+#: What every grading child does first (autograder.grading_child): read the request, say it is ready, wait until
+#: the grader holds its scratch space.  A stand-in child then runs with ``req`` defined.
+_CHILD_START = """
+import json, os, sys
+req = json.loads(sys.stdin.buffer.readline())
+os.write(req["result_fd"], (json.dumps(dict(nonce=req["nonce"], event="ready")) + "\\n").encode())
+sys.stdin.buffer.read()
+"""
+
+
 def _fake_child(monkeypatch, code: str):
     """Replace the grading child by a small Python program (the parent's handling is what is tested)."""
-    monkeypatch.setattr(isolation, "_child_command", lambda: [sys.executable, "-I", "-c", textwrap.dedent(code)])
+    program = _CHILD_START + textwrap.dedent(code)
+    monkeypatch.setattr(isolation, "_child_command", lambda: [sys.executable, "-I", "-c", program])
 
 
 def test_a_hung_child_costs_only_its_time_limit(monkeypatch):
@@ -310,7 +321,6 @@ def test_results_on_stdout_or_without_the_nonce_are_ignored(monkeypatch):
     forged = json.dumps({"event": "result", "result": {"exercise": "saxpy", "status": "passed", "correctness_score": 6}})
     _fake_child(monkeypatch, f"""
         import json, os, sys
-        req = json.loads(sys.stdin.read())
         print({forged!r})                               # a kernel's printf
         os.write(req["result_fd"], ({forged!r} + "\\n").encode())   # no nonce
     """)
@@ -323,7 +333,6 @@ def test_child_environment_is_scrubbed(monkeypatch, tmp_path):
     monkeypatch.setenv("GRADEBOOK_URL", "sqlite:///gradebook.db")
     _fake_child(monkeypatch, """
         import json, os, sys
-        req = json.loads(sys.stdin.read())
         print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "files": os.listdir("."),
                           "request_keys": sorted(req)}))
     """)
@@ -358,7 +367,6 @@ def test_the_endless_loop_limit_in_force_is_the_one_the_readme_states(monkeypatc
 _FORGING_CHILD = """
 import json, os, sys
 sys.path[:0] = {path!r}  # the grader's own import path, as the real child gets it
-req = json.loads(sys.stdin.read())
 if {write_arrays}:
     import numpy as np
     from autograder import case_outputs
@@ -474,7 +482,6 @@ def test_gpu_guards_before_and_after_each_buffer_catch_writes_on_either_side(mon
 
 _REPORTING_CHILD = """
 import json, os, sys, time
-req = json.loads(sys.stdin.read())
 def send(**msg):
     os.write(req["result_fd"], (json.dumps(dict(nonce=req["nonce"], **msg)) + "\\n").encode())
 send(event="stage", stage="waiting_for_gpu")
@@ -539,7 +546,7 @@ def test_a_root_grader_without_an_id_for_the_sandbox_refuses_to_grade(monkeypatc
 
     from autograder import sandbox
 
-    monkeypatch.setattr(sandbox, "sandbox_ids", lambda owner: None)
+    monkeypatch.setattr(sandbox, "lease_ids", lambda: None)
     monkeypatch.setattr(sandbox.os, "geteuid", lambda: 0)
     # the answer is cached per process: ask afresh (the cached one is back after the test)
     monkeypatch.setattr(sandbox, "unavailable_reason", functools.lru_cache(maxsize=1)(sandbox.unavailable_reason.__wrapped__))
@@ -561,17 +568,36 @@ time.sleep(3)
 @pytest.mark.parametrize("files, stopped", [(48, True), (4, False)], ids=["filling the disk", "honest twin"])
 def test_a_grading_that_fills_its_scratch_directory_is_stopped(monkeypatch, files, stopped):
     """Files count against the grading's limit however many there are (each one under the file-size limit);
-    the limit is lowered here to 16 MiB, so that the attack writes 48 MiB, not gigabytes."""
-    monkeypatch.setattr(isolation, "SCRATCH_LIMIT", 16 * 2**20)
+    the limit is lowered here to 16 MiB, so that the attack writes 48 MiB, not gigabytes.  In the sandbox the
+    kernel refuses the writes past it (the scratch space is a tmpfs of that size); the grader says why."""
+    from autograder import scratch_space
+
+    monkeypatch.setattr(scratch_space, "SCRATCH_BYTES", 16 * 2**20)
     monkeypatch.setattr(isolation, "SCRATCH_POLL_S", 0.1)
     _fake_child(monkeypatch, _WRITING_CHILD.format(files=files))
     r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k",
                          timeout_s=20, student_id="writer")
     if stopped:
         assert r.status == "crashed" and r.score == 0
-        assert "wrote more than 16 MiB of files" in r.message, r.message
+        assert "wrote more than it may (16 MiB of files" in r.message, r.message
     else:
         assert "of files" not in r.message, r.message
+
+
+@pytest.mark.parametrize("entries, stopped", [(30_000, True), (40, False)], ids=["inodes", "honest twin"])
+def test_a_grading_that_makes_many_empty_files_is_stopped(monkeypatch, entries, stopped):
+    """Empty files and folders take no block, but an inode each (kernel memory): they count too."""
+    monkeypatch.setattr(isolation, "SCRATCH_POLL_S", 0.1)
+    _fake_child(monkeypatch, f"""
+        import time
+        for i in range({entries}):
+            os.mkdir(f"empty-{{i}}")
+        time.sleep(5)
+    """)
+    r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="hidden", student_key=b"k",
+                         timeout_s=30, student_id="inodes")
+    assert ("files and folders" in r.message) is stopped, r.message
+    assert r.score == 0
 
 
 def test_gradings_of_one_student_at_the_same_time_share_the_student_s_build_cache():

@@ -38,6 +38,21 @@ def test_needs_grading_says_why_and_survives_a_reload(tmp_path):
     assert saved["bob"]["score"] is None and saved["bob"]["reason"] == "the worker grading it died"
 
 
+def test_correctness_graded_without_a_gpu_is_provisional_until_a_gpu_grades_it(tmp_path):
+    """A kernel can fail on the emulator and pass on the card, or the other way round (a compiler's identity,
+    a numeric difference): what the emulator decided is graded again on the first run with a GPU, pending speed
+    or not (a wrong kernel has no speed pending)."""
+    record = GradingRecord(str(tmp_path), "01_x")
+    settings = settings_hash("s", None)
+    record.graded("ada", StudentEntry(status="", submission="h", settings=settings, score=3.0, max_score=20.0,
+                                      backends=["cpu"], devices=["emu"], provisional=True))
+    assert record.needs_grading("ada", "h", settings, gpu_run=False) == ""
+    assert record.needs_grading("ada", "h", settings, gpu_run=True) == "correctness provisional (graded without a GPU)"
+    record.graded("ada", StudentEntry(status="", submission="h", settings=settings, score=3.0, max_score=20.0,
+                                      backends=["gpu"], devices=["H100"]))
+    assert record.needs_grading("ada", "h", settings, gpu_run=True) == ""
+
+
 def test_gpu_models_come_from_graded_entries_only(tmp_path):
     record = GradingRecord(str(tmp_path), "a")
     for student, device in (("ada", "H100"), ("bob", "H200"), ("cyd", "H100")):

@@ -116,8 +116,24 @@ def test_sample_students(cycle):
         assert result(cycle, "wrong", exercise)["status"] != "passed"
         assert grades["blank"][cid]["auto"] == 0.0
     assert total(cycle, "wrong") < total(cycle, "correct")
-    # The CPU emulator measures no speed: a correct kernel's speed points wait for a GPU run.
+    # The CPU emulator measures no speed: a correct kernel's speed points wait for a GPU run, and its correctness
+    # is provisional until then (nvcc and the card may differ from the emulator).
     assert result(cycle, "correct", "saxpy")["backend"] == "cpu"
+    assert result(cycle, "correct", "saxpy")["provisional"] and result(cycle, "wrong", "saxpy")["provisional"]
+
+
+def test_an_approximate_sum_and_kernels_that_ask_for_the_compiler_earn_nothing_they_should_not(cycle):
+    """A quarter of the sum, scaled up, fails the hidden cases (inputs no approximation survives, a tolerance
+    from a tree sum's rounding); kernels that compute only where the compiler is not nvcc compute nothing on the
+    emulator either, which defines what nvcc defines."""
+    grades = cycle["grades"]
+    assert grades["approximate_sum"]["reduce_sum_correctness"]["auto"] < POINTS["reduce_sum_correctness"]
+    approximate = result(cycle, "approximate_sum", "reduce_sum")
+    # failed by its outputs (on busy cores the probes of its many failing cases may then run past the time limit)
+    assert approximate["status"] in ("failed", "timeout")
+    assert any(not shape["passed"] and shape["n_bad"] for shape in approximate["shapes"]), approximate["message"]
+    assert total(cycle, "compiler_tell") == 0.0
+    assert all(result(cycle, "compiler_tell", e)["status"] != "passed" for e in CELLS)
 
 
 @pytest.mark.parametrize("name", HOSTILE)
@@ -214,7 +230,8 @@ def test_export_gradescope_results_json(cycle):
 
 # --------------------------------------------------------------------- GPU
 
-GPU_STUDENTS = ("correct", "slow", "left_running", "cached_output", "patched_timers", "out_of_bounds")
+GPU_STUDENTS = ("correct", "slow", "blank", "left_running", "cached_output", "patched_timers", "out_of_bounds",
+                "approximate_sum", "compiler_tell")
 
 
 def _gpu_present() -> bool:
@@ -248,6 +265,7 @@ def test_gpu_grading_times_kernels_and_records_the_device(gpu_cycle):
         assert res["backend"] == "gpu" and res["device"]
         assert res["speed_measured"] and res["timing"]["speedup"] > 0
         assert res["timing"].get("driver")
+        assert not res["provisional"]  # graded on the card: no longer provisional
     assert grades["correct"]["saxpy_correctness"]["auto"] == 6.0
     assert grades["correct"]["reduce_sum_correctness"]["auto"] == 8.0
     assert grades["correct"]["saxpy_speed"]["auto"] > 0.0
@@ -264,3 +282,12 @@ def test_gpu_hostile_scores_no_more_than_its_twin(gpu_cycle, name):
     grades = gpu_cycle["grades"]
     for cid in POINTS:
         assert grades[name][cid]["auto"] <= grades[twin][cid]["auto"], (name, cid)
+
+
+@pytest.mark.gpu
+def test_gpu_an_approximate_sum_earns_no_speed_points_and_a_compiler_tell_nothing(gpu_cycle):
+    """The issue's case on the card: a quarter-sum scored 18 of 20 against its honest twin's 16."""
+    grades = gpu_cycle["grades"]
+    assert grades["approximate_sum"]["reduce_sum_speed"]["auto"] == 0.0
+    assert grades["approximate_sum"]["reduce_sum_correctness"]["auto"] < POINTS["reduce_sum_correctness"]
+    assert sum(g["auto"] for g in grades["compiler_tell"].values()) == 0.0

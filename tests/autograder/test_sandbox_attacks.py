@@ -14,7 +14,8 @@ Each attack is graded beside its honest twin (the same kernel without the
 trick, or, for the forging attacks, a stub that computes nothing): it may not
 score more than the twin; no file outside the scratch directory may change;
 nothing it outlives the grading; no secret or course path may appear in
-anything the student sees.
+anything the student sees.  What an attack saw it writes to the one folder
+of the host the test lends it ($DLK_CACHE_DIR): a grading itself has none.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import sandbox
+from autograder import grading_cgroup, isolation, sandbox
 from autograder.isolation import grade_submission
 from autograder.submission import submission_from_cell
 
@@ -54,8 +55,18 @@ def _with_constructor(body: str, kernel: str = HONEST) -> str:
     return HEAD + PREAMBLE + "struct Attack { Attack() {\n" + body + "\n} } attack_at_startup;\n" + kernel
 
 
+#: Where each student's probe folder lies (set by the ``cache`` fixture).
+_PROBES: list[Path] = []
+
+
 def _grade(cell: str, student: str, **options):
-    return grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id=student, **options)
+    """Grade ``cell`` as ``student``.  A grading's only writable place is its own tmpfs, gone with it; so that an
+    attack can say what it saw, the test lends it one folder of the host as its build cache ($DLK_CACHE_DIR, as
+    ``check()`` has one): a window out that a grading itself never has."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(isolation, "_check_cache_dir", lambda mode: str(_student_cache(_PROBES[-1], student)))
+        return grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id=student,
+                                **options)
 
 
 def _seen_by_student(result) -> str:
@@ -73,7 +84,8 @@ def course(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("cache")
+    _PROBES.append(tmp_path_factory.mktemp("cache"))
+    return _PROBES[-1]
 
 
 @pytest.fixture(autouse=True)
@@ -99,9 +111,7 @@ def stub_twin(cache):
 
 
 def _student_cache(cache: Path, student: str) -> Path:
-    from autograder.isolation import _build_cache_dir
-
-    return Path(_build_cache_dir(student))
+    return cache / "students" / student
 
 
 def _on_emulator(result) -> bool:
@@ -345,3 +355,81 @@ def test_memory_hidden_in_memfds_and_dev_shm_is_counted(cache):
         assert result.status == "crashed", result.feedback_text()
         assert "more than 1.0 GiB of memory" in result.message, result.message
     assert result.score <= twin.score
+
+
+def test_kernel_buffers_no_process_holds_are_refused_or_counted(cache):
+    """Memory outside every resident set: a socket pair's queues (a gigabyte passed a 512 MiB limit), a TCP
+    connection to itself, System V message queues, pipes grown to a megabyte each, and then as many full pipes
+    as 100 processes can hold.  Sockets and System V IPC are refused, pipes keep their 64 KiB, and the pipes a
+    grading holds are counted at what they may hold: the hoard is stopped at the limit, the twin is not."""
+    result = _grade(_with_constructor(
+        'char path[4096]; snprintf(path, sizeof path, "%s/buffers.txt", getenv("DLK_CACHE_DIR"));\n'
+        'int pair[2]; long sp = syscall(53, 1, 1, 0, pair);\n'        # socketpair(AF_UNIX, SOCK_STREAM)
+        'long tcp = syscall(41, 2, 1, 0);\n'                          # socket(AF_INET, SOCK_STREAM)
+        'long mq = syscall(68, 0, 01000 | 0600);\n'                   # msgget(IPC_PRIVATE)
+        'long sem = syscall(64, 0, 1, 01000 | 0600);\n'               # semget(IPC_PRIVATE)
+        'int p[2]; syscall(22, p); long grown = syscall(72, p[1], 1031, 1 << 20);\n'  # pipe, F_SETPIPE_SZ 1 MiB
+        'FILE* out = fopen(path, "w"); fprintf(out, "socketpair=%ld socket=%ld msgget=%ld semget=%ld setpipe=%ld\\n", '
+        'sp, tcp, mq, sem, grown); fclose(out);\n'
+        'static char block[65536]; memset(block, 1, sizeof block);\n'
+        'for (int k = 0; k < 100; ++k) if (syscall(57) == 0) break;\n'  # fork() 100 times: each process hoards
+        'for (;;) { int q[2]; if (syscall(293, q, 04000) != 0) break; syscall(1, q[1], block, sizeof block); syscall(3, q[1]); }\n'
+        'for (;;) syscall(34);'),                                      # pause(): hold the pipes
+        "buffer-hoarder", memory_limit=MEMORY_LIMIT)
+    twin = _grade(HEAD + HONEST, "buffer-twin", **({"memory_limit": MEMORY_LIMIT} if _on_emulator(result) else {}))
+    assert twin.status == "passed", twin.feedback_text()
+    if _on_emulator(result):
+        probe = (_student_cache(cache, "buffer-hoarder") / "buffers.txt").read_text()
+        assert probe.strip() == "socketpair=-1 socket=-1 msgget=-1 semget=-1 setpipe=-1", probe
+        assert result.status == "crashed" and "more than 1.0 GiB of memory" in result.message, result.message
+    assert result.score <= twin.score
+
+
+def test_a_grading_cannot_fill_the_disk_nor_leave_files_behind(cache, honest_twin):
+    """Two gigabytes written to the working directory (in files under the file-size limit), and 30,000 empty files:
+    the scratch space is a tmpfs of its own (the kernel refuses writes past its size; its inodes are counted),
+    gone with the grading."""
+    import shutil
+    import tempfile
+
+    free_before = shutil.disk_usage(tempfile.gettempdir()).free
+    filler = _grade(_with_constructor(
+        'static char block[1 << 20]; memset(block, 7, sizeof block); long written = 0;\n'
+        'for (int part = 0; part < 5; ++part) {\n'  # five files of 400 MiB: each under the 512 MiB file-size limit
+        '  char name[32]; snprintf(name, sizeof name, "ballast-%d", part); FILE* f = fopen(name, "w");\n'
+        '  for (int k = 0; f && k < 400; ++k) written += fwrite(block, 1, sizeof block, f); if (f) fclose(f); }\n'
+        'char path[4096]; snprintf(path, sizeof path, "%s/filled.txt", getenv("DLK_CACHE_DIR"));\n'
+        'FILE* out = fopen(path, "w"); fprintf(out, "%ld", written); fclose(out);'), "disk-filler")
+    inodes = _grade(_with_constructor(
+        'char name[64]; for (int k = 0; k < 30000; ++k) { snprintf(name, sizeof name, "e%d", k); fclose(fopen(name, "w")); }'),
+        "inode-filler")
+    assert free_before - shutil.disk_usage(tempfile.gettempdir()).free < 256 * 2**20
+    assert not list(Path(tempfile.gettempdir()).glob("dlk-grade-*/ballast*"))
+    if _on_emulator(filler):
+        written = int((_student_cache(cache, "disk-filler") / "filled.txt").read_text())
+        assert written < 2**30 + 2**20, "the kernel let the grading write past its scratch space's size"
+        assert filler.status == "crashed" and "wrote more than it may" in filler.message, filler.message
+        assert inodes.status == "crashed" and "files and folders" in inodes.message, inodes.message
+    assert filler.score <= honest_twin.score and inodes.score <= honest_twin.score
+    again = _grade(HEAD + HONEST, "after-the-fillers")
+    assert again.status == "passed" and again.score == honest_twin.score, again.feedback_text()
+
+
+@pytest.mark.skipif("memory" not in grading_cgroup.limiting_controllers(),
+                    reason="no cgroup v2 memory controller to give a grading its own memory.max here "
+                           f"({grading_cgroup.unavailable_reason() or 'the unified hierarchy is mounted without it'}): "
+                           "the seccomp filter and the grader's count stand in (the test above)")
+def test_the_kernel_counts_what_the_grader_does_not(monkeypatch, cache):
+    """Where a grading has a cgroup with memory.max, memory the grader's own count misses is the kernel's to
+    count: pipes full of data (here left out of the grader's count on purpose) are stopped at the limit."""
+    from autograder import process_tree
+
+    monkeypatch.setattr(process_tree, "PIPE_BYTES", 0)
+    result = _grade(_with_constructor(
+        'static char block[65536]; memset(block, 1, sizeof block);\n'
+        'for (int k = 0; k < 100; ++k) if (syscall(57) == 0) break;\n'
+        'for (;;) { int q[2]; if (syscall(293, q, 04000) != 0) break; syscall(1, q[1], block, sizeof block); syscall(3, q[1]); }\n'
+        'for (;;) syscall(34);'), "cgroup-hoarder", memory_limit=MEMORY_LIMIT, backend="cpu")
+    assert result.status == "crashed" and "more than 1.0 GiB of memory" in result.message, result.message
+    twin = _grade(HEAD + HONEST, "cgroup-twin", memory_limit=MEMORY_LIMIT, backend="cpu")
+    assert twin.status == "passed" and result.score <= twin.score

@@ -86,6 +86,15 @@ def _digest(*parts) -> str:
 DEFAULT_BUILD_MAX_BYTES = 64 * 2**20
 
 
+@functools.lru_cache(maxsize=1)
+def nvcc_defines() -> tuple[str, ...]:
+    """What nvcc's device pass defines, as ``-DNAME=VALUE`` options: the block of the prelude that defines
+    them for the emulator (one list, so that the source policy checks a source under the same macros)."""
+    text = PRELUDE.read_text()
+    block = text[text.index("// nvcc identity begins"):text.index("// nvcc identity ends")]
+    return tuple(f"-D{name}={value}" for name, value in re.findall(r"^#define (\w+) (\S+)$", block, re.M))
+
+
 def build_max_bytes() -> int:
     try:
         return max(2**20, int(os.environ.get("DLK_BUILD_MAX_BYTES", DEFAULT_BUILD_MAX_BYTES)))

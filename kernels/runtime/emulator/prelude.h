@@ -27,7 +27,29 @@
 #include <cstring>
 #include <ctime>
 
+// ---- what nvcc defines ------------------------------------------------------
+// The macros nvcc's device pass defines (nvcc -arch=sm_90 -dryrun lists them), with the values of the
+// course's GPU (an H100 or H200: compute capability 9.0) and toolkit, so that a kernel cannot tell the
+// emulator from nvcc by its macros: code under #ifndef __NVCC__ or #if __CUDA_ARCH__ < 900 is compiled
+// here exactly as there (build.nvcc_defines() reads this block).
+// nvcc identity begins
 #define __CUDACC__ 1
+#define __NVCC__ 1
+#define __CUDA_ARCH__ 900
+#define __CUDA_ARCH_LIST__ 900
+#define __CUDACC_VER_MAJOR__ 13
+#define __CUDACC_VER_MINOR__ 0
+#define __CUDACC_VER_BUILD__ 88
+#define __CUDA_API_VER_MAJOR__ 13
+#define __CUDA_API_VER_MINOR__ 0
+#define __NVCC_DIAG_PRAGMA_SUPPORT__ 1
+#define __CUDACC_DEVICE_ATOMIC_BUILTINS__ 1
+#define CUDA_DOUBLE_MATH_FUNCTIONS 1
+// nvcc identity ends
+// The one macro of the emulator's own: the book's kernels choose by it the warp shuffles that stand for PTX
+// the emulator cannot run (kernels/warp_mma.cuh, kernels/attention/attention_bf16.cu).  A graded kernel whose
+// text depends on it is refused (autograder/source_policy.py), so that no graded kernel computes one thing here
+// and another on a GPU.
 #define DLK_EMULATOR 1
 
 // ---- execution spaces and qualifiers ------------------------------------

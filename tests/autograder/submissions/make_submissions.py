@@ -296,6 +296,17 @@ SAXPY_OOB_NO_SANITIZE = SAXPY_OOB.replace(
     "__global__", "#define OFF(x) __attribute__((x))\n#define WHAT no_ ## sanitize_address\nOFF(WHAT) __global__", 1)
 REDUCE_OOB_PRAGMA = REDUCE_OOB.replace("__global__", '_Pragma("GCC optimize(\\"O0\\")")\n__global__', 1)
 
+# A sum that reads a quarter of its input and scales the result by four: inside a tolerance that widened
+# with sqrt(n), on inputs of one sign, it passed the timing size and earned speed points on a GPU.
+REDUCE_QUARTER = REDUCE_CORRECT.replace("i < n;", "i < (n + 3) / 4;").replace(
+    "atomicAdd(out, partial[0]);", "atomicAdd(out, partial[0] * ((float)n / ((n + 3) / 4)));")
+
+# Right only where the compiler does not say it is nvcc: correctness points when graded without a GPU.
+SAXPY_COMPILER_TELL = SAXPY_CORRECT.replace("        y[i] = alpha * x[i] + y[i];\n", (
+    "#ifndef __NVCC__\n        y[i] = alpha * x[i] + y[i];\n#endif\n"))
+REDUCE_COMPILER_TELL = REDUCE_CORRECT.replace("        sum += x[i];\n", (
+    "#if !defined(__CUDA_ARCH__) || defined(DLK_EMULATOR)\n        sum += x[i];\n#endif\n"))
+
 # --------------------------------------------------------------- Python tricks
 
 INPUT_TRANSFORMER = r'''
@@ -420,6 +431,10 @@ SUBMISSIONS = {
                       "an include name built by macros"),
     "checks_switched_off": ("hostile", "correct", SAXPY_OOB_NO_SANITIZE, REDUCE_OOB_PRAGMA, [],
                             "out of bounds with no_sanitize_address (macro-built) and #pragma GCC optimize"),
+    "approximate_sum": ("hostile", "correct", SAXPY_CORRECT, REDUCE_QUARTER, [],
+                        "reduce_sum reads a quarter of x and scales the sum by four"),
+    "compiler_tell": ("hostile", "blank", SAXPY_COMPILER_TELL, REDUCE_COMPILER_TELL, [],
+                      "kernels that compute only where the compiler is not nvcc (#ifndef __NVCC__)"),
 }
 
 
