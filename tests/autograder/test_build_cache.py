@@ -17,12 +17,12 @@ pytestmark = pytest.mark.backend
 SECRET = b"build cache tests"
 HONEST = (
     "%%cuda saxpy block=256\n"
-    "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+    "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n"
     "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
+    "    if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];\n"
     "}\n"
 )
-ZEROS = HONEST.replace("y[i] = alpha * x[i] + y[i];", "y[i] = 0.0f;")
+ZEROS = HONEST.replace("y[i * incy] = alpha * x[i * incx] + y[i * incy];", "y[i] = 0.0f;")
 
 
 def _grade(cell: str, student: str):

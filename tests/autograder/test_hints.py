@@ -12,9 +12,9 @@ from planted_corpus import CORPUS, read_corpus_file
 # These read the emulator's own findings (it is asked for by name below), so they run under `make test`.
 
 STUB = """%%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
-    // Grid-stride loop over i: y[i] = alpha * x[i] + y[i] (about 3 lines).
+    // Grid-stride loop over i: y[i * incy] = alpha * x[i * incx] + y[i * incy] (about 3 lines).
     // YOUR CODE HERE
 }"""
 
@@ -53,7 +53,7 @@ def test_a_wrong_kernel_name_is_not_a_compile_error():
 
 def test_one_hint_per_cause_not_per_shape():
     cell = STUB.replace("// YOUR CODE HERE", "int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                        "    if (i < n) y[i] = alpha * x[i] + y[i];").replace("block=256", "block=256 grid=8")
+                        "    if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];").replace("block=256", "block=256 grid=8")
     result, text = _check(cell)
     assert result.status == "failed"
     assert len(re.findall(r"grid-stride loop", text)) == 1, text
