@@ -7,6 +7,9 @@ configuration derived from their integers, synchronise the whole device,
 compare every element, check the inputs were not modified, and on a GPU check
 guard words before the start and past the end of every buffer.  A failing case is run a second time
 with the same inputs: results that change from run to run point to a race.
+One whose wrong elements all still hold the NaN an output is filled with is
+run once with that output set to 0 instead: elements that then change were
+written, but read first (``out[i] += ...``), not left unwritten.
 
 What each launch left in the buffers is handed back to the grader
 (:mod:`autograder.case_outputs`), which judges every case again itself
@@ -33,7 +36,7 @@ from kernels.runtime.signature import KernelSignature, strip_comments
 
 from . import case_outputs
 from .causes import refine_hint
-from .comparison import CaseError
+from .comparison import CaseError, compare
 from .diagnosis import GUARD_FLOAT
 from .exercise import Exercise, LaunchConfig, LaunchError
 from .exercises import get_exercise
@@ -146,6 +149,7 @@ class CaseRunner:
         self._poison = None
         self.probed: dict[str, bool] = {}
         self.rerun: dict[str, bool] = {}
+        self.read_first: dict[str, str] = {}  # per shape: the hint for an output read before it was written, or ''
         self.outputs_dir: str | None = None  # where each case's buffers are handed back to the grader
 
     # buffers ----------------------------------------------------------
@@ -194,8 +198,10 @@ class CaseRunner:
         return data[self.guard: self.guard + size]
 
     # one launch -------------------------------------------------------
-    def run_once(self, inputs: dict, expected: dict, config: LaunchConfig) -> tuple[dict, dict]:
-        """Launch once on fresh device copies of ``inputs``; returns (outputs, inputs read back)."""
+    def run_once(self, inputs: dict, expected: dict, config: LaunchConfig,
+                 zero_filled: tuple[str, ...] = ()) -> tuple[dict, dict]:
+        """Launch once on fresh device copies of ``inputs``; returns (outputs, inputs read back).  Outputs are
+        filled as the exercise says (NaN or zeros), those named in ``zero_filled`` with zeros."""
         args, buffers = [], {}
         try:
             for arg, param in zip(self.ex.args, self.params):
@@ -205,11 +211,12 @@ class CaseRunner:
                     continue
                 if arg.role == "out":
                     shape = np.shape(expected[arg.name])
+                    nan = arg.init == "nan" and arg.name not in zero_filled
                     if param.dtype.kind == "f":
-                        host = np.full(shape, np.nan if arg.init == "nan" else 0, dtype=param.dtype)
+                        host = np.full(shape, np.nan if nan else 0, dtype=param.dtype)
                     else:
                         host = np.zeros(shape, dtype=param.dtype)
-                        if arg.init == "nan":
+                        if nan:
                             host[...] = self._guard_value(param.dtype)
                 else:
                     host = value
@@ -289,10 +296,17 @@ def run_case(runner: CaseRunner, ex: Exercise, case: dict) -> ShapeResult:
                 probe_hint = ""
             if probe_hint:
                 result.hint = probe_hint
-        # Same inputs again (once per shape): a result that changes points to a race.
+        if _all_nan(arg, cmp, got):
+            if result.label not in runner.read_first:  # one launch per shape; every case of that shape says it
+                runner.read_first[result.label] = _read_before_written(
+                    runner, ex, shape, case["seed"], expected, scales[arg.name], config, arg.name, cmp["bad"])
+            if runner.read_first[result.label]:
+                result.hint = runner.read_first[result.label]
+                return result
         if runner.rerun.get(result.label):
             return result
         runner.rerun[result.label] = True
+        # Same inputs again (once per shape): a result that changes points to a race.
         try:
             again, _ = runner.run_once(ex.make_inputs(shape, np.random.default_rng(case["seed"])), expected, config)
             g2 = again[arg.name].astype(np.float64)
@@ -308,6 +322,35 @@ def run_case(runner: CaseRunner, ex: Exercise, case: dict) -> ShapeResult:
         except CaseError:
             pass
     return result
+
+
+def _all_nan(arg, cmp: dict, got: np.ndarray) -> bool:
+    """True when every wrong element of an output the grader fills with NaN is still NaN."""
+    return (arg.role == "out" and arg.init == "nan" and got.dtype.kind == "f"
+            and bool(np.all(np.isnan(got[cmp["bad"]]))))
+
+
+def _read_before_written(runner: CaseRunner, ex: Exercise, shape: dict, seed: int, expected: dict, scale,
+                         config: LaunchConfig, name: str, bad: np.ndarray) -> str:
+    """The hint for an output ``name`` whose ``bad`` elements came out NaN although the kernel writes them: it read
+    them (``+=``) before writing them, and the NaN the grader fills outputs with went through.  One launch, with
+    that output set to 0 first, tells it from elements never written (which stay 0); '' when that is not it."""
+    try:
+        again, _ = runner.run_once(ex.make_inputs(shape, np.random.default_rng(seed)), expected, config,
+                                   zero_filled=(name,))
+    except CaseError:
+        return ""
+    now = again[name].astype(np.float64)[bad]
+    written = np.count_nonzero(np.isfinite(now) & (now != 0))
+    if not written:
+        return ""
+    right = compare(again[name], expected[name], scale, ex.rtol, ex.atol)["n_bad"] == 0
+    outcome = "the kernel's result is right" if right else f"{written} of them change"
+    return (f"{name} came out NaN where the kernel does write it: it reads {name} before writing it "
+            f"(read-before-write), e.g. it adds into the output ({name}[...] += ...) instead of storing to it "
+            f"({name}[...] = ...). With {name} set to 0 before the launch, {outcome}; but the grader fills "
+            f"every output with NaN before the launch to catch exactly this, as a GPU leaves whatever was in memory "
+            f"there. Accumulate in a register and store the result once, or set the element before adding into it.")
 
 
 # ------------------------------------------------------------------ the whole request

@@ -93,8 +93,9 @@ def diagnose(
     if got.size == 1:
         ratio = float(got64.ravel()[0] / exp.ravel()[0]) if exp.ravel()[0] else float("nan")
         if 0 < ratio < 1:
-            return (f"The result is {ratio:.1%} of the right value: some elements were not added (does every element of "
-                    f"x reach a thread -- the loop bound, the grid-stride step, the grid size?).")
+            return (f"The result is {ratio:.1%} of the right value: some elements, or some threads' partial sums, were "
+                    f"not added (does every element of x reach a thread -- the loop bound, the grid-stride step, the "
+                    f"grid size? does the tree reduction run down to stride 1?).")
         if ratio > 1:
             return (f"The result is {ratio:.2f} times the right value: some elements were added more than once (a "
                     f"stride that is too short, or partial sums added twice).")

@@ -49,6 +49,7 @@ from kernels.attention import attention as fp32
 from kernels.attention import attention_bf16 as bf16
 from kernels.frameworks import torch_transformer_block as tb
 from kernels.runtime import borrow, current_backend
+from kernels.runtime.gpu import IMAGES_VARIABLE, store_image
 from kernels.runtime.signature import parse_kernels
 from kernels.runtime.sources import source_path
 from kernels.runtime.timing import time_kernel, time_torch
@@ -493,8 +494,6 @@ def build_modules(head_dims, configurations: bool) -> None:
     configuration's BF16 build) at once, nvcc's runs side by side, into a folder of kernel images that the GPU
     backend takes them from (``$DLK_KERNEL_IMAGES``, the grader's mechanism) instead of compiling each when first
     launched, one after another.  A build that fails here is compiled (and its error reported) at its launch."""
-    from kernels.runtime.gpu import IMAGES_VARIABLE, store_image   # deferred: PyCUDA, on a GPU machine only
-
     builds = [(fp32.TOPIC, fp32.defines(d)) for d in sorted({*head_dims, fp32.RECORDED_HEAD_DIM})]
     for d in head_dims:
         configs = [None, *(CONFIGURATIONS.get(d, ()) if configurations else ())]

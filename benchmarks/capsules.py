@@ -294,7 +294,8 @@ def measure_training_step(shape, peaks, repeat: int) -> tuple[list[dict], dict]:
     """One training step of a capsule layer, predictions by the op and by torch.einsum: rows and summary entries."""
     import torch
 
-    from kernels.frameworks.torch_capsule_layer import PREDICTIONS, ROUTING_ITERATIONS, training_step
+    from kernels.frameworks.torch_capsule_layer import (  # deferred: imports torch, which a CPU-only machine lacks
+        PREDICTIONS, ROUTING_ITERATIONS, training_step)
 
     batch, in_caps, in_dim, out_caps, out_dim = shape
     g = torch.Generator().manual_seed(1)

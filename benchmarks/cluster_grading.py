@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.common import now_utc, software_versions, write_results
+
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "autograder" / "submissions"
 ASSIGNMENT = "01_cuda_from_python"
@@ -105,7 +107,7 @@ def measure_cluster(root: Path, size: int, gpus: list[str], n: int, timeout: str
     import dask
     from distributed import Client
 
-    from autograder import cluster as grading_cluster
+    from autograder import cluster as grading_cluster  # deferred: heavy, nbformat and jsonschema take seconds to load
 
     course = make_class(root / f"cluster{n}", size)
     t0 = time.perf_counter()
@@ -184,8 +186,7 @@ def main() -> None:
     if args.no_sequential and args.sequential_only:
         raise SystemExit("--no-sequential and --sequential-only: nothing left to measure")
 
-    from autograder.cluster import visible_gpus
-    from benchmarks.common import now_utc, software_versions
+    from autograder.cluster import visible_gpus  # deferred: heavy, loaded when a run starts (see measure_cluster)
 
     gpus = visible_gpus()
     on_gpu = bool(gpus)
@@ -243,8 +244,6 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(data, indent=2) + "\n")
         print(f"wrote {args.out}")
     else:
-        from benchmarks.common import write_results
-
         print(f"wrote {write_results('cluster_grading', payload)}")
 
 

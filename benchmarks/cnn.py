@@ -40,6 +40,11 @@ import numpy as np
 
 from benchmarks.common import (Contract, losses_agree, now_utc, require_gpu_backend, time_training_steps, timed_row,
                                torch_sgd_step, untimed_row, write_results)
+from kernels.conv import conv2d, conv2d_backward as cb
+from kernels.models import lenet
+from kernels.runtime import empty, selection, to_device
+from kernels.runtime.timing import time_kernel, time_torch
+from kernels.tools.roofline import achieved, measure_peaks, peaks_as_dict
 
 # --- the results files and what the book reads in them --------------------------------------
 NAME = "cnn"
@@ -79,6 +84,8 @@ TORCH_PEERS = {
 BACKWARD_TEACHING_ROWS = BACKWARD_INPUT_1, BACKWARD_WEIGHT_NAIVE, BACKWARD_WEIGHT_REDUCE, BACKWARD_BIAS_4 = (
     "backward_input", "backward_weight_naive", "backward_weight_reduce", "backward_bias")
 BACKWARD_BASELINES = {INPUT: BACKWARD_INPUT_1, WEIGHT: BACKWARD_WEIGHT_REDUCE, BIAS: BACKWARD_BIAS_4}
+#: The bias gradient's versions 6 and 12, whose rows are named "<prefix> S=<splits>" (S=auto: the default plan).
+BIAS_SPLIT, BIAS_PLANES = "bias_split", "bias_planes"
 
 
 def counted_for(gradient: str) -> tuple[str, ...]:
@@ -94,6 +101,7 @@ CONTRACT = Contract(
 )
 BACKWARD_CONTRACT = Contract(
     BACKWARD_NAME, groups=(BACKWARD,), rows={BACKWARD: (*TORCH_PEERS.values(), *BACKWARD_TEACHING_ROWS)},
+    prefixes={BACKWARD: (BIAS_SPLIT, BIAS_PLANES)},
     values={"layer": LAYER_NAMES, "gradient": (*GRADIENTS, WEIGHT_AND_BIAS)}, sections=("summary",),
 )
 TRAINING_STEP_CONTRACT = Contract(TRAINING_STEP_NAME, groups=(TRAINING_STEP,))
@@ -112,8 +120,6 @@ def rel_error(out, ref) -> float:
 
 
 def timed(fn, slow: bool = False):
-    from kernels.runtime.timing import time_kernel
-
     if slow:
         return time_kernel(fn, warmup=1, repeat=5, max_repeat=5)
     return time_kernel(fn, warmup=5, repeat=30, max_repeat=100)
@@ -121,8 +127,6 @@ def timed(fn, slow: bool = False):
 
 def result_row(name, group, kind, layer: dict, nbytes, flops, timing, peaks, **extra) -> dict:
     """One row of the results: the common layout, the layer it ran on, and the roof that applies."""
-    from kernels.tools.roofline import achieved
-
     a = achieved(nbytes, flops, timing.median_s, peaks)
     return timed_row(name, group, kind, timing.median_ms, nbytes, flops, peaks.bandwidth_gbs, min_ms=timing.min_ms,
                      samples=len(timing.samples_ms), **layer, **extra, bound=a.bound,
@@ -137,10 +141,6 @@ def bench_forward(peaks, rng) -> list[dict]:
     """Rows of the groups "forward" and "forward_fused"."""
     import torch
     import torch.nn.functional as F
-
-    from kernels.conv import conv2d
-    from kernels.runtime import empty, to_device
-    from kernels.runtime.timing import time_torch
 
     rows = []
     for label, N, C, H, W, M, K in LAYERS:
@@ -196,10 +196,6 @@ def bench_fused(peaks, layer, X, Wf, b, X_d, W_d, b_d, tX, tW, tb, flops, cudnn)
     pool = 1 (both with ReLU), against cuDNN's convolution alone and torch's conv + relu + pool."""
     import torch.nn.functional as F
 
-    from kernels.conv import conv2d
-    from kernels.runtime import empty
-    from kernels.runtime.timing import time_torch
-
     N, C, H, W = X.shape
     M, _, K, _ = Wf.shape
     H_out, W_out = H - K + 1, W - K + 1
@@ -242,8 +238,6 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
     device buffers and ``prepare_only=True``; ``options`` are its keyword arguments.  Rows whose launch
     the layer cannot take (shared memory, a filter size) are recorded as skipped, with the reason.
     """
-    from kernels.conv import conv2d_backward as cb
-
     small = K == 5 and N * C * H * W <= 2**20   # LeNet's layers: the shared-memory versions apply
     shape = {"N": N, "C": C, "H": H, "W": W, "M": M, "K": K}
     rows, seen = [], set()
@@ -287,9 +281,9 @@ def backward_variants(label, N, C, H, W, M, K) -> list[tuple]:
                 lambda: (rw, cbk), f"input_fixed RW={rw} CB={cbk}")
     for splits in (None, N, N // 2) if small else (None, 8, 32, 128):
         add(BIAS, "conv2d_backward_bias_split", cb.backward_bias_split, {"splits": splits},
-            lambda: cb.bias_split_plan(shape, splits)["splits"], f"bias_split S={label(splits)}")
+            lambda: cb.bias_split_plan(shape, splits)["splits"], f"{BIAS_SPLIT} S={label(splits)}")
         add(BIAS, "conv2d_backward_bias_planes", cb.backward_bias_planes, {"splits": splits},
-            lambda: cb.bias_planes_plan(shape, splits)["splits"], f"bias_planes S={label(splits)}")
+            lambda: cb.bias_planes_plan(shape, splits)["splits"], f"{BIAS_PLANES} S={label(splits)}")
     gemm_configs = [("64x128x16 NQ2", None)]
     if not small:
         gemm_configs += [("64x128x8 NQ2", {"IG_BK": 8}),
@@ -331,10 +325,6 @@ def bench_backward(peaks, rng, variants: bool = True) -> list[dict]:
     """
     import torch
     from torch.nn import grad as tgrad
-
-    from kernels.conv import conv2d_backward as cb
-    from kernels.runtime import empty, to_device
-    from kernels.runtime.timing import time_torch
 
     out = []
     for label, N, C, H, W, M, K in LAYERS:
@@ -454,9 +444,6 @@ def backward_goals(rows: list[dict]) -> list[dict]:
 
 
 def bench_lenet(epochs: int) -> dict:
-    from kernels.models import lenet
-    from kernels.runtime import selection
-
     X_train, X_test, y_train, y_test = lenet.load_digits_32()
     model = lenet.KernelLeNet(lenet.init_params(seed=0), **lenet.FASTEST)
     start = time.perf_counter()
@@ -490,8 +477,6 @@ def _torch_lenet_step():
     import torch
     import torch.nn.functional as F
 
-    from kernels.models import lenet
-
     P = {k: tuple(torch.tensor(a, device="cuda", requires_grad=True) for a in pair)
          for k, pair in lenet.init_params(seed=0).items()}
     flat = [t for pair in P.values() for t in pair]
@@ -514,8 +499,6 @@ def measure_training_step() -> dict:
     predictions back on the host: the book's kernels (``KernelLeNet``) against the same network in PyTorch,
     same run (GPU only): ``cnn_training_step.json``. The first step of each, from the same weights on the
     same minibatch, must give the same loss."""
-    from kernels.models import lenet
-
     backend, torch, peaks = _setup()
     X_train, _, y_train, _ = lenet.load_digits_32()
     batches = lenet.epoch_batches(len(X_train), TRAIN_BATCH, np.random.default_rng(1))
@@ -589,8 +572,6 @@ def _setup():
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    from kernels.tools.roofline import measure_peaks
-
     peaks = measure_peaks()
     print(f"{peaks.device}: {peaks.bandwidth_gbs:.0f} GB/s copy, {peaks.fp32_gflops:.0f} GFLOP/s FP32", flush=True)
     return backend, torch, peaks
@@ -598,8 +579,6 @@ def _setup():
 
 def measure(epochs: int = TRAIN_EPOCHS) -> dict:
     """The forward figures of the chapter and the LeNet training run, measured now (GPU only): ``cnn.json``."""
-    from kernels.tools.roofline import peaks_as_dict
-
     backend, torch, peaks = _setup()
     rng = np.random.default_rng(0)
     rows = bench_forward(peaks, rng)
@@ -612,8 +591,6 @@ def measure(epochs: int = TRAIN_EPOCHS) -> dict:
 
 def measure_backward(variants: bool = True) -> dict:
     """The backward figures of the chapter, measured now (GPU only): ``cnn_backward.json``."""
-    from kernels.tools.roofline import peaks_as_dict
-
     backend, torch, peaks = _setup()
     rows = bench_backward(peaks, np.random.default_rng(1), variants=variants)
     return {"benchmark": BACKWARD_NAME, "date": now_utc(),

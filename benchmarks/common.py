@@ -34,13 +34,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernels.runtime import selection
+from kernels.runtime.loader import load_topic
+from kernels.runtime.timing import time_kernel
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
 def require_gpu_backend():
     """The GPU backend, or exit with a message saying why there is none."""
-    from kernels.runtime import selection
-
     try:
         backend = selection.current_backend()
     except Exception as exc:  # noqa: BLE001 - any failure means: no GPU here
@@ -120,9 +122,6 @@ def time_version(version, shape: dict, args, group: str, peaks, sizes: dict | No
     ``args`` are the kernel's arguments (device buffers and scalars); ``sizes``
     (default: the shape) go into the row beside ``extra``.
     """
-    from kernels.runtime.loader import load_topic
-    from kernels.runtime.timing import time_kernel
-
     config = version.launch(shape)
     kernel = load_topic(version.topic, dict(version.defines) or None).function(version.kernel)
     ready = kernel.prepare(args, config.grid, config.block, config.shared)  # copies once; the timed call only enqueues
@@ -259,8 +258,6 @@ def torch_sgd_step(torch, params: list, loss, learning_rate: float) -> None:
 def write_results(name: str, payload: dict) -> Path:
     """Write ``benchmarks/results/<name>.json`` (``<name>_<tag>.json`` under this run's tag, :func:`results_tag`)
     with the date and device facts added."""
-    from kernels.runtime import selection
-
     path = results_path(name, results_tag())
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {

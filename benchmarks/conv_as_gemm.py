@@ -31,7 +31,13 @@ import numpy as np
 
 
 from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
+from kernels.conv import conv2d, conv2d_gemm as cg, im2col
+from kernels.gemm import sgemm
+from kernels.runtime import empty, to_device
+from kernels.runtime.loader import multiprocessors
+from kernels.runtime.timing import time_kernel, time_torch
 from kernels.runtime.versions import ladder, versions
+from kernels.tools import roofline
 
 NAME = "conv_as_gemm"
 GEMM_SIZE = 4096
@@ -83,7 +89,7 @@ def sgemm_at(size: int) -> str:
 SGEMM, SGEMM_SEARCH, SGEMM_TWICE = "sgemm", "sgemm_warptile", sgemm_at(2 * GEMM_SIZE)
 IM2COL, CONV = "im2col", "conv"
 #: The ladder's rows are named by the version (kernels/gemm/sgemm.py's keys); cuBLAS is the peer.
-CUBLAS, WARPTILE = "cublas", "warptile"
+CUBLAS, NAIVE, COALESCED, WARPTILE = "cublas", "naive", "coalesced", "warptile"
 #: How the convolution's rows start, one method each, tried in several tile configurations.
 CUDNN, IMPLICIT_GEMM, WINOGRAD, UNROLL_GEMM, DIRECT = "cudnn", "implicit_gemm", "winograd", "unroll_gemm", "direct conv2d"
 LAYER_NAMES = tuple(label for label, *_ in LAYERS)
@@ -94,7 +100,7 @@ LSOFTMAX_SHAPES = SHAPE_LABELS[:3]  # the L-Softmax layer's three products
 
 CONTRACT = Contract(
     NAME, groups=(SGEMM, SGEMM_SEARCH, SGEMM_TWICE, IM2COL, CONV),
-    rows={SGEMM: (CUBLAS, WARPTILE), SGEMM_TWICE: (CUBLAS, WARPTILE)},
+    rows={SGEMM: (CUBLAS, NAIVE, COALESCED, WARPTILE), SGEMM_TWICE: (CUBLAS, WARPTILE)},
     prefixes={CONV: (CUDNN, IMPLICIT_GEMM, WINOGRAD, UNROLL_GEMM, DIRECT)},
     values={"layer": LAYER_NAMES}, sections=("peaks", SGEMM_SHAPES), entries={SGEMM_SHAPES: SHAPE_LABELS},
 )
@@ -111,8 +117,6 @@ def rel_error(out, ref) -> float:
 
 
 def timed(fn, slow=False):
-    from kernels.runtime.timing import time_kernel
-
     if slow:
         return time_kernel(fn, warmup=1, repeat=5, max_repeat=5)
     return time_kernel(fn, warmup=3, repeat=20, max_repeat=60)
@@ -120,10 +124,6 @@ def timed(fn, slow=False):
 
 def bench_sgemm(results, rng, size, bandwidth_gbs):
     import torch
-
-    from kernels.gemm import sgemm
-    from kernels.runtime.module import empty, to_device
-    from kernels.runtime.timing import time_torch
 
     M = N = K = size
     A = rng.standard_normal((M, K), dtype=np.float32)
@@ -184,10 +184,6 @@ def _sgemm_twice_the_size(n: int, config: dict, rng, bandwidth_gbs) -> list[dict
     """The search's best tile at n³ (twice the search's size) beside cuBLAS, in group ``sgemm_at(n)``."""
     import torch
 
-    from kernels.gemm import sgemm
-    from kernels.runtime.module import empty, to_device
-    from kernels.runtime.timing import time_torch
-
     A = rng.standard_normal((n, n), dtype=np.float32)
     B = rng.standard_normal((n, n), dtype=np.float32)
     tA, tB = torch.from_numpy(A).cuda(), torch.from_numpy(B).cuda()
@@ -214,11 +210,6 @@ def bench_sgemm_shapes(results, shapes=SKINNY_SHAPES, repeat: int = 20):
     """SGEMM at the shapes the book's layers use: version 7, version 8 (as planned, and its search) and cuBLAS,
     also with A stored transposed (a weight gradient's dY).  Checked against float64 first."""
     import torch
-
-    from kernels.gemm import sgemm
-    from kernels.runtime import empty, to_device
-    from kernels.runtime.loader import multiprocessors
-    from kernels.runtime.timing import time_kernel, time_torch
 
     rng = np.random.default_rng(7)
     out = {"multiprocessors": multiprocessors(), "shapes": []}
@@ -293,9 +284,6 @@ SKINNY_TOL = 1e-5  # relative Frobenius error against float64 (K up to 4096)
 def bench_im2col(results, rng, bandwidth_gbs):
     import torch
 
-    from kernels.conv import im2col
-    from kernels.runtime.module import empty, to_device
-
     label, N, C, H, W, M, K, pad, stride = LAYERS[0]
     count = 32
     X = rng.standard_normal((count, C, H, W), dtype=np.float32)
@@ -319,8 +307,6 @@ def bench_im2col(results, rng, bandwidth_gbs):
     # The peer: a device-to-device copy of as many bytes as the unroll writes (torch's copy kernel).
     src = torch.empty(count * C * K * K * H_out * W_out, device="cuda")
     dst = torch.empty_like(src)
-    from kernels.runtime.timing import time_torch
-
     copy = time_torch(lambda: dst.copy_(src))
     results["results"] += versions + [
         timed_row("torch copy_ of a tensor the size of the unrolled input", IM2COL, "peer", copy.median_ms,
@@ -359,10 +345,6 @@ def _best_config(results, prefix):
 def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
     import torch
     import torch.nn.functional as F
-
-    from kernels.conv import conv2d_gemm as cg
-    from kernels.runtime.module import empty, to_device
-    from kernels.runtime.timing import time_torch
 
     label, N, C, H, W, M, K, pad, stride = layer
     X = rng.standard_normal((N, C, H, W), dtype=np.float32)
@@ -439,8 +421,6 @@ def bench_conv(results, rng, layer, main: bool, bandwidth_gbs):
     # advance, which gives the same output and the same arithmetic.
     if stride == 1:
         try:
-            from kernels.conv import conv2d
-
             Xp = np.pad(X, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
             Xp_d, b_d = to_device(Xp), to_device(np.zeros(M, np.float32))
             for version, kernel_name in (("tiled_multimap", "conv2d_forward_tiled_multimap"), ("tiled", "conv2d_forward_tiled")):
@@ -493,8 +473,6 @@ def measure(size: int = GEMM_SIZE, skip=()) -> dict:
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    from kernels.tools import roofline
-
     rng = np.random.default_rng(2024)
     bandwidth = roofline.measure_bandwidth_gbs()
     fp32 = roofline.measure_fp32_gflops()

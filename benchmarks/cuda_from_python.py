@@ -17,6 +17,11 @@ import time
 import numpy as np
 
 from benchmarks.common import Contract, print_table, require_gpu_backend, row, write_results
+from kernels.basics import device_copy, reduction, saxpy, vector_add
+from kernels.runtime import empty, to_device, zeros
+from kernels.runtime.loader import multiprocessors
+from kernels.runtime.timing import Timing, time_kernel, time_torch
+from kernels.tools.roofline import Peaks, measure_bandwidth_gbs, measure_fp32_gflops
 
 N = 1 << 26  # 64 Mi floats, 256 MiB per array: far larger than L2, so every access goes to HBM
 
@@ -46,12 +51,6 @@ def measure(n: int = N, verbose: bool = False) -> dict:
     n = n - n % 4
     log = print if verbose else (lambda *args, **kwargs: None)
     backend = require_gpu_backend()
-    from kernels.basics import device_copy, reduction, saxpy, vector_add
-    from kernels.runtime import empty, to_device, zeros
-    from kernels.runtime.loader import multiprocessors
-    from kernels.tools.roofline import measure_bandwidth_gbs, measure_fp32_gflops, Peaks
-    from kernels.runtime.timing import time_kernel, time_torch
-
     info = backend.describe()
     log(f"device: {info.get('name')}  driver {info.get('driver_version')}  n = {n:,}")
 
@@ -109,7 +108,7 @@ def measure(n: int = N, verbose: bool = False) -> dict:
                         result=got, expected=expected, relative_error=error / abs(expected), within_tolerance=bool(within)))
 
     # --- the library peer, same data, same run ----------------------------------------------------
-    rows += torch_peers(a_host, b_host, alpha, peaks, time_torch, log)
+    rows += torch_peers(a_host, b_host, alpha, peaks, log)
     rows += cupy_peers(a_host, b_host, peaks, log)
 
     # --- launch configurations: block size, and grid size of a grid-stride loop -------------------
@@ -126,7 +125,7 @@ def measure(n: int = N, verbose: bool = False) -> dict:
                            "gbs": vector_add.bytes_moved(n) / timing.median_s / 1e9})
 
     # --- host <-> device copies through the runtime (pageable NumPy memory) ------------------------
-    transfers = measure_transfers(a_host, to_device, log)
+    transfers = measure_transfers(a_host, log)
     return {
         SIZE: n,
         "peaks": {
@@ -153,7 +152,7 @@ def main() -> None:
     print(f"\nwrote {path}")
 
 
-def torch_peers(a_host, b_host, alpha, peaks, time_torch, log=print) -> list[dict]:
+def torch_peers(a_host, b_host, alpha, peaks, log=print) -> list[dict]:
     try:
         import torch
     except ImportError:
@@ -184,8 +183,6 @@ def cupy_peers(a_host, b_host, peaks, log=print) -> list[dict]:
         import cupy
     except ImportError:
         return []
-    from kernels.runtime.timing import Timing
-
     n = a_host.size
     try:
         a, b = cupy.asarray(a_host), cupy.asarray(b_host)
@@ -216,7 +213,7 @@ def cupy_peers(a_host, b_host, peaks, log=print) -> list[dict]:
     ]
 
 
-def measure_transfers(host: np.ndarray, to_device, log=print, repeat: int = 5) -> list[dict]:
+def measure_transfers(host: np.ndarray, log=print, repeat: int = 5) -> list[dict]:
     """Host-to-device and back through the runtime, timed on the host (the copies are synchronous)."""
     results = []
     buf = to_device(host)

@@ -36,6 +36,13 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
+from kernels.conv import conv2d, conv2d_gemm, pooling
+from kernels.dense import fully_connected
+from kernels.gemm import sgemm
+from kernels.index_notation import NAIVE as naive_schedule, compile_tc, examples as E
+from kernels.index_notation.autotune import autotune
+from kernels.runtime import empty, to_device
+from kernels.runtime.timing import time_kernel, time_torch
 
 NAME = "index_notation"
 TOL = 1e-4
@@ -55,8 +62,6 @@ CONTRACT = Contract(NAME, groups=WORKLOADS, rows={w: (NAIVE, AUTOTUNED) for w in
 
 
 def _timed(fn, slow=False):
-    from kernels.runtime.timing import time_kernel
-
     if slow:
         return time_kernel(fn, warmup=1, repeat=5, max_repeat=5)
     return time_kernel(fn, warmup=3, repeat=20, max_repeat=60)
@@ -93,10 +98,6 @@ class Workload:
 
 
 def bench_generated(w: Workload, limit: int, cache: Path) -> dict:
-    from kernels.index_notation import NAIVE as naive_schedule, compile_tc
-    from kernels.index_notation.autotune import autotune
-    from kernels.runtime.module import to_device
-
     ref = w.reference()
     dev = [to_device(a) if isinstance(a, np.ndarray) else a for a in w.args]
     search = autotune(w.text, w.args, limit=limit, cache=cache, use_cache=False)
@@ -121,8 +122,6 @@ def bench_peer(w: Workload, name: str, source: str, run, enqueue, slow=False):
 
 
 def _torch_peer(w: Workload, name: str, fn):
-    from kernels.runtime.timing import time_torch
-
     try:
         out = fn()
         err = _rel_error(out.double().cpu().numpy(), w.reference())
@@ -132,8 +131,6 @@ def _torch_peer(w: Workload, name: str, fn):
 
 
 def workloads(rng):
-    from kernels.index_notation import examples as E
-
     f = lambda shape, mean=0.0: (mean + rng.standard_normal(shape)).astype(np.float32)  # noqa: E731
     out = []
     for M, K in ((4096, 4096), (64, 131072)):
@@ -175,11 +172,6 @@ def _torch_reference(w: Workload):
 
 def bench_peers(w: Workload):
     import torch
-
-    from kernels.conv import conv2d, conv2d_gemm, pooling
-    from kernels.dense import fully_connected
-    from kernels.gemm import sgemm
-    from kernels.runtime.module import empty, to_device
 
     dev = [to_device(a) if isinstance(a, np.ndarray) else a for a in w.args]
     tens = [torch.from_numpy(a).cuda() if isinstance(a, np.ndarray) else a for a in w.args]

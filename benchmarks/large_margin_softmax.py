@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from benchmarks.common import Contract, print_table, require_gpu_backend, row, write_results
+from kernels.gemm import sgemm, sgemm_hopper
 from kernels.lsoftmax import lsoftmax as L
 from kernels.dense import softmax as S
 from kernels.runtime import empty, to_device
@@ -118,8 +119,6 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
     torch.backends.cudnn.allow_tf32 = False
     peaks = measure_peaks()
     bw = peaks.bandwidth_gbs * 1e9
-    from kernels.gemm import sgemm_hopper
-
     hopper = sgemm_hopper.is_hopper()  # the tensor-core version runs on Hopper GPUs only
     rows, summary = [], {"batch": batch, "dim": dim, "margin": m, "lambda": lam, "per_classes": {}}
 
@@ -230,8 +229,6 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
                         t_fwd_epilogue, 4 * (batch * dim + C * dim + batch * C), gemm_flops / 3, peaks))
 
         # the GEMMs of a step: ours (with the transposes our row-major GEMM needs) and cuBLAS
-        from kernels.gemm import sgemm
-
         Wt, out_f, out_dx, out_dwt = empty((dim, C)), empty((batch, C)), empty((batch, dim)), empty((dim, C))
 
         # Prepared once (the kernels' time, as cuBLAS's is measured with its launches already decided).
@@ -272,8 +269,6 @@ def measure(batch: int = BATCH, dim: int = DIM, classes=CLASSES, m: int = MARGIN
         rows.append(row("3 GEMMs (cuBLAS, torch.matmul)", gemm_group(C), "peer", t_cublas, layer_bytes, gemm_flops, peaks))
         t_tensor = None
         if hopper:  # the same three products on the tensor cores (3xTF32, version 10), X^T written first
-            from kernels.gemm import sgemm_hopper
-
             Xt = empty((dim, batch))
             tc_steps = (sgemm_hopper.sgemm_tf32x3_wgmma(Xd, Wd, out=out_f, b_transposed=True, prepare_only=True),
                         sgemm_hopper.sgemm_tf32x3_wgmma(Gt, Wd, out=out_dx, prepare_only=True),

@@ -32,6 +32,12 @@ import numpy as np
 
 from benchmarks.common import (Contract, losses_agree, print_table, require_gpu_backend, row, time_training_steps,
                                time_version, timed_row, torch_sgd_step, write_results)
+from kernels.dense import activations, fully_connected as fc, perceptron as P, softmax
+from kernels.gemm import sgemm
+from kernels.models import mlp
+from kernels.runtime import empty, to_device, zeros
+from kernels.runtime.timing import time_kernel, time_torch
+from kernels.tools.roofline import Peaks, measure_bandwidth_gbs, measure_fp32_gflops
 
 # --- the results file and what the book reads in it ------------------------------------------
 NAME = "perceptrons_mlp"
@@ -92,11 +98,6 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
     """Validate, then time every kernel and its peer; returns the results (without device and date)."""
     log = print if verbose else (lambda *args, **kwargs: None)
     backend = require_gpu_backend()
-    from kernels.dense import activations, fully_connected as fc, perceptron as P, softmax
-    from kernels.runtime import to_device, zeros
-    from kernels.tools.roofline import Peaks, measure_bandwidth_gbs, measure_fp32_gflops
-    from kernels.runtime.timing import time_torch
-
     info = backend.describe()
     peaks = Peaks(bandwidth_gbs=measure_bandwidth_gbs(), fp32_gflops=measure_fp32_gflops(), device=str(info.get("name")))
     log(f"device: {info.get('name')}; measured peaks {peaks.bandwidth_gbs:,.0f} GB/s, {peaks.fp32_gflops / 1e3:,.1f} TFLOP/s")
@@ -164,11 +165,6 @@ def measure(verbose: bool = False, sweep=SWEEP, perceptron_n: int = PERCEPTRON_N
         np.testing.assert_allclose(fc.forward_gemm(X, W, b), fc.forward_reference(X, W, b), rtol=1e-3, atol=1e-3)
         np.testing.assert_allclose(fc.backward_input_gemm(dY, W), fc.backward_input_reference(dY, W), rtol=1e-3, atol=1e-3)
         np.testing.assert_allclose(fc.backward_weight_gemm(dY, X), fc.backward_weight_reference(dY, X), rtol=1e-3, atol=1e-2)
-        from kernels.runtime import empty
-        from kernels.runtime.timing import time_kernel
-
-        from kernels.gemm import sgemm
-
         Wt = empty((k_in, m))
         prepared = {
             GEMM_FORWARD: (
@@ -227,8 +223,6 @@ def _torch_mlp_step(torch):
     ``step(X, labels) -> (mean loss, predicted classes)``, host arrays in and out as ``KernelMLP`` takes them."""
     import torch.nn.functional as F
 
-    from kernels.models import mlp
-
     layers = [tuple(torch.tensor(a, device="cuda", requires_grad=True) for a in pair)
               for pair in mlp.init_params(list(STEP_SIZES), seed=0)]
     flat = [t for pair in layers for t in pair]
@@ -251,8 +245,6 @@ def measure_training_step(torch) -> list[dict]:
     predictions out (median of TIMED_STEPS after as many untimed), for our kernels with the teaching
     versions and with ``mlp.FASTEST``, and for PyTorch.  The first step of each, from the same weights on
     the same minibatch, must give the same loss (``correct``)."""
-    from kernels.models import mlp
-
     X_train, _, y_train, _ = mlp.load_digits_split()
     batches = mlp.epoch_batches(len(X_train), STEP_BATCH, np.random.default_rng(1))
     batches = (batches * 2)[: 2 * TIMED_STEPS]

@@ -31,6 +31,10 @@ import numpy as np
 
 from benchmarks import cnn, conv_as_gemm, sgemm_tensor_cores as tensor_cores
 from benchmarks.common import Contract, require_gpu_backend, results_path, results_tag, write_results
+from kernels.attention import attention, attention_bf16
+from kernels.conv import conv2d
+from kernels.gemm import sgemm, sgemm_bf16, sgemm_hopper
+from kernels.runtime import borrow
 from kernels.runtime.versions import versions
 
 #: What is recorded of each kernel: the results file's name -> the ncu metric it is read from.
@@ -133,9 +137,6 @@ class Target:
 
 
 def targets() -> list[Target]:
-    from kernels.conv import conv2d
-    from kernels.gemm import sgemm
-
     ladder = [Target(version.kernel, SGEMM, name) for name, version in versions(sgemm.KERNELS).items()]
     direct = [Target(conv2d.KERNEL_NAMES[name], CONV2D_C3, name) for name in C3_STEPS]
     limits = [Target("sgemm_warptile", LIMITS, tensor_cores.V7),
@@ -143,17 +144,15 @@ def targets() -> list[Target]:
               Target("sgemm_tf32x3_wgmma", LIMITS, tensor_cores.V10),
               Target("sgemm_tf32x3_tma", LIMITS, tensor_cores.V11),
               Target("cublas_tf32", LIMITS, tensor_cores.CUBLAS_TF32, library=True)]
-    from kernels.gemm import sgemm_bf16
-
     bf16 = [Target(kernel, BF16, f"version {number}: {title}") for kernel, number, title in ((r.kernel, r.number, r.title) for r in sgemm_bf16.KERNELS.values())]
     bf16.append(Target(CUBLAS_BF16_KERNEL, BF16, "cuBLAS BF16", library=True))
-    attention = [target for d, group in ATTENTION_GROUPS.items() for target in (
+    attention_targets = [target for d, group in ATTENTION_GROUPS.items() for target in (
         Target("attention_forward_float", group, ATTENTION_V3[d]),
         Target("attention_forward_bf16", group, ATTENTION_V4[d]),
         Target("flash_fwd", group, ATTENTION_SDPA_FORWARD[d], library=True, pattern="flash_fwd"),
         Target("attention_backward_bf16", group, ATTENTION_BACKWARD[d]),
         Target("flash_bwd", group, ATTENTION_SDPA_BACKWARD[d], library=True, pattern="flash_bwd_dq_dk_dv"))]
-    return ladder + direct + limits + bf16 + attention
+    return ladder + direct + limits + bf16 + attention_targets
 
 
 #: The groups a run of this module profiles by default; BF16 is profiled by benchmarks/sgemm_bf16.py, and
@@ -164,9 +163,6 @@ DEFAULT_GROUPS = (SGEMM, CONV2D_C3, LIMITS)
 def run_once(target: Target) -> None:
     """Launch ``target`` once on its benchmark inputs (the process ncu profiles); the launchers wait for
     the kernel and copy its result back.  A cuBLAS target runs twice: ncu skips the first launch."""
-    from kernels.conv import conv2d
-    from kernels.gemm import sgemm, sgemm_hopper
-
     rng = np.random.default_rng(0)
     if target.group == BF16:
         run_bf16_once(target, rng)
@@ -205,8 +201,6 @@ def run_once(target: Target) -> None:
 def run_bf16_once(target: Target, rng) -> None:
     """The BF16 ladder's kernels at LIMITS_SIZE^3 (C = A B^T; version 16 with a bias and GELU), or cuBLAS on the
     same operands (torch.matmul(A, B.t()), twice: ncu skips the first)."""
-    from kernels.gemm import sgemm_bf16
-
     A = sgemm_bf16.bf16(rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32))
     B = sgemm_bf16.bf16(rng.standard_normal((LIMITS_SIZE, LIMITS_SIZE), dtype=np.float32))
     if target.library:
@@ -227,9 +221,6 @@ def run_attention_once(target: Target, head_dim: int) -> None:
     its float forward, or SDPA's flash backend (twice: ncu skips the first launch)."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    from kernels.attention import attention, attention_bf16   # deferred: only the process ncu profiles runs them
-    from kernels.runtime import borrow   # deferred: as above
 
     g = torch.Generator(device="cuda").manual_seed(0)
     if target.kernel == "attention_forward_float":

@@ -27,6 +27,9 @@ import numpy as np
 
 from benchmarks import profiles as profiler
 from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
+from kernels.gemm import sgemm_bf16
+from kernels.runtime import borrow
+from kernels.runtime.timing import time_kernel, time_torch
 
 NAME = "sgemm_bf16"
 SQUARES = (1024, 2048, 4096, 6144, 8192)
@@ -87,8 +90,6 @@ CONTRACT = Contract(
 
 
 def version_name(kernel: str) -> str:
-    from kernels.gemm import sgemm_bf16
-
     number, title = sgemm_bf16.KERNELS[kernel].number, sgemm_bf16.KERNELS[kernel].title
     return f"version {number}: {title}"
 
@@ -118,11 +119,7 @@ def measure(squares=SQUARES, shapes=SHAPES, search=True, profile=True) -> dict:
     require_gpu_backend()
     import torch
 
-    from kernels.gemm import sgemm_bf16 as S
-    from kernels.runtime import borrow
-    from kernels.runtime.timing import time_kernel, time_torch
-
-    hopper = S.is_hopper()
+    hopper = sgemm_bf16.is_hopper()
     torch.manual_seed(16)
     rows = []
     groups = [(square(n), 1, n, n, n) for n in squares] + list(shapes)
@@ -134,7 +131,7 @@ def measure(squares=SQUARES, shapes=SHAPES, search=True, profile=True) -> dict:
         scale = A.double().abs() @ Bt.double().abs().transpose(-1, -2)
         ref_norm = float(ref.norm())
         sizes = {"batch": batch, "M": M, "N": N, "K": K}
-        flops, nbytes = S.flops(M, N, K, batch), S.min_bytes(M, N, K, batch)
+        flops, nbytes = sgemm_bf16.flops(M, N, K, batch), sgemm_bf16.min_bytes(M, N, K, batch)
         repeat = 10 if flops > 5e11 else 20
 
         def errors(C) -> dict:
@@ -157,11 +154,11 @@ def measure(squares=SQUARES, shapes=SHAPES, search=True, profile=True) -> dict:
         except Exception as exc:  # noqa: BLE001 - recorded as a row that says why
             rows.append(untimed_row(CUBLASLT, group, "peer", error=f"{type(exc).__name__}: {str(exc)[:300]}", **sizes))
 
-        Ad, Bd, Cd = (borrow(x.data_ptr(), tuple(x.shape), S.bfloat16) for x in (A, Bt, C))
+        Ad, Bd, Cd = (borrow(x.data_ptr(), tuple(x.shape), sgemm_bf16.bfloat16) for x in (A, Bt, C))
 
         def ours(kernel, name=None, group=group, config=None, **extra):
             name = name or version_name(kernel)
-            launcher = S.KERNELS[kernel].launcher
+            launcher = sgemm_bf16.KERNELS[kernel].launcher
             kwargs = {} if config is None else {"config": config}
             if kernel != WMMA and not hopper:
                 rows.append(untimed_row(name, group, "kernel", skipped="needs a Hopper GPU (sm_90)", **sizes))
@@ -188,7 +185,7 @@ def measure(squares=SQUARES, shapes=SHAPES, search=True, profile=True) -> dict:
         if search and hopper and M == N == K and M in SEARCH_SIZES:
             for config in SEARCH:
                 label = "version 15 " + " ".join(f"{k}={v}" for k, v in config.items())
-                ours(WARP_SPECIALIZED, label, search_group(M), {**S.DEFAULTS[WARP_SPECIALIZED], **config})
+                ours(WARP_SPECIALIZED, label, search_group(M), {**sgemm_bf16.DEFAULTS[WARP_SPECIALIZED], **config})
         for r in rows:
             if r["group"] == group and r["kind"] == "peer" and "median_ms" in r:
                 print(f"{group:<28} {r['name']:<60} {r['median_ms']:8.3f} ms {r['gflops'] / 1e3:7.1f} TFLOP/s",
@@ -201,7 +198,7 @@ def measure(squares=SQUARES, shapes=SHAPES, search=True, profile=True) -> dict:
     if profile and shutil.which("ncu"):
         profiles = profiler.measure(groups=(profiler.BF16,), verbose=True)["results"]
     return {"layout": "C = A B^T, A (M x K) and B (N x K) row-major BF16, C BF16, float sums",
-            "squares": list(squares), "results": rows + fused, "defaults": S.DEFAULTS,
+            "squares": list(squares), "results": rows + fused, "defaults": sgemm_bf16.DEFAULTS,
             **({PROFILES: profiles} if profiles is not None else {})}
 
 
@@ -209,10 +206,6 @@ def measure_fused(hopper: bool) -> list[dict]:
     """Version 16 (bias and GELU in its epilogue) against cuBLAS + PyTorch's bias and GELU, and cuBLASLt's GELU
     epilogue (torch._addmm_activation), at the MLP's up projection."""
     import torch
-
-    from kernels.gemm import sgemm_bf16 as S
-    from kernels.runtime import borrow
-    from kernels.runtime.timing import time_kernel, time_torch
 
     group, _, M, N, K = FUSED_SHAPE
     A = torch.randn(M, K, device="cuda").to(torch.bfloat16)
@@ -222,7 +215,7 @@ def measure_fused(hopper: bool) -> list[dict]:
     ref = 0.5 * ref64 * (1 + torch.tanh((2 / np.pi) ** 0.5 * (ref64 + 0.044715 * ref64 ** 3)))
     scale = A.double().abs() @ Bt.double().abs().t() + bias.double().abs()
     sizes = {"batch": 1, "M": M, "N": N, "K": K}
-    flops, nbytes = S.flops(M, N, K), S.min_bytes(M, N, K) + 2 * N
+    flops, nbytes = sgemm_bf16.flops(M, N, K), sgemm_bf16.min_bytes(M, N, K) + 2 * N
 
     def errors(C) -> dict:
         d = C.double() - ref
@@ -247,12 +240,13 @@ def measure_fused(hopper: bool) -> list[dict]:
     if not hopper:
         return rows + [untimed_row(name, group, "kernel", skipped="needs a Hopper GPU (sm_90)", **sizes)]
     C = torch.empty(M, N, device="cuda", dtype=torch.bfloat16)
-    Ad, Bd, Cd, bd = (borrow(x.data_ptr(), tuple(x.shape), S.bfloat16) for x in (A, Bt, C, bias))
+    Ad, Bd, Cd, bd = (borrow(x.data_ptr(), tuple(x.shape), sgemm_bf16.bfloat16) for x in (A, Bt, C, bias))
     try:
         C.fill_(float("nan"))
-        S.sgemm_bf16_fused(Ad, Bd, bd, out=Cd, activation="gelu")
+        sgemm_bf16.sgemm_bf16_fused(Ad, Bd, bd, out=Cd, activation="gelu")
         err = errors(C)
-        t = time_kernel(S.sgemm_bf16_fused(Ad, Bd, bd, out=Cd, activation="gelu", prepare_only=True), repeat=10)
+        enqueue = sgemm_bf16.sgemm_bf16_fused(Ad, Bd, bd, out=Cd, activation="gelu", prepare_only=True)
+        t = time_kernel(enqueue, repeat=10)
     except Exception as exc:  # noqa: BLE001
         return rows + [untimed_row(name, group, "kernel", error=f"{type(exc).__name__}: {str(exc)[:300]}", **sizes)]
     rows.append(timed_row(name, group, "kernel", t.median_ms, nbytes, flops, None, min_ms=t.min_ms,

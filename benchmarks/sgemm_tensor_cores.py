@@ -23,6 +23,9 @@ import argparse
 import numpy as np
 
 from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
+from kernels.gemm import sgemm, sgemm_hopper
+from kernels.runtime import empty, to_device
+from kernels.runtime.timing import time_kernel, time_torch
 
 NAME = "sgemm_tensor_cores"
 SIZES = (1024, 4096, 8192)
@@ -75,10 +78,6 @@ CONTRACT = Contract(
 def measure(sizes=SIZES) -> dict:
     require_gpu_backend()
     import torch
-
-    from kernels.gemm import sgemm, sgemm_hopper
-    from kernels.runtime import empty, to_device
-    from kernels.runtime.timing import time_kernel, time_torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
     # versions 10 and 11 run on Hopper GPUs only; elsewhere their rows say so and the rest is measured

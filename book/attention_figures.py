@@ -13,6 +13,9 @@ from book import attention_geometry as geometry
 from kernels.attention import attention as fp32
 from kernels.attention import attention_bf16
 
+#: The widest a figure is drawn, in inches: 900 pixels at matplotlib's 100 dpi, which the page's column (about 680
+#: pixels at 1280 wide) shows at three quarters of its size; tests/test_book_html.py wants at least 70 %.
+COLUMN_INCHES = 9.0
 #: Memory and bandwidth from the data sheets of the two cards the book's figures come from (SXM, HBM3 / HBM3e).
 CARDS = {"H100": {"memory_gb": 80, "bandwidth_tbs": 3.35}, "H200": {"memory_gb": 141, "bandwidth_tbs": 4.8}}
 TILE_COLORS = {geometry.SKIPPED: "#f2f2f2", geometry.FULL: "#4c8bd6", geometry.MASKED: "#f0a830"}
@@ -24,22 +27,22 @@ def draw_three_products(n: int = 8, d: int = 4, causal: bool = False, seed: int 
     Q, K, V = (rng.standard_normal((n, d)) for _ in range(3))
     S = fp32.scores_reference(Q, K, causal)
     P, _ = fp32.softmax_rows_reference(S)
+    # Two rows, as the products are read: Q K^T -> S, then P V = O.
     panels = [("Q", Q, f"{n} x {d}"), ("K^T", K.T, f"{d} x {n}"), ("S = Q K^T / sqrt(d)", S, f"{n} x {n}"),
               ("P = softmax(S)", P, f"{n} x {n}, rows sum to 1"), ("V", V, f"{n} x {d}"), ("O = P V", P @ V, f"{n} x {d}")]
-    widths = [m.shape[1] for _, m, _ in panels]
-    fig, axes = plt.subplots(1, len(panels), figsize=(13, 3.0), gridspec_kw={"width_ratios": widths})
-    between = ["x", "->", "softmax ->", "x", "="]
-    for k, (ax, (title, matrix, size)) in enumerate(zip(axes, panels)):
+    fig, axes = plt.subplots(2, 3, figsize=(COLUMN_INCHES, 5.4))
+    between = {0: "x", 1: "->", 3: "x", 4: "="}
+    for k, (ax, (title, matrix, size)) in enumerate(zip(axes.ravel(), panels)):
         shown = np.where(np.isfinite(matrix), matrix, np.nan)
         ax.imshow(shown, cmap="viridis" if title.startswith("P") else "coolwarm", aspect="equal")
         if causal and title.startswith("S"):
             for i, j in zip(*np.nonzero(~np.isfinite(matrix))):
-                ax.text(j, i, "-inf", ha="center", va="center", fontsize=5, color="grey")
+                ax.text(j, i, "-inf", ha="center", va="center", fontsize=6, color="grey")
         ax.set_title(title, fontsize=9)
         ax.set_xlabel(size, fontsize=8)
         ax.set_xticks([]), ax.set_yticks([])
-        if k < len(between):
-            ax.annotate(between[k], xy=(1.02, 0.5), xycoords="axes fraction", fontsize=9, va="center")
+        if k in between:
+            ax.annotate(between[k], xy=(1.08, 0.5), xycoords="axes fraction", fontsize=12, va="center")
     fig.suptitle("attention as three products (one head" + (", causal" if causal else "") + ")", fontsize=10)
     fig.tight_layout()
     return fig
@@ -54,7 +57,7 @@ def score_matrix_bytes(seq, batch: int, heads: int, element: int) -> np.ndarray:
 def plot_score_matrix(seqs=(512, 1024, 2048, 4096, 8192, 16384, 32768), batch: int = 4, heads: int = 16):
     """The scores' bytes against each card's memory, and the time to write them and read them back once."""
     seqs = np.asarray(seqs)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.6))
     for label, element, style in (("float32", 4, "-o"), ("BF16", 2, "--o")):
         gib = score_matrix_bytes(seqs, batch, heads, element) / 1e9
         left.plot(seqs, gib, style, color="#b03a2e", label=f"S in {label}")
@@ -101,7 +104,7 @@ def draw_tile_walks(n: int = 1000, block: int | None = None):
     full, causal = geometry.forward_tiles(n, False), geometry.forward_tiles(n, True)
     backward = geometry.backward_tiles(n, True)
     block = causal.shape[0] - 2 if block is None else block
-    fig, axes = plt.subplots(1, 3, figsize=(12, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(COLUMN_INCHES, 3.8))
     _tile_grid(axes[0], full, f"forward, N = {n}: block {block} walks its row", highlight=block)
     _tile_grid(axes[1], causal, f"forward, causal: {geometry.computed_fraction(causal):.0%} of the tiles",
                highlight=block)
@@ -121,7 +124,8 @@ def draw_merge_steps(x_a, x_b, values_a, values_b):
     M, L, o = fp32.softmax_merge(fp32.softmax_state(x_a, values_a), fp32.softmax_state(x_b, values_b))
     a, b = np.arange(len(x_a)), len(x_a) + np.arange(len(x_b))
     whole, _ = fp32.softmax_rows_reference(np.concatenate([x_a, x_b])[None])
-    fig, axes = plt.subplots(1, 4, figsize=(13, 3.1))
+    fig, axes = plt.subplots(2, 2, figsize=(COLUMN_INCHES, 5.6))
+    axes = axes.ravel()
     axes[0].bar(a, x_a, color="#4c8bd6"), axes[0].bar(b, x_b, color="#f0a830")
     axes[0].axhline(m_a, color="#4c8bd6", ls="--", lw=1), axes[0].axhline(m_b, color="#f0a830", ls="--", lw=1)
     axes[0].set_title(f"1. scores; m_a = {m_a:.2f}, m_b = {m_b:.2f}", fontsize=9)
@@ -146,24 +150,24 @@ def draw_fragment_map():
     """Which lane of a warp holds which element of mma.m16n8k16's A (16 x 16), B (16 x 8) and C (16 x 8), and in
     which register: from the probe kernel (``attention_geometry.fragment_map``)."""
     found = geometry.fragment_map()
-    fig, axes = plt.subplots(1, 3, figsize=(13, 5.2), gridspec_kw={"width_ratios": [16, 8, 8]})
+    fig, axes = plt.subplots(1, 3, figsize=(COLUMN_INCHES, 5.0), gridspec_kw={"width_ratios": [16, 8, 8]})
     cmap = plt.get_cmap("tab20", 8)
-    for ax, op, title in zip(axes, ("A", "B", "C"), ("A = Q (or P): 16 rows x 16 k", "B = K^T (or V): 16 k x 8 columns",
-                                                     "C = S (or O): 16 rows x 8 columns, float")):
+    for ax, op, title in zip(axes, ("A", "B", "C"), ("A = Q (or P)\n16 rows x 16 k", "B = K^T (or V)\n16 k x 8 columns",
+                                                     "C = S (or O)\n16 rows x 8 columns, float")):
         lanes, regs = found.lane[op], found.register[op]
         ax.imshow(lanes // 4, cmap=cmap, vmin=0, vmax=7, aspect="equal")   # colour: the lane's group g = lane / 4
         for (r, c), lane in np.ndenumerate(lanes):
-            ax.text(c, r, f"{lane}\n{op.lower()}{regs[r, c]}", ha="center", va="center", fontsize=5.5)
+            ax.text(c, r, f"{lane}\n{op.lower()}{regs[r, c]}", ha="center", va="center", fontsize=6, linespacing=0.9)
         ax.set_title(title, fontsize=9)
         ax.set_xticks(range(lanes.shape[1])), ax.set_yticks(range(lanes.shape[0]))
         ax.tick_params(labelsize=6)
-    fig.suptitle("each element's lane (colour: the lane's row group g = lane / 4) and register: a0-a3, b0-b1 "
-                 "(two BF16 each), c0-c3 (a float each)", fontsize=9)
+    fig.suptitle("each element's lane (colour: the lane's row group g = lane / 4) and register:\n"
+                 "a0-a3, b0-b1 (two BF16 each), c0-c3 (a float each)", fontsize=9)
     fig.tight_layout()
     return fig
 
 
-def plot_speed(rows: list[dict], group: str, head_dim: int, causal: bool, ax=None, title: str = ""):
+def plot_speed(rows: list[dict], group: str, head_dim: int, causal: bool, ax=None, title: str = "", legend=True):
     """TFLOP/s against sequence length of every version and peer of a group (rows of attention.json)."""
     ax = ax or plt.gca()
     chosen = [r for r in rows if r["group"] == group and r.get("head_dim") == head_dim and r.get("causal") == causal
@@ -172,11 +176,14 @@ def plot_speed(rows: list[dict], group: str, head_dim: int, causal: bool, ax=Non
         line = sorted((r["seq"], r["gflops"] / 1e3) for r in chosen if r["name"] == name)
         kind = next(r["kind"] for r in chosen if r["name"] == name)
         ax.plot(*zip(*line), "--o" if kind == "peer" else "-o", ms=3, label=name)
+    seqs = sorted({r["seq"] for r in chosen})
     ax.set(xscale="log", xlabel="sequence length N", ylabel="TFLOP/s", title=title or f"{group}, d = {head_dim}"
            + (", causal" if causal else ""))
-    ax.legend(fontsize=6)
+    ax.set_xticks(seqs, [f"{n:,}" for n in seqs], fontsize=8)
+    ax.minorticks_off()
+    if legend:
+        ax.legend(fontsize=7)
     return ax
-
 
 def speed_table(rows: list[dict], group: str, seq: int) -> str:
     """A markdown table of one group's timed rows at one sequence length: time, TFLOP/s, times the bound, and
@@ -191,12 +198,16 @@ def speed_table(rows: list[dict], group: str, seq: int) -> str:
 
 
 def plot_speeds(rows: list[dict], group: str, head_dims=(64, 128), label: str = ""):
-    """TFLOP/s against N for each head dimension, without and with the mask."""
-    fig, axes = plt.subplots(1, 2 * len(head_dims), figsize=(4 * 2 * len(head_dims), 3.4), sharey=True)
-    for k, (d, causal) in enumerate((d, c) for d in head_dims for c in (False, True)):
-        plot_speed(rows, group, d, causal, ax=axes[k])
+    """TFLOP/s against N for each head dimension (a row of panels each), without and with the mask; one legend."""
+    height = 2.7 * len(head_dims) + 0.8
+    fig, axes = plt.subplots(len(head_dims), 2, figsize=(COLUMN_INCHES, height), sharey=True, squeeze=False)
+    for row, d in zip(axes, head_dims):
+        for ax, causal in zip(row, (False, True)):
+            plot_speed(rows, group, d, causal, ax=ax, legend=False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 3), fontsize=8)
     fig.suptitle(f"{group}: TFLOP/s against sequence length ({label})", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.3 / height, 1, 1))   # the legend's strip at the bottom
     return fig
 
 

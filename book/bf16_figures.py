@@ -11,6 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from benchmarks import sgemm_bf16
+from book.gemm_figures import draw_timelines
 
 #: The formats the page compares: name -> NumPy dtype.
 FORMATS = {
@@ -139,33 +140,13 @@ def pipeline_events(specialized: bool, stages: int = 3, k_tiles: int = 6, tiles:
 
 
 def draw_pipelines(**model):
-    """Version 14's and version 15's modelled timelines, one above the other."""
-    import matplotlib.pyplot as plt
-
-    lanes = ["TMA", "wait", "wgmma", "epilogue"]
-    names = {"TMA": "TMA copies", "wait": "mbarrier waits", "wgmma": "wgmma groups", "epilogue": "store C"}
-    stage_colors = ["tab:blue", "tab:green", "tab:purple", "tab:olive"]
-    fig, axes = plt.subplots(2, 1, figsize=(8.5, 4.6), sharex=True)
-    for ax, specialized, title in ((axes[0], False, "version 14: one thread loads between its own products"),
-                                   (axes[1], True, "version 15: a producer warpgroup loads ahead, across tiles")):
-        events = pipeline_events(specialized, **model)
-        for lane, start, end, kind in events:
-            y = lanes.index(lane)
-            if kind.startswith("load"):
-                color = stage_colors[int(kind.split()[1]) % len(stage_colors)]
-            else:
-                color = {"wait": "lightgrey", "k-tile": "tab:red", "store": "tab:orange"}[kind]
-            ax.barh(y + (0.18 * (int(kind.split()[1]) % 2) - 0.09 if kind.startswith("load") else 0),
-                    end - start, left=start, height=0.36 if kind.startswith("load") else 0.6, color=color,
-                    edgecolor="black", linewidth=0.4, hatch="//" if kind == "wait" else None)
-        busy = sum(e - s for lane, s, e, _ in events if lane == "wgmma")
-        span = max(e for _, _, e, _ in events)
-        ax.set_yticks(range(len(lanes)), [names[lane] for lane in lanes], fontsize=8)
-        ax.invert_yaxis()
-        ax.set_title(f"{title}: tensor cores busy {100 * busy / span:.0f}% of the time", fontsize=9)
-    axes[1].set_xlabel("time, in units of one k-tile's products (a model: loads take 2.5 units, stages colour the copies)",
-                       fontsize=8)
-    plt.tight_layout()
+    """Version 14's and version 15's modelled timelines, one above the other (drawn as the SGEMM pipelines are)."""
+    panels = [("version 14: one thread loads between its own products", pipeline_events(False, **model)),
+              ("version 15: a producer warpgroup loads ahead, across tiles", pipeline_events(True, **model))]
+    fig = draw_timelines(panels, {"TMA": "TMA copies", "wait": "mbarrier waits", "wgmma": "wgmma groups",
+                                  "epilogue": "store C"}, "wgmma", "k-tile",
+                         "time, in units of one k-tile's products (a model: loads take 2.5 units, stages colour the "
+                         "copies)", width=8.5, busy="tensor cores busy")
     return fig
 
 

@@ -69,7 +69,10 @@ class Chapter:
     more_benchmarks: tuple[str, ...] = ()
     #: Has graded exercises (an assignment, an exercise module); False for a chapter that only teaches.
     graded: bool = True
-    #: Run the whole nbgrader cycle (release, submit, autograde) in the tests: slow, so not for every chapter.
+    #: Run the whole nbgrader cycle (release, submit, autograde) on the CPU emulator in ``make test``: slow, so for
+    #: one chapter besides the first (whose cycle tests/autograder/test_nbgrader_cycle.py runs with the hostile
+    #: suite).  Every assignment's solutions and released stubs go through the cycle on a GPU in ``make test-gpu``
+    #: (tests/autograder/solutions_on_gpu.py), and every solution kernel is graded on the emulator by itself.
     graded_end_to_end: bool = False
     #: Assignments of the chapter after its own (``NN_<name>`` each, named as the chapter's is), for exercises
     #: more than one sitting holds.
@@ -99,28 +102,33 @@ class Chapter:
 CHAPTERS = (
     # Before the first chapter: short graded kernels, each with its thread map; the page prints no kernel.
     Chapter(0, "puzzles", "Warm-up puzzles", ("puzzles",), (), has_benchmark=False, prints_kernels=False),
-    Chapter(1, "cuda_from_python", "CUDA from Python", ("cuda_from_python",),
+    Chapter(1, "cuda_from_python", "CUDA from Python", ("cuda_from_python", "sums"),
             ("indexing", "vector_add", "saxpy", "device_copy", "reduction", "peak"),
             # a block reduction by warp shuffles, an assignment of its own
             more_assignments=("warp_shuffle",)),
-    Chapter(2, "perceptrons_mlp", "Perceptrons and multilayer perceptrons", ("perceptrons", "mlp_backprop"),
+    Chapter(2, "perceptrons_mlp", "Perceptrons and multilayer perceptrons", ("perceptrons", "mlp_backprop", "mlp_training"),
             ("perceptron", "fully_connected", "activations", "softmax", "layernorm", "sgd")),
-    Chapter(3, "cnn", "Convolutional networks", ("cnn", "lenet"), ("conv2d", "conv2d_backward", "pooling"),
+    Chapter(3, "cnn", "Convolutional networks", ("cnn", "cnn_forward_speed", "cnn_backward", "lenet",
+                                                          "cnn_backward_kernels"),
+            ("conv2d", "conv2d_backward", "pooling"),
             graded_end_to_end=True),
-    Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication", ("conv_as_gemm", "gemm_bf16"),
-            ("im2col", "sgemm", "sgemm_hopper", "conv2d_gemm", "sgemm_bf16"), graded_end_to_end=True,
+    Chapter(4, "conv_as_gemm", "Convolution as matrix multiplication",
+            ("conv_as_gemm", "sgemm", "sgemm_splitk", "tensor_cores", "gemm_bf16", "gemm_bf16_hopper",
+             "conv_implicit_gemm"),
+            ("im2col", "sgemm", "sgemm_hopper", "conv2d_gemm", "sgemm_bf16"),
             # versions 10, 11 and 13 to 16 of the GEMM need a Hopper GPU
             more_benchmarks=("sgemm_tensor_cores", "sgemm_bf16"),
             # the upper rungs of the GEMM ladders, one exercise each
             more_assignments=("gemm_ladder",)),
-    Chapter(5, "capsules", "Capsule networks", ("capsules",),
+    Chapter(5, "capsules", "Capsule networks", ("capsules", "capsules_fast"),
             ("capsule_prediction", "capsule_prediction_backward", "capsule_routing")),
-    Chapter(6, "large_margin_softmax", "Large-margin softmax", ("large_margin_softmax",), ("lsoftmax",),
-            graded_end_to_end=True),
+    Chapter(6, "large_margin_softmax", "Large-margin softmax", ("large_margin_softmax", "large_margin_softmax_fast"),
+            ("lsoftmax",)),
     # kernels/index_notation/: the language, and generated.py, the records of the kernels it writes (no .cu file)
-    Chapter(7, "index_notation", "Index notation", ("index_notation",), (), graded_end_to_end=True),
+    Chapter(7, "index_notation", "Index notation", ("index_notation",), ()),
     # Read after the GEMM and convolution part (_toc.yml); numbered last so that no assignment is renamed.
-    Chapter(8, "attention", "Attention", ("attention", "attention_backward"), ("attention", "attention_bf16")),
+    Chapter(8, "attention", "Attention", ("attention", "attention_tensor_cores", "attention_backward"),
+            ("attention", "attention_bf16")),
 )
 
 

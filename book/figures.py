@@ -6,9 +6,9 @@
 peaks (:mod:`kernels.tools.roofline` computes them).  The mapping pictures
 draw what :mod:`book.tile_geometry` computes with the kernels' own index
 formulas and tile sizes: ``draw_conv_tiles`` (a block of the tiled direct
-convolution, its output tile and halo), ``draw_sgemm_ladder`` (block, warp and
-thread tiles of every SGEMM step), ``draw_unrolled_product`` (im2col's
-unrolled input beside the filter matrix), ``draw_capsule_access_patterns``
+convolution, its output tile and halo), ``draw_sgemm_tiling`` (block, warp and
+thread tiles of an SGEMM step; :mod:`book.gemm_figures` draws one a step),
+``draw_unrolled_product`` (im2col's unrolled input beside the filter matrix), ``draw_capsule_access_patterns``
 (the bytes a warp stores and loads in capsule versions 3 and 4) and
 ``draw_fc_tiling`` (a block of the tiled dense layer, its strips of X and W cut
 into the phases of its k loop).
@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.runtime.versions import versions
+from book.tile_geometry import (WarpAccess, capsule_warp_stores, capsule_warp_weight_loads, conv_tiled_block,
+                                 fc_thread_reads, fc_tiled_block)
+from kernels.conv import conv2d, im2col
 from kernels.tools.roofline import Achieved, Peaks
 
 
@@ -121,14 +123,11 @@ def draw_reduction_tree(values) -> None:
     plt.show()
 
 
-def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=None, title: str | None = None):
-    """Draw the roofline of ``peaks`` (log-log) with one labelled marker per kernel in ``points``."""
-    import matplotlib.pyplot as plt
-
-    points = points or {}
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7.5, 4.8))
-    intensities = [a.intensity for a in points.values() if np.isfinite(a.intensity) and a.intensity > 0]
+def draw_roofs(ax, peaks: Peaks, intensities=(), title: str | None = None):
+    """The roofline of ``peaks`` on ``ax`` (log-log): the memory and FP32 roofs, the ridge, a box with their
+    figures, labelled axes, and an x range that holds ``intensities`` (flop per byte).  Returns the roof's lowest
+    drawn value, for the y range."""
+    intensities = [i for i in intensities if np.isfinite(i) and i > 0]
     lo = min([peaks.ridge_intensity / 100] + [i / 2 for i in intensities])
     hi = max([peaks.ridge_intensity * 20] + [i * 2 for i in intensities])
     x = np.logspace(np.log10(lo), np.log10(hi), 200)
@@ -139,30 +138,41 @@ def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=No
             f"FP32 roof: {peaks.fp32_gflops / 1e3:,.1f} TFLOP/s\nridge: {peaks.ridge_intensity:.1f} flop/B",
             transform=ax.transAxes, va="top", fontsize=8.5,
             bbox=dict(boxstyle="round", facecolor="white", edgecolor="lightgray"))
+    ax.set_xlabel("arithmetic intensity (flop per byte moved)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_ylim(roof.min() / 3, peaks.fp32_gflops * 3)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.set_title(title or f"Roofline of {peaks.device} (measured {peaks.measured or 'now'})", fontsize=10)
+    return roof.min()
+
+
+def plot_roofline(peaks: Peaks, points: dict[str, Achieved] | None = None, ax=None, title: str | None = None):
+    """Draw the roofline of ``peaks`` (log-log) with one labelled marker per kernel in ``points``."""
+    import matplotlib.pyplot as plt
+
+    points = points or {}
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7.5, 4.8))
+    draw_roofs(ax, peaks, [a.intensity for a in points.values()], title)
     markers = "osD^vP*X"
     for k, (label, a) in enumerate(points.items()):
         if a.gflops <= 0:  # a copy does no arithmetic: it has no place on a log-log roofline
             continue
         ax.plot(a.intensity, a.gflops, markers[k % len(markers)], markersize=8, label=f"{label} ({a.percent_of_limit:.0f} % of roof)")
-    ax.set_xlabel("arithmetic intensity (flop per byte moved)")
-    ax.set_ylabel("GFLOP/s")
-    ax.set_ylim(roof.min() / 3, peaks.fp32_gflops * 3)
-    ax.grid(True, which="both", alpha=0.25)
     if points:
         ax.legend(fontsize=8, loc="lower right")
-    ax.set_title(title or f"Roofline of {peaks.device} (measured {peaks.measured or 'now'})", fontsize=10)
     return ax
 
 
 # --------------------------------------------------------------------------- mapping pictures
 # Who touches what: drawn from book.tile_geometry, which applies the kernels' own index formulas.
 
-_FONT = 9.5  # the smallest label: the figures below are sized for the page column at this size
+FONT_SIZE = 9.5  # the smallest label: the figures below are sized for the page column at this size
 _TILE, _HALO = "#9cc3e6", "#f8c997"  # a block's output tile and the halo of its input tile
-_SLICE, _THREAD1 = "#cfe0f3", (0.85, 0.1, 0.1, 1.0)  # a slice of A or B; thread 1's elements
+SLICE_COLOUR, THREAD1_COLOUR = "#cfe0f3", (0.85, 0.1, 0.1, 1.0)  # a slice of A or B; thread 1's elements
 
 
-def _rect(ax, row0, col0, rows, cols, **style):
+def draw_rect(ax, row0, col0, rows, cols, **style):
     """A rectangle in (row, column) units, rows growing downwards."""
     from matplotlib.patches import Rectangle
 
@@ -174,44 +184,43 @@ def draw_conv_tile(ax, tile, H: int, W: int, K: int, title: str = ""):
     of K - 1 rows and columns that completes its input tile in shared memory (orange), the part of
     that tile beyond the map (loaded as zeros, hatched), the outputs beyond the output map (not
     written, hatched) and the K x K window of the block's last thread (red)."""
-    from book.tile_geometry import conv_tiled_block
 
     t = conv_tiled_block(tile, H, W, K)
     h0, w0, ext, _ = t.input
-    _rect(ax, 0, 0, H, W, facecolor="#f4f4f4", edgecolor="black", linewidth=1.0)
+    draw_rect(ax, 0, 0, H, W, facecolor="#f4f4f4", edgecolor="black", linewidth=1.0)
     for k in range(1, max(H, W)):  # a faint pixel grid over the map
         if k < H:
             ax.plot([0, W], [k, k], color="white", linewidth=0.5, alpha=0.8, zorder=2)
         if k < W:
             ax.plot([k, k], [0, H], color="white", linewidth=0.5, alpha=0.8, zorder=2)
-    _rect(ax, *t.input, facecolor=_HALO, edgecolor="tab:orange", linewidth=1.5)
-    _rect(ax, *t.output, facecolor=_TILE, edgecolor="tab:blue", linewidth=1.5)
-    _rect(ax, 0, 0, H - K + 1, W - K + 1, fill=False, edgecolor="black", linewidth=1.2, linestyle="--", zorder=3)
+    draw_rect(ax, *t.input, facecolor=_HALO, edgecolor="tab:orange", linewidth=1.5)
+    draw_rect(ax, *t.output, facecolor=_TILE, edgecolor="tab:blue", linewidth=1.5)
+    draw_rect(ax, 0, 0, H - K + 1, W - K + 1, fill=False, edgecolor="black", linewidth=1.2, linestyle="--", zorder=3)
     lr, lc, lrows, lcols = t.loaded
     if lrows < ext:  # rows of the input tile below the map
-        _rect(ax, lr + lrows, w0, ext - lrows, ext, fill=False, hatch="xx", edgecolor="gray", linewidth=0)
+        draw_rect(ax, lr + lrows, w0, ext - lrows, ext, fill=False, hatch="xx", edgecolor="gray", linewidth=0)
     if lcols < ext:
-        _rect(ax, h0, lc + lcols, lrows, ext - lcols, fill=False, hatch="xx", edgecolor="gray", linewidth=0)
+        draw_rect(ax, h0, lc + lcols, lrows, ext - lcols, fill=False, hatch="xx", edgecolor="gray", linewidth=0)
     orow, ocol, T, _ = t.output
     _, _, wrows, wcols = t.written
     # outputs of the tile beyond the output map: computed, not stored
     if wrows < T:
-        _rect(ax, orow + wrows, ocol, T - wrows, T, fill=False, hatch="////", edgecolor="white", linewidth=0)
+        draw_rect(ax, orow + wrows, ocol, T - wrows, T, fill=False, hatch="////", edgecolor="white", linewidth=0)
     if wcols < T:
-        _rect(ax, orow, ocol + wcols, wrows, T - wcols, fill=False, hatch="////", edgecolor="white", linewidth=0)
-    _rect(ax, orow + T - 1, ocol + T - 1, K, K, fill=False, edgecolor="red", linewidth=2.0, zorder=3)
+        draw_rect(ax, orow, ocol + wcols, wrows, T - wcols, fill=False, hatch="////", edgecolor="white", linewidth=0)
+    draw_rect(ax, orow + T - 1, ocol + T - 1, K, K, fill=False, edgecolor="red", linewidth=2.0, zorder=3)
     ax.annotate(f"output tile {T}×{T}", (ocol + T / 2, orow + T / 2), ha="center", va="center",
-                fontsize=_FONT + 0.5, color="black")
+                fontsize=FONT_SIZE + 0.5, color="black")
     ax.annotate(f"input tile {ext}×{ext} = {T} + {K} − 1", (ocol + ext, orow + ext + 0.4), ha="right",
-                va="top", fontsize=_FONT, color="tab:orange", annotation_clip=False,
+                va="top", fontsize=FONT_SIZE, color="tab:orange", annotation_clip=False,
                 bbox=dict(facecolor="white", edgecolor="none", pad=1.0), zorder=4)
     size = max(H, W, h0 + ext, w0 + ext)
     ax.set_xlim(-0.5, size + 0.5)
     ax.set_ylim(size + 3.2, -0.5)
     ax.set_aspect("equal")
     ax.set_xticks(sorted({0, w0, W})); ax.set_yticks(sorted({0, h0, H}))
-    ax.tick_params(labelsize=_FONT)
-    ax.set_title(title or f"block {tile}: tile at row {h0}, column {w0}", fontsize=_FONT + 1)
+    ax.tick_params(labelsize=FONT_SIZE)
+    ax.set_title(title or f"block {tile}: tile at row {h0}, column {w0}", fontsize=FONT_SIZE + 1)
     return t
 
 
@@ -220,7 +229,6 @@ def draw_conv_tiles(H: int, W: int, K: int, tiles=None):
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from kernels.conv import conv2d
 
     H_grid, W_grid = conv2d.tile_grid(H - K + 1, W - K + 1)
     tiles = (0, H_grid * W_grid - 1) if tiles is None else tuple(tiles)
@@ -232,8 +240,8 @@ def draw_conv_tiles(H: int, W: int, K: int, tiles=None):
                Patch(facecolor=_TILE, hatch="////", edgecolor="white", label="beyond the output map: not stored"),
                Patch(fill=False, edgecolor="red", linewidth=2, label=f"{K}×{K} window of the block's last thread"),
                Patch(fill=False, edgecolor="black", linestyle="--", label="output map (pixel at its window's corner)")]
-    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=_FONT, frameon=False)
-    fig.suptitle(f"{H}×{W} input map, {K}×{K} filters: which pixels one block loads into shared memory", fontsize=_FONT + 1.5)
+    fig.legend(handles=handles, loc="lower center", ncol=2, fontsize=FONT_SIZE, frameon=False)
+    fig.suptitle(f"{H}×{W} input map, {K}×{K} filters: which pixels one block loads into shared memory", fontsize=FONT_SIZE + 1.5)
     fig.tight_layout(rect=(0, 0.16, 1, 0.97))
     return fig, drawn
 
@@ -251,61 +259,30 @@ def draw_sgemm_tiling(ax, tiling, title: str = ""):
     warps = tiling.owner // 32
     palette = plt.get_cmap("Pastel1")
     image = np.array([palette(w % 8) for w in warps.ravel()]).reshape(bm, bn, 4)
-    for thread, color in ((0, (0, 0, 0, 1)), (1, _THREAD1)):
+    for thread, color in ((0, (0, 0, 0, 1)), (1, THREAD1_COLOUR)):
         image[tiling.owner == thread] = color
     ax.imshow(image, extent=(0, bn, bm, 0), interpolation="nearest")
-    _rect(ax, 0, 0, bm, bn, fill=False, edgecolor="black", linewidth=1.0)
+    draw_rect(ax, 0, 0, bm, bn, fill=False, edgecolor="black", linewidth=1.0)
     rows, cols = tiling.elements_of(0)
-    style = dict(facecolor=_SLICE, edgecolor="tab:blue", linewidth=0.8)
-    _rect(ax, 0, -gap - bk, bm, bk, **style)  # A: the tile's rows, k_step columns
-    _rect(ax, -gap - bk, 0, bk, bn, **style)  # B: k_step rows, the tile's columns
+    style = dict(facecolor=SLICE_COLOUR, edgecolor="tab:blue", linewidth=0.8)
+    draw_rect(ax, 0, -gap - bk, bm, bk, **style)  # A: the tile's rows, k_step columns
+    draw_rect(ax, -gap - bk, 0, bk, bn, **style)  # B: k_step rows, the tile's columns
     for r in set(rows.tolist()):
-        _rect(ax, r, -gap - bk, 1, bk, facecolor="black", linewidth=0)
+        draw_rect(ax, r, -gap - bk, 1, bk, facecolor="black", linewidth=0)
     for c in set(cols.tolist()):
-        _rect(ax, -gap - bk, c, bk, 1, facecolor="black", linewidth=0)
+        draw_rect(ax, -gap - bk, c, bk, 1, facecolor="black", linewidth=0)
     where = "in shared memory" if tiling.shared else "from global memory"
-    ax.text(-gap - bk - scale / 40, bm / 2, f"A {bm}×{bk}", rotation=90, ha="right", va="center", fontsize=_FONT)
-    ax.text(bn / 2, -gap - bk - scale / 40, f"B {bk}×{bn}", ha="center", va="bottom", fontsize=_FONT)
+    ax.text(-gap - bk - scale / 40, bm / 2, f"A {bm}×{bk}", rotation=90, ha="right", va="center", fontsize=FONT_SIZE)
+    ax.text(bn / 2, -gap - bk - scale / 40, f"B {bk}×{bn}", ha="center", va="bottom", fontsize=FONT_SIZE)
     tm, tn = tiling.thread_tile
     ax.text(-gap - bk, bm + gap / 2, f"C {bm}×{bn}: {tiling.threads} threads × {tm}×{tn}\n"
             f"k-step of {bk} {where}" + ("\nK split among blocks (blockIdx.z)" if tiling.k_split else ""),
-            ha="left", va="top", fontsize=_FONT)
+            ha="left", va="top", fontsize=FONT_SIZE)
     ax.set_xlim(-gap - bk - scale / 7, max(bn, scale * 0.75) + scale / 40)
     ax.set_ylim(bm + scale * 0.42, -gap - bk - scale / 6)
     ax.set_aspect("equal")
     ax.set_axis_off()
-    ax.set_title(title or f"{tiling.step}. {tiling.name}", fontsize=_FONT + 1.5, loc="left", fontweight="bold")
-
-
-def draw_sgemm_ladder(names=None, columns: int = 3):
-    """:func:`draw_sgemm_tiling` for every step of the ladder (``versions(sgemm.KERNELS)``), a panel each, plus a key."""
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    from book.tile_geometry import sgemm_tiling
-    from kernels.gemm import sgemm
-
-    names = list(versions(sgemm.KERNELS)) if names is None else list(names)
-    tilings = [sgemm_tiling(n) for n in names]
-    panels = len(tilings) + 1
-    rows = -(-panels // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(3.0 * columns, 3.3 * rows), squeeze=False)
-    flat = axes.ravel()
-    for ax, tiling in zip(flat, tilings):
-        draw_sgemm_tiling(ax, tiling)
-    palette = plt.get_cmap("Pastel1")
-    key = flat[len(tilings)]
-    key.set_axis_off()
-    handles = [Patch(facecolor=palette(0), label="warp 0"), Patch(facecolor=palette(1), label="warp 1"),
-               Patch(facecolor=palette(2), label="warp 2, …"), Patch(facecolor="black", label="thread 0's results,\nand what it reads of A, B"),
-               Patch(facecolor=_THREAD1, label="thread 1's results"),
-               Patch(facecolor=_SLICE, edgecolor="tab:blue", label="slice of A and of B\nread per k-step")]
-    key.legend(handles=handles, loc="center", fontsize=_FONT + 0.5, frameon=False,
-               title="each tile to its own scale", title_fontsize=_FONT + 0.5)
-    for ax in flat[len(tilings) + 1:]:
-        ax.set_axis_off()
-    fig.tight_layout()
-    return fig, tilings
+    ax.set_title(title or f"{tiling.step}. {tiling.name}", fontsize=FONT_SIZE + 1.5, loc="left", fontweight="bold")
 
 
 def draw_unrolled_product(x, filters, pixel: int = 0):
@@ -315,7 +292,6 @@ def draw_unrolled_product(x, filters, pixel: int = 0):
     product Y[0, pixel] are outlined in red.  ``x``: (C, H, W) maps; ``filters``: (M, C, K, K)."""
     import matplotlib.pyplot as plt
 
-    from kernels.conv import im2col
 
     x = np.asarray(x)
     filters = np.asarray(filters)
@@ -335,21 +311,21 @@ def draw_unrolled_product(x, filters, pixel: int = 0):
     gx, gy = rows + 1, rows + 1  # where Y's top-left corner is
     red = dict(fill=False, edgecolor="red", linewidth=2.2)
 
-    def cell(row, col, value, face, size=_FONT):
-        _rect(ax, row, col, 1, 1, facecolor=face, edgecolor="black", linewidth=0.6)
+    def cell(row, col, value, face, size=FONT_SIZE):
+        draw_rect(ax, row, col, 1, 1, facecolor=face, edgecolor="black", linewidth=0.6)
         ax.text(col + 0.5, row + 0.5, f"{value:g}", ha="center", va="center", fontsize=size)
 
     for r in range(rows):  # U, above Y
         for p in range(P):
             cell(r, gx + p, U[r, p], colors[r // band])
-    _rect(ax, 0, gx + pixel, rows, 1, **red)
+    draw_rect(ax, 0, gx + pixel, rows, 1, **red)
     for m in range(M):  # W, left of Y
         for r in range(rows):
             cell(gy + m, r, Wmat[m, r], colors[r // band])
         for p in range(P):
             cell(gy + m, gx + p, Y[m, p], "white")
-    _rect(ax, gy, 0, 1, rows, **red)
-    _rect(ax, gy, gx + pixel, 1, 1, **red)
+    draw_rect(ax, gy, 0, 1, rows, **red)
+    draw_rect(ax, gy, gx + pixel, 1, 1, **red)
     ph, pw = divmod(pixel, W_out)
     for c in range(C):  # the input maps beside their bands of U
         top = c * band + (band - H) / 2
@@ -357,17 +333,17 @@ def draw_unrolled_product(x, filters, pixel: int = 0):
         for h in range(H):
             for w in range(Wd):
                 cell(top + h, left + w, x[c, h, w], colors[c])
-        _rect(ax, top + ph, left + pw, K, K, **red)
-        ax.text(left - 0.4, top + H / 2, f"input map {c}", ha="right", va="center", fontsize=_FONT)
+        draw_rect(ax, top + ph, left + pw, K, K, **red)
+        ax.text(left - 0.4, top + H / 2, f"input map {c}", ha="right", va="center", fontsize=FONT_SIZE)
         ax.annotate("", (gx - 0.1, c * band + band / 2), (left + Wd + 0.1, top + H / 2),
                     arrowprops=dict(arrowstyle="->", color="gray"))
     ax.text(gx + P / 2, -0.3, f"unrolled input U\n{rows} × {P} (column = output pixel)", ha="center", va="bottom",
-            fontsize=_FONT + 0.5)
+            fontsize=FONT_SIZE + 0.5)
     ax.text(rows / 2, gy + M + 0.3, f"filter matrix Wmat: {M} × {rows} (row = output map)", ha="center", va="top",
-            fontsize=_FONT + 0.5)
-    ax.text(gx + P / 2, gy + M + 0.3, f"Y = Wmat U\n{M} × {P}", ha="center", va="top", fontsize=_FONT + 0.5)
+            fontsize=FONT_SIZE + 0.5)
+    ax.text(gx + P / 2, gy + M + 0.3, f"Y = Wmat U\n{M} × {P}", ha="center", va="top", fontsize=FONT_SIZE + 0.5)
     ax.text(rows / 2, gy + M + 1.3, f"red: row 0 of Wmat · column {pixel} of U = Y[0, {pixel}] = {Y[0, pixel]:g}",
-            ha="center", va="top", fontsize=_FONT + 0.5, color="red")
+            ha="center", va="top", fontsize=FONT_SIZE + 0.5, color="red")
     ax.set_xlim(-4.2, gx + P + 0.3)
     ax.set_ylim(gy + M + 2.3, -2.6)
     ax.set_aspect("equal")
@@ -383,26 +359,26 @@ def draw_warp_accesses(ax, accesses, span: int, title: str, sector: int = 32):
     cmap = plt.get_cmap("viridis")
     lanes = len(accesses[0].start)
     for row, access in enumerate(accesses):
-        _rect(ax, row, 0, 0.8, span, facecolor="#f4f4f4", edgecolor="none")
+        draw_rect(ax, row, 0, 0.8, span, facecolor="#f4f4f4", edgecolor="none")
         for lane, start in enumerate(access.start):
             if start < span:
-                _rect(ax, row, start, 0.8, min(access.width, span - start), facecolor=cmap(lane / max(1, lanes - 1)),
+                draw_rect(ax, row, start, 0.8, min(access.width, span - start), facecolor=cmap(lane / max(1, lanes - 1)),
                       edgecolor="none")
         used = access.width * len(access.start)
-        ax.text(-4, row + 0.4, access.label, ha="right", va="center", fontsize=_FONT, family="monospace")
+        ax.text(-4, row + 0.4, access.label, ha="right", va="center", fontsize=FONT_SIZE, family="monospace")
         ax.text(span + 6, row + 0.4, f"{len(access.sectors(sector))} sectors for {used} B", ha="left", va="center",
-                fontsize=_FONT)
+                fontsize=FONT_SIZE)
     for b in range(0, span + 1, sector):
         ax.plot([b, b], [-0.1, len(accesses) - 0.1], color="white" if b % 128 else "gray", linewidth=0.5)
     ax.set_xlim(-4, span)
     ax.set_ylim(len(accesses), -0.2)
     ax.set_yticks([])
     ax.set_xticks(range(0, span + 1, 128))
-    ax.set_xlabel(f"byte offset (white rules: {sector}-byte sectors)", fontsize=_FONT)
-    ax.tick_params(labelsize=_FONT)
+    ax.set_xlabel(f"byte offset (white rules: {sector}-byte sectors)", fontsize=FONT_SIZE)
+    ax.tick_params(labelsize=FONT_SIZE)
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
-    ax.set_title(title, fontsize=_FONT + 1, loc="left")
+    ax.set_title(title, fontsize=FONT_SIZE + 1, loc="left")
 
 
 def draw_capsule_access_patterns(in_dim: int, out_caps: int, out_dim: int):
@@ -410,7 +386,6 @@ def draw_capsule_access_patterns(in_dim: int, out_caps: int, out_dim: int):
     one sample (every lane of the warp), and the bytes of W[i] it loads first (the first 4 lanes)."""
     import matplotlib.pyplot as plt
 
-    from book.tile_geometry import WarpAccess, capsule_warp_stores, capsule_warp_weight_loads
 
     stores = [("v3 ", a) for a in capsule_warp_stores(3, out_caps, out_dim)] + \
              [("v4 ", a) for a in capsule_warp_stores(4, out_caps, out_dim)]
@@ -444,7 +419,6 @@ def draw_fc_tiling(n: int = 32, k: int = 56, m: int = 32, block=(1, 1), thread=(
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from book.tile_geometry import fc_thread_reads, fc_tiled_block
 
     b = fc_tiled_block(n, k, m, block, tile)
     T = b.tile
@@ -456,9 +430,9 @@ def draw_fc_tiling(n: int = 32, k: int = 56, m: int = 32, block=(1, 1), thread=(
     ox, oy = width + gap, width + gap  # Y's top-left corner: X to its left, W^T above it
     fig, ax = plt.subplots(figsize=(7.6, 7.4))
     grey = dict(facecolor="#ececec", edgecolor="black", linewidth=1.0)
-    _rect(ax, oy, 0, n, k, **grey)  # X: n x k
-    _rect(ax, 0, ox, k, m, **grey)  # W^T: k x m
-    _rect(ax, oy, ox, n, m, **grey)  # Y: n x m
+    draw_rect(ax, oy, 0, n, k, **grey)  # X: n x k
+    draw_rect(ax, 0, ox, k, m, **grey)  # W^T: k x m
+    draw_rect(ax, oy, ox, n, m, **grey)  # Y: n x m
     for r in range(T, max(n, m, k), T):  # tile boundaries, as faint rules
         for (y0, x0, rows, cols) in ((oy, 0, n, k), (0, ox, k, m), (oy, ox, n, m)):
             if r < cols:
@@ -470,43 +444,43 @@ def draw_fc_tiling(n: int = 32, k: int = 56, m: int = 32, block=(1, 1), thread=(
         k0 = p * T
         style = dict(facecolor=_PHASE0, edgecolor="tab:orange", linewidth=1.6, zorder=3) if p == 0 else \
             dict(fill=False, edgecolor="tab:orange", linewidth=1.6, linestyle="--", zorder=3)
-        _rect(ax, oy + xr0, k0, T, T, **style)  # the tile of X rows loaded in phase p
-        _rect(ax, k0, ox + wr0, T, T, **style)  # the tile of W rows (W^T columns) loaded in phase p
+        draw_rect(ax, oy + xr0, k0, T, T, **style)  # the tile of X rows loaded in phase p
+        draw_rect(ax, k0, ox + wr0, T, T, **style)  # the tile of W rows (W^T columns) loaded in phase p
         if len(ks) < T:  # beyond k: the kernel stores zeros
             pad = T - len(ks)
-            _rect(ax, oy + xr0, k0 + len(ks), T, pad, fill=False, hatch="xx", edgecolor="gray", linewidth=0, zorder=3)
-            _rect(ax, k0 + len(ks), ox + wr0, pad, T, fill=False, hatch="xx", edgecolor="gray", linewidth=0, zorder=3)
+            draw_rect(ax, oy + xr0, k0 + len(ks), T, pad, fill=False, hatch="xx", edgecolor="gray", linewidth=0, zorder=3)
+            draw_rect(ax, k0 + len(ks), ox + wr0, pad, T, fill=False, hatch="xx", edgecolor="gray", linewidth=0, zorder=3)
         if p > 0:  # named at the middle of the part inside the matrices
             middle = k0 + len(ks) / 2
-            ax.text(middle, oy + xr0 + T / 2, f"phase {p}", ha="center", va="center", fontsize=_FONT, zorder=4,
+            ax.text(middle, oy + xr0 + T / 2, f"phase {p}", ha="center", va="center", fontsize=FONT_SIZE, zorder=4,
                     rotation=0 if len(ks) > T / 2 else 90)
-            ax.text(ox + wr0 + T / 2, middle, f"phase {p}", ha="center", va="center", fontsize=_FONT,
+            ax.text(ox + wr0 + T / 2, middle, f"phase {p}", ha="center", va="center", fontsize=FONT_SIZE,
                     rotation=90 if len(ks) > T / 2 else 0, zorder=4)
-    ax.text(T / 2, oy + xr0 + T / 2 - 3, "phase 0\nXs", ha="center", va="center", fontsize=_FONT, zorder=4)
-    ax.text(ox + wr0 + T / 2 + 3, T / 2, "phase 0\nWs", ha="center", va="center", fontsize=_FONT, zorder=4)
+    ax.text(T / 2, oy + xr0 + T / 2 - 3, "phase 0\nXs", ha="center", va="center", fontsize=FONT_SIZE, zorder=4)
+    ax.text(ox + wr0 + T / 2 + 3, T / 2, "phase 0\nWs", ha="center", va="center", fontsize=FONT_SIZE, zorder=4)
     # the block's tile of Y and one thread's element of it
     orow, ocol = b.output[:2]
-    _rect(ax, oy + orow, ox + ocol, T, T, facecolor=_TILE, edgecolor="tab:blue", linewidth=1.8, zorder=3)
+    draw_rect(ax, oy + orow, ox + ocol, T, T, facecolor=_TILE, edgecolor="tab:blue", linewidth=1.8, zorder=3)
     i, j = orow + ty, ocol + tx
-    _rect(ax, oy + i, ox + j, 1, 1, facecolor=_READ, edgecolor=_READ, zorder=5)
+    draw_rect(ax, oy + i, ox + j, 1, 1, facecolor=_READ, edgecolor=_READ, zorder=5)
     xs_row, ws_row = fc_thread_reads(thread, T)
-    _rect(ax, oy + xr0 + xs_row[0][0], 0, 1, T, facecolor=_READ, edgecolor=_READ, zorder=5)  # row ty of Xs
-    _rect(ax, 0, ox + wr0 + ws_row[0][0], T, 1, facecolor=_READ, edgecolor=_READ, zorder=5)  # row tx of Ws
+    draw_rect(ax, oy + xr0 + xs_row[0][0], 0, 1, T, facecolor=_READ, edgecolor=_READ, zorder=5)  # row ty of Xs
+    draw_rect(ax, 0, ox + wr0 + ws_row[0][0], T, 1, facecolor=_READ, edgecolor=_READ, zorder=5)  # row tx of Ws
     ax.plot([T, ox + j], [oy + i + 0.5, oy + i + 0.5], color=_READ, linewidth=0.8, linestyle=":", zorder=4)
     ax.plot([ox + j + 0.5, ox + j + 0.5], [T, oy + i], color=_READ, linewidth=0.8, linestyle=":", zorder=4)
     ax.text(ox + ocol + T / 2, oy + orow + 3, f"block ({b.block[0]}, {b.block[1]})\n{T}×{T} of Y", ha="center",
-            va="center", fontsize=_FONT, zorder=6)
+            va="center", fontsize=FONT_SIZE, zorder=6)
     # names and sizes of the matrices
-    ax.text(k / 2, oy + n + 1, f"X: {n} × {k}\n(samples × inputs)", ha="center", va="top", fontsize=_FONT + 0.5)
+    ax.text(k / 2, oy + n + 1, f"X: {n} × {k}\n(samples × inputs)", ha="center", va="top", fontsize=FONT_SIZE + 0.5)
     ax.text(ox + m / 2, oy + n + 1, f"Y = X Wᵀ: {n} × {m}\n(samples × outputs)", ha="center", va="top",
-            fontsize=_FONT + 0.5)
+            fontsize=FONT_SIZE + 0.5)
     ax.text(ox + m + 1, k / 2, f"Wᵀ: {k} × {m}\n(W's rows\nas columns)", ha="left", va="center",
-            fontsize=_FONT + 0.5)
-    ax.text(-1, oy + xr0 + T / 2, f"X rows\n{xr0}–{xr0 + T - 1}", ha="right", va="center", fontsize=_FONT)
-    ax.text(ox + wr0 + T / 2, -1, f"W rows {wr0}–{wr0 + T - 1}", ha="center", va="bottom", fontsize=_FONT)
+            fontsize=FONT_SIZE + 0.5)
+    ax.text(-1, oy + xr0 + T / 2, f"X rows\n{xr0}–{xr0 + T - 1}", ha="right", va="center", fontsize=FONT_SIZE)
+    ax.text(ox + wr0 + T / 2, -1, f"W rows {wr0}–{wr0 + T - 1}", ha="center", va="bottom", fontsize=FONT_SIZE)
     ax.text(width / 2, oy - 1, f"k = 0 … {k - 1}: {len(b.phases)} phases of {T} →", ha="center", va="bottom",
-            fontsize=_FONT)
-    ax.text(ox - 1, width / 2, f"k = 0 … {k - 1} →", ha="right", va="center", fontsize=_FONT, rotation=-90)
+            fontsize=FONT_SIZE)
+    ax.text(ox - 1, width / 2, f"k = 0 … {k - 1} →", ha="right", va="center", fontsize=FONT_SIZE, rotation=-90)
     handles = [Patch(facecolor=_TILE, edgecolor="tab:blue",
                      label=f"the {T}×{T} outputs that\nblock ({b.block[0]}, {b.block[1]}) computes"),
                Patch(facecolor=_PHASE0, edgecolor="tab:orange", label="phase 0: the tiles in\nshared memory (Xs, Ws)"),
@@ -515,13 +489,13 @@ def draw_fc_tiling(n: int = 32, k: int = 56, m: int = 32, block=(1, 1), thread=(
                Patch(facecolor=_READ, edgecolor=_READ,
                      label=f"thread (tx={tx}, ty={ty}): its Y[{i}, {j}],\nrow {ty} of Xs and row {tx} of Ws\nin phase 0")]
     # the key fills the corner that X and Wᵀ leave empty, above X and left of Wᵀ
-    ax.legend(handles=handles, loc="upper left", fontsize=_FONT, frameon=False, labelspacing=0.9,
+    ax.legend(handles=handles, loc="upper left", fontsize=FONT_SIZE, frameon=False, labelspacing=0.9,
               borderaxespad=0.2)
     ax.set_xlim(-9, ox + m + 12)
     ax.set_ylim(oy + n + 6, -3)
     ax.set_aspect("equal")
     ax.set_axis_off()
     ax.set_title(f"Y = X Wᵀ in tiles of FC_TILE = {T}: what one block stages through shared memory",
-                 fontsize=_FONT + 1.5, pad=14)
+                 fontsize=FONT_SIZE + 1.5, pad=14)
     fig.tight_layout()
     return fig, b

@@ -27,9 +27,13 @@ def show_kernel(topic: str, name: str) -> None:
     display(kernel_listing(topic, name))
 
 
-def show_python(obj) -> None:
+def python_listing(obj) -> Code:
     """A function, method or class as Python; a method without its class's indent."""
-    display(Code(textwrap.dedent(inspect.getsource(obj)), language="python"))
+    return Code(textwrap.dedent(inspect.getsource(obj)), language="python")
+
+
+def show_python(obj) -> None:
+    display(python_listing(obj))
 
 
 def excerpt(source: str, start: str, end: str | None = None) -> str:

@@ -11,7 +11,7 @@ sentence reads are named by the constants of the benchmark that writes them.
 
 from __future__ import annotations
 
-from benchmarks import attention, capsules, cnn, conv_as_gemm, cuda_from_python, perceptrons_mlp, profiles
+from benchmarks import attention, capsules, cnn, conv_as_gemm, cuda_from_python, index_notation, perceptrons_mlp, profiles
 from benchmarks import sgemm_tensor_cores as tensor_cores
 from book.speed_figures import SpeedFigures
 from kernels.attention import attention_bf16
@@ -92,19 +92,76 @@ def elementwise_against_library(data: dict, groups=cuda_from_python.ELEMENTWISE)
 
 
 def bandwidth_roof(data: dict) -> str:
-    """Which roof the percentages use, and whether something measured went past it."""
+    """The physical limit of the recorded run: the memory's peak by its specification, the fastest copy measured
+    (the book's and the libraries'), and the yardstick the tables' percentages use."""
     copy_gbs = data["peaks"]["bandwidth_gbs"]
-    fastest = max((r for r in data.get("results", []) if r["kind"] == "peer" and r.get("gbs")),
-                  key=lambda r: r["gbs"], default=None)
+    rows = [r for r in data.get("results", []) if r.get("gbs")]
+    copies = [r for r in rows if r["group"] == cuda_from_python.COPY]
+    ours = max((r for r in copies if r["kind"] == "kernel"), key=lambda r: r["gbs"], default=None)
+    library = max((r for r in copies if r["kind"] == "peer"), key=lambda r: r["gbs"], default=None)
+    fastest = max(rows, key=lambda r: r["gbs"], default=None)
     dram = dram_bandwidth_gbs(data)
-    text = (f"The 100 % line is our `{cuda_from_python.PEAK_COPY}`'s bandwidth, {copy_gbs:,.0f} GB/s: "
-            f"a measured floor for what the card can do, not its ceiling.")
-    if fastest and fastest["gbs"] > copy_gbs * (1 + SAME_SPEED / 5):
-        text += (f" `{fastest['name']}` moved {fastest['gbs']:,.0f} GB/s, "
-                 f"{fastest['gbs'] / copy_gbs:.0%} of it, so a better copy exists.")
+    device = data.get("device", {})
+    text = ""
     if dram:
-        text += (f" The memory's theoretical bandwidth, from the clock and bus width the driver reports "
-                 f"for the {device_name(data)}, is {dram:,.0f} GB/s; no kernel reaches it.")
+        text += (f"On the {device_name(data)} the memory's peak, by its specification, is {dram:,.0f} GB/s: two "
+                 f"transfers per clock of {device['memory_clock_mhz']:,.0f} MHz on a {device['memory_bus_bits']:,}-bit "
+                 f"bus. ")
+    measured = []
+    if ours:
+        measured.append(f"the book's fastest copy, `{ours['name']}`, moved {ours['gbs']:,.0f} GB/s"
+                        + (f" ({ours['gbs'] / dram:.0%} of the peak)" if dram else ""))
+    if library:
+        measured.append(f"`{library['name']}` {library['gbs']:,.0f} GB/s"
+                        + (f" ({library['gbs'] / dram:.0%})" if dram else ""))
+    if measured:
+        text += "In the same run " + " and ".join(measured) + ". "
+    if fastest and fastest not in (ours, library) and fastest["gbs"] > max(r["gbs"] for r in copies):
+        text += (f"Faster than any copy was `{fastest['name']}` ({fastest['group']}), {fastest['gbs']:,.0f} GB/s. ")
+    text += (f"The 100 % line of the tables below is `{cuda_from_python.PEAK_COPY}`'s {copy_gbs:,.0f} GB/s: a "
+             f"yardstick measured in the same run, not the ceiling")
+    beyond = [r for r in rows if r["gbs"] > copy_gbs * (1 + SAME_SPEED / 5)]
+    if beyond:
+        text += f"; {len(beyond)} of the rows go past it, up to {max(r['gbs'] for r in beyond) / copy_gbs:.0%}"
+    return text + "."
+
+
+def versions_recorded(data: dict, kernels_by_group: dict[str, list[str]]) -> str:
+    """Whether the recorded run has a row for every kernel the records list, group by group: empty when it has,
+    else a sentence naming the kernels it lacks (written after the run) and the command that measures them."""
+    names = {(r["group"], r["name"]) for r in (data or {}).get("results", []) if r.get("gbs")}
+    missing = [kernel for group, kernels in kernels_by_group.items() for kernel in kernels if (group, kernel) not in names]
+    if not missing:
+        return "Every version of this page is in the recorded run."
+    listed = " and ".join(f"`{k}`" for k in missing)
+    return (f"The recorded run has no row for {listed}, written after it was measured: the tables below show only "
+            f"the versions it measured, and say nothing yet about {'this one' if len(missing) == 1 else 'these'}.")
+
+
+def block_size_sweep(data: dict) -> str:
+    """What the block-size sweep of version 1 shows: the fastest block size, and the small blocks whose time is
+    the number of blocks times a constant (so the blocks, not the bytes, set the time)."""
+    sweep = sorted(data.get(cuda_from_python.BLOCK_SWEEP) or [], key=lambda r: r["block"])
+    if not sweep:
+        return "(the block-size sweep has not been recorded yet)"
+    best = max(sweep, key=lambda r: r["gbs"])
+    ns = [(r["block"], r["median_ms"] * 1e6 / r["blocks"], r) for r in sweep]
+    first = ns[0][1]
+    alike = []
+    for block, per_block, r in ns:
+        if abs(per_block / first - 1) > SAME_SPEED:
+            break
+        alike.append((block, per_block, r))
+    sms = data.get("device", {}).get("multiprocessors")
+    text = (f"On the {device_name(data)}, blocks of {best['block']} threads are the fastest, {best['gbs']:,.0f} GB/s")
+    if len(alike) >= 2:
+        sizes = ", ".join(str(b) for b, _, _ in alike[:-1]) + f" and {alike[-1][0]}"
+        mean = sum(p for _, p, _ in alike) / len(alike)
+        text += (f". With blocks of {sizes} threads the time is the number of blocks times the same "
+                 f"{mean:.2f} ns")
+        if sms:
+            text += f" (a block every {mean * sms:,.0f} ns on each of its {sms} SMs)"
+        text += (", whatever a block holds: " + ", ".join(f"{r['gbs']:,.0f} GB/s at {b}" for b, _, r in alike))
     return text
 
 
@@ -175,6 +232,33 @@ def small_layer_versions(data: dict, layer_name: str = cnn.LENET_C3, versions=(c
     return f"on {layer_name} " + " and ".join(parts)
 
 
+def bias_gradient_bandwidth(data: dict | None, layer: str = cnn.LARGE_LAYER) -> str:
+    """The bias gradient's versions 6 and 12 on ``layer`` as shares of the copy bandwidth measured in the same
+    run, e.g. "on the NVIDIA H100 80GB HBM3, versions 6 and 12 read at these shares of the copy bandwidth measured
+    in the same run: `bias_split S=auto` at 56 % (1,599 GB/s) and `bias_planes S=auto` at 72 % (2,043 GB/s)"."""
+    rows = [r for r in _backward_timed(data) if r.get("layer") == layer and r.get("gradient") == cnn.BIAS
+            and r["kind"] == "kernel"]
+    found = [next((r for r in rows if r["name"] == f"{prefix} S=auto"), None)
+             for prefix in (cnn.BIAS_SPLIT, cnn.BIAS_PLANES)]
+    if not all(found):
+        return BACKWARD_NOT_MEASURED
+    parts = [f"`{r['name']}` at {r['percent_of_peak_bandwidth']:.0f} % ({r['gbs']:,.0f} GB/s)" for r in found]
+    return (f"on the {device_name(data)}, versions 6 and 12 read at these shares of the copy bandwidth measured in "
+            f"the same run: " + " and ".join(parts))
+
+
+def filter_banks_in_constant_memory(layers, capacity_floats: int) -> str:
+    """Which filter banks of ``layers`` ((name, input maps, output maps, K), as ``kernels.models.lenet.CONV_LAYERS``)
+    fit ``capacity_floats`` of constant memory, e.g. "C1's 150 and C3's 2,400 floats fit; C5's 48,000 do not"."""
+    sizes = [(name, c * m * k * k) for name, c, m, k in layers]
+    fit = [f"{name}'s {n:,}" for name, n in sizes if n <= capacity_floats]
+    over = [f"{name}'s {n:,}" for name, n in sizes if n > capacity_floats]
+    text = " and ".join(fit) + " floats fit" if fit else "none fits"
+    if over:
+        text += "; " + " and ".join(over) + " do not"
+    return text
+
+
 def _layers(data: dict, group: str) -> list[str]:
     return list(dict.fromkeys(r["layer"] for r in data.get("results", []) if r["group"] == group and "layer" in r))
 
@@ -200,6 +284,128 @@ def direct_against_register_tiled(gemm_data: dict, cnn_data: dict) -> str:
                      f"on the same layer in its own benchmark, and still {t[cnn.REGISTER_TILED] / implicit:.1f}× "
                      f"slower than implicit GEMM")
     return text
+
+
+def fp32_peak(data: dict | None) -> str:
+    """The FP32 peak the run measured (chains of fused multiply-adds), with its device."""
+    peak = (data or {}).get("peaks", {}).get("fp32_gflops")
+    if not peak:
+        return "(the FP32 peak has not been recorded yet)"
+    return f"the FP32 peak measured on the {device_name(data)}, {peak / 1e3:,.1f} TFLOP/s of fused multiply-adds"
+
+
+def speedup_between(data: dict | None, group: str, before: str, after: str) -> str:
+    """How many times faster the row ``after`` of ``group`` ran than ``before``, e.g. "11.8×"."""
+    ms = {r["name"]: r["median_ms"] for r in (data or {}).get("results", []) if r["group"] == group and r.get("median_ms")}
+    if before not in ms or after not in ms:
+        return "(not recorded yet)"
+    return f"{ms[before] / ms[after]:.1f}×"
+
+
+def sgemm_best_share(gemm_data: dict | None) -> str:
+    """The FP32 ladder's best step as a share of cuBLAS's speed, with the device, e.g. "95 % of cuBLAS's speed on
+    the NVIDIA H100 80GB HBM3"."""
+    shares = [r["percent_of_cublas"] for r in (gemm_data or {}).get("results", [])
+              if r["group"] == conv_as_gemm.SGEMM and r["kind"] == "kernel" and r.get("percent_of_cublas")]
+    if not shares:
+        return "(a share of cuBLAS's speed not recorded yet)"
+    return f"{max(shares):.0f} % of cuBLAS's speed on the {device_name(gemm_data)}"
+
+
+def sgemm_ladder_span(gemm_data: dict) -> str:
+    """The FP32 ladder's first and last step as shares of cuBLAS's speed, e.g. "from 0.97 % of cuBLAS's speed
+    (the naive kernel) to 95 % (warp tiling) at 4096³ on the NVIDIA H100 80GB HBM3"."""
+    ladder = [r for r in (gemm_data or {}).get("results", []) if r["group"] == conv_as_gemm.SGEMM
+              and r["kind"] == "kernel" and r.get("percent_of_cublas")]
+    if len(ladder) < 2:
+        return "(the GEMM chapter's figures have not been recorded yet)"
+    first, last = ladder[0], max(ladder, key=lambda r: r["percent_of_cublas"])
+    return (f"from {first['percent_of_cublas']:.2g} % of cuBLAS's speed (`{first['name']}`) to "
+            f"{last['percent_of_cublas']:.0f} % (`{last['name']}`) at {last['M']}³ on the {device_name(gemm_data)}")
+
+
+def cudnn_kernels(gemm_data: dict, layer: str) -> str:
+    """The GPU kernels cuDNN ran for ``layer`` in its default setting, by their short names, e.g.
+    "`flip_filter`, `fft2d_r2c_32x32` (twice) and `sm80_xmma_gemm_cf32cf32_…`"."""
+    peer = next((r for r in (gemm_data or {}).get("results", []) if r["group"] == conv_as_gemm.CONV
+                 and r["kind"] == "peer" and r.get("layer") == layer and r.get("kernels")), None)
+    if peer is None:
+        return "(cuDNN's kernels have not been recorded yet)"
+    names = []
+    for kernel in peer["kernels"]:
+        short = kernel.split("(")[0].replace("void ", "").split("<")[0]
+        short = short if len(short) <= 40 else short[:short.index("_", 20)] + "_…"
+        names.append(short)
+    counted = [(n, names.count(n)) for n in dict.fromkeys(names)]
+    words = [f"`{n}`" + (f" ({in_words_count(k)})" if k > 1 else "") for n, k in counted]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def in_words_count(k: int) -> str:
+    return {2: "twice", 3: "three times"}.get(k, f"{k} times")
+
+
+def partial_sums_accuracy(tensor_data: dict) -> str:
+    """Version 10 without its float partial sums next to version 10 and cuBLAS FP32, largest errors at the
+    search size, e.g. "4.6e-06, 36× version 10's largest error (1.3e-07) and 11× cuBLAS FP32's (4.2e-07)"."""
+    data = tensor_data or {}
+    rows = {(r["group"], r["name"]): r for r in data.get("results", []) if r.get("max_error") is not None}
+    group = tensor_cores.square(tensor_cores.SEARCH_SIZE)
+    without = rows.get((tensor_cores.NO_PARTIAL_SUMS, tensor_cores.V10_NO_PARTIAL_SUMS))
+    v10, fp32 = rows.get((group, tensor_cores.V10)), rows.get((group, tensor_cores.CUBLAS_FP32))
+    if not (without and v10 and fp32):
+        return "(the tensor-core errors have not been recorded yet)"
+    e, e10, e32 = without["max_error"], v10["max_error"], fp32["max_error"]
+    return (f"at K = {tensor_cores.SEARCH_SIZE} on the {device_name(data)} its largest error is {e:.1e}: "
+            f"{e / e10:.0f}× version 10's with the partial sums ({e10:.1e}) and {e / e32:.0f}× cuBLAS FP32's "
+            f"({e32:.1e})")
+
+
+def tf32_headroom(tensor_data: dict | None) -> str:
+    """cuBLAS TF32 against cuBLAS FP32 at the search size, and what three TF32 products at that speed would allow,
+    e.g. "cuBLAS TF32 ran 7.7× as fast as cuBLAS FP32 at 4096³ on the NVIDIA H100 80GB HBM3, so three TF32
+    products at its speed would allow 2.6×"."""
+    data = tensor_data or {}
+    group = tensor_cores.square(tensor_cores.SEARCH_SIZE)
+    ms = {r["name"]: r["median_ms"] for r in data.get("results", []) if r["group"] == group and r.get("median_ms")}
+    if tensor_cores.CUBLAS_TF32 not in ms or tensor_cores.CUBLAS_FP32 not in ms:
+        return "(cuBLAS's TF32 and FP32 timings have not been recorded yet)"
+    ratio = ms[tensor_cores.CUBLAS_FP32] / ms[tensor_cores.CUBLAS_TF32]
+    return (f"cuBLAS TF32 ran {ratio:.1f}× as fast as cuBLAS FP32 at {tensor_cores.SEARCH_SIZE}³ on the "
+            f"{device_name(data)}, so three TF32 products at its speed would allow {ratio / 3:.1f}×")
+
+
+def v11_error_against_fp32(tensor_data: dict | None) -> str:
+    """Version 11's largest error beside cuBLAS FP32's at each recorded size, e.g. "1.3e-07 against 4.2e-07 at
+    4096³"."""
+    data = tensor_data or {}
+    errors = {(r["group"], r["name"]): r["max_error"] for r in data.get("results", []) if r.get("max_error")}
+    parts = [f"{errors[(tensor_cores.square(n), tensor_cores.V11)]:.1e} against "
+             f"{errors[(tensor_cores.square(n), tensor_cores.CUBLAS_FP32)]:.1e} at {n}³"
+             for n in data.get(tensor_cores.MEASURED_SIZES, [])
+             if (tensor_cores.square(n), tensor_cores.V11) in errors
+             and (tensor_cores.square(n), tensor_cores.CUBLAS_FP32) in errors]
+    return "; ".join(parts) or "(the errors have not been recorded yet)"
+
+
+def tensor_cores_summary(tensor_data: dict) -> str:
+    """Versions 11 and 10 as multiples of cuBLAS FP32's speed at the largest recorded sizes, e.g. "version 11
+    at 2.2× cuBLAS FP32's speed at 4096³ and 8192³, version 10 at 1.5× and 1.6×"."""
+    data = tensor_data or {}
+    sizes = [n for n in data.get(tensor_cores.MEASURED_SIZES, []) if n >= tensor_cores.SEARCH_SIZE]
+    ms = {(r["group"], r["name"]): r["median_ms"] for r in data.get("results", []) if r.get("median_ms")}
+    parts = []
+    for name in (tensor_cores.V11, tensor_cores.V10):
+        label = name.split(":")[0]  # "version 11: 3xTF32, wgmma fed by TMA" -> "version 11"
+        ratios = [ms[(tensor_cores.square(n), tensor_cores.CUBLAS_FP32)] / ms[(tensor_cores.square(n), name)]
+                  for n in sizes if (tensor_cores.square(n), name) in ms
+                  and (tensor_cores.square(n), tensor_cores.CUBLAS_FP32) in ms]
+        if ratios:
+            parts.append(f"{label} at " + " and ".join(f"{x:.1f}×" for x in ratios))
+    if not parts:
+        return "(the tensor-core timings have not been recorded yet)"
+    where = " and ".join(f"{n}³" for n in sizes)
+    return "; ".join(parts) + f" cuBLAS FP32's speed at {where} (on the {device_name(data)})"
 
 
 def winograd_against_cudnn(gemm_data: dict) -> str:
@@ -247,6 +453,26 @@ def capsule_backward_against_torch(data: dict) -> str:
     return "; ".join(parts)
 
 
+def capsule_floor(data: dict | None) -> str:
+    """The forward kernel's memory floor as recorded: its bytes over the copy bandwidth of the same run."""
+    summary, peaks = (data or {}).get("summary", {}), (data or {}).get("peaks", {})
+    if "forward_floor_us" not in summary or "bandwidth_gbs" not in peaks:
+        return "(not recorded yet)"
+    return (f"{summary['forward_bytes'] / 1e6:,.0f} MB at the {peaks['bandwidth_gbs']:,.0f} GB/s our copy moved on the "
+            f"{device_name(data)}: {summary['forward_floor_us']:.1f} µs")
+
+
+def capsule_training_step(data: dict | None) -> str:
+    """The capsule layer's training step through the op next to the pure-PyTorch step, as recorded."""
+    summary = (data or {}).get("summary", {})
+    if "training_step_us" not in summary:
+        return "(the training step has not been measured yet)"
+    ours, theirs = summary["training_step_us"], summary["training_step_pure_pytorch_us"]
+    return (f"on the {device_name(data)} the step through the op takes {ours:,.0f} µs of GPU time and the "
+            f"pure-PyTorch step {theirs:,.0f} µs: the op's step runs at {relative_speed(1 / ours, 1 / theirs)} "
+            f"the pure-PyTorch one")
+
+
 def training_step_against_torch(data: dict) -> str:
     """LeNet-5's whole training step with the book's kernels next to the same step in PyTorch (``cnn_training_step``),
     with the number of launches the step made, as recorded."""
@@ -262,6 +488,35 @@ def training_step_against_torch(data: dict) -> str:
 
 
 # --- large-margin softmax ---------------------------------------------------------------------
+
+def bytes_at_copy_bandwidth(data: dict | None, nbytes: float) -> str:
+    """How long ``nbytes`` take at the copy bandwidth the run measured, e.g. "58 µs at the 2,829 GB/s our copy moved
+    on the NVIDIA H100 80GB HBM3"."""
+    bandwidth = (data or {}).get("peaks", {}).get("bandwidth_gbs")
+    if not bandwidth:
+        return "(the copy bandwidth has not been recorded yet)"
+    return (f"{nbytes / (bandwidth * 1e9) * 1e6:,.0f} µs at the {bandwidth:,.0f} GB/s our copy moved on the "
+            f"{device_name(data)}")
+
+
+def lsoftmax_fastest_by_classes(data: dict | None) -> str:
+    """Per class count, the fastest version of the layer and the tensor-core version's time, as recorded."""
+    per = (data or {}).get("summary", {}).get("per_classes", {})
+    parts = []
+    for classes, s in per.items():
+        us = s.get("layer_us", {})
+        if not us:
+            continue
+        best = s["fastest_version"]
+        text = (f"at {int(classes):,} classes the fastest is `{best}`, {us[best]:,.0f} µs a step "
+                f"({s['speedup_vs_torch']:.1f}× PyTorch's speed)")
+        if "tensor_cores" in us and best != "tensor_cores":
+            text += f", and `tensor_cores` takes {us['tensor_cores']:,.0f} µs"
+        parts.append(text)
+    if not parts:
+        return "(the layer has not been measured yet)"
+    return f"on the {device_name(data)}, " + "; ".join(parts)
+
 
 def warptile_against_cublas(gemm_data: dict) -> str:
     """The GEMM chapter's fastest kernel next to cuBLAS, at the size and on the device recorded."""
@@ -431,6 +686,38 @@ C3_PROFILE_PAIRS = (
     ("global_load_requests", "global load requests", "{:,.0f}", _BASIC, _TILED),
     ("shared_bank_conflicts", "shared-memory bank conflicts", "{:,.0f}", _BASIC, _TILED),
 )
+
+
+# --- index notation ---------------------------------------------------------------------------
+
+def generated_against_handwritten(data: dict | None) -> str:
+    """Per workload, the autotuned generated kernel against the fastest hand-written one of the earlier chapters:
+    where generation wins and where it loses, with the ratios recorded."""
+    rows = [r for r in (data or {}).get("results", []) if r.get("median_ms")]
+    wins, losses = [], []
+    for workload in index_notation.WORKLOADS:
+        here = [r for r in rows if r["group"] == workload]
+        generated = next((r for r in here if r["name"] == index_notation.AUTOTUNED), None)
+        hand = min((r for r in here if r.get("source") == index_notation.HANDWRITTEN),
+                   key=lambda r: r["median_ms"], default=None)
+        if generated is None or hand is None:
+            continue
+        ratio = hand["median_ms"] / generated["median_ms"]
+        if ratio >= 1 + SAME_SPEED:
+            wins.append(f"{workload} ({ratio:.1f}× the speed of `{hand['name']}`)")
+        elif ratio <= 1 - SAME_SPEED:
+            losses.append(f"{workload} ({ratio:.0%} of the speed of `{hand['name']}`)")
+        else:
+            wins.append(f"{workload} (about as fast as `{hand['name']}`)")
+    if not wins and not losses:
+        return "(the comparison has not been recorded yet)"
+    text = f"on the {device_name(data)}, the autotuned generated kernel "
+    said = []
+    if wins:
+        said.append("is at least as fast as the fastest hand-written kernel on " + "; ".join(wins))
+    if losses:
+        said.append("loses on " + "; ".join(losses))
+    return text + ", and ".join(said)
 
 
 # --- attention ----------------------------------------------------------------------------------

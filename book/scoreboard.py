@@ -28,6 +28,7 @@ from benchmarks import conv_as_gemm as gemm, cuda_from_python as basics, large_m
 from benchmarks import perceptrons_mlp as mlp, sgemm_bf16 as bf16, sgemm_tensor_cores as tensor_cores
 from book.chapters import chapter
 from book.speed_figures import SpeedFigures
+from kernels.tools.roofline import Peaks, achieved
 
 #: A filter on the rows: a field's value, or a tuple of the values allowed.
 Filter = dict
@@ -273,7 +274,6 @@ def limit(row: dict, peaks: dict | None) -> tuple[float | None, str | None]:
     """How close ``row`` came to the roof that bounds it (per cent) and which roof: the row's own
     figure where its benchmark computed one, else computed from its bytes, flops and the run's peaks;
     (None, None) where there is neither."""
-    from kernels.tools.roofline import Peaks, achieved
 
     if row.get("percent_of_limit") is not None and row.get("bound") in ("memory", "compute"):
         return float(row["percent_of_limit"]), "bandwidth" if row["bound"] == "memory" else "FP32"

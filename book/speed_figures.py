@@ -26,6 +26,7 @@ from pathlib import Path
 
 from benchmarks.common import now_utc, recorded_runs, results_path
 from kernels.runtime import selection
+from kernels.tools.roofline import Peaks
 
 
 class SpeedFigures:
@@ -152,7 +153,6 @@ class SpeedFigures:
 
     def peaks(self):
         """The measured :class:`~kernels.tools.roofline.Peaks`, or None."""
-        from kernels.tools.roofline import Peaks
 
         p = self.section("peaks")
         if not p:

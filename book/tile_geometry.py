@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kernels import read_source
 from kernels.capsules import capsule_prediction
 from kernels.conv import conv2d
 from kernels.gemm import sgemm
@@ -257,7 +258,6 @@ FC_TILED_LINES = (
 
 def fc_tile_size() -> int:
     """``FC_TILE`` as ``kernels/dense/fully_connected.cu`` defines it (the launcher's block is FC_TILE x FC_TILE)."""
-    from kernels import read_source
 
     return cuda_defines(read_source("fully_connected"))["FC_TILE"]
 

@@ -12,3 +12,9 @@ def plot_history(axes, loss, train_acc, test_acc, images_per_epoch: int, label: 
     axes[0].plot(seen, loss, style, marker="o", ms=3, label=f"training loss ({label})")
     axes[1].plot(seen, train_acc, style, label=f"training accuracy ({label})")
     axes[1].plot(seen, test_acc, style, marker="o", ms=3, label=f"test accuracy ({label})")
+    for ax in axes:
+        ax.set_xlabel("training images seen (one point per epoch)")
+    axes[0].set_ylabel("training loss (cross-entropy)")
+    axes[1].set_ylabel("accuracy (fraction correct)")
+    for ax in axes:  # below the axes, where no curve runs; a second run's call redraws it with both
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)

@@ -94,6 +94,14 @@ window.addEventListener("load", async () => {
       .filter(p => p.offsetParent !== null && p.scrollWidth > p.clientWidth + 1)
       .map(p => p.textContent.split("\\n").reduce((a, b) => (a.length >= b.length ? a : b)).slice(0, 100));
     found.column_px = article.clientWidth;
+    found.page_height_px = Math.max(document.documentElement.scrollHeight, document.body.scrollHeight);
+    found.wide_formulas = [...article.querySelectorAll("mjx-container[display='true']")]
+      .filter(m => m.offsetParent !== null && m.getBoundingClientRect().right > article.getBoundingClientRect().right + 1
+                   && m.scrollWidth <= m.clientWidth + 1)
+      .map(m => (m.getAttribute("aria-label") || m.textContent).slice(0, 80));
+    found.clipped_formulas = [...article.querySelectorAll("mjx-container[display='true']")]
+      .filter(m => m.offsetParent !== null && m.scrollWidth > m.clientWidth + 1)
+      .map(m => (m.getAttribute("aria-label") || m.textContent).slice(0, 80));
     found.images = [...article.querySelectorAll(".cell_output img")].map(i => ({
       src: i.getAttribute("src"), natural_px: i.naturalWidth, shown_px: i.getBoundingClientRect().width }));
   } catch (error) {

@@ -9,10 +9,12 @@ A planted bug (``<bug>.edit``) is an edit of that solution's cell, so that when
 the solution changes its bugs follow it.  It starts with comment lines (``//``,
 or ``#`` for an index-notation exercise): what is wrong, what the grader must
 conclude, ``// Expect: rejected, <reason>`` with a reason of :data:`REASONS`,
-optionally ``// Feedback: <regex>`` (what the feedback must say about it on the
-CPU emulator, for example which kind of race), ``// Feedback-GPU: <regex>``
+``// Feedback: <regex>`` (the words in which the feedback on the CPU emulator
+must name the bug's cause, for example which kind of race: one cause, so no
+``|`` outside parentheses offering several), ``// Feedback-GPU: <regex>``
 (what it must say on a GPU where that differs: a race a GPU shows only as a
-wrong or unsteady result) and ``// Launch: %%cuda ...`` (a launch other than
+wrong or unsteady result, whichever that run shows, so it may name several)
+and ``// Launch: %%cuda ...`` (a launch other than
 the solution's).  Then come one or more replacements::
 
     <<<<<<< solution
@@ -25,6 +27,11 @@ applied in order.  An edit whose text no longer occurs exactly once in the
 solution fails loudly, naming the bug (:class:`PlantedBugDoesNotApply`).  A bug
 that lies in the launch alone (a block size or shared-memory size the kernel
 cannot work with) has a ``// Launch:`` line and no replacements.
+
+Every planted bug records those words, except the few listed in
+:data:`CAUSE_NOT_NAMED_YET` whose feedback does not name their cause yet (a
+bug on that list has no ``// Feedback:`` line, and every bug without one is on
+it: :func:`check_causes_recorded`).
 
 Another correct way to write a kernel (``.cu``, ``.tc``) is a whole kernel:
 its ``%%cuda`` line, what is different about it, ``// Expect: accepted``.
@@ -48,6 +55,9 @@ from autograder.isolation import grade_submission
 from autograder.submission import KernelSubmission, parse_magic_line, submissions_from_notebook
 
 CORPUS = Path(__file__).resolve().parent / "planted_bugs"
+#: The planted bugs (``<exercise>/<bug>``, one a line) whose feedback does not yet name their cause, and so have no
+#: ``// Feedback:`` line: a diagnosis to write for each.
+CAUSE_NOT_NAMED_YET = CORPUS / "cause_not_named_yet.txt"
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions"
 SECRET = b"planted-bug corpus"
 
@@ -133,6 +143,10 @@ def _read_planted_bug(path: Path) -> CorpusKernel:
     assert fields["Expect"].startswith("rejected, ") and reason in REASONS, (
         f"{path}: unknown verdict {fields['Expect']!r}; a planted bug is 'rejected, <reason>' with a reason of "
         f"{', '.join(REASONS)}")
+    # the emulator finds the cause itself (a GPU shows a race as whichever symptom that run has: Feedback-GPU)
+    assert _one_cause(fields.get("Feedback", "")), (
+        f"{path}: '// Feedback: {fields['Feedback']}' offers several causes ('|' outside parentheses); the feedback "
+        f"must name the one cause the bug has")
     solution = solution_kernel(path.parent.name)
     launch = solution.launch
     if "Launch" in fields:
@@ -148,6 +162,27 @@ def _read_planted_bug(path: Path) -> CorpusKernel:
         raise PlantedBugDoesNotApply(f"planted bug {name}: no replacements and no launch of its own: it is the solution")
     sub = KernelSubmission(exercise=path.parent.name, source=source, launch=launch, cell_line=solution.cell_line)
     return CorpusKernel(path, sub, header[0], False, reason, fields.get("Feedback", ""), fields.get("Feedback-GPU", ""))
+
+
+def _one_cause(pattern: str) -> bool:
+    """True when ``pattern`` compiles and has no ``|`` outside parentheses and character classes (a choice between
+    wordings of one cause is a group; a choice between causes at the top is a hedge)."""
+    re.compile(pattern)
+    depth, in_class, escaped = 0, False, False
+    for char in pattern:
+        if escaped:
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char in "()":
+            depth += 1 if char == "(" else -1
+        elif char == "|" and depth == 0:
+            return False
+    return True
 
 
 def read_corpus_file(path: Path) -> CorpusKernel:
@@ -210,9 +245,41 @@ def check_corpus_file(path: Path) -> None:
     assert result.message
     assert rejection_reason(result) == kernel.reason, (
         f"{path.name} ({kernel.what}) was rejected as {rejection_reason(result)}, not as {kernel.reason}: {result.message}")
-    if kernel.feedback and result.backend == "cpu":
-        feedback = "\n".join([result.message] + [s.hint + " " + s.error for s in result.shapes])
-        assert re.search(kernel.feedback, feedback, re.I | re.S), feedback
+    if result.backend == "cpu":  # the words name the cause as the emulator finds it (a GPU's are Feedback-GPU's)
+        assert kernel.feedback or _listed_without_cause(path), (
+            f"{path.name} ({kernel.what}) has no '// Feedback:' line with the words that name its cause")
+        if kernel.feedback:
+            assert re.search(kernel.feedback, feedback_of(result), re.I | re.S), (
+                f"{path.name} ({kernel.what}): the feedback does not name the cause "
+                f"(/{kernel.feedback}/):\n{feedback_of(result)}")
+
+
+def feedback_of(result) -> str:
+    """What check() and the grading feedback say about a rejected kernel: the message, and each case's hint and error."""
+    return "\n".join([result.message] + [s.hint + " " + s.error for s in result.shapes])
+
+
+def causes_not_named_yet() -> list[str]:
+    """The bugs listed in :data:`CAUSE_NOT_NAMED_YET`."""
+    lines = CAUSE_NOT_NAMED_YET.read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def _listed_without_cause(path: Path) -> bool:
+    return f"{path.parent.name}/{path.stem}" in causes_not_named_yet()
+
+
+def check_causes_recorded() -> None:
+    """Every planted bug of every exercise records the words of its cause, or is listed as not named yet; and a
+    listed bug exists, once, and has no such words (a diagnosis written moves it off the list)."""
+    listed = causes_not_named_yet()
+    assert listed == sorted(set(listed)), f"{CAUSE_NOT_NAMED_YET.name}: keep it sorted, each bug once"
+    without = sorted(f"{path.parent.name}/{path.stem}" for path in CORPUS.glob("*/*.edit")
+                     if not read_corpus_file(path).feedback)
+    assert sorted(set(without) - set(listed)) == [], (
+        "planted bugs without a '// Feedback:' line naming their cause (write the words the hint gives, or the hint)")
+    assert sorted(set(listed) - set(without)) == [], (
+        f"listed in {CAUSE_NOT_NAMED_YET.name} but with a '// Feedback:' line, or no longer planted: take them off")
 
 
 def check_solution_kernel(exercise: str) -> None:

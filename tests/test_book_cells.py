@@ -24,7 +24,7 @@ DEFINED_IN_CELLS = {
     ("perceptrons", "network"): "the lesson: layers of perceptrons applied one after another",
     ("capsules", "routed"): _GRADIENT,
     ("capsules", "routed_backward"): _GRADIENT,
-    ("cnn", "conv_vjp"): _GRADIENT,
+    ("cnn_backward", "conv_vjp"): _GRADIENT,
     ("large_margin_softmax", "naive_vjp"): _GRADIENT,
     ("mlp_backprop", "vjp"): _GRADIENT,
     ("mlp_backprop", "ce_vjp"): _GRADIENT,

@@ -8,7 +8,8 @@ Two sets of tests:
   with every network request refused;
 * every page of the whole book in ``_build/html`` when ``make book`` has built it
   (skipped, saying so, when it has not): no raw markdown table, every formula
-  typeset offline, no listing that overflows its box.
+  typeset offline and within the column, no listing that overflows its box, and no
+  page taller than a reader takes in at one sitting (the length budget).
 """
 
 from __future__ import annotations
@@ -137,6 +138,17 @@ NOT_BUILT = "the book is not built here (`make book` builds it into _build/html)
 
 # In a 1280-pixel-wide window the column is about 680 pixels wide.
 MIN_FIGURE_SCALE = 0.7
+#: The length budget: no page of the book taller than this at 1280 pixels wide (with its dropdowns closed, as a
+#: reader first sees it). Longer pages split by what a student learns in one sitting.
+MAX_PAGE_HEIGHT_PX = 25_000
+_SEEN: dict[Path, dict] = {}
+
+
+def _inspected(page: Path) -> dict:
+    """What Chromium reports of a built page, once per page for all the tests below."""
+    if page not in _SEEN:
+        _SEEN[page] = inspect_page(page)
+    return _SEEN[page]
 
 
 def _page_id(page: Path) -> str:
@@ -153,16 +165,44 @@ def test_built_page_has_no_raw_markdown_table(page):
 @pytest.mark.skipif(not BUILT_PAGES, reason=NOT_BUILT)
 @pytest.mark.parametrize("page", BUILT_PAGES, ids=_page_id)
 def test_built_page_renders_offline(page):
-    """Formulas typeset with the book's own MathJax and fonts; no listing overflows its box."""
-    seen = inspect_page(page)
+    """Formulas typeset with the book's own MathJax and fonts and within the column; no listing overflows its box."""
+    seen = _inspected(page)
     assert "exception" not in seen, seen
     assert seen["unrendered"] == [] and seen["formula_errors"] == 0, seen["unrendered"][:5]
     if seen["math_elements"]:
         assert seen["formulas"] >= seen["math_elements"], seen
         assert any(family.startswith("MJXTEX") for family in seen["fonts_loaded"]), seen["fonts_failed"]
     assert seen["overflowing_listings"] == [], seen["overflowing_listings"]
+    assert seen["clipped_formulas"] == [] and seen["wide_formulas"] == [], (
+        f"displayed formulas wider than the column (split them into lines): "
+        f"{seen['clipped_formulas'] + seen['wide_formulas']}")
     # A figure drawn much wider than the column is shrunk until its labels are a few
     # pixels high: figures are sized for the page (at most about 9 inches wide).
     shrunk = [(i["src"], i["natural_px"], round(i["shown_px"])) for i in seen["images"]
               if i["natural_px"] and i["shown_px"] < MIN_FIGURE_SCALE * i["natural_px"]]
     assert shrunk == [], f"figures shown below {MIN_FIGURE_SCALE:.0%} of their size (src, drawn px, shown px): {shrunk}"
+
+
+@needs_chromium
+@pytest.mark.skipif(not BUILT_PAGES, reason=NOT_BUILT)
+@pytest.mark.parametrize("page", BUILT_PAGES, ids=_page_id)
+def test_built_page_fits_the_length_budget(page):
+    height = _inspected(page)["page_height_px"]
+    assert height <= MAX_PAGE_HEIGHT_PX, (
+        f"{_page_id(page)} is {height:,} px tall at 1280 px wide, over the budget of {MAX_PAGE_HEIGHT_PX:,}: split it "
+        f"by what a student learns in one sitting, or move a tuning history into an advanced box or an appendix page")
+
+
+@needs_chromium
+def test_the_probe_measures_a_page_and_finds_a_formula_wider_than_the_column(tmp_path_factory, tiny_book):
+    seen = _inspected(tiny_book / "page.html")
+    assert 500 < seen["page_height_px"] < MAX_PAGE_HEIGHT_PX, seen["page_height_px"]
+    wide = tiny_book / "wide.html"
+    formula = "+".join(f"x_{{{i}}}" for i in range(120))
+    html = (tiny_book / "page.html").read_text().replace("</article>", f'<div class="math notranslate nohighlight">\\[{formula}\\]</div></article>', 1)
+    wide.write_text(html)
+    try:
+        seen = inspect_page(wide)
+    finally:
+        wide.unlink()
+    assert seen["clipped_formulas"] or seen["wide_formulas"], seen

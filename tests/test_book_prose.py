@@ -11,6 +11,7 @@ built, that the built pages carry the phrases with the recorded numbers.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from pathlib import Path
 
@@ -19,6 +20,8 @@ import pytest
 from benchmarks import attention as attention_bench
 from book import prose
 from book.speed_figures import SpeedFigures
+from kernels import read_source
+from kernels.models.lenet import CONV_LAYERS
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK = ROOT / "book"
@@ -86,15 +89,44 @@ def test_sum_phrase_says_whether_ours_reach_the_libraries():
     assert "about as fast as the libraries" in prose.sum_against_library(faster)
 
 
-def test_roof_phrase_names_the_yardstick_and_what_beat_it():
+def test_roof_phrase_states_the_specification_the_best_copies_and_the_yardstick():
     data = recorded("cuda_from_python")
     text = prose.bandwidth_roof(data)
-    assert "`copy_grid_stride_float4`" in text and f"{data['peaks']['bandwidth_gbs']:,.0f} GB/s" in text
-    fastest_peer = max(r["gbs"] for r in data["results"] if r["kind"] == "peer")
-    assert ("so a better copy exists" in text) == (fastest_peer > data["peaks"]["bandwidth_gbs"] * 1.01)
+    assert "`copy_grid_stride_float4`'s" in text and f"{data['peaks']['bandwidth_gbs']:,.0f} GB/s" in text
     dram = prose.dram_bandwidth_gbs(data)
-    if dram:
-        assert dram > fastest_peer, "the theoretical bandwidth must be above anything measured"
+    assert f"by its specification, is {dram:,.0f} GB/s" in text and data["device"]["name"] in text
+    copies = [r for r in data["results"] if r["group"] == "copy"]
+    for kind in ("kernel", "peer"):
+        best = max((r for r in copies if r["kind"] == kind), key=lambda r: r["gbs"])
+        assert f"`{best['name']}`" in text and f"{best['gbs']:,.0f} GB/s ({best['gbs'] / dram:.0%}" in text
+    beyond = [r for r in data["results"] if r.get("gbs") and r["gbs"] > data["peaks"]["bandwidth_gbs"] * 1.01]
+    assert (f"{len(beyond)} of the rows go past it" in text) == bool(beyond)
+    assert max(r["gbs"] for r in data["results"] if r.get("gbs")) < dram, "nothing measured passes the specification"
+
+
+def test_block_sweep_phrase_computes_the_time_per_block_from_the_sweep():
+    data = recorded("cuda_from_python")
+    sweep = data["block_sweep"]
+    text = prose.block_size_sweep(data)
+    best = max(sweep, key=lambda r: r["gbs"])
+    assert f"blocks of {best['block']} threads are the fastest, {best['gbs']:,.0f} GB/s" in text
+    small = [r for r in sweep if r["block"] < best["block"]]
+    per_block = [r["median_ms"] * 1e6 / r["blocks"] for r in small]
+    if max(per_block) / min(per_block) < 1.05:
+        assert f"the same {sum(per_block) / len(per_block):.2f} ns" in text
+    # A sweep whose small blocks are limited by their bytes, not their count, must not be said to be.
+    flat = copy.deepcopy(data)
+    for r in flat["block_sweep"]:
+        r["median_ms"] = best["median_ms"]
+    assert "the same" not in prose.block_size_sweep(flat)
+
+
+def test_versions_recorded_names_what_the_run_lacks():
+    data = recorded("cuda_from_python")
+    present = [r["name"] for r in data["results"] if r["group"] == "copy" and r["kind"] == "kernel"]
+    assert "in the recorded run" in prose.versions_recorded(data, {"copy": present})
+    text = prose.versions_recorded(data, {"copy": present + ["copy_of_the_future"]})
+    assert "no row for `copy_of_the_future`" in text
 
 
 def test_tree_sum_phrase_follows_the_sweep():
@@ -131,6 +163,76 @@ def test_direct_convolution_phrase_names_the_faster_register_tiled_version():
          if "median_ms" in r}
     implicit = min(ms for name, ms in t.items() if name.startswith("implicit_gemm"))
     assert f"{t['direct conv2d tiled_multimap'] / implicit:.1f}× slower than implicit GEMM" in text
+
+
+def test_large_layer_phrase_gives_each_versions_speed_from_the_file():
+    data = recorded("cnn")
+    t = {r["name"]: r["median_ms"] for r in SpeedFigures.recorded("cnn").rows("forward", layer="large 56x56 C64 M64 3x3")
+         if r.get("median_ms")}
+    text = prose.small_layer_versions(data, "large 56x56 C64 M64 3x3", ("tiled", "register_tiled"))
+    assert f"`tiled` runs at {t['naive'] / t['tiled']:.2f}×" in text
+    assert f"`register_tiled` runs at {t['naive'] / t['register_tiled']:.2f}×" in text
+
+
+def test_bias_gradient_phrase_quotes_the_share_of_its_own_run():
+    for name in ("cnn_backward", "cnn_backward_h200"):
+        data = SpeedFigures.recorded(name.split("_h200")[0], tag="h200" if "h200" in name else None).data
+        if data is None:
+            continue
+        text = prose.bias_gradient_bandwidth(data)
+        assert data["device"]["name"] in text
+        for prefix in ("bias_split", "bias_planes"):
+            r = next(r for r in data["results"] if r["name"] == f"{prefix} S=auto" and r["layer"].startswith("large"))
+            assert f"`{prefix} S=auto` at {r['percent_of_peak_bandwidth']:.0f} % ({r['gbs']:,.0f} GB/s)" in text
+
+
+def test_filter_bank_phrase_counts_from_the_layers():
+    text = prose.filter_banks_in_constant_memory(CONV_LAYERS, 64 * 1024 // 4)
+    assert text == "C1's 150 and C3's 2,400 floats fit; C5's 48,000 do not"
+    assert "do not" not in prose.filter_banks_in_constant_memory(CONV_LAYERS, 10**6)
+
+
+def test_gemm_chapter_phrases_compute_their_ratios_from_the_files():
+    gemm, tensor = recorded("conv_as_gemm"), recorded("sgemm_tensor_cores")
+    ladder = {r["name"]: r for r in gemm["results"] if r["group"] == "sgemm" and r["kind"] == "kernel"}
+    span = prose.sgemm_ladder_span(gemm)
+    assert (f"from {ladder['naive']['percent_of_cublas']:.2g} % of cuBLAS's speed" in span
+            and f"to {ladder['warptile']['percent_of_cublas']:.0f} %" in span and gemm["device"]["name"] in span)
+    errors = {(r["group"], r["name"]): r["max_error"] for r in tensor["results"] if r.get("max_error")}
+    without = errors[("square 4096, no partial sums", "version 10 without float partial sums (H_PROMOTE=0)")]
+    v10 = errors[("square 4096", "version 10: 3xTF32, wgmma")]
+    fp32 = errors[("square 4096", "cuBLAS FP32 (TF32 off)")]
+    text = prose.partial_sums_accuracy(tensor)
+    assert f"{without / v10:.0f}× version 10's" in text and f"{without / fp32:.0f}× cuBLAS FP32's" in text
+    ms = {(r["group"], r["name"]): r["median_ms"] for r in tensor["results"] if r.get("median_ms")}
+    ratio = ms[("square 4096", "cuBLAS FP32 (TF32 off)")] / ms[("square 4096", "version 11: 3xTF32, wgmma fed by TMA")]
+    assert f"version 11 at {ratio:.1f}×" in prose.tensor_cores_summary(tensor)
+    kernels = prose.cudnn_kernels(gemm, "resnet 28x28 C128 M128 3x3")
+    assert "fft2d_r2c_32x32" in kernels and "gemm_cf32cf32" in kernels
+
+
+def test_capsule_phrases_quote_the_recorded_floor_and_step():
+    data = recorded("capsules")
+    summary = data["summary"]
+    assert f"{summary['forward_floor_us']:.1f} µs" in prose.capsule_floor(data)
+    assert f"{data['peaks']['bandwidth_gbs']:,.0f} GB/s" in prose.capsule_floor(data)
+    words = prose.relative_speed(1 / summary["training_step_us"], 1 / summary["training_step_pure_pytorch_us"])
+    assert f"the op's step runs at {words} the pure-PyTorch one" in prose.capsule_training_step(data)
+
+
+def test_generation_phrase_sorts_wins_from_losses_by_the_file():
+    data = recorded("index_notation")
+    text = prose.generated_against_handwritten(data)
+    for workload in dict.fromkeys(r["group"] for r in data["results"]):
+        here = [r for r in data["results"] if r["group"] == workload and r.get("median_ms")]
+        generated = next(r for r in here if r["name"] == "generated, autotuned")
+        hand = min((r for r in here if r.get("source") == "handwritten"), key=lambda r: r["median_ms"])
+        ratio = hand["median_ms"] / generated["median_ms"]
+        expected = (f"{workload} ({ratio:.1f}× the speed of" if ratio >= 1.05 else
+                    f"{workload} ({ratio:.0%} of the speed of" if ratio <= 0.95 else f"{workload} (about as fast")
+        assert expected in text
+        losses = text.split(" loses on ")[1] if " loses on " in text else ""
+        assert (workload in losses) == (ratio <= 0.95)
 
 
 def test_gemm_phrase_of_the_lsoftmax_chapter_follows_the_gemm_figures():
@@ -217,18 +319,18 @@ def test_device_phrases_come_from_the_results_file():
 
 # (chapter, a sentence the recorded figures contradicted, the glued phrase that replaced it)
 REPLACED = [
-    ("cuda_from_python", "the sum is limited by reading `x`, like the other", "sum_vs_library"),
+    ("sums", "the sum is limited by reading `x`, like the other", "sum_vs_library"),
     ("cuda_from_python", "the library does the same job at about the same speed", "elementwise_vs_library"),
     ("cuda_from_python", "An H100 SM holds", "device"),
     ("cuda_from_python", "80 GB of HBM on an H100", "device_memory"),
     ("cuda_from_python", "set against the *measured* peak", "bandwidth_roof"),
     ("perceptrons", "it approaches the time it\ntakes just to read the matrix", "tree_vs_library"),
-    ("cnn", "four loops over outputs (output map, row, column)", "c3_constant_tiled"),
-    ("conv_as_gemm", "which reuses nothing from registers", "direct_vs_gemm"),
-    ("conv_as_gemm", "compiler spills some to local memory", "direct_vs_gemm"),
-    ("capsules", "Wide\naccesses cut the number of memory instructions by four", "v3_to_v4"),
-    ("capsules", "The backward kernels, fast", "backward_vs_torch"),
-    ("capsules", "slower on the H200 we measured", "device"),
+    ("cnn_forward_speed", "four loops over outputs (output map, row, column)", "c3_constant_tiled"),
+    ("conv_implicit_gemm", "which reuses nothing from registers", "direct_vs_gemm"),
+    ("conv_implicit_gemm", "compiler spills some to local memory", "direct_vs_gemm"),
+    ("capsules_fast", "Wide\naccesses cut the number of memory instructions by four", "v3_to_v4"),
+    ("capsules_fast", "The backward kernels, fast", "backward_vs_torch"),
+    ("capsules_fast", "slower on the H200 we measured", "device"),
     ("mlp_backprop", "the matrix-multiplication chapter", None),
     ("mlp_backprop", "The chapter on matrix multiplication", None),
 ]
@@ -248,6 +350,121 @@ def test_every_glued_phrase_in_the_prose_is_glued_by_its_chapter():
         text = path.read_text()
         for name in set(re.findall(r"\{glue:md\}`([\w]+)`", text)):
             assert f'glue_phrase("{name}"' in text, f"{path.name} shows {name!r} but never glues it"
+
+
+#: Statements the recorded figures (or the kernels) contradicted, each replaced by words written from them; none may
+#: come back on any page.  Matched with the page's white space folded to single spaces.
+CONTRADICTED = [
+    "has three versions",                                   # kernels/basics/reduction.cu has four
+    "the softmax of the multilayer-perceptron chapter",     # that softmax uses no warp shuffles
+    "tiny blocks hit the limit of 32 resident blocks",      # explains the 32-thread blocks only
+    "what the card can physically do",                      # the roof was a copy PyTorch beats
+    "all of LeNet's (C5 has",                               # C5's bank does not fit constant memory
+    "is the order of their reuse",                          # the tiled kernel is slower than the naive one
+    "does not use a GEMM at all but the FFT",               # its FFT route ends in a complex GEMM
+    "four times the input and output",                      # Winograd's tiles are 36 / 16 = 2.25 times
+    "which must be zero for kernels like these",            # one tile of the search spills
+    "nine tenths of cuBLAS",                                # the recorded share is written from the file
+    "10× less accurate",                                    # the recorded ratios are written from the file
+    "lose little to a hand-written one",                    # the generated max pooling is several times faster
+    "about 26 µs at 4 TB/s",                                # an H200 figure beside an H100 file
+    "can shorten the step by at most what it saves",        # the op's step is slower than PyTorch's
+    "reaches little over half of the GPU's memory bandwidth",  # each GPU's share is written from its file
+]
+
+
+@pytest.mark.parametrize("statement", CONTRADICTED)
+def test_no_page_repeats_a_statement_its_figures_contradicted(statement):
+    for path in sorted(BOOK.glob("*.md")):
+        folded = re.sub(r"\s+", " ", path.read_text())
+        assert statement not in folded, f"{path.name} says {statement!r}, which the recorded figures contradict"
+
+
+#: Phrases of the prose with a figure in them that is no measurement of this book's kernels: (page, phrase, why).
+#: Every other number with a unit of time, bandwidth, rate or share, or a ratio, in the prose of a page must come
+#: from a results file through book/prose.py (shown with {glue:md}), where the GPU it was measured on is named.
+NOT_MEASURED = [
+    ("attention", "about half. Only the tiles", "the share of a causal mask's tiles: geometry"),
+    ("capsules", "raw pixels gets about 95 %", "an accuracy known of the data set, not of this book's runs"),
+    ("capsules", "push the accuracy past 90 %", "what a longer run of the page's own cell reaches, for the reader to try"),
+    ("cuda_from_python", "takes 0.3 ms is called on NumPy arrays", "a question's given"),
+    ("cuda_from_python", "floats takes 0.30 ms. How many bytes", "a question's given"),
+    ("cuda_from_python", "805 MB / 0.30 ms ≈ 2.7 TB/s", "the answer to that question, from its given"),
+    ("gemm_bf16", "About half a BF16 unit", "a rounding error in units of the format"),
+    ("gemm_bf16_hopper", "the last one about half full, about 3 % of the", "tile-count arithmetic"),
+    ("large_margin_softmax_fast", "about half a gigabyte of traffic", "the bytes the cell above computes"),
+]
+
+_NUMBER = r"(?<![\w.,])\d[\d,]*(?:\.\d+)?"
+#: A figure as prose quotes a measurement: a time, a bandwidth, a rate, a share, a ratio, or one in words.
+MEASURED_FIGURE = re.compile(
+    _NUMBER + r"\s*(?:µs|ms|GB/s|TB/s|GFLOP/s|TFLOP/s)(?!\w)"
+    r"|" + _NUMBER + r"\s*%(?!\s*\d)"                                    # a share, not a remainder (13 % 4)
+    r"|" + _NUMBER + r"×|" + _NUMBER + r"\s?(?:×|x) (?:faster|slower|the speed|as fast)"
+    r"|\b(?:about|nearly|roughly|some|only|over|under|almost|little over) (?:half|a third|a quarter|two thirds|"
+    r"three quarters|nine tenths|twice|three times|four times|ten times)\b", re.I)
+
+
+def hand_written_figures(markdown: str) -> list[tuple[str, str]]:
+    """The measured-looking figures a page's prose states itself (outside code cells, glue roles, inline code and
+    formulas): each figure and the words around it."""
+    text = prose_of(markdown)
+    for pattern in (r"\{glue:md\}`[^`]*`", r"`[^`\n]*`", r"\$\$.*?\$\$", r"\$[^$\n]*\$"):
+        text = re.sub(pattern, "", text, flags=re.S)
+    text = re.sub(r"\s+", " ", text)
+    return [(m.group(0), text[max(0, m.start() - 60):m.end() + 30]) for m in MEASURED_FIGURE.finditer(text)]
+
+
+def test_the_figure_finder_finds_figures_and_leaves_remainders_and_sizes_alone():
+    found = hand_written_figures("It runs at 2,810 GB/s, 1.4× faster, about nine tenths of it, 95 % of cuBLAS.\n"
+                                 "A 28 × 28 map, 13 % 4 = 1, `3 ms` in code, {glue:md}`phrase` and $2.5×$.")
+    assert [figure for figure, _ in found] == ["2,810 GB/s", "1.4×", "about nine tenths", "95 %"]
+
+
+@pytest.mark.parametrize("path", sorted(BOOK.glob("*.md")), ids=lambda p: p.stem)
+def test_prose_states_no_measured_figure_by_hand(path):
+    allowed = [phrase for page, phrase, _ in NOT_MEASURED if page == path.stem]
+    by_hand = [words for _, words in hand_written_figures(path.read_text()) if not any(a in words for a in allowed)]
+    assert not by_hand, (f"{path.name} states figures by hand; write them from the results file through "
+                         f"book/prose.py (glue_phrase, with the GPU named), or list a figure that is no measurement "
+                         f"in NOT_MEASURED with the reason:\n  " + "\n  ".join(by_hand))
+
+
+def test_every_not_measured_phrase_is_still_on_its_page():
+    for page, phrase, _ in NOT_MEASURED:
+        assert phrase in re.sub(r"\s+", " ", chapter(page)), f"{page}.md no longer says {phrase!r}: drop it from the list"
+
+
+_COUNT_WORDS = "two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+#: "`x.cu` has four versions", "all four versions": a count of a file's versions, which only book/ladders.py may write.
+HAND_COUNTED = re.compile(rf"\b(?:has|have|with) (?:{_COUNT_WORDS}|\d+) versions\b|\b[Aa]ll (?:{_COUNT_WORDS}) versions\b")
+
+
+def test_the_count_finder_finds_a_written_count():
+    assert HAND_COUNTED.findall("`kernels/reduction.cu` has three versions. All four versions agree.") == [
+        "has three versions", "All four versions"]
+    assert HAND_COUNTED.findall("{glue:md}`reduction_versions`: All three sit left of the ridge.") == []
+
+
+def test_counts_of_versions_are_written_from_the_records():
+    """"`x.cu` has four versions" comes from the records (book/ladders.py, shown with {glue:md}), never from a
+    writer's count, which a new version would make wrong."""
+    for path in sorted(BOOK.glob("*.md")):
+        text = re.sub(r"\s+", " ", prose_of(path.read_text()))
+        assert not HAND_COUNTED.findall(text), f"{path.name} counts versions by hand: {HAND_COUNTED.findall(text)}"
+
+
+#: Kernels the prose names as using warp shuffles: (page, words naming them, the topic's file).
+SHUFFLES_CLAIMED = [
+    ("sums", "the fused softmax of the large-margin softmax chapter", "lsoftmax"),
+    ("sums", "the perceptron chapter's column sums fold their lanes", "perceptron"),
+]
+
+
+@pytest.mark.parametrize("page, words, topic", SHUFFLES_CLAIMED)
+def test_the_kernels_named_for_warp_shuffles_use_them(page, words, topic):
+    assert words in re.sub(r"\s+", " ", chapter(page)), f"{page}.md no longer says {words!r}"
+    assert "__shfl" in read_source(topic), f"{page}.md says {words!r}, but {topic}.cu uses no warp shuffle"
 
 
 def test_prose_names_no_single_gpu_as_the_device_of_the_figures():
@@ -276,10 +493,13 @@ def test_built_chapter_shows_the_recorded_device_and_figures():
     data = recorded("cuda_from_python")
     html = (BUILT / "cuda_from_python.html").read_text()
     text = BeautifulSoup(html, "html.parser").get_text(" ")
-    text = re.sub(r"\s+", " ", text)
+    text = re.sub(r"\s+", " ", text).replace("\u2019", "'")  # the page's typographic apostrophes
     assert f"measured on an {data['device']['name']}" in text
-    assert re.sub(r"`", "", prose.sum_against_library(data))[:60] in text
+    assert re.sub(r"`", "", prose.bandwidth_roof(data))[:60] in text
     assert "{glue" not in text, "a glue role was left unrendered"
+    sums = re.sub(r"\s+", " ", BeautifulSoup((BUILT / "sums.html").read_text(), "html.parser").get_text(" "))
+    sums = sums.replace("\u2019", "'")
+    assert re.sub(r"`", "", prose.sum_against_library(data))[:60] in sums
 
 
 @pytest.mark.skipif(not (BUILT / "lenet.html").exists(), reason="the book is not built here (`make book`)")
@@ -293,11 +513,11 @@ def test_built_lenet_page_shows_the_recorded_full_run():
             f"after {run['epochs']} epochs, {run['step_ms_wall']:.1f} ms per training step") in text
 
 
-@pytest.mark.skipif(not (BUILT / "cnn.html").exists(), reason="the book is not built here (`make book`)")
+@pytest.mark.skipif(not (BUILT / "cnn_forward_speed.html").exists(), reason="the book is not built here (`make book`)")
 def test_built_kernels_page_shows_its_glued_phrases():
     from bs4 import BeautifulSoup
 
-    text = re.sub(r"\s+", " ", BeautifulSoup((BUILT / "cnn.html").read_text(), "html.parser").get_text(" "))
+    text = re.sub(r"\s+", " ", BeautifulSoup((BUILT / "cnn_forward_speed.html").read_text(), "html.parser").get_text(" "))
     text = text.replace("\u2019", "'")  # the page's typographic apostrophes
     assert re.sub(r"`", "", prose.small_layer_versions(recorded("cnn"))) in text
     assert "{glue" not in text, "a glue role was left unrendered"
@@ -376,3 +596,40 @@ def test_attention_tiling_phrases_follow_the_kernels_configuration():
     assert prose.attention_backward_tiling((128,)) == (f"at d = 128 a block of {b['backward_warps']} warps owns "
                                                        f"{b['tile']} keys, 16 per warp, and walks query tiles of "
                                                        f"{b['queries']}")
+
+
+# --- a page quotes the GPU of the files it reads --------------------------------------------------
+
+def _recorded_devices() -> dict[str, set[str]]:
+    """Every device name in the results files: the untagged files' (what the pages read) and all of them."""
+    results = ROOT / "benchmarks" / "results"
+    untagged, every = set(), set()
+    for path in results.glob("*.json"):
+        device = json.loads(path.read_text()).get("device")
+        name = device.get("name") if isinstance(device, dict) else None
+        if not name:
+            continue
+        every.add(name)
+        if not any(path.stem.endswith(f"_{tag}") for tag in ("h200", "two_gpus")):
+            untagged.add(name)
+    return {"untagged": untagged, "every": every}
+
+
+#: Pages that set several GPUs' runs side by side on purpose, each run labelled with its GPU.
+COMPARES_RUNS = {"sgemm": "the tile search, a panel per recorded run", "scoreboard": "every run of every benchmark"}
+
+
+@pytest.mark.parametrize("page", sorted(p.stem for p in BOOK.glob("*.md")))
+def test_built_page_quotes_only_the_gpu_of_the_files_it_reads(page):
+    html = BUILT / f"{page}.html"
+    if not html.exists():
+        pytest.skip("the book is not built here (`make book`)")
+    if page in COMPARES_RUNS:
+        pytest.skip(f"{page} compares runs on purpose: {COMPARES_RUNS[page]}")
+    from bs4 import BeautifulSoup
+
+    devices = _recorded_devices()
+    text = re.sub(r"\s+", " ", BeautifulSoup(html.read_text(), "html.parser").get_text(" "))
+    named = {name for name in devices["every"] if name in text}
+    assert named <= devices["untagged"], (f"{page}.html names {sorted(named - devices['untagged'])}, whose figures "
+                                          f"are in no file the page reads ({sorted(devices['untagged'])})")

@@ -1,10 +1,13 @@
-"""Every teaching section of every chapter ends with questions, their answers hidden behind a toggle.
+"""Every teaching section of every chapter asks the reader to think first, and ends with questions whose answers
+are hidden behind a toggle.
 
 The style is one for the whole book: a "Check your understanding" box (``:class: tip``) with
 numbered questions, then an "Answers" box (``:class: dropdown``, collapsed until the reader
-opens it) with an answer for each question, in the same order.  Sections that teach nothing
-new (the exercises, a summary) have none.  When the book has been built, the answers of every
-page are in collapsed boxes.
+opens it) with an answer for each question, in the same order.  Before that, at least one
+"Predict" box asks for a prediction that the code cell right after it then measures or shows
+("how many blocks will this launch? run it").  Sections that teach nothing new (the exercises,
+a summary) have none.  When the book has been built, the answers of every page are in
+collapsed boxes.
 """
 
 from __future__ import annotations
@@ -98,3 +101,25 @@ def test_built_answers_are_collapsed(page):
     source = (ROOT / "book" / f"{page}.md").read_text()
     assert len(answers) == source.count(ANSWERS)
     assert all("dropdown" in a.get("class", []) for a in answers)
+
+
+#: A "Predict" box (any title that starts so), then, after at most a dropdown with its answer, the code cell that
+#: measures or shows what was predicted.
+PREDICTION = re.compile(r"^:::\{admonition\} Predict[^\n]*\n(?::class: [^\n]*\n)?.*?^:::\n\s*"
+                        r"(?::::?\{dropdown\}[^\n]*\n.*?^:::\n\s*)?```\{code-cell\}", re.S | re.M)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_teaching_section_asks_for_a_prediction_that_the_next_cell_answers(page):
+    teaching = [(title, body) for title, body in sections((ROOT / "book" / f"{page}.md").read_text())
+                if not NOT_TEACHING.match(title)]
+    without = [title for title, body in teaching if not PREDICTION.search(body)]
+    assert not without, (f"{page}.md: these sections ask for no prediction before a cell that answers it (a "
+                         f"'Predict, then run' box followed by the code cell): {without}")
+
+
+def test_the_prediction_finder_wants_a_cell_after_the_box():
+    box = ":::{admonition} Predict, then run\n:class: tip\n\nHow many blocks?\n:::\n\n"
+    assert PREDICTION.search(box + "```{code-cell} ipython3\nprint(4)\n```\n")
+    assert PREDICTION.search(box + ":::{dropdown} Answer\nFour.\n:::\n\n```{code-cell} ipython3\nx\n```\n")
+    assert not PREDICTION.search(box + "Some prose, and no cell.\n")

@@ -54,6 +54,20 @@ def test_every_file_of_a_chapter_is_where_its_name_says(chapter):
         assert importlib.import_module(topic_module(topic)).TOPIC == topic
 
 
+@pytest.mark.parametrize("chapter", [c for c in CHAPTERS if c.graded], ids=lambda c: c.name)
+def test_every_exercise_is_named_on_a_page_of_its_chapter(chapter):
+    """A reader finds each exercise where its kernel is taught: the page names it (`name`, or its signature), with
+    the assignment's folder, so that no exercise is left without a pointer when a page is split or an exercise
+    added."""
+    pages = {page: (ROOT / "book" / f"{page}.md").read_text() for page in chapter.pages}
+    for assignment in chapter.assignments:
+        for name in assignment.exercises():
+            named = [page for page, text in pages.items() if f"`{name}`" in text or f"`{name}(" in text]
+            assert named, f"{name} ({assignment.assignment}) is named on no page of {chapter.name}: {sorted(pages)}"
+            assert any(f"exercises/{assignment.assignment}" in pages[page] for page in named), (
+                f"{name} is named on {named}, but no such page says where it is (exercises/{assignment.assignment}/)")
+
+
 def test_every_exercise_module_benchmark_assignment_and_topic_belongs_to_a_chapter():
     names = {a.name for c in CHAPTERS for a in c.assignments}
     modules = {info.name for info in pkgutil.iter_modules(autograder.exercises.__path__) if not info.name.startswith("_")}

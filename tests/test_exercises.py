@@ -4,8 +4,9 @@ For every exercise of every chapter (:data:`book.chapters.CHAPTERS`):
 
 * the solution notebook's kernel gets every correctness point;
 * every planted bug of ``tests/planted_bugs/<exercise>/`` is rejected for its
-  planted reason, and every other correct way to write it is accepted
-  (see tests/planted_corpus.py);
+  planted reason, its feedback naming its cause in the words the bug records
+  (every bug records them but those listed as not named yet), and every other
+  correct way to write it is accepted (see tests/planted_corpus.py);
 * the float64 reference is finite and bounded by the error scale on every
   shape (the scale is the size of the terms float32 rounding works on), and
   the shapes drawn from the grading secret differ per student.
@@ -30,9 +31,9 @@ from benchmarks import conv_as_gemm as gemm_bench, cuda_from_python as basics_be
 from benchmarks.common import results_path
 from book.chapters import CHAPTERS, chapter
 from kernels.gemm import sgemm
-from planted_corpus import (CORPUS, PlantedBugDoesNotApply, apply_edits, check_corpus_complete, check_corpus_file,
-                            check_solution_graded_end_to_end, check_solution_kernel, corpus, corpus_files,
-                            read_corpus_file, solution_kernel)
+from planted_corpus import (CORPUS, PlantedBugDoesNotApply, apply_edits, check_causes_recorded, check_corpus_complete,
+                            check_corpus_file, check_solution_graded_end_to_end, check_solution_kernel, corpus,
+                            corpus_files, read_corpus_file, solution_kernel)
 
 EXERCISES = [name for chapter in CHAPTERS for name in chapter.exercises()]
 WITH_CORPUS = [name for name in EXERCISES if (CORPUS / name).is_dir()]
@@ -60,6 +61,23 @@ def test_every_exercise_has_a_solution_kernel_and_planted_bugs():
     assert GRADED_IN_ENGINE_TESTS <= set(EXERCISES)
     check_corpus_complete([name for name in WITH_CORPUS if name not in PUZZLES])
     check_corpus_complete(sorted(PUZZLES), minimum=2)
+
+
+def test_every_planted_bug_records_the_words_that_name_its_cause():
+    """Of every exercise, chapter 1's and the puzzles' too: the words are checked where each corpus is graded."""
+    check_causes_recorded()
+
+
+def test_the_words_of_a_cause_name_one_cause(tmp_path):
+    (tmp_path / "saxpy").mkdir()
+    path = tmp_path / "saxpy" / "hedged.edit"
+    line = "        y[i * incy] = alpha * x[i * incx] + y[i * incy];\n"
+    edit = f"<<<<<<< solution\n{line}=======\n{line}        y[0] = 0.0f;\n>>>>>>> planted bug\n"
+    path.write_text("// Bug: y[0] zeroed.\n// Expect: rejected, race\n// Feedback: race|never written\n" + edit)
+    with pytest.raises(AssertionError, match="offers several causes"):
+        read_corpus_file(path)
+    path.write_text("// Bug: y[0] zeroed.\n// Expect: rejected, race\n// Feedback: race on (global|shared) memory\n" + edit)
+    assert read_corpus_file(path).feedback == "race on (global|shared) memory"
 
 
 @pytest.mark.parametrize("name", WITH_CORPUS)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.conv_as_gemm import WARPTILE_CONFIGS, WT_KEYS
+from kernels import KERNEL_DIR
+from kernels.gemm.sgemm import WARPTILE_DEFAULT
 from kernels.runtime.errors import KernelCompileError
-from kernels.runtime.sources import topic_sources
+from kernels.runtime.sources import source_path, topic_sources
 from kernels.tools.nvcc_report import as_table, compile_report, nvcc_path, parse_ptxas_log, report_topic
 
 CU_FILES = list(topic_sources().values())
@@ -49,3 +52,20 @@ ptxas info    : Used 255 registers, used 1 barriers, 4096 bytes smem, 380 bytes 
     assert (r.kernel, r.registers, r.shared_bytes, r.constant_bytes) == ("k", 255, 4096, 388)
     assert (r.stack_frame_bytes, r.spill_store_bytes, r.spill_load_bytes, r.barriers) == (48, 40, 36, 1)
     assert r.spills
+
+
+@needs_nvcc
+def test_the_tile_the_gemm_page_says_spills_does_and_the_default_does_not():
+    """book/sgemm.md says that the grouped 128 x 128 x 16 tile at two blocks per multiprocessor spills, and that the
+    file as it builds (its default tile) does not: both are checked here, so the page cannot drift from ptxas."""
+    source = source_path("sgemm").read_text()
+
+    def warptile(defines):
+        options = tuple(f"-D{name}={value}" for name, value in defines.items())
+        reports = compile_report(source, "sgemm.cu", include_dirs=(str(KERNEL_DIR),), options=options)
+        return next(r for r in reports if r.kernel == "sgemm_warptile")
+
+    grouped = dict(zip(WT_KEYS, (128, 128, 16, 2, 8, 4)))
+    assert tuple(grouped.values()) in WARPTILE_CONFIGS, "the page's spilling tile is no longer in the search"
+    assert warptile(grouped).spills
+    assert not warptile(WARPTILE_DEFAULT).spills

@@ -62,6 +62,13 @@ def test_copy(backend, version, n):
     np.testing.assert_array_equal(device_copy.copy(src, version=version), device_copy.reference(src))
 
 
+@pytest.mark.parametrize("n", [1, 7, 4099])
+def test_unrolled_copy_takes_any_size(backend, n):
+    """Version 3 copies the n % 4 floats past its last float4 too."""
+    (src,) = inputs(n, seed=n)
+    np.testing.assert_array_equal(device_copy.copy(src, version="float4_unrolled"), device_copy.reference(src))
+
+
 @pytest.mark.parametrize("version", versions(reduction.KERNELS))
 @pytest.mark.parametrize("n", SIZES + [65536])
 def test_reduce_sum(backend, version, n):

@@ -157,16 +157,8 @@ def test_sgemm_drawing_shows_the_thread_tile_and_the_k_slices():
     black = (image[..., :3] == 0).all(axis=-1)
     assert black.sum() == t.thread_tile[0] * t.thread_tile[1]
     assert set(zip(*np.nonzero(black))) == set(zip(*t.elements_of(0)))
-    slices = _patches(ax, figures._SLICE)
+    slices = _patches(ax, figures.SLICE_COLOUR)
     assert sorted((p.get_height(), p.get_width()) for p in slices) == sorted([(t.block_m, t.k_step), (t.k_step, t.block_n)])
-
-
-def test_sgemm_ladder_has_a_panel_per_step():
-    fig, tilings = figures.draw_sgemm_ladder()
-    assert [t.name for t in tilings] == LADDER
-    assert [ax.get_title(loc="left") for ax in fig.axes[: len(LADDER)]] == [f"{i + 1}. {n}" for i, n in enumerate(LADDER)]
-    width, height = fig.get_size_inches()
-    assert width <= 9.5, "wider than the page column"
 
 
 def test_sgemm_tiling_rejects_unknown_versions():

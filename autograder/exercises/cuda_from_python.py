@@ -213,6 +213,9 @@ def _sum_probe(shape, run) -> str:
             return (f"{where}: it reads values from outside x (past its end, where the grader keeps a guard, or "
                     f"uninitialised memory): check the bounds check (if (i < n)) and that every value added was written.")
         if got.is_integer() and 0 <= got < want:
+            short = _tree_levels_missing(start, stop, got, n, run)
+            if short:
+                return f"{where}; {short}"
             missed = f"{want - got:.0f} of those elements {'was' if want - got == 1 else 'were'} not added"
             return (f"{where}: {missed}. Check the loop bound, the grid-stride "
                     f"step (i += blockDim.x * gridDim.x) and that the grid covers every element.")
@@ -229,6 +232,34 @@ def _sum_probe(shape, run) -> str:
                 f"values themselves, where every term of this sum is positive (|x[i]| with fabsf, or x[i] * x[i]).")
     return ("Summing ones shows every element added exactly once, so the error on the test values comes from lost "
             "precision: partial sums rounded to float16 (half precision) or a less exact operation.")
+
+
+def _tree_levels_missing(start: int, stop: int, got: float, n: int, run) -> str:
+    """What a tree reduction that stops ``levels`` steps early shows, if that is what summing ones showed.
+
+    Element i reaches thread i % blockDim.x of some block (in every pass of a grid-stride loop over a power-of-two
+    block), and a tree whose last ``levels`` steps are missing adds only the partial sums of the threads whose index
+    is a multiple of 2**levels.  If ``got`` counts exactly the elements at those indices of x[start:stop], one more
+    launch, with ones at every other index, tells that cause from a loop bound that happens to lose as many: it
+    must add nothing.
+    """
+    index = np.arange(start, stop)
+    for levels in range(1, PROBE_CHUNK.bit_length()):
+        every = 2**levels
+        if np.count_nonzero(index % every == 0) != got:
+            continue
+        x = np.zeros(n, np.float32)
+        x[start:stop][index % every != 0] = 1.0
+        if float(run({"x": x, "out": None, "n": n})["out"][0]) != 0:
+            return ""
+        steps = "one step" if levels == 1 else f"{levels} steps"
+        last = ("its last step, stride 1, is missing" if levels == 1 else
+                f"its last {levels} steps, strides {', '.join(str(2**k) for k in reversed(range(levels)))}, are missing")
+        return (f"with ones only where i % {every} != 0 it returns 0. Only the partial sums of the threads whose "
+                f"threadIdx.x is a multiple of {every} reach the result: the tree reduction stops {steps} early "
+                f"({last}), so each block adds only part of its partial sums. Run the tree down to stride 1 "
+                f"(loop while stride > 0, not stride > {2**levels // 2}).")
+    return ""
 
 
 REDUCE_SUM = Exercise(

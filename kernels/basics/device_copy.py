@@ -14,6 +14,8 @@ from kernels.runtime.loader import element_count, grid_stride_blocks, launch, lo
 from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d, rung
 
 TOPIC = "device_copy"
+#: float4s each thread of version 3 loads before it stores (CP_UNROLL, the .cu's default).
+UNROLL = 4
 
 
 def reference(src: np.ndarray) -> np.ndarray:
@@ -57,6 +59,24 @@ def copy_grid_stride_float4(
     return enqueue if prepare_only else dst
 
 
+def float4_blocks(n: int, block: int = 256) -> int:
+    """Version 3's grid: a block covers ``block * UNROLL`` float4s; at least one block, which copies the tail."""
+    return max(1, blocks_for(n // 4, block * UNROLL))
+
+
+def copy_float4_unrolled(
+    src, dst=None, *, block: int = 256, sync: bool = True, prepare_only: bool = False,
+):
+    """Version 3: ``UNROLL`` float4 loads in flight per thread, then the stores; any size."""
+    n = int(src.size)
+    dst = output_like(src) if dst is None else dst
+    element_count(src, dst)
+    kernel = load_topic(TOPIC).function("copy_float4_unrolled")
+    enqueue = launch(kernel, (src, dst, n), grid=float4_blocks(n, block), block=block, sync=sync,
+                     prepare_only=prepare_only)
+    return enqueue if prepare_only else dst
+
+
 KERNELS = kernel_table(
     KernelVersion(TOPIC, "copy_one_thread_per_element", copy_one_thread_per_element,
                   lambda shape: launch_1d(blocks_for(int(shape["n"]), 256), 256),
@@ -66,6 +86,10 @@ KERNELS = kernel_table(
                   lambda shape: launch_1d(grid_stride_blocks(int(shape["n"]) // 4, 256), 256),
                   bytes=lambda shape: float(bytes_moved(int(shape["n"]))), flops=lambda shape: 0.0, reference=reference,
                   number=2, title="a grid-stride loop over float4", key="grid_stride_float4"),
+    KernelVersion(TOPIC, "copy_float4_unrolled", copy_float4_unrolled,
+                  lambda shape: launch_1d(float4_blocks(int(shape["n"]), 256), 256),
+                  bytes=lambda shape: float(bytes_moved(int(shape["n"]))), flops=lambda shape: 0.0, reference=reference,
+                  number=3, title="float4 loads, several in flight per thread", key="float4_unrolled"),
 )
 
 

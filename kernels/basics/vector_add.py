@@ -17,6 +17,8 @@ from kernels.runtime.loader import element_count, grid_stride_blocks, launch, lo
 from kernels.runtime.versions import KernelVersion, kernel_table, launch_1d, rung
 
 TOPIC = "vector_add"
+#: float4s each thread of version 3 loads of each operand before it stores (VA_UNROLL, the .cu's default).
+UNROLL = 4
 
 
 def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -56,6 +58,24 @@ def vector_add_grid_stride(
     return enqueue if prepare_only else c
 
 
+def float4_blocks(n: int, block: int = 256) -> int:
+    """Version 3's grid: a block covers ``block * UNROLL`` float4s; at least one block, which adds the tail."""
+    return max(1, blocks_for(n // 4, block * UNROLL))
+
+
+def vector_add_float4(
+    a, b, c=None, *,
+    block: int = 256, sync: bool = True, prepare_only: bool = False,
+):
+    """Version 3: float4 loads, ``UNROLL`` of each operand in flight per thread; any ``n``."""
+    n = element_count(a, b)
+    c = output_like(a) if c is None else c
+    kernel = load_topic(TOPIC).function("vector_add_float4")
+    enqueue = launch(kernel, (a, b, c, n), grid=float4_blocks(n, block), block=block,
+                     sync=sync, prepare_only=prepare_only)
+    return enqueue if prepare_only else c
+
+
 def _facts(kernel: str, launcher, blocks, **rung) -> KernelVersion:
     return KernelVersion(TOPIC, kernel, launcher, lambda shape: launch_1d(blocks(int(shape["n"]), 256), 256),
                          bytes=lambda shape: float(bytes_moved(int(shape["n"]))),
@@ -67,6 +87,8 @@ KERNELS = kernel_table(
            number=1, title="one thread per element", key="one_thread_per_element"),
     _facts("vector_add_grid_stride", vector_add_grid_stride, grid_stride_blocks,
            number=2, title="a grid-stride loop", key="grid_stride"),
+    _facts("vector_add_float4", vector_add_float4, float4_blocks,
+           number=3, title="float4 loads, several in flight per thread", key="float4"),
 )
 
 

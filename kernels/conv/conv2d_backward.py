@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conv2d import bytes_moved, flops, layer, output_shape, tile_grid
+from .conv2d import bytes_moved, flops, forward_reference, layer, output_shape, tile_grid
+from .conv2d_gemm import conv2d_implicit_gemm, conv2d_winograd
 from ..runtime import DeviceBuffer, Module, blocks_for
 from ..runtime.loader import float32_operand, launch, load_topic, output_like, result_array
 from ..runtime.scratch import kept_buffer
@@ -79,8 +80,6 @@ def transposed_filters(Wf) -> np.ndarray:
 
 def backward_input_reference(dY, Wf) -> np.ndarray:
     """dE/dX in float64: dY padded with K - 1 zeros, convolved with the transposed filter bank."""
-    from .conv2d import forward_reference
-
     dY = np.asarray(dY, np.float64)
     K = int(np.shape(Wf)[2])
     padded = np.pad(dY, ((0, 0), (0, 0), (K - 1, K - 1), (K - 1, K - 1)))
@@ -416,8 +415,6 @@ def backward_input_gemm(dY, Wf, x_shape, *, config: dict | None = None, out=None
 
     ``config`` overrides the implicit GEMM's IG_* tile (kernels/conv/conv2d_gemm.py).
     """
-    from .conv2d_gemm import conv2d_implicit_gemm
-
     return _input_by_convolution(conv2d_implicit_gemm, dY, Wf, x_shape, config, out, prepare_only)
 
 
@@ -427,8 +424,6 @@ def backward_input_winograd(dY, Wf, x_shape, *, config: dict | None = None, out=
 
     ``config`` overrides the tile of Winograd's 36 products (the WT_* defines, kernels/conv/conv2d_gemm.py).
     """
-    from .conv2d_gemm import conv2d_winograd
-
     if int(Wf.shape[-1]) != 3:
         raise ValueError(f"backward_input_winograd computes F(4x4, 3x3): 3x3 filters, not {Wf.shape[-2]}x{Wf.shape[-1]}")
     return _input_by_convolution(conv2d_winograd, dY, Wf, x_shape, config, out, prepare_only)

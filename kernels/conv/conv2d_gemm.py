@@ -20,9 +20,9 @@ import numpy as np
 
 from kernels.conv import im2col
 from kernels.gemm.sgemm import warptile_threads
-from kernels.runtime import DeviceBuffer, blocks_for
+from kernels.runtime import DeviceBuffer, blocks_for, current_backend
 from kernels.runtime.loader import launch, load_topic, output_like
-from kernels.runtime.module import empty
+from kernels.runtime.module import empty, to_device
 from kernels.runtime.versions import KernelVersion, LaunchConfig, kernel_table, versions
 
 TOPIC = "conv2d_gemm"
@@ -127,8 +127,8 @@ def conv2d_unroll_gemm(X, Wt, pad: int = 0, stride: int = 1, *, chunk: int | Non
     c = {**DEFAULT_CONFIG, **(config or {})}
     gemm = _module(config).function("conv2d_gemm_batched")
     Y_dev = Y if isinstance(Y, DeviceBuffer) else empty(Y.shape)
-    X_dev = X if isinstance(X, DeviceBuffer) else _to_device(X)
-    W_dev = Wt if isinstance(Wt, DeviceBuffer) else _to_device(Wt)
+    X_dev = X if isinstance(X, DeviceBuffer) else to_device(X)
+    W_dev = Wt if isinstance(Wt, DeviceBuffer) else to_device(Wt)
     steps = []
     threads = warptile_threads(c)
     for n0 in range(0, N, chunk):
@@ -155,16 +155,8 @@ def _run_steps(steps, Y, Y_dev, sync: bool, prepare_only: bool):
     if isinstance(Y, np.ndarray):
         Y[...] = Y_dev.get().reshape(Y.shape)
     elif sync:
-        from kernels.runtime import current_backend
-
         current_backend().synchronize()
     return Y
-
-
-def _to_device(a):
-    from kernels.runtime.module import to_device
-
-    return to_device(a)
 
 
 def conv2d_implicit_gemm(X, Wt, pad: int = 0, stride: int = 1, *, out=None, shape=None, wshape=None,
@@ -247,8 +239,8 @@ def conv2d_winograd(X, Wt, pad: int = 0, stride: int = 1, *, out=None, shape=Non
     module = _module(config)
     Y = output_like(X, (N, M, H_out, W_out), np.float32) if out is None else out
     Y_dev = Y if isinstance(Y, DeviceBuffer) else empty(Y.shape)
-    X_dev = X if isinstance(X, DeviceBuffer) else _to_device(X)
-    W_dev = Wt if isinstance(Wt, DeviceBuffer) else _to_device(Wt)
+    X_dev = X if isinstance(X, DeviceBuffer) else to_device(X)
+    W_dev = Wt if isinstance(Wt, DeviceBuffer) else to_device(Wt)
     # Hundreds of megabytes on a large layer: allocated per call (a prepared call keeps them), never kept.
     V, U, Z = empty((36, M, C)), empty((36, C, T)), empty((36, M, T))
     gemm = _winograd_gemm_launch({"N": N, "C": C, "H": H, "W": W, "M": M, "pad": pad}, config)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime import Module, blocks_for
+from ..gemm import sgemm
+from ..runtime import DeviceBuffer, Module, blocks_for
 from ..runtime.loader import float32_operand, load_topic, result_array
+from ..runtime.module import to_device
 from ..runtime.versions import KernelVersion, LaunchConfig, as_launch, kernel_table
 
 TOPIC = "fully_connected"
@@ -144,16 +146,11 @@ def backward_bias(dY, out=None):
 
 
 def _on_device(a):
-    from ..runtime import DeviceBuffer
-    from ..runtime.module import to_device
-
     return a if isinstance(a, DeviceBuffer) else to_device(np.ascontiguousarray(a, dtype=np.float32))
 
 
 def _returned(result, out, *inputs):
     """A NumPy array when every input was one and no ``out`` was given, else the device buffer."""
-    from ..runtime import DeviceBuffer
-
     if out is None and not any(isinstance(a, DeviceBuffer) for a in inputs):
         return result.get()
     if out is not None and not isinstance(out, DeviceBuffer):
@@ -163,8 +160,6 @@ def _returned(result, out, *inputs):
 
 
 def _device_out(out, shape):
-    from ..runtime import DeviceBuffer
-
     if out is not None and tuple(out.shape) != tuple(shape):
         raise ValueError(f"out has shape {tuple(out.shape)}, the result has shape {tuple(shape)}")
     return out if isinstance(out, DeviceBuffer) else None
@@ -174,8 +169,6 @@ def forward_gemm(X, W, b, out=None, *, Wt=None):
     """Version 7: Y = X W^T + b by the GEMM chapter's kernels (:func:`kernels.gemm.sgemm.fc_forward`: W transposed,
     the fastest SGEMM for the shape, the bias added in the GEMM's store).  ``Wt``: an (in, out) device buffer
     to transpose W into (allocated when not given)."""
-    from ..gemm import sgemm
-
     n, in_features, out_features = _shapes(X, W)
     if tuple(b.shape) != (out_features,):
         raise ValueError(f"b must hold one bias per output feature ({out_features}), got shape {tuple(b.shape)}")
@@ -186,8 +179,6 @@ def forward_gemm(X, W, b, out=None, *, Wt=None):
 
 def backward_input_gemm(dY, W, out=None):
     """Version 8: dX = dY W by the GEMM chapter's kernels (both operands row-major as they are)."""
-    from ..gemm import sgemm
-
     out_features, in_features = (int(s) for s in W.shape)
     n = int(dY.shape[0])
     if tuple(dY.shape) != (n, out_features):
@@ -199,8 +190,6 @@ def backward_input_gemm(dY, W, out=None):
 def backward_weight_gemm(dY, X, out=None):
     """Version 9: dW = dY^T X by the GEMM chapter's kernels: version 8 reads dY as it is (as the transposed
     operand), and splits the long K = n among blocks when the tiles alone are too few."""
-    from ..gemm import sgemm
-
     n, in_features = (int(s) for s in X.shape)
     out_features = int(dY.shape[1])
     if int(dY.shape[0]) != n:

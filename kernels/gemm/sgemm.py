@@ -21,6 +21,7 @@ import math
 
 from kernels.runtime import DeviceBuffer, blocks_for
 from kernels.runtime.loader import grid_stride_blocks, launch, load_topic, multiprocessors, output_like
+from kernels.runtime.module import to_device
 from kernels.runtime.scratch import kept_buffer
 from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
 
@@ -404,8 +405,6 @@ KERNELS = kernel_table(
 
 
 def _device(a):
-    from kernels.runtime.module import to_device
-
     return a if isinstance(a, DeviceBuffer) else to_device(np.ascontiguousarray(a, dtype=np.float32))
 
 

@@ -22,7 +22,7 @@ from kernels.runtime import DeviceBuffer, blocks_for, selection
 from kernels.runtime.errors import KernelError
 from kernels.runtime.loader import launch, load_topic, output_like
 from kernels.runtime.versions import KernelVersion, as_launch, kernel_table
-from kernels.gemm.sgemm import KERNELS as SGEMM_KERNELS
+from kernels.gemm.sgemm import KERNELS as SGEMM_KERNELS, reference as sgemm_reference, tf32
 from kernels.gemm.sgemm import _workspace  # the device buffer kept per backend and shape (version 8's partial sums)
 
 TOPIC = "sgemm_hopper"
@@ -132,8 +132,6 @@ def packed_a_floats(M: int, K: int, bm: int, bk: int) -> int:
 def split_b_reference(B, b_transposed: bool = False, bk: int = DEFAULT_CONFIG["H_BK"]) -> np.ndarray:
     """What ``tf32x3_split_b`` writes, in NumPy: for each n-tile and k-tile, B_big then B_small in the order
     [k-step s][core matrix along k c][n group][n][k] with the k order of the kernel's header comment."""
-    from kernels.gemm.sgemm import tf32
-
     Bm = np.asarray(B, np.float32).T if b_transposed else np.asarray(B, np.float32)   # K x N
     K, N = Bm.shape
     k_tiles, n_tiles = blocks_for(K, bk), blocks_for(N, BN)
@@ -193,12 +191,6 @@ def _split_launch(shape):
     return as_launch((blocks_for(K, DEFAULT_CONFIG["H_BK"]), blocks_for(N, BN)), SPLIT_THREADS)
 
 
-def _reference(A, B):
-    from kernels.gemm.sgemm import reference
-
-    return reference(A, B)
-
-
 _DEFINES = {"DLK_ARCH_SPECIFIC": 1, **DEFAULT_CONFIG}
 
 def _split_bytes(shape) -> float:
@@ -242,14 +234,14 @@ KERNELS = kernel_table(
                   flops=lambda shape: 0.0, reference=split_b_reference, defines=_DEFINES, number=None,
                   title="B split into B_big and B_small, stored in the product's tile order"),
     KernelVersion(TOPIC, "sgemm_tf32x3_wgmma", sgemm_tf32x3_wgmma, _product_launch, bytes=_product_bytes,
-                  flops=_product_flops, reference=_reference, defines=_DEFINES, number=10,
+                  flops=_product_flops, reference=sgemm_reference, defines=_DEFINES, number=10,
                   title="3xTF32 with Hopper's warpgroup MMA (wgmma), k-tiles by cp.async"),
     KernelVersion(TOPIC, "tf32x3_pack_a", sgemm_tf32x3_tma, _pack_launch, bytes=_pack_bytes,
                   flops=lambda shape: 0.0, reference=pack_a_reference, defines=_DEFINES, number=None,
                   title="A packed tile by tile for the TMA unit's bulk copies"),
     KernelVersion(TOPIC, "sgemm_tf32x3_tma", sgemm_tf32x3_tma, partial(_product_launch, kernel="sgemm_tf32x3_tma"),
                   bytes=_tma_product_bytes,
-                  flops=_product_flops, reference=_reference, defines=_DEFINES, number=11,
+                  flops=_product_flops, reference=sgemm_reference, defines=_DEFINES, number=11,
                   title="version 10's products, fed by the TMA unit and paced by mbarriers"),
     continues=SGEMM_KERNELS,
 )

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from ..runtime import selection as select
+from ..runtime.module import to_device
+from ..runtime.timing import time_kernel
 from . import Comprehension, compile_tc
 from .runner import bind_sizes
 from .schedule import NAIVE, Schedule
@@ -142,8 +144,6 @@ def autotune(text: str, args: tuple, *, limit: int = 48, cache: Path | str | Non
             ok = _close(np.asarray(got), np.asarray(want))
             ms = None
             if ok and on_gpu:
-                from ..runtime.timing import time_kernel
-
                 ms = time_kernel(_enqueue(tc, args), warmup=2, repeat=10, max_repeat=30).median_ms
             trials.append(Trial(sched, ms, ok, "" if ok else "differs from the naive kernel"))
         except Exception as exc:  # a schedule the device refuses (too much shared memory, ...) is skipped
@@ -166,7 +166,5 @@ def autotune(text: str, args: tuple, *, limit: int = 48, cache: Path | str | Non
 
 def _enqueue(tc: Comprehension, args):
     """Launches only (inputs and outputs on the device already), for timing."""
-    from ..runtime.module import to_device
-
     dev = [to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in args]
     return tc(*dev, prepare_only=True)

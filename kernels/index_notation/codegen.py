@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import sizes as S
-from .schedule import Schedule
+from .schedule import NAIVE, Schedule
 from .semantics import FUNCTIONS, IDENTITY, CheckedDefinition, CheckedStatement, statement_text
 from .syntax import Binary, Call, Name, Num, Ternary, Unary
 
@@ -605,8 +605,6 @@ def parameters(cd: CheckedDefinition) -> tuple:
 
 def generate(cd: CheckedDefinition, schedule: Schedule | None = None) -> GeneratedProgram:
     """CUDA C for a checked comprehension under ``schedule`` (the naive one by default)."""
-    from .schedule import NAIVE
-
     sched = schedule or NAIVE
     params = parameters(cd)
     # Sizes an output reads (every size) are known to all kernels; '__restrict__' lets the

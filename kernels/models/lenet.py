@@ -30,6 +30,7 @@ import numpy as np
 from ..conv import conv2d, conv2d_backward, pooling
 from ..dense import activations, fully_connected, sgd, softmax
 from .mlp import History, epoch_batches, evaluate, train  # noqa: F401  (re-exported for the chapter)
+from .mlp import load_digits_split
 from ..runtime import empty, queued, to_device
 
 # (name, input maps, output maps, filter size) of the three convolutions; the two dense layers.
@@ -71,8 +72,6 @@ def upscale_digits(X64, size: int = IMAGE_SIZE) -> np.ndarray:
 
 def load_digits_32(test_size: float = 0.2, seed: int = 0):
     """The digits at 32 x 32: ``(X_train, X_test, y_train, y_test)``, the split of :func:`kernels.models.mlp.load_digits_split`."""
-    from .mlp import load_digits_split
-
     X_train, X_test, y_train, y_test = load_digits_split(test_size, seed)
     return upscale_digits(X_train), upscale_digits(X_test), y_train, y_test
 

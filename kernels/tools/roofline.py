@@ -19,6 +19,11 @@ from pathlib import Path
 
 import numpy as np
 
+from kernels.basics import device_copy as copy_kernels, peak
+from kernels.runtime import selection
+from kernels.runtime.module import empty
+from kernels.runtime.timing import require_gpu, time_kernel
+
 
 @dataclass(frozen=True)
 class Peaks:
@@ -78,10 +83,6 @@ def achieved(nbytes: float, flops: float, seconds: float, peaks: Peaks) -> Achie
 
 def measure_bandwidth_gbs(nbytes: int = 1 << 30, block: int = 256) -> float:
     """Device-to-device copy bandwidth (bytes read + written per second / 1e9), GPU only."""
-    from kernels.basics import device_copy as copy_kernels
-    from kernels.runtime.module import empty
-    from kernels.runtime.timing import require_gpu, time_kernel
-
     require_gpu("measuring bandwidth")
     n = nbytes // 2 // 4 // 4 * 4  # half read, half written; a multiple of 4 floats
     src, dst = empty(n, np.float32), empty(n, np.float32)
@@ -92,9 +93,6 @@ def measure_bandwidth_gbs(nbytes: int = 1 << 30, block: int = 256) -> float:
 
 def measure_fp32_gflops(iterations: int = 1024) -> float:
     """FP32 fused multiply-add throughput (flops per second / 1e9), GPU only."""
-    from kernels.basics import peak
-    from kernels.runtime.timing import require_gpu, time_kernel
-
     require_gpu("measuring FP32 throughput")
     enqueue, flops = peak.fma_throughput(iterations, prepare_only=True)
     timing = time_kernel(enqueue, flush_l2=False)
@@ -103,8 +101,6 @@ def measure_fp32_gflops(iterations: int = 1024) -> float:
 
 def measure_peaks() -> Peaks:
     """Both peaks of the current GPU, measured now."""
-    from kernels.runtime import selection
-
     info = selection.current_backend().describe()
     return Peaks(
         bandwidth_gbs=measure_bandwidth_gbs(),

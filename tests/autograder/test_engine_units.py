@@ -287,7 +287,9 @@ def test_a_hung_child_costs_only_its_time_limit(monkeypatch):
     start = time.monotonic()
     r = grade_submission(KernelSubmission("saxpy", SAXPY_BODY, {"block": 256}), mode="visible", timeout_s=2)
     assert r.status == "timeout" and r.score == 0
-    assert time.monotonic() - start < 15
+    # The child sleeps for ever: that grading returns at all shows it was stopped.  The bound only says it was not
+    # waited on past its limit by much more than a busy machine's start-up of the grading (a generous margin).
+    assert time.monotonic() - start < 60
     assert "2 s" in r.message
 
 

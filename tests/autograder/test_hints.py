@@ -33,7 +33,7 @@ def _check(cell: str | KernelSubmission):
 
 
 def planted(name: str) -> KernelSubmission:
-    """A planted bug of chapter 1 by ``<exercise>/<bug>`` (an edit of the solution cell, tests/planted_corpus.py)."""
+    """A planted bug by ``<exercise>/<bug>`` (an edit of the solution cell, tests/planted_corpus.py)."""
     return read_corpus_file(CORPUS / f"{name}.edit").submission
 
 
@@ -73,6 +73,27 @@ def test_check_names_the_actual_cause(name, words):
     for w in words:
         assert w in hint, hint
     assert "if (i < n)" not in hint and "fixed size" not in hint and "loop bound" not in hint, hint
+
+
+@pytest.mark.parametrize("name, words, misleading", [
+    # the block's shared array is the right size: the threads at or above the stride must not take the step
+    ("reduce_sum/tree_without_guard", ["missing its guard if (threadIdx.x < stride)", "thread 128",
+                                       "the array's size is not the problem"], ["too small", "ask for shared="]),
+    # each block's total lacks partial[1]: half the values, as if the grid-stride loop skipped elements
+    ("reduce_sum/tree_one_step_short", ["tree reduction stops one step early", "stride 1, is missing",
+                                        "stride > 0, not stride > 1"], ["grid-stride", "loop bound"]),
+    # out[i] += ... into the NaN the grader fills outputs with: written, but read first
+    ("map/adds_into_the_output", ["reads out before writing it (read-before-write)", "out[...] += ...",
+                                  "the kernel's result is right", "fills every output with NaN"], ["never written"]),
+])
+def test_check_names_the_cause_a_misleading_symptom_hides(name, words, misleading):
+    result, text = _check(planted(name))
+    assert result.status != "passed"
+    hint = result.message.split("Hint: ", 1)[1]
+    for w in words:
+        assert w in hint, hint
+    for w in misleading:
+        assert w not in hint.lower(), hint
 
 
 @pytest.mark.parametrize("name", ["saxpy/no_grid_stride", "reduce_sum/no_grid_stride"])
