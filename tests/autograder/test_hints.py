@@ -77,7 +77,7 @@ def test_check_names_the_actual_cause(name, words):
 
 @pytest.mark.parametrize("name, words, misleading", [
     # the block's shared array is the right size: the threads at or above the stride must not take the step
-    ("reduce_sum/tree_without_guard", ["missing its guard if (threadIdx.x < stride)", "thread 128",
+    ("reduce_sum/tree_without_guard", ["missing its guard if (threadIdx.x < half)", "thread 128",
                                        "the array's size is not the problem"], ["too small", "ask for shared="]),
     # each block's total lacks partial[1]: half the values, as if the grid-stride loop skipped elements
     ("reduce_sum/tree_one_step_short", ["tree reduction stops one step early", "stride 1, is missing",
