@@ -30,6 +30,7 @@ import numpy as np
 
 from kernels.runtime import errors as E
 from kernels.runtime import selection
+from kernels.runtime.gpu import GPUBufferView
 from kernels.runtime.measurement import measurement
 from kernels.runtime.module import Kernel, compile_source, to_device
 from kernels.runtime.signature import KernelSignature, strip_comments
@@ -168,8 +169,6 @@ class CaseRunner:
         return whole, self._view(whole, host.size)
 
     def _view(self, whole, size: int):
-        from kernels.runtime.gpu import GPUBufferView  # deferred: the GPU backend (PyCUDA) loads only for a GPU grading
-
         return GPUBufferView(whole, self.guard, (size,))
 
     @staticmethod

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels.runtime.host_chunks import over_chunks
+
 
 def compare(got: np.ndarray, expected: np.ndarray, scale, rtol: float, atol: float) -> dict:
     """Every element: |got - expected| <= atol + rtol * scale, and no NaN/Inf where expected is finite."""
@@ -42,8 +44,6 @@ def compare(got: np.ndarray, expected: np.ndarray, scale, rtol: float, atol: flo
 def count_wrong(got: np.ndarray, expected: np.ndarray, scale, rtol: float, atol: float) -> dict:
     """What :func:`compare` says of the elements (``n_bad``, the first wrong one, the largest errors), without
     its element-wise arrays, in chunks on several threads: for timing-size outputs of tens of millions."""
-    from kernels.runtime.host_chunks import over_chunks
-
     shape = np.shape(expected)
     got = np.asarray(got).reshape(-1)
     expected = np.asarray(expected).reshape(-1)

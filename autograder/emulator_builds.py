@@ -22,6 +22,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from kernels.runtime.emulator import build
+
 _lock = threading.Lock()
 _folder: str | None = None
 
@@ -39,8 +41,6 @@ def folder(cache_base: Path, child_env: dict, profile: bool = False) -> str | No
                 _add_profiling_runtime(_folder, child_env)
             return _folder
         try:
-            from kernels.runtime.emulator import build
-
             cache_base.mkdir(parents=True, exist_ok=True)
             _remove_orphans(cache_base)
             made = tempfile.mkdtemp(prefix=f"prebuilt-{os.getpid()}-", dir=cache_base)
@@ -65,8 +65,6 @@ def _add_profiling_runtime(made: str, child_env: dict) -> None:
     if made in _with_profiling:
         return
     try:
-        from kernels.runtime.emulator import build  # deferred: as in folder(), the emulator loads on first use
-
         build.toolchain(Path(made), env=child_env, profile=True)
         for built in Path(made).iterdir():
             built.chmod(0o644)

@@ -22,6 +22,11 @@ import shutil
 import tempfile
 import threading
 
+from kernels.runtime.gpu import store_image
+from kernels.runtime.input_blend import CUDA_SOURCE
+from kernels.runtime.measurement import POISON_SOURCE
+from kernels.runtime.module import compile_source
+
 from .exercise import Exercise
 
 _lock = threading.Lock()
@@ -39,8 +44,6 @@ class _ImageBackend:
         self.folder, self.arch = folder, arch
 
     def compile(self, source, source_name, options, include_dirs, signatures):
-        from kernels.runtime.gpu import store_image
-
         store_image(self.folder, source, source_name, options, include_dirs, signatures, self.arch)
         return None
 
@@ -66,10 +69,6 @@ def folder_for(ex: Exercise) -> str | None:
                 atexit.register(shutil.rmtree, _folder, True)
             backend = _ImageBackend(_folder, _arch)
             if "runtime" not in _done:
-                from kernels.runtime.input_blend import CUDA_SOURCE
-                from kernels.runtime.measurement import POISON_SOURCE
-                from kernels.runtime.module import compile_source
-
                 compile_source(CUDA_SOURCE, "input_blend.cu", backend=backend)
                 compile_source(POISON_SOURCE, "poison_shared.cu", backend=backend)
                 _done.add("runtime")

@@ -22,8 +22,19 @@ from __future__ import annotations
 
 import sys
 
+from kernels.runtime import errors, selection
+from kernels.runtime.module import compile_source
+
+from . import feedback
+from .checker import check_signature
+from .exercise import LaunchError
+from .exercises import all_exercises
+from .isolation import grade_submission
+from .kernel_profile import show_profile
+from .report import plot_error_maps
 from .result import ExerciseResult
 from .submission import KernelSubmission, parse_magic_line
+from .thread_maps import show_thread_map
 
 __all__ = ["check", "submission", "load_ipython_extension"]
 
@@ -67,9 +78,6 @@ def compile_cell(line: str, cell: str, out=None) -> KernelSubmission | None:
     name = parsed.exercise
     sub = KernelSubmission(exercise=name or "", source=cell, launch=dict(parsed.launch), cell_line=2)
 
-    from kernels.runtime import errors
-    from kernels.runtime.module import compile_source
-
     try:
         module = compile_source(sub.compile_source(), name=f"{name or 'cell'}.cu")
     except errors.KernelCompileError as exc:
@@ -96,10 +104,6 @@ def compile_cell(line: str, cell: str, out=None) -> KernelSubmission | None:
 
 def _warn_exercise(name: str, sub: KernelSubmission, module, err) -> str:
     """Print what is wrong for the exercise; the reason it cannot be checked ('' if it can)."""
-    from .checker import check_signature
-    from .exercise import LaunchError
-    from .exercises import all_exercises
-
     ex = all_exercises().get(name)
     if ex is None:
         print(f"note: there is no exercise '{name}' (known: {', '.join(sorted(all_exercises()))}); "
@@ -126,7 +130,7 @@ def compile_tc_cell(line: str, cell: str, out=None) -> KernelSubmission | None:
         return None
     name = parsed.exercise
     sub = KernelSubmission(exercise=name or "", source=cell, launch=dict(parsed.launch), cell_line=2)
-    from kernels.index_notation import TcError, check_text
+    from kernels.index_notation import TcError, check_text  # deferred: its parser, 100 ms, loads at the first %%tc cell
 
     try:
         checked = check_text(sub.compile_source())
@@ -159,8 +163,6 @@ def check(name: str, plot: bool = True, timeout_s: float | None = None, profile:
     a thread map (the warm-up puzzles), correct or not, it draws which thread read and which wrote each
     element beside the expected map (:mod:`autograder.thread_maps`; ``profile=False``: not)."""
     global last_result
-    from .exercises import all_exercises
-
     known = all_exercises()
     if name not in known:
         print(f"check('{name}'): there is no exercise '{name}'; the exercises are: {', '.join(sorted(known))}.")
@@ -173,21 +175,13 @@ def check(name: str, plot: bool = True, timeout_s: float | None = None, profile:
         else:
             print(f"No kernel for '{name}' yet: run the cell that starts with '%%cuda {name} ...' first.")
         return None
-    from kernels.runtime import selection
-
-    from .isolation import grade_submission
-    from .feedback import check_text
-    from .kernel_profile import show_profile  # deferred: the emulator's profiler and matplotlib, on first check()
-    from .report import plot_error_maps
-    from .thread_maps import show_thread_map  # deferred: as show_profile
-
     try:
         backend = selection.current_backend().name
     except Exception:
         backend = None
     result = grade_submission(sub, mode="visible", backend=backend, timeout_s=timeout_s, profile=profile)
     last_result = result
-    print(check_text(result))
+    print(feedback.check_text(result))
     show_thread_map(result, notebook=plot and _in_notebook())
     if result.status == "passed":
         show_profile(result, notebook=plot and _in_notebook())

@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 
+from kernels.runtime import errors as E
+
 from . import case_outputs
 from .checker import _shape_dict, backend_for
 from .comparison import CaseError
@@ -40,7 +42,7 @@ def _interface_problem(ex: Exercise, cd) -> str:
 
 
 def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None) -> ShapeResult:
-    from kernels.index_notation import TcShapeError
+    from kernels.index_notation import TcShapeError  # deferred: as in run_tc_request
 
     shape = case["shape"]
     result = ShapeResult(label=ex.shape_label(shape), shape=dict(shape), seed_index=case["seed_index"],
@@ -69,8 +71,7 @@ def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None) -> ShapeRes
 
 def run_tc_request(request: dict, ex: Exercise, send) -> ExerciseResult:
     """Check one ``%%tc`` submission as described by ``request`` (correctness only)."""
-    from kernels.index_notation import NAIVE, TcError, compile_tc
-    from kernels.runtime import errors as E
+    from kernels.index_notation import NAIVE, TcError, compile_tc  # deferred: its parser, 100 ms, only in a %%tc child
 
     mode = request["mode"]
     res = ExerciseResult(exercise=ex.name, status="failed", correctness_max=ex.correctness_points,

@@ -29,6 +29,7 @@ ENFORCED = (
     "kernels",
     "benchmarks",
     "book",
+    "autograder",
 )
 
 MARK = re.compile(r"#\s*deferred:\s*\S")

@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from kernels.lsoftmax import lsoftmax
+from kernels.lsoftmax.lsoftmax import binomial_term_sizes, cosine, label_coefficients, norms, psi_reference
 
 from ..exercise import Exercise, Reduction, ReferenceKernel
 from ._parts import BLOCK_256, SHARED, grid_key, one_dimensional_launch
@@ -106,8 +107,6 @@ def _cos_reference(inputs):
 
 
 def _cos_scale(inputs):
-    from kernels.lsoftmax.lsoftmax import binomial_term_sizes
-
     # k is a whole number: its scale is k itself, so rtol * k < 1 leaves no room for a wrong integer.
     m, angle = inputs["m"], float(inputs["angle_margin"])
     terms = np.maximum(binomial_term_sizes(inputs["cos_theta"], m), 1.0) + sine_rounding(inputs["cos_theta"], m, angle)
@@ -196,8 +195,6 @@ def _patch_inputs(shape, rng):
 
 def _label_terms(inputs):
     """(rows, labels, f, a b, c) of the label logits, in float64."""
-    from kernels.lsoftmax.lsoftmax import cosine
-
     rows, labels = np.arange(inputs["batch"]), inputs["labels"]
     f = inputs["logits"][rows, labels].astype(np.float64)
     a = inputs["w_norm"][labels].astype(np.float64)
@@ -276,8 +273,6 @@ def _grad_inputs(shape, rng):
 
 def _grad_parts(inputs):
     """X, W_y, a, b, psi, coef_w, coef_x (the cosine margin's term included), m, lam and the margin, in float64."""
-    from kernels.lsoftmax.lsoftmax import cosine, label_coefficients, norms, psi_reference
-
     X = inputs["X"].astype(np.float64)
     W = inputs["W"].astype(np.float64)
     labels = inputs["labels"]
@@ -299,8 +294,6 @@ def _grad_reference(inputs):
 def _grad_scale(inputs):
     """|g| (|coef_w| |W_y| + (|coef_x| + (a/b) |mc| / (1 + lam)) |x|), the terms of the result, plus what the float32
     rounding of cos(theta) (taken as 4 eps (sqrt(dim) + 1)) does to both coefficients through psi' and psi''."""
-    from kernels.lsoftmax.lsoftmax import psi_reference
-
     X, Wy, a, b, psi, coef_w, coef_x, m, lam, margin = _grad_parts(inputs)
     c = np.clip((X * Wy).sum(axis=1) / np.maximum(a * b, 1e-300), -1, 1)
     h = 1e-6
