@@ -112,22 +112,3 @@ def tree_sum_scale(terms: np.ndarray) -> np.ndarray:
     terms and scales it up landed within a tolerance that grew with sqrt(n))."""
     n = max(1, np.shape(terms)[-1])
     return np.abs(np.asarray(terms)).sum(axis=-1, dtype=np.float64) * (math.ceil(math.log2(n)) + 1)
-
-
-#: The most terms of one sign a correct kernel may add into one accumulator (2**20).
-ONE_ACCUMULATOR_TERMS = 2**20
-
-
-def one_sign_sum_scale(terms: np.ndarray) -> np.ndarray:
-    """The error scale of sums of terms of one sign (an L1 norm, a sum of squares) along the last axis, for
-    :data:`TREE_SUM_RTOL`: the tree sum's (:func:`tree_sum_scale`), or, where it is larger, sqrt(n) sum |x| up to
-    :data:`ONE_ACCUMULATOR_TERMS` terms.  A signed sum's running total stays small, so one accumulator rounds as
-    little as a tree; a sum of one sign grows with every term, and a correct kernel that adds one term after
-    another (one atomicAdd per element) is off by up to 0.07 % at a million of these terms (measured; 1.4 times
-    the tree's bound).  Past a million terms one accumulator stagnates, as on any data, and is no correct way to
-    sum them (the planted corpus's ``one_atomic_per_element.cu`` fails at the timing size).  The terms still defeat
-    approximation (:func:`sum_terms`): skipping one term in 64 misses about 1/128 of the sum, four times this
-    tolerance at its widest."""
-    n = max(1, np.shape(terms)[-1])
-    absolute = np.abs(np.asarray(terms)).sum(axis=-1, dtype=np.float64)
-    return absolute * max(math.ceil(math.log2(n)) + 1, math.sqrt(min(n, ONE_ACCUMULATOR_TERMS)))

@@ -1,18 +1,12 @@
-"""Exercises of the chapter "CUDA from Python": SAXPY on strided vectors, and the sum of absolute values.
+"""Exercises of the chapter "CUDA from Python": SAXPY with a grid-stride loop, and a sum.
 
-Each asks for one step past the kernel the chapter prints, as the level-1 BLAS routines do:
-
-* ``saxpy`` with increments, cuBLAS's full ``cublasSaxpy(n, alpha, x, incx, y, incy)``: element i of x is
-  ``x[i * incx]`` and of y ``y[i * incy]`` (a column of a row-major matrix, one channel of interleaved data); the
-  elements of y between them belong to someone else and stay as they are.
-* ``reduce_sum`` of absolute values, the L1 norm (BLAS ``sasum``): sum of ``|x[i]|`` over inputs of both signs.
-
-Where the increments are 1, or every x is at least 0, the chapter's kernels compute the same, and there they are
-the speed references (``ReferenceKernel.solves``).  SAXPY's inputs have a non-zero mean and values spread over
-two decades, so a kernel that writes zeros or the mean cannot pass; the sum's are terms no approximation survives
-(a background of both signs and, at random places, large terms: ``_parts.sum_terms``), judged against a bound of
-a tree sum's rounding.  Sizes include 1, primes, sizes that are no multiple of any block, one drawn per student
-from the grading secret (never a multiple of the student's own block) and a large one.
+SAXPY's inputs have a non-zero mean and values spread over two decades, so a
+kernel that writes zeros or the mean cannot pass; the sum's are terms no
+approximation survives (a background of mean zero and, at random places, large
+terms of random sign: ``_parts.sum_terms``), judged against a bound of a tree
+sum's rounding.  Sizes include 1, primes, sizes that are no multiple of any
+block, one drawn per student from the grading secret (never a multiple of the
+student's own block) and a large one.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ from kernels.basics import reduction, saxpy
 
 from ..exercise import Exercise, LaunchKey, ReferenceKernel, reducing, varied as _varied
 from ..secret_sizes import size_avoiding
-from ._parts import BLOCK_REQUIRED, TREE_SUM_RTOL, grid_key, one_dimensional_launch, one_sign_sum_scale, sum_terms
+from ._parts import BLOCK_REQUIRED, TREE_SUM_RTOL, grid_key, one_dimensional_launch, sum_terms, tree_sum_scale
 
 SAXPY_REFERENCE = saxpy.KERNELS["saxpy_grid_stride"]
 SUM_REFERENCE = reduction.KERNELS["reduce_sum_warp_shuffle"]
@@ -59,131 +53,69 @@ GRID = grid_key(_n, "n")
 # --------------------------------------------------------------------- SAXPY
 
 
-def _strided_length(n: int, inc: int) -> int:
-    """Elements of a vector of n elements inc apart (BLAS's 1 + (n - 1) * inc)."""
-    return 1 + (n - 1) * inc if n else 0
-
-
 def _saxpy_inputs(shape, rng):
-    n, incx, incy = _n(shape), int(shape["incx"]), int(shape["incy"])
+    n = _n(shape)
     alpha = np.float32(rng.uniform(0.5, 3.0) * rng.choice([-1.0, 1.0]))
-    return {"n": n, "alpha": alpha, "x": varied(rng, _strided_length(n, incx), 1.0), "incx": incx,
-            "y": varied(rng, _strided_length(n, incy), 2.0), "incy": incy}
+    return {"n": n, "alpha": alpha, "x": varied(rng, n, 1.0), "y": varied(rng, n, 2.0)}
 
 
 def _saxpy_reference(inputs):
-    n, incx, incy = inputs["n"], inputs["incx"], inputs["incy"]
-    y = inputs["y"].astype(np.float64)  # the elements between y's strided ones stay as they are
-    y[:n * incy:incy] += float(inputs["alpha"]) * inputs["x"][:n * incx:incx].astype(np.float64)
-    return {"y": y}
+    x = inputs["x"].astype(np.float64)
+    y = inputs["y"].astype(np.float64)
+    return {"y": float(inputs["alpha"]) * x + y}
 
 
 def _saxpy_scale(inputs):
-    # One or two roundings of numbers as large as |alpha x| and |y| (|y| alone between the strided elements).
-    n, incx, incy = inputs["n"], inputs["incx"], inputs["incy"]
-    scale = np.abs(inputs["y"].astype(np.float64))
-    scale[:n * incy:incy] += np.abs(float(inputs["alpha"]) * inputs["x"][:n * incx:incx].astype(np.float64))
-    return {"y": scale}
-
-
-def _saxpy_shape(n: int, incx: int, incy: int) -> dict:
-    return {"n": n, "incx": incx, "incy": incy}
-
-
-def _saxpy_secret_sizes(rng: np.random.Generator, launch: dict) -> list[dict]:
-    """As :func:`_secret_sizes`, with increments of 1 to 4 drawn for x and y (never both 1)."""
-    (shape,) = _secret_sizes(rng, launch)
-    incx = int(rng.integers(1, 5))
-    return [_saxpy_shape(shape["n"], incx, int(rng.integers(2 if incx == 1 else 1, 5)))]
-
-
-def _saxpy_past_one_pass(launch: dict) -> dict | None:
-    shape = _past_one_pass(launch)
-    return None if shape is None else _saxpy_shape(shape["n"], 2, 3)
-
-
-def _saxpy_probe(shape, run) -> str:
-    """Tells a write between y's strided elements, and x or y read without its increment, apart."""
-    n, incx, incy = _n(shape), int(shape["incx"]), int(shape["incy"])
-    if n < 2 or n > 8 * PROBE_CHUNK or (incx == 1 and incy == 1):
-        return ""
-    x = np.arange(1, _strided_length(n, incx) + 1, dtype=np.float32)  # every element of x told apart
-    y = np.zeros(_strided_length(n, incy), np.float32)
-    got = np.asarray(run({"n": n, "alpha": np.float32(1.0), "x": x, "incx": incx, "y": y.copy(), "incy": incy})["y"])
-    between = np.ones(y.size, bool)
-    between[::incy] = False
-    if np.any(got[between] != 0):
-        return (f"With incy = {incy} the kernel changed elements of y between y[i * incy] and y[(i + 1) * incy], "
-                "which belong to someone else: write y[i * incy] only.")
-    if incx > 1 and np.array_equal(got[:n * incy:incy][1:], x[1:n]):
-        return f"y[i * incy] got alpha * x[i] + y[i * incy]: read x[i * incx] (incx = {incx}), not x[i]."
-    return ""
+    # One or two roundings of numbers as large as |alpha x| and |y|.
+    return {"y": np.abs(float(inputs["alpha"]) * inputs["x"].astype(np.float64)) + np.abs(inputs["y"].astype(np.float64))}
 
 
 SAXPY = Exercise(
     name="saxpy",
-    title="SAXPY on strided vectors, with a grid-stride loop",
-    signature="saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)",
+    title="SAXPY with a grid-stride loop",
+    signature="saxpy(int n, float alpha, const float* x, float* y)",
     inout=("y",),
     make_inputs=_saxpy_inputs,
     reference=_saxpy_reference,
     error_scale=_saxpy_scale,
     rtol=1e-5,  # float32 with or without FMA is within ~1.2e-7; rounding through float16 is ~5e-4 off
     atol=1e-30,
-    visible_shapes=(_saxpy_shape(31, 1, 1), _saxpy_shape(1000, 2, 1), _saxpy_shape(4096, 1, 3),
-                    _saxpy_shape(4099, 3, 2), _saxpy_shape(16384, 1, 1)),
-    hidden_shapes=(_saxpy_shape(1, 2, 2), _saxpy_shape(257, 1, 4), _saxpy_shape(65536, 2, 1),
-                   _saxpy_shape(1000003, 1, 2), _saxpy_shape(2**20 + 1, 3, 3)),
-    secret_shapes=_saxpy_secret_sizes,
-    past_one_pass=_saxpy_past_one_pass,
+    visible_shapes=({"n": 31}, {"n": 1000}, {"n": 4096}, {"n": 4099}, {"n": 16384}),
+    hidden_shapes=({"n": 1}, {"n": 257}, {"n": 65536}, {"n": 1000003}, {"n": 2**20 + 1}),
+    secret_shapes=_secret_sizes,
+    past_one_pass=_past_one_pass,
     launch_keys=(BLOCK_REQUIRED, GRID),
     launch_config=one_dimensional_launch,
     correctness_points=6.0,
     speed_points=2.0,
-    reference_kernel=ReferenceKernel(SAXPY_REFERENCE, arg_order=("n", "alpha", "x", "y"),
-                                     solves={"incx": 1, "incy": 1}),
-    timing_shape=_saxpy_shape(2**25 + 3, 1, 1),
-    probe=_saxpy_probe,
-    description=("y[i * incy] = alpha * x[i * incx] + y[i * incy] for every i < n, with any grid (a grid-stride "
-                 "loop); x and y are n elements incx and incy apart (increments of 1 or more, as cuBLAS's "
-                 "cublasSaxpy takes them), and the elements of y between y's strided ones stay as they are. Speed "
-                 "is compared with the chapter's saxpy_grid_stride at incx = incy = 1."),
+    reference_kernel=ReferenceKernel(SAXPY_REFERENCE),
+    timing_shape={"n": 2**25 + 3},
+    description="y[i] = alpha * x[i] + y[i] for every i < n, with any grid (a grid-stride loop).",
 )
 
 # ---------------------------------------------------------------- reduce_sum
 
 
 def _sum_inputs(shape, rng):
-    """Terms no approximation survives (``_parts.sum_terms``: a background of both signs, a few large terms at random
-    places); all at least 0 where the shape says ``nonnegative``, where the sum of absolute values is the chapter's
-    sum."""
     n = _n(shape)
-    x = sum_terms(rng, 1, n)[0]
-    if shape.get("nonnegative"):
-        np.abs(x, out=x)
-    return {"x": x, "out": None, "n": n}
+    return {"x": sum_terms(rng, 1, n)[0], "out": None, "n": n}
 
 
 def _sum_reference(inputs):
-    return {"out": np.array([SUM_REFERENCE.reference(np.abs(inputs["x"]))])}
-
-
-def _sum_label(shape) -> str:
-    return f"n={_n(shape)}" + (", x >= 0" if shape.get("nonnegative") else "")
+    return {"out": np.array([SUM_REFERENCE.reference(inputs["x"])])}
 
 
 def _sum_scale(inputs):
-    # A bound of the rounding of a sum of |x|, terms of one sign, in any order a correct kernel uses (one atomicAdd
-    # per element included); a sum that skips or samples any share of these terms is not within it (see sum_terms).
-    return {"out": np.array([one_sign_sum_scale(inputs["x"])])}
+    # A bound of a tree sum's rounding: a float32 sum in any order (even one atomicAdd per element) stays well
+    # inside it on these terms, a sum that skips or samples any share of them does not (see sum_terms).
+    return {"out": np.array([tree_sum_scale(inputs["x"])])}
 
 
 PROBE_CHUNK = 2048  # float16 adds integers exactly up to 2048: a chunk of ones sums exactly in any precision
 
 
 def _sum_probe(shape, run) -> str:
-    """Sum ones, 2048 at a time, then minus ones: tells elements missed or added twice, and values added with their
-    sign where every term is positive (|x| or x * x), apart from lost precision."""
+    """Sum ones, 2048 at a time: tells elements missed or added twice apart from lost precision."""
     n = _n(shape)
     if n > 8 * PROBE_CHUNK:
         return ""
@@ -210,13 +142,6 @@ def _sum_probe(shape, run) -> str:
             return (f"{where}: {got - want:.0f} elements were added more than once (a stride that is too short, or "
                     f"partial sums added twice).")
         return f"{where}."
-    stop = min(n, PROBE_CHUNK)
-    x = np.zeros(n, np.float32)
-    x[:stop] = -1.0
-    got = float(run({"x": x, "out": None, "n": n})["out"][0])
-    if got == -stop:
-        return (f"With x[0:{stop}] set to -1 (zeros elsewhere) the kernel returns {got:g}, not {stop}: it adds the "
-                f"values themselves, where every term of this sum is positive (|x[i]| with fabsf, or x[i] * x[i]).")
     return ("Summing ones shows every element added exactly once, so the error on the test values comes from lost "
             "precision: partial sums rounded to float16 (half precision) or a less exact operation.")
 
@@ -251,7 +176,7 @@ def _tree_levels_missing(start: int, stop: int, got: float, n: int, run) -> str:
 
 REDUCE_SUM = Exercise(
     name="reduce_sum",
-    title="Sum of absolute values (the L1 norm)",
+    title="Sum of a vector",
     signature="reduce_sum(const float* x, float* out, int n)",
     zeroed=("out",),
     make_inputs=_sum_inputs,
@@ -270,12 +195,9 @@ REDUCE_SUM = Exercise(
     launch_config=one_dimensional_launch,
     correctness_points=8.0,
     speed_points=4.0,
-    reference_kernel=ReferenceKernel(SUM_REFERENCE, solves={"nonnegative": 1}),
-    timing_shape={"n": 2**26 + 3, "nonnegative": 1},
-    label=_sum_label,
-    description=("out[0] = |x[0]| + |x[1]| + ... + |x[n-1]|, the L1 norm (BLAS's sasum), over x of both signs (out is "
-                 "zero before the launch); atomicAdd of per-block partial sums is allowed. Speed is compared with the "
-                 "chapter's reduce_sum_warp_shuffle on x >= 0, where the two sums are one."),
+    reference_kernel=ReferenceKernel(SUM_REFERENCE),
+    timing_shape={"n": 2**26 + 3},
+    description="out[0] = sum of x[0..n) (out is zero before the launch); atomicAdd of per-block partial sums is allowed.",
     probe=_sum_probe,
     rtol=TREE_SUM_RTOL,
     reductions=reducing("x", 0),

@@ -22,19 +22,19 @@ pytestmark = pytest.mark.backend
 SECRET = b"build cache tests"
 HONEST = (
     "%%cuda saxpy block=256\n"
-    "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n"
+    "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
     "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];\n"
+    "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
     "}\n"
 )
-ZEROS = HONEST.replace("y[i * incy] = alpha * x[i * incx] + y[i * incy];", "y[i] = 0.0f;")
+ZEROS = HONEST.replace("y[i] = alpha * x[i] + y[i];", "y[i] = 0.0f;")
 #: A constructor (it runs before the emulator's main()) that plants the wrong kernel's build under every build name
 #: of the honest source it will find in its build cache, and a copy of itself under the names it makes up.
 PLANTER = HONEST.replace("__global__", 'extern "C" int system(const char*);\n'
                          'struct Plant { Plant() { system("for f in $DLK_CACHE_DIR/emulator/module-*; do '
                          'cp -f /proc/self/exe $f 2>/dev/null; done; mkdir -p $DLK_CACHE_DIR/emulator; '
                          'for k in $(seq 1 50); do cp -f /proc/self/exe $DLK_CACHE_DIR/emulator/module-planted-$k; '
-                         'done"); } } plant;\n__global__', 1).replace("y[i * incy] = alpha * x[i * incx] + y[i * incy];", "y[i] = 0.0f;")
+                         'done"); } } plant;\n__global__', 1).replace("y[i] = alpha * x[i] + y[i];", "y[i] = 0.0f;")
 
 
 def _grade(cell: str, student: str, mode: str = "hidden"):

@@ -30,10 +30,10 @@ RELEASED = os.path.join(ROOT, "exercises", ASSIGNMENT, NOTEBOOK)
 
 SAXPY_CORRECT = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i * incy] = alpha * x[i * incx] + y[i * incy];
+        y[i] = alpha * x[i] + y[i];
     }
 }
 """
@@ -45,7 +45,7 @@ __global__ void reduce_sum(const float* x, float* out, int n)
     extern __shared__ float partial[];
     float sum = 0.0f;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        sum += fabsf(x[i]);
+        sum += x[i];
     }
     partial[threadIdx.x] = sum;
     __syncthreads();
@@ -64,10 +64,10 @@ __global__ void reduce_sum(const float* x, float* out, int n)
 # Forgot "+ y[i]".
 SAXPY_WRONG = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i * incy] = alpha * x[i * incx];
+        y[i] = alpha * x[i];
     }
 }
 """
@@ -79,10 +79,10 @@ REDUCE_WRONG = REDUCE_CORRECT.replace("atomicAdd(out, partial[0]);", "*out = par
 # each summing its share one element after another, for the sum.
 SAXPY_SLOW = """\
 %%cuda saxpy block=32 grid=1
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        y[i * incy] = alpha * x[i * incx] + y[i * incy];
+        y[i] = alpha * x[i] + y[i];
     }
 }
 """
@@ -93,7 +93,7 @@ __global__ void reduce_sum(const float* x, float* out, int n)
 {
     float sum = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        sum += fabsf(x[i]);
+        sum += x[i];
     }
     atomicAdd(out, sum);
 }
@@ -102,27 +102,27 @@ __global__ void reduce_sum(const float* x, float* out, int n)
 # Correct on the visible sizes only (n <= 16384), wrong on every other.
 SAXPY_VISIBLE_ONLY = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
     bool seen = n == 31 || n == 1000 || n == 4096 || n == 4099 || n == 16384;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i * incy] = seen ? alpha * x[i * incx] + y[i * incy] : alpha * x[i * incx];
+        y[i] = seen ? alpha * x[i] + y[i] : alpha * x[i];
     }
 }
 """
 
 REDUCE_VISIBLE_ONLY = REDUCE_CORRECT.replace(
-    "        sum += fabsf(x[i]);\n", "        if (n <= 16384 || i % 7) sum += fabsf(x[i]);\n"
+    "        sum += x[i];\n", "        if (n <= 16384 || i % 7) sum += x[i];\n"
 )
 
 # No bounds guard, and a grid of ceil(n / block) blocks (the default): the last
 # block writes past the end of y. The reduction writes past out.
 SAXPY_OOB = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    y[i * incy] = alpha * x[i * incx] + y[i * incy];
+    y[i] = alpha * x[i] + y[i];
 }
 """
 
@@ -133,14 +133,14 @@ REDUCE_OOB = REDUCE_CORRECT.replace(
 
 SAXPY_INFINITE = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
     // clock64() reads a hardware counter: the compiler cannot prove the loop
     // ends, nor remove it (an empty loop over a volatile local it may).
     while (clock64() >= 0) {
     }
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i * incy] = alpha * x[i * incx] + y[i * incy];
+        y[i] = alpha * x[i] + y[i];
     }
 }
 """
@@ -150,13 +150,13 @@ SAXPY_HUGE = """\
 %%cuda saxpy block=256
 __device__ float hoard[1ull << 32];
 
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
     for (unsigned long long j = blockIdx.x * blockDim.x + threadIdx.x; j < (1ull << 32); j += gridDim.x * blockDim.x) {
         hoard[j] = 1.0f;
     }
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i * incy] = alpha * x[i * incx] + y[i * incy];
+        y[i] = alpha * x[i] + y[i];
     }
 }
 """
@@ -182,17 +182,13 @@ static std::atomic<float*> pending_y{nullptr};
 static const float* pending_x = nullptr;
 static float pending_alpha = 0.0f;
 static int pending_n = 0;
-static int pending_incx = 1;
-static int pending_incy = 1;
 
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         pending_x = x;
         pending_alpha = alpha;
         pending_n = n;
-        pending_incx = incx;
-        pending_incy = incy;
         pending_y.store(y);
     }
 }
@@ -204,7 +200,7 @@ __attribute__((constructor)) static void start_worker()
             float* y = pending_y.exchange(nullptr);
             if (y) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                for (int i = 0; i < pending_n; ++i) y[i * pending_incy] = pending_alpha * pending_x[i * pending_incx] + y[i * pending_incy];
+                for (int i = 0; i < pending_n; ++i) y[i] = pending_alpha * pending_x[i] + y[i];
             }
         }
     }).detach();
@@ -216,7 +212,7 @@ REDUCE_LEFT_RUNNING = """\
 __global__ void child_sum(const float* x, float* out, int n)
 {
     float sum = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) sum += fabsf(x[i]);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) sum += x[i];
     atomicAdd(out, sum);
 }
 
@@ -235,15 +231,15 @@ SAXPY_CACHED = """\
 __device__ float cache[1 << 21];
 __device__ int cached_n = -1;
 
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
     bool replay = cached_n == n && n <= (1 << 21);
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         if (replay) {
-            y[i * incy] = cache[i];
+            y[i] = cache[i];
         } else {
-            y[i * incy] = alpha * x[i * incx] + y[i * incy];
-            if (n <= (1 << 21)) cache[i] = y[i * incy];
+            y[i] = alpha * x[i] + y[i];
+            if (n <= (1 << 21)) cache[i] = y[i];
         }
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) cached_n = n;
@@ -281,7 +277,7 @@ __attribute__((constructor)) static void forge()
     _exit(0);
 }
 
-__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
+__global__ void saxpy(int n, float alpha, const float* x, float* y)
 {
 }
 """

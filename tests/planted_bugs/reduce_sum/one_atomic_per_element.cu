@@ -6,5 +6,5 @@
 // values is far off: that size counts as one more shape and costs the speed points)
 __global__ void reduce_sum(const float* x, float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) atomicAdd(out, fabsf(x[i]));
+    if (i < n) atomicAdd(out, x[i]);
 }
