@@ -40,17 +40,16 @@ from nbgrader_course import (
 
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.filterwarnings("ignore:.*not in session.*")]
 
-#: student -> the corpus notebook they submit: 6 samples and 14 hostile notebooks (the quick ones to
-#: grade on the emulator, some twice: the build cache is per student, so each grades in full).
+#: student -> the corpus notebook they submit: 5 samples and 8 hostile notebooks, the quick ones to grade on the
+#: emulator, "correct" twice (the build cache is per student, so each grades in full).  The hostile notebooks whose
+#: tricks are Python only (forged metadata, a monkeypatch, a printed score, a read of the hidden tests) are graded
+#: as their stub kernel, about 20 s each on the emulator: test_nbgrader_bridge.py grades them through the same
+#: pipeline with a stand-in engine, and the nbgrader cycle grades the input transformer and the gradebook writer.
 CLASS = {
-    "correct": "correct", "correct_2": "correct", "wrong": "wrong", "slow": "slow",
-    "blank": "blank", "blank_2": "blank",
-    "visible_only": "visible_only", "out_of_bounds": "out_of_bounds", "out_of_bounds_2": "out_of_bounds",
-    "compile_time_read": "compile_time_read", "compile_time_read_2": "compile_time_read",
-    "macro_include": "macro_include",
-    "checks_switched_off": "checks_switched_off", "forged_metadata": "forged_metadata",
-    "forged_result": "forged_result", "input_transformer": "input_transformer", "monkeypatch": "monkeypatch",
-    "print_score": "print_score", "read_hidden": "read_hidden", "write_gradebook": "write_gradebook",
+    "correct": "correct", "correct_2": "correct", "wrong": "wrong", "slow": "slow", "blank": "blank",
+    "visible_only": "visible_only", "out_of_bounds": "out_of_bounds", "compile_time_read": "compile_time_read",
+    "macro_include": "macro_include", "checks_switched_off": "checks_switched_off", "forged_result": "forged_result",
+    "input_transformer": "input_transformer", "write_gradebook": "write_gradebook",
 }
 #: The class of the run in which a worker is killed (a part of the one above, the long gradings first).
 KILL_CLASS = ["correct", "correct_2", "slow", "blank", "out_of_bounds"]
@@ -87,7 +86,7 @@ def sequential(tmp_path_factory):
 
 def test_the_class_is_large_and_mixed():
     kinds = {json.load(open(SUBMISSIONS / "manifest.json"))["submissions"][n]["kind"] for n in CLASS.values()}
-    assert len(CLASS) >= 20 and kinds == {"sample", "hostile"}
+    assert len(CLASS) >= 12 and kinds == {"sample", "hostile"}
     assert {"correct", "wrong", "slow"} <= set(CLASS.values())
 
 
