@@ -71,7 +71,10 @@ def test_ctrl_c_mid_class_says_one_line_leaves_nothing_half_written_and_a_rerun_
     scratch.mkdir()
     env = cli_env(TMPDIR=str(scratch), **SECRET)
     cmd = [sys.executable, "-m", "autograder.cli", "grade", ASSIGNMENT, "--timeout", "10", "--course-dir", str(course)]
-    proc = subprocess.Popen(cmd, cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal's Ctrl-C delivers it, even where this test runs in the background (a shell's background
+    # job starts with SIGINT ignored, and a Python started so would ignore it too)
+    proc = subprocess.Popen(cmd, cwd=course, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in proc.stdout:
         seen.append(line)
@@ -106,6 +109,8 @@ def test_ctrl_c_holds_back_until_a_student_s_writes_are_done():
     """The writes of one student are made whole: SIGINT during them waits, then stops the command."""
     from autograder.safe_writes import uninterrupted
 
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as an interactive command has it
     done = []
     with pytest.raises(KeyboardInterrupt):
         with uninterrupted():
@@ -113,4 +118,7 @@ def test_ctrl_c_holds_back_until_a_student_s_writes_are_done():
             done.append("gradebook")
             done.append("graded folder")
     assert done == ["gradebook", "graded folder"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    try:
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the handler put back as it was
+    finally:
+        signal.signal(signal.SIGINT, before)
