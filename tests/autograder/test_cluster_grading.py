@@ -1,6 +1,6 @@
 """``autograder grade --cluster``: a class graded as Dask tasks on the CPU emulator.
 
-A class of 20 (right, wrong, slow and blank notebooks and the hostile suite)
+A class of 13 (right, wrong, slow and blank notebooks and the hostile suite)
 is graded once in this process's way (sequentially) and once on a local Dask
 cluster of two worker processes; the gradebooks must agree score for score.
 Then a worker is killed in the middle of a cluster run: every student ends
