@@ -14,7 +14,7 @@ import nbformat
 import numpy as np
 import pytest
 
-from autograder import case_outputs, isolation
+from autograder import case_outputs, isolation, scratch_space
 from autograder.diagnosis import diagnose, error_map
 from autograder.comparison import compare
 from autograder.exercise import LaunchConfig, LaunchError
@@ -570,7 +570,6 @@ def test_a_grading_that_fills_its_scratch_directory_is_stopped(monkeypatch, file
     """Files count against the grading's limit however many there are (each one under the file-size limit);
     the limit is lowered here to 16 MiB, so that the attack writes 48 MiB, not gigabytes.  In the sandbox the
     kernel refuses the writes past it (the scratch space is a tmpfs of that size); the grader says why."""
-    from autograder import scratch_space
 
     monkeypatch.setattr(scratch_space, "SCRATCH_BYTES", 16 * 2**20)
     monkeypatch.setattr(isolation, "SCRATCH_POLL_S", 0.1)

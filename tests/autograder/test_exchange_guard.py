@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder import exchange_guard
 from autograder.exchange_guard import Refused, inspect_submission, read_submission
 from nbgrader_course import ASSIGNMENT, NOTEBOOK, SUBMISSIONS, make_course, run_cli
 
@@ -190,7 +191,6 @@ def test_a_check_by_path_then_a_copy_by_path_is_what_the_swap_defeats(course, tm
 def test_a_file_swapped_between_its_check_and_its_copy_is_refused(course, tmp_path, monkeypatch):
     """The swap made exactly between the check of the opened file and the copy of its bytes: the copy reads the
     file that was checked (the descriptor's), never what the name now points to, and sees it was unlinked."""
-    from autograder import exchange_guard
 
     folder = _submission(tmp_path / "exchange", ME, EARLY, SUBMISSIONS / "correct.ipynb")
     notebook = folder / f"{NOTEBOOK}.ipynb"
@@ -210,7 +210,6 @@ def test_a_file_swapped_between_its_check_and_its_copy_is_refused(course, tmp_pa
 
 
 def test_a_file_that_changes_while_it_is_copied_is_refused(tmp_path, monkeypatch):
-    from autograder import exchange_guard
 
     folder = tmp_path / f"{ME}+{ASSIGNMENT}+{EARLY}"
     folder.mkdir()

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from autograder.safe_writes import uninterrupted
+
 from nbgrader_course import ASSIGNMENT, SUBMISSIONS, cli_env, gradebook_grades, released_course, run_cli, submit
 
 pytestmark = pytest.mark.timeout(600)
@@ -107,7 +109,6 @@ def test_ctrl_c_mid_class_says_one_line_leaves_nothing_half_written_and_a_rerun_
 
 def test_ctrl_c_holds_back_until_a_student_s_writes_are_done():
     """The writes of one student are made whole: SIGINT during them waits, then stops the command."""
-    from autograder.safe_writes import uninterrupted
 
     before = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as an interactive command has it

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import grading_cgroup, isolation, sandbox
+from autograder import grading_cgroup, isolation, process_tree, sandbox
 from autograder.isolation import grade_submission
 from autograder.submission import submission_from_cell
 
@@ -422,7 +422,6 @@ def test_a_grading_cannot_fill_the_disk_nor_leave_files_behind(cache, honest_twi
 def test_the_kernel_counts_what_the_grader_does_not(monkeypatch, cache):
     """Where a grading has a cgroup with memory.max, memory the grader's own count misses is the kernel's to
     count: pipes full of data (here left out of the grader's count on purpose) are stopped at the limit."""
-    from autograder import process_tree
 
     monkeypatch.setattr(process_tree, "PIPE_BYTES", 0)
     result = _grade(_with_constructor(

@@ -5,6 +5,7 @@ import io
 import pytest
 
 from autograder import student
+from kernels.runtime import selection
 
 GOOD = """__global__ void saxpy(int n, float alpha, const float* x, float* y) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
@@ -66,7 +67,6 @@ CHUNKED = """__global__ void saxpy(int n, float alpha, const float* x, float* y)
 
 
 def test_check_on_the_emulator_shows_a_correct_kernel_s_profile_with_the_hint_it_implies(capsys):
-    from kernels.runtime import selection
 
     if selection.current_backend().name != "cpu":
         pytest.skip("check() profiles a kernel on the CPU emulator only")
@@ -89,7 +89,6 @@ GUARDED = """__global__ void guard(const float* a, float* out, int n) {
 
 
 def test_check_draws_a_puzzle_s_thread_map_beside_the_expected_one_passing_or_failing(capsys):
-    from kernels.runtime import selection
 
     if selection.current_backend().name != "cpu":
         pytest.skip("check() records thread maps on the CPU emulator only")
