@@ -57,14 +57,14 @@ __global__ void dlk_blend(unsigned char* dst, const unsigned char* a, const unsi
 
 // counts[0] += elements where got and want disagree beyond the bound; counts[1] = the first such index.
 __global__ void dlk_count_mismatches(const float* got, const float* want, unsigned int n, float rtol, float atol,
-                                     float mean_scale, unsigned int* counts) {
+                                     const float* scale, unsigned int* counts) {
     for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
         double g = got[i], w = want[i];
         bool bad;
         if (w != w) {
             bad = !(g != g);
         } else {
-            bad = !(fabs(g - w) <= (double)atol + (double)rtol * (fabs(w) + (double)mean_scale));
+            bad = !(fabs(g - w) <= (double)atol + (double)rtol * (fabs(w) + (double)scale[i]));
         }
         if (bad) {
             atomicAdd(&counts[0], 1u);
@@ -112,12 +112,15 @@ def argument_seed(call_seed: int, position: int) -> int:
     return (int(call_seed) + _WEYL * (position + 1)) & 0xFFFFFFFF
 
 
-def mismatches_host(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, mean_scale: float) -> tuple[int, int]:
-    """(count, first index) of the elements the device comparison counts; the same bound, in NumPy."""
+def mismatches_host(got: np.ndarray, want: np.ndarray, rtol: float, atol: float, scale) -> tuple[int, int]:
+    """(count, first index) of the elements the device comparison counts; the same bound, in NumPy.  ``scale``:
+    the error scale of each element (an array of the outputs' size, as the device comparison reads it), or one
+    for all."""
     g = np.asarray(got, np.float64).ravel()
     w = np.asarray(want, np.float64).ravel()
+    s = np.broadcast_to(np.asarray(scale, np.float64), np.shape(want)).ravel()
     with np.errstate(invalid="ignore", over="ignore"):
-        bound = atol + rtol * (np.abs(w) + mean_scale)
+        bound = atol + rtol * (np.abs(w) + s)
         bad = np.where(np.isnan(w), ~np.isnan(g), ~(np.abs(g - w) <= bound))
     count = int(np.count_nonzero(bad))
     return count, (int(np.argmax(bad)) if count else -1)

@@ -168,13 +168,15 @@ class GpuMeasurement:
         return self.cuda.mem_alloc(max(1, int(nbytes)))
 
     def to_device(self, host: np.ndarray):
-        return self.cuda.to_device(host)
+        # as bytes: PyCUDA copies through the buffer protocol, which NumPy refuses for dtypes such as bfloat16
+        return self.cuda.to_device(np.ascontiguousarray(host).reshape(-1).view(np.uint8))
 
     def copy_on_device(self, dst, src, nbytes: int, stream=None) -> None:
         self.cuda.memcpy_dtod_async(dst, src, int(nbytes), stream)
 
     def copy_to_host(self, host: np.ndarray, src) -> None:
-        self.cuda.memcpy_dtoh(host, src)
+        """Fill the C-contiguous ``host`` from ``src`` (through its bytes, as :meth:`to_device`)."""
+        self.cuda.memcpy_dtoh(host.reshape(-1).view(np.uint8), src)
 
     # ------------------------------------------------------------------ fresh inputs (see input_blend)
     def _blend_functions(self):
@@ -195,15 +197,16 @@ class GpuMeasurement:
         blend(dst, a, b, np.uint32(n), np.int32(itemsize), np.uint32(seed & 0xFFFFFFFF),
               grid=self._grid_for(n), block=(256, 1, 1), stream=stream)
 
-    def count_mismatches(self, got, want, n: int, rtol: float, atol: float, mean_scale: float,
+    def count_mismatches(self, got, want, n: int, rtol: float, atol: float, scale,
                          stream=None) -> tuple[int, int]:
         """(count, first index) of float32 elements where ``got`` and ``want`` disagree beyond the bound
-        ``atol + rtol * (|want| + mean_scale)`` (NaN agrees only with NaN); waits for the answer."""
+        ``atol + rtol * (|want| + scale[i])`` (``scale``: a device buffer of ``n`` float32 error scales; NaN
+        agrees only with NaN); waits for the answer."""
         if n == 0:
             return 0, -1
         _, compare, counts = self._blend_functions()
         self.cuda.memcpy_htod(counts, np.array([0, 0xFFFFFFFF], np.uint32))
-        compare(got, want, np.uint32(n), np.float32(rtol), np.float32(atol), np.float32(mean_scale), counts,
+        compare(got, want, np.uint32(n), np.float32(rtol), np.float32(atol), scale, counts,
                 grid=self._grid_for(n), block=(256, 1, 1), stream=stream)
         host = np.empty(2, np.uint32)
         if stream is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import types
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -81,9 +82,13 @@ def fake_driver(launch_log):
     cuda.mem_alloc = FakeAllocation
     cuda.function_attribute = types.SimpleNamespace(MAX_DYNAMIC_SHARED_SIZE_BYTES=8)
 
+    def host_bytes(host) -> memoryview:
+        # as PyCUDA reads a host array: through the buffer protocol, which refuses dtypes such as bfloat16
+        return memoryview(host).cast("B")
+
     def to_device(host):
         a = FakeAllocation(host.nbytes)
-        a.data[: host.nbytes] = np.frombuffer(np.ascontiguousarray(host).tobytes(), np.uint8)
+        a.data[: host.nbytes] = np.frombuffer(host_bytes(host), np.uint8)
         return a
 
     def memcpy_dtod_async(dst, src, nbytes, stream=None):
@@ -94,10 +99,10 @@ def fake_driver(launch_log):
         dst.data[: 4 * count] = 0
 
     def memcpy_htod(dst, host):
-        dst.data[: host.nbytes] = np.frombuffer(np.ascontiguousarray(host).tobytes(), np.uint8)
+        dst.data[: host.nbytes] = np.frombuffer(host_bytes(host), np.uint8)
 
     def memcpy_dtoh(host, src):
-        host.reshape(-1).view(np.uint8)[:] = src.data[: host.nbytes]
+        host_bytes(host)[:] = src.data[: host.nbytes].tobytes()
 
     cuda.to_device = to_device
     cuda.memcpy_dtod_async = memcpy_dtod_async
@@ -133,10 +138,10 @@ def fake_blend(dst, a, b, n, itemsize, seed, grid, block, stream):
     dst.data[:k] = blend_host(a.data[:k].view(dtype), b.data[:k].view(dtype), int(seed)).view(np.uint8)
 
 
-def fake_compare(got, want, n, rtol, atol, mean_scale, counts, grid, block, stream):
+def fake_compare(got, want, n, rtol, atol, scale, counts, grid, block, stream):
     k = 4 * int(n)
     bad, first = mismatches_host(got.data[:k].view(np.float32), want.data[:k].view(np.float32), float(rtol), float(atol),
-                                 float(mean_scale))
+                                 scale.data[:k].view(np.float32))
     counts.data[:8] = np.array([bad, first if bad else 0xFFFFFFFF], np.uint32).view(np.uint8)
 
 
@@ -209,6 +214,22 @@ def test_a_kernel_replaying_an_earlier_output_fails_revalidation(timed_saxpy):
     run, _, _ = timed_saxpy
     with pytest.raises(CaseError, match="timed call"):
         run(student_ms=0.5, cache={})
+
+
+def test_bfloat16_arrays_go_to_the_device_and_back_as_their_bytes(monkeypatch):
+    """NumPy gives no buffer of a bfloat16 array (dtype 'E'); the measuring layer copies its bytes, so that a BF16
+    exercise's inputs reach the device and its timed output comes back (the timing of the BF16 WMMA exercise
+    failed on a GPU with "cannot include dtype 'E' in a buffer" before)."""
+    cuda = fake_driver([])
+    monkeypatch.setitem(sys.modules, "pycuda.driver", cuda)
+    with pytest.raises(ValueError, match="dtype 'E'"):
+        cuda.to_device(np.ones(3, ml_dtypes.bfloat16))
+    gpu = GpuMeasurement.__new__(GpuMeasurement)
+    gpu.cuda = cuda
+    host = np.arange(12, dtype=np.float32).reshape(3, 4).astype(ml_dtypes.bfloat16)
+    back = np.zeros_like(host)
+    gpu.copy_to_host(back, gpu.to_device(host))
+    assert back.dtype == host.dtype and np.array_equal(back, host)
 
 
 def test_an_impossibly_fast_time_is_below_the_floor(timed_saxpy):

@@ -421,13 +421,16 @@ def test_a_grading_cannot_fill_the_disk_nor_leave_files_behind(cache, honest_twi
                            "the seccomp filter and the grader's count stand in (the test above)")
 def test_the_kernel_counts_what_the_grader_does_not(monkeypatch, cache):
     """Where a grading has a cgroup with memory.max, memory the grader's own count misses is the kernel's to
-    count: pipes full of data (here left out of the grader's count on purpose) are stopped at the limit."""
+    count: two gigabytes written into memfds (pages of no process's resident set; here left out of the grader's
+    count on purpose) are stopped at the limit.  (Pipes fell short of it on a GPU runner: 256 descriptors a
+    process hold a process's pipes to 8 MiB, and the processes did not add up to the limit.)"""
 
-    monkeypatch.setattr(process_tree, "PIPE_BYTES", 0)
+    monkeypatch.setattr(process_tree, "held_buffer_bytes", lambda pids: 0)
     result = _grade(_with_constructor(
-        'static char block[65536]; memset(block, 1, sizeof block);\n'
-        'for (int k = 0; k < 100; ++k) if (syscall(57) == 0) break;\n'
-        'for (;;) { int q[2]; if (syscall(293, q, 04000) != 0) break; syscall(1, q[1], block, sizeof block); syscall(3, q[1]); }\n'
+        'static char block[1 << 20]; memset(block, 1, sizeof block);\n'
+        'for (int f = 0; f < 8; ++f) {\n'  # eight memfds of 256 MiB: each under the 512 MiB file-size limit
+        '  long fd = syscall(319, "hoard", 0); if (fd < 0) break;\n'  # memfd_create
+        '  for (int k = 0; k < 256; ++k) syscall(1, fd, block, sizeof block); }\n'
         'for (;;) syscall(34);'), "cgroup-hoarder", memory_limit=MEMORY_LIMIT, backend="cpu")
     assert result.status == "crashed" and "more than 1.0 GiB of memory" in result.message, result.message
     twin = _grade(HEAD + HONEST, "cgroup-twin", memory_limit=MEMORY_LIMIT, backend="cpu")

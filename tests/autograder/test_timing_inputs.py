@@ -23,10 +23,13 @@ import pytest
 from autograder import timing_policy
 from autograder.comparison import CaseError, compare, count_wrong
 from autograder.exercises import get_exercise
-from autograder.timing_policy import TimingSets, blended_inputs, draw_pair, measure_speed
+from autograder.timing_policy import TimingSets, blended_inputs, draw_pair, element_scales, measure_speed
 from autograder.verdict import _timed_output_problem, timing_case_data
 from kernels.runtime.host_chunks import CHUNK
-from kernels.runtime.input_blend import CUDA_SOURCE, argument_seed, blend_host, mismatches_host, takes_b
+from kernels.runtime.emulator import EmulatorBackend
+from kernels.runtime.input_blend import CUDA_SOURCE, TOLERANCE_FACTOR, argument_seed, blend_host, mismatches_host, takes_b
+from kernels.runtime.module import compile_source
+from planted_corpus import solution_kernel
 
 SLOW_MS, FAST_MS = 10.0, 1.0
 ITEM_TYPES = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -61,8 +64,9 @@ class FakeGpu:
         t = ITEM_TYPES[itemsize]
         dst.view(t)[:n] = blend_host(a.view(t).ravel()[:n], b.view(t).ravel()[:n], seed)
 
-    def count_mismatches(self, got, want, n, rtol, atol, mean_scale, stream):
-        return mismatches_host(got.view(np.float32)[:n], want.view(np.float32)[:n], rtol, atol, mean_scale)
+    def count_mismatches(self, got, want, n, rtol, atol, scale, stream):
+        return mismatches_host(got.view(np.float32)[:n], want.view(np.float32)[:n], rtol, atol,
+                               scale.view(np.float32).ravel()[:n])
 
     def flush_l2(self, stream):
         pass
@@ -294,8 +298,10 @@ def test_the_cuda_blend_and_comparison_match_their_numpy_twins_on_the_emulator()
     got[10] = np.nan
     want[20] = got[20] = np.nan
     counts = np.array([0, 0xFFFFFFFF], np.uint32)
-    module.function("dlk_count_mismatches")(got, want, n, 1e-4, 1e-30, 1.0, counts, grid=2, block=128)
-    assert (int(counts[0]), int(counts[1])) == mismatches_host(got, want, 1e-4, 1e-30, 1.0) == (4, 3)
+    scale = np.ones(n, np.float32)
+    scale[500] = 1e4  # this element's own scale bounds its error, 0.5, loosely enough
+    module.function("dlk_count_mismatches")(got, want, n, 1e-4, 1e-30, scale, counts, grid=2, block=128)
+    assert (int(counts[0]), int(counts[1])) == mismatches_host(got, want, 1e-4, 1e-30, scale) == (3, 3)
 
 
 @pytest.mark.gpu
@@ -334,3 +340,41 @@ def test_a_caching_kernel_gains_no_speed_points_on_a_gpu():
                               student_id="cache", backend="gpu")
     assert attack.score <= twin.score, (attack.feedback_text(), twin.feedback_text())
     assert attack.speed_score <= twin.speed_score
+
+
+def test_a_timed_output_is_compared_with_the_reference_kernels_on_each_elements_own_scale():
+    """The student's timed output is compared with the chapter's kernel's on the same inputs.  Both are right
+    (each within the exercise's tolerance of float64), but where rounding is large they differ by more than an
+    average bound allows: LayerNorm of a row with no spread divides its rounding by sqrt(eps), and the chapter's
+    one-thread-per-row sum rounds far more than a warp's tree.  On the GPU, the solution lost its speed points
+    that way at the timing size.  Each element is bounded by its own error scale (never below the mean), so the
+    right answer passes and a wrong row still fails."""
+    ex = get_exercise("layernorm_residual")
+    backend = EmulatorBackend(sandbox=False, checks=False)
+    n, c, eps = 1000, 1024, np.float32(1e-5)  # 200 rows of each kind, as at the timing size (16384 rows)
+    shape = {"n": n, "c": c, "residual": 0, "offset": 0.0, "eps": float(eps)}
+    inputs = ex.make_inputs(shape, np.random.default_rng(5))
+    solution = solution_kernel("layernorm_residual")
+    _, config = ex.resolve_launch(shape, solution.launch or {})
+    student = np.zeros((n, c), np.float32)
+    compile_source(solution.source, "solution.cu", backend=backend).function("layernorm_residual")(
+        inputs["X"], inputs["R"], inputs["gamma"], inputs["beta"], student, np.int32(n), np.int32(c), eps,
+        grid=config.grid, block=config.block)
+    chapters = ex.reference_kernel
+    reference = np.zeros((n, c), np.float32)
+    ref_config = chapters.launch(shape)
+    chapters.compile(backend).function(chapters.kernel)(
+        inputs["X"], inputs["gamma"], inputs["beta"], reference, np.int32(n), np.int32(c), eps,
+        grid=ref_config.grid, block=ref_config.block, shared=ref_config.shared)
+    scale = ex.error_scale(inputs)["Y"]
+    exact = ex.reference(inputs)["Y"]
+    assert count_wrong(student, exact, scale, ex.rtol, ex.atol)["n_bad"] == 0
+    assert count_wrong(reference, exact, scale, ex.rtol, ex.atol)["n_bad"] == 0
+    rtol = TOLERANCE_FACTOR * ex.rtol
+    assert mismatches_host(student, reference, rtol, ex.atol, float(np.mean(np.abs(scale))))[0] > 0
+    bound = element_scales(scale, student.shape)
+    assert mismatches_host(student, reference, rtol, ex.atol, bound) == (0, -1)
+    ordinary_row = 4  # kind 4: a spread of about 1, its scale (about 4) raised to the mean
+    wrong = student.copy()
+    wrong[ordinary_row] += np.float32(0.05)  # beta off by 0.05, say
+    assert mismatches_host(wrong, reference, rtol, ex.atol, bound) == (c, ordinary_row * c)
