@@ -564,6 +564,8 @@ def _judged(ex: Exercise, request: dict, child: _Child, watch: _ChildWatch, scra
             raise InfrastructureError(watch.grader_failed)
     if watch.final is None and not watch.killed_for and scratch.full():
         watch.killed_for = "files"  # it ended without a result, its scratch space full: the kernel refused a write
+    if not watch.killed_for and scratch.over_limit():
+        watch.killed_for = "files"  # past the limit since the last count (a count every SCRATCH_POLL_S): counted at the end
     if watch.final is None or watch.killed_for:
         return _result_without_report(ex, request, watch, child.returncode(), log_text, limit, memory_limit,
                                       scratch.limit_text())

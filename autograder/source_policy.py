@@ -21,6 +21,8 @@ only in one pass cannot hide anything:
 * **asking for the emulator** -- a source whose preprocessed text changes
   when the emulator's own macro (``DLK_EMULATOR``, which the book's headers
   use) is defined would be one kernel on the emulator and another on a GPU;
+  so would one that asks whether a header exists (``__has_include``, by name,
+  through a macro or pasted), which each compiler answers from its own folders;
 * **switching checks off** -- sanitizer attributes (``no_sanitize...``,
   ``no_address_safety_analysis``, ...), the ``optimize`` attribute,
   ``#pragma GCC optimize/push_options/target`` and any ``#pragma clang``, and
@@ -276,6 +278,54 @@ def asks_for_the_emulator(device_pass: Preprocessed, emulated: Preprocessed) -> 
             f"macro): a graded kernel must be the same kernel on the emulator and on a GPU; remove that test.")
 
 
+#: The preprocessor's questions about which headers exist: answered from the emulator's include path on the
+#: emulator and from the CUDA toolkit's by nvcc (``"prelude.h"`` is found only by the one, ``<cuda/std/...>`` only
+#: by the other), so a kernel that asks them can be one kernel when graded without a GPU and another on one.
+HEADER_QUESTIONS = ("__has_include", "__has_include_next")
+_IDENTIFIER_PIECE = re.compile(r"[A-Za-z_0-9]+")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def _assembled(name: str, pieces: set[str]) -> bool:
+    """Whether ``name`` is two or more of ``pieces`` pasted together (``##``)."""
+    ends = {0: 0}  # position in name -> fewest pieces that reach it
+    for start in range(len(name)):
+        if start not in ends:
+            continue
+        for piece in pieces:
+            if piece and name.startswith(piece, start):
+                end = start + len(piece)
+                ends[end] = min(ends.get(end, end + 1), ends[start] + 1)
+    return ends.get(len(name), 0) >= 2
+
+
+def asks_which_headers_exist(source: str) -> str:
+    """'' if the source never asks whether a header exists, else one sentence at the student's line: by name,
+    through a macro (the name appears in its definition) or pasted from pieces (``CAT(__has_, include)``)."""
+    spliced_at: list[int] = []  # offsets in the spliced text where a backslash-newline was removed
+
+    def splice(m: re.Match) -> str:
+        spliced_at.append(m.start() - 2 * len(spliced_at))
+        return ""
+
+    text = re.sub(r"\\\r?\n", splice, source)
+    text = _COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+
+    def line_of(offset: int) -> int:
+        return text.count("\n", 0, offset) + 1 + bisect.bisect_right(spliced_at, offset)
+
+    found = next((m for m in _IDENTIFIER_PIECE.finditer(text) if m.group(0) in HEADER_QUESTIONS), None)
+    if found is None and ("##" in text or "%:%:" in text):
+        pieces = {m.group(0) for m in _IDENTIFIER_PIECE.finditer(text)}
+        if any(_assembled(name, pieces) for name in HEADER_QUESTIONS):
+            found = re.search(r"##|%:%:", text)
+    if found is None:
+        return ""
+    return (f"{_at(line_of(found.start()))}the source asks whether a header exists (__has_include), which the CPU "
+            f"emulator and nvcc answer from different folders: a graded kernel must be the same kernel on both; "
+            f"remove that test (a kernel may include only the CUDA and C headers it needs, without asking).")
+
+
 def check_source(source: str) -> str:
     """'' if ``source`` may be compiled for grading, else one sentence (at the student's line) saying why not.
 
@@ -283,6 +333,9 @@ def check_source(source: str) -> str:
     nvcc's device pass), and of the difference the emulator's own macro makes.
     """
     cxx = emulator_build.compiler()
+    problem = asks_which_headers_exist(source)
+    if problem:
+        return problem
     device_pass = None
     for extra in CONFIGURATIONS:
         device_pass = preprocess(source, extra)

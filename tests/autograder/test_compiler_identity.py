@@ -29,6 +29,12 @@ TELLS = {
     "old_arch": "defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900",
     "no_arch_list": "!defined(__CUDA_ARCH_LIST__)",
     "no_toolkit_version": "!defined(__CUDACC_VER_MAJOR__) || __CUDACC_VER_MAJOR__ < 12",
+    # what the host compiler predefines for the emulator's own options (nvcc's device pass preprocesses without
+    # them: no optimisation, no sanitizer, no threads)
+    "sanitizer": "defined(__SANITIZE_ADDRESS__)",
+    "optimised": "defined(__OPTIMIZE__)",
+    "inlining": "!defined(__NO_INLINE__)",
+    "threads": "defined(_REENTRANT)",
 }
 
 
@@ -69,6 +75,28 @@ def test_a_kernel_that_asks_for_the_emulator_s_own_macro_is_refused(test):
     assert "compiles differently where DLK_EMULATOR is defined" in check_source(attack)
     assert "line 6" in check_source(attack)  # the student's line the test guards
     assert check_source(prefix + _kernel("fill", None)) == ""
+
+
+#: Asking whether a header exists: the emulator's folder holds "prelude.h", the toolkit's <cuda/std/cstdint>.
+HEADER_QUESTIONS = {
+    "by_name": ('', '__has_include("prelude.h")'),
+    "next": ('', '__has_include_next(<cuda/std/cstdint>)'),
+    "through_a_macro": ('#define EXISTS __has_include\n', 'EXISTS(<cuda/std/cstdint>)'),
+    "pasted": ('#define CAT(a, b) a##b\n', 'CAT(__has_, include)("prelude.h")'),
+    "spliced": ('', '__has_\\\ninclude("prelude.h")'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEADER_QUESTIONS))
+def test_a_kernel_that_asks_which_headers_exist_is_refused(name):
+    """Each compiler answers ``__has_include`` from its own folders: a kernel that asks is one kernel on the
+    emulator and another on a GPU, however it spells the question; the twin (the same kernel with a macro
+    pasted, and no question) is compiled."""
+    prefix, test = HEADER_QUESTIONS[name]
+    problem = check_source(prefix + _kernel("fill", test))
+    assert "asks whether a header exists" in problem, problem
+    assert problem.startswith("line "), problem
+    assert check_source("#define CAT(a, b) a##b\n" + _kernel("CAT(fi, ll)", None)) == ""
 
 
 def test_the_source_policy_checks_under_the_same_macros_the_emulator_defines():

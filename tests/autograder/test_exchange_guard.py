@@ -121,13 +121,13 @@ while True:
 """
 
 
-class _Swapper:
+class Swapper:
     """A student's own process, swapping their notebook for a link to the solutions and back as fast as it can
     (each swap one atomic rename), beside the collector, until stopped."""
 
-    def __init__(self, folder: Path, target: Path, honest: Path):
+    def __init__(self, folder: Path, target: Path, honest: Path, notebook: str = NOTEBOOK):
         self.folder = folder
-        self.argv = [sys.executable, "-c", _SWAP_LOOP.format(notebook=NOTEBOOK), str(folder), str(target), str(honest)]
+        self.argv = [sys.executable, "-c", _SWAP_LOOP.format(notebook=notebook), str(folder), str(target), str(honest)]
 
     @property
     def swaps(self) -> int:
@@ -156,7 +156,7 @@ def test_a_notebook_swapped_for_a_link_while_it_is_read_never_brings_the_solutio
     folder = _submission(tmp_path / "exchange", ME, EARLY, SUBMISSIONS / "correct.ipynb")
     outcomes = {"honest": 0, "refused": 0}
     target = course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb"
-    with _Swapper(folder, target, SUBMISSIONS / "correct.ipynb") as swapper:
+    with Swapper(folder, target, SUBMISSIONS / "correct.ipynb") as swapper:
         for attempt in range(300):
             dest = tmp_path / f"read-{attempt}"
             try:
@@ -235,7 +235,7 @@ def test_collect_with_the_watcher_running_collects_the_honest_notebook_or_an_ear
     _submission(exchange, ME, EARLY, SUBMISSIONS / "correct.ipynb")
     later = _submission(exchange, ME, LATE, SUBMISSIONS / "correct.ipynb")
     honest = (SUBMISSIONS / "correct.ipynb").read_bytes()
-    with _Swapper(later, course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", SUBMISSIONS / "correct.ipynb"):
+    with Swapper(later, course / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", SUBMISSIONS / "correct.ipynb"):
         for _ in range(2):
             run_cli(course, "collect", ASSIGNMENT, "--exchange", str(exchange))
             collected = course / "submitted" / ME / ASSIGNMENT / f"{NOTEBOOK}.ipynb"

@@ -435,3 +435,16 @@ def test_the_kernel_counts_what_the_grader_does_not(monkeypatch, cache):
     assert result.status == "crashed" and "more than 1.0 GiB of memory" in result.message, result.message
     twin = _grade(HEAD + HONEST, "cgroup-twin", memory_limit=MEMORY_LIMIT, backend="cpu")
     assert twin.status == "passed" and result.score <= twin.score
+
+
+def test_files_made_after_the_last_count_are_counted_at_the_end(monkeypatch, honest_twin):
+    """The grader counts the scratch space's files while the grading runs, every SCRATCH_POLL_S, and once more at
+    its end: 25,000 empty files made by a grading that ends before the next count (here: no count while it
+    runs) are found all the same; the twin, the same kernel without them, passes."""
+    monkeypatch.setattr(isolation, "SCRATCH_POLL_S", 1e9)
+    result = _grade(_with_constructor(
+        'char name[64]; for (int k = 0; k < 25000; ++k) { snprintf(name, sizeof name, "e%d", k); fclose(fopen(name, "w")); }'),
+        "quick-inode-filler")
+    if _on_emulator(result):
+        assert result.status == "crashed" and "files and folders" in result.message, result.message
+    assert result.score <= honest_twin.score

@@ -95,6 +95,32 @@ def nvcc_defines() -> tuple[str, ...]:
     return tuple(f"-D{name}={value}" for name, value in re.findall(r"^#define (\w+) (\S+)$", block, re.M))
 
 
+#: The options nvcc's device pass gives the host compiler's preprocessor (``nvcc --dryrun``: ``-E -x c++ -m64``
+#: and its own -D's): no optimisation, no sanitizer, no threads, so none of the macros those options predefine.
+NVCC_PREPROCESSOR_FLAGS = ("-x", "c++", "-m64")
+
+
+@functools.lru_cache(maxsize=None)
+def _predefined_macros(cxx: str, flags: tuple[str, ...]) -> dict[str, str]:
+    """The object-like macros ``cxx`` predefines with ``flags`` (``-dM``), name -> value."""
+    result = subprocess.run([cxx, *flags, "-x", "c++", "-E", "-dM", os.devnull], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise KernelCompileError(f"the CPU emulator's compiler ({cxx}) cannot list its macros:\n{result.stderr[-2000:]}")
+    return {m.group(1): m.group(2) for m in re.finditer(r"^#define ([A-Za-z_]\w*) ?(.*)$", result.stdout, re.M)}
+
+
+def identity_flags(cxx: str, flags: tuple[str, ...]) -> tuple[str, ...]:
+    """``-U``/``-D`` options after ``flags`` that leave a reader's translation unit with exactly the macros the
+    same compiler predefines for nvcc's device pass: the emulator's own options (``-O1``, AddressSanitizer,
+    ``-pthread``) predefine ``__OPTIMIZE__``, ``__SANITIZE_ADDRESS__`` and ``_REENTRANT`` and drop
+    ``__NO_INLINE__``, each a test by which a kernel could tell the emulator from nvcc.  Derived from the
+    compiler itself, so that an option added to the emulator's build cannot open another."""
+    ours = _predefined_macros(cxx, tuple(flags))
+    nvcc = _predefined_macros(cxx, NVCC_PREPROCESSOR_FLAGS)
+    return (tuple(f"-U{name}" for name in sorted(ours.keys() - nvcc.keys()))
+            + tuple(f"-D{name}={value}" for name, value in sorted(nvcc.items()) if ours.get(name) != value))
+
+
 def build_max_bytes() -> int:
     try:
         return max(2**20, int(os.environ.get("DLK_BUILD_MAX_BYTES", DEFAULT_BUILD_MAX_BYTES)))
@@ -316,6 +342,7 @@ def build(unit_text: str, source: str, source_name: str, options: tuple[str, ...
     search = [p for p in search if p] + [Path(user_flags[i + 1]) for i, f in enumerate(user_flags[:-1]) if f == "-I"]
     headers = _included_files(unit_text, search)
     compile_flags = tc.flags + (PROFILE_FLAGS if profile else ())
+    compile_flags += identity_flags(tc.cxx, compile_flags)  # the reader's code sees nvcc's macros, not g++'s
     key = _digest(tc.version, compile_flags, tc.runtime_object.name, unit_text, user_flags,
                   *(f"{p}\n{t}" for p, t in sorted(headers.items())))
     directory = cache_dir()
@@ -340,7 +367,7 @@ def build(unit_text: str, source: str, source_name: str, options: tuple[str, ...
                 result = subprocess.run(_capped(cmd), capture_output=True, text=True, cwd=work)
         else:
             cmd = [
-                tc.cxx, *tc.flags, "-I", str(HERE), "-I", str(INCLUDE), *user_flags,
+                tc.cxx, *compile_flags, "-I", str(HERE), "-I", str(INCLUDE), *user_flags,
                 str(tu), str(tc.runtime_object), "-o", str(tmp), "-lm",
             ]
             result = subprocess.run(_capped(cmd), capture_output=True, text=True, cwd=work)
