@@ -44,6 +44,7 @@ from .exercise import Exercise, LaunchConfig, LaunchError
 from .exercises import get_exercise
 from .gpu_turn import take_gpu_turn
 from .kernel_profile import case_to_profile, profile_of, profiling_case
+from .mistakes import MistakeFinder
 from .result import ExerciseResult, ShapeResult
 from .scoring import (score_correctness, score_speed, speed_for_information, speed_not_measured_here,
                       speed_only_if_correct, speed_pending, timing_size_failed)
@@ -152,6 +153,7 @@ class CaseRunner:
         self.probed: dict[str, bool] = {}
         self.rerun: dict[str, bool] = {}
         self.read_first: dict[str, str] = {}  # per shape: the hint for an output read before it was written, or ''
+        self.mistakes = MistakeFinder(ex)  # names a mistake from a wrong output, within its cost
         self.outputs_dir: str | None = None  # where each case's buffers are handed back to the grader
 
     # buffers ----------------------------------------------------------
@@ -283,6 +285,7 @@ def run_case(runner: CaseRunner, ex: Exercise, case: dict) -> ShapeResult:
     first = judge_case(ex, result, outputs, after, pristine, expected, scales, config)
     if first is not None:
         arg, cmp, got = first
+        probe_hint = ""
         if ex.probe is not None and not runner.probed.get(result.label):
             runner.probed[result.label] = True  # once per shape: probes cost launches
             try:
@@ -292,6 +295,8 @@ def run_case(runner: CaseRunner, ex: Exercise, case: dict) -> ShapeResult:
                 probe_hint = ""
             if probe_hint:
                 result.hint = probe_hint
+        if not probe_hint:
+            result.hint = runner.mistakes.hint(result.label, pristine, expected, scales, outputs) or result.hint
         if _all_nan(arg, cmp, got):
             if result.label not in runner.read_first:  # one launch per shape; every case of that shape says it
                 runner.read_first[result.label] = _read_before_written(

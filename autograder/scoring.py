@@ -26,6 +26,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .comparison import CaseError
+from .mistakes import names_a_mistake
 from .result import ExerciseResult, ShapeResult, speed_is_pending  # noqa: F401 (pending speed, beside the rules that make it)
 
 if TYPE_CHECKING:
@@ -74,8 +75,10 @@ def score_correctness(ex: Exercise, res: ExerciseResult, failure: CaseError | No
                 f"{first.expected:.6g}, got {first.got:.6g}. ")
     elif first.error:
         msg += f"On {first.label}: {first.error} "
-    if first.hint:
-        msg += f"Hint: {first.hint} "
+    # a mistake named from the output itself says more than a symptom of the first case (a sum of one term, 0)
+    shown = next((s for s in failed if names_a_mistake(s.hint)), first)
+    if shown.hint:
+        msg += f"Hint: {shown.hint} " if shown is first else f"Hint (from {shown.label}): {shown.hint} "
     if visible_ok and any(not s.visible for s in failed):
         msg += ("The visible cases pass but hidden ones do not: does the kernel assume something about n that only "
                 "the visible sizes satisfy (a fixed size, a multiple of the block, a grid that covers every element "

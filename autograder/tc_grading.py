@@ -19,6 +19,7 @@ from . import case_outputs
 from .checker import _shape_dict, backend_for
 from .comparison import CaseError
 from .exercise import Exercise
+from .mistakes import MistakeFinder
 from .result import ExerciseResult, ShapeResult
 from .scoring import score_correctness
 from .verdict import case_data, judge_case
@@ -41,7 +42,7 @@ def _interface_problem(ex: Exercise, cd) -> str:
     return ""
 
 
-def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None) -> ShapeResult:
+def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None, mistakes: MistakeFinder) -> ShapeResult:
     from kernels.index_notation import TcShapeError  # deferred: as in run_tc_request
 
     shape = case["shape"]
@@ -66,6 +67,8 @@ def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None) -> ShapeRes
     if outputs_dir:
         case_outputs.save(outputs_dir, f"case-{case['index']}", outputs)
     judge_case(ex, result, outputs, {}, pristine, expected, scales, None)
+    if not result.passed:
+        result.hint = mistakes.hint(result.label, pristine, expected, scales, outputs) or result.hint
     return result
 
 
@@ -95,10 +98,11 @@ def run_tc_request(request: dict, ex: Exercise, send) -> ExerciseResult:
 
     send("stage", stage="correctness")
     failure = None
+    mistakes = MistakeFinder(ex)  # names a mistake from a wrong output, within its cost
     for index, case in enumerate(request["cases"]):
         send("start_case", index=index)
         try:
-            shape_result = _run_case(tc, ex, {**case, "index": index}, request.get("outputs_dir"))
+            shape_result = _run_case(tc, ex, {**case, "index": index}, request.get("outputs_dir"), mistakes)
         except E.KernelCompileError as exc:
             res.status, res.message = "compile_error", f"The generated kernel did not compile: {exc}"
             res.log = (getattr(exc, "log", "") or "")[-4000:]

@@ -31,7 +31,10 @@ cannot work with) has a ``// Launch:`` line and no replacements.
 Every planted bug records those words, except the few listed in
 :data:`CAUSE_NOT_NAMED_YET` whose feedback does not name their cause yet (a
 bug on that list has no ``// Feedback:`` line, and every bug without one is on
-it: :func:`check_causes_recorded`).
+it: :func:`check_causes_recorded`).  A listed bug whose feedback comes to name
+a mistake from its output (:mod:`autograder.mistakes`) fails its grading test:
+the words go on the bug and the bug off the list, or, if the mistake is not
+its cause, the hint misleads and is the thing to fix.
 
 Another correct way to write a kernel (``.cu``, ``.tc``) is a whole kernel:
 its ``%%cuda`` line, what is different about it, ``// Expect: accepted``.
@@ -52,6 +55,7 @@ import pytest
 
 from autograder.exercises import get_exercise
 from autograder.isolation import grade_submission
+from autograder.mistakes import names_a_mistake
 from autograder.submission import KernelSubmission, parse_magic_line, submissions_from_notebook
 
 CORPUS = Path(__file__).resolve().parent / "planted_bugs"
@@ -252,6 +256,12 @@ def check_corpus_file(path: Path) -> None:
             assert re.search(kernel.feedback, feedback_of(result), re.I | re.S), (
                 f"{path.name} ({kernel.what}): the feedback does not name the cause "
                 f"(/{kernel.feedback}/):\n{feedback_of(result)}")
+        else:  # listed as not named yet: a mistake named from its output now is either its cause or misleading
+            named = [s.hint for s in result.shapes if names_a_mistake(s.hint)]
+            assert not named, (
+                f"{path.name} ({kernel.what}) is listed in {CAUSE_NOT_NAMED_YET.name}, but its feedback now names a "
+                f"mistake: if that is its cause, record the words ('// Feedback:') and take it off the list; if not, "
+                f"the hint misleads:\n{named[0]}")
 
 
 def feedback_of(result) -> str:

@@ -1,0 +1,176 @@
+"""A mistake named from a wrong output alone: the inputs, or the layout, under which the reference gives it.
+
+Each case is an output a kernel with that mistake would write, made here with NumPy from the exercise's own
+reference (no kernel runs); each has its honest twin (a right output, rounded as float32 rounds it) and its
+ambiguous twin (a shape on which two mistakes give the same output), on which nothing is named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from autograder.exercises import get_exercise
+from autograder.mistakes import MIN_OUTPUT_ELEMENTS, MistakeFinder, name_the_mistake, names_a_mistake
+from autograder.result import ExerciseResult, ShapeResult
+from autograder.scoring import score_correctness
+from autograder.verdict import case_data
+
+
+def _case(exercise: str, shape: dict, seed: int = 7):
+    ex = get_exercise(exercise)
+    _, pristine, expected, scales = case_data(ex, shape, seed)
+    return ex, pristine, expected, scales
+
+
+def _under(ex, pristine: dict, **changed) -> dict:
+    """The outputs the reference gives with some inputs changed, as float32, as a kernel writes them."""
+    inputs = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in pristine.items()}
+    return {k: np.asarray(v, dtype=np.float32) for k, v in ex.reference({**inputs, **changed}).items()}
+
+
+FC = {"n": 6, "in": 5, "out": 7, "activation": 1}
+
+
+def test_a_sum_one_term_short_is_named_and_the_right_sum_is_not():
+    ex, inputs, expected, scales = _case("fc_backward_input", FC)
+    short = inputs["dY"].copy()
+    short[:, -1] = 0
+    hint = name_the_mistake(ex, inputs, expected, scales, _under(ex, inputs, dY=short))
+    assert names_a_mistake(hint) and "without its last term" in hint and "stops one short" in hint, hint
+    assert "second index of dY" in hint, hint
+    right = {k: np.asarray(v, dtype=np.float32) for k, v in expected.items()}
+    assert name_the_mistake(ex, inputs, expected, scales, right) == ""
+
+
+def test_an_unrolled_loop_without_its_remainder_is_named_by_its_step():
+    ex, inputs, expected, scales = _case("capsule_predict", {"batch": 2, "in_caps": 3, "in_dim": 7, "out_caps": 2,
+                                                             "out_dim": 3, "positions": 3, "types": 1})
+    cut = inputs["W"].copy()
+    cut[..., 4:] = 0  # in_dim = 7 unrolled by 4: the last 3 terms left out
+    hint = name_the_mistake(ex, inputs, expected, scales, _under(ex, inputs, W=cut))
+    assert "only its first 4 of its 7 terms" in hint and "unrolled by four" in hint, hint
+
+
+def test_an_input_read_at_index_zero_of_one_axis_names_that_index():
+    ex, inputs, expected, scales = _case("capsule_predict", {"batch": 3, "in_caps": 2, "in_dim": 4, "out_caps": 2,
+                                                             "out_dim": 3, "positions": 2, "types": 1})
+    first = np.broadcast_to(inputs["u"][:1], inputs["u"].shape).copy()  # every sample reads sample 0
+    hint = name_the_mistake(ex, inputs, expected, scales, _under(ex, inputs, u=first))
+    assert "u is read as if the first index of u were always 0" in hint, hint
+
+
+def test_an_input_never_read_and_a_scalar_left_out_are_named():
+    ex, inputs, expected, scales = _case("conv2d_forward", {"N": 2, "C": 2, "H": 6, "W": 5, "M": 3, "K": 3, "pad": 1,
+                                                            "stride": 1})
+    hint = name_the_mistake(ex, inputs, expected, scales, _under(ex, inputs, b=np.zeros_like(inputs["b"])))
+    assert "with b all 0" in hint, hint
+    ex, inputs, expected, scales = _case("fc_backward_input", FC)
+    hint = name_the_mistake(ex, inputs, expected, scales, _under(ex, inputs, activation=0))
+    assert "as if activation were 0" in hint, hint
+
+
+def test_an_input_read_transposed_or_rotated_is_named():
+    ex, inputs, expected, scales = _case("conv2d_forward", {"N": 1, "C": 2, "H": 7, "W": 6, "M": 3, "K": 3, "pad": 0,
+                                                            "stride": 1})
+    wf = inputs["Wf"]
+    swapped = np.ascontiguousarray(wf).reshape(2, 3, 3, 3).swapaxes(0, 1).copy()  # W[c][m] for W[m][c]
+    hint = name_the_mistake(ex, inputs, expected, scales, _under(ex, inputs, Wf=swapped))
+    assert "Wf is read with the first index and the second index swapped" in hint, hint
+    hint = name_the_mistake(ex, inputs, expected, scales, _under(ex, inputs, Wf=wf[..., ::-1, ::-1].copy()))
+    assert "rotated by 180 degrees" in hint, hint
+
+
+def test_an_output_stored_transposed_or_packed_too_small_is_named():
+    ex, inputs, expected, scales = _case("fc_backward_weight", {"n": 4, "in": 3, "out": 5,
+                                                                "weight_decay": 0.0})
+    dw = np.asarray(expected["dW"], dtype=np.float32)
+    hint = name_the_mistake(ex, inputs, expected, scales, {"dW": dw.T.copy().reshape(dw.shape)})
+    assert "the value of dW[j][i] is stored where dW[i][j] belongs" in hint, hint
+    ex, inputs, expected, scales = _case("conv2d_forward", {"N": 2, "C": 1, "H": 6, "W": 6, "M": 2, "K": 3, "pad": 1,
+                                                            "stride": 1})
+    y = np.asarray(expected["Y"], dtype=np.float32)
+    packed = np.full(y.size, np.nan, dtype=np.float32)
+    packed[: y[..., :-1, :-1].size] = y[..., :-1, :-1].ravel()  # the map one row and column short, written packed
+    hint = name_the_mistake(ex, inputs, expected, scales, {"Y": packed.reshape(y.shape)})
+    assert "one row and one column fewer" in hint and "+ 1" in hint, hint
+
+
+def test_a_common_factor_is_named_only_over_enough_elements():
+    ex, inputs, expected, scales = _case("fc_backward_weight", {"n": 4, "in": 3, "out": 5,
+                                                                "weight_decay": 0.0})
+    quarter = {"dW": np.asarray(expected["dW"] / 4, dtype=np.float32)}
+    hint = name_the_mistake(ex, inputs, expected, scales, quarter)
+    assert "1/4 of the right one" in hint, hint
+    ex, inputs, expected, scales = _case("broadcast", {"rows": 1, "cols": 1})  # one element agrees with any factor
+    assert name_the_mistake(ex, inputs, expected, scales, {"out": np.float32(2) * expected["out"]}) is None
+
+
+def test_where_two_mistakes_give_the_output_only_what_it_shows_is_said():
+    # a sum of two terms with its last left out is also the sum of its first term alone: only that is said
+    ex, inputs, expected, scales = _case("fc_backward_input", {**FC, "out": 2})
+    short = inputs["dY"].copy()
+    short[:, -1] = 0
+    hint = name_the_mistake(ex, inputs, expected, scales, _under(ex, inputs, dY=short))
+    assert "first term alone, the second of its two left out" in hint and "stops one short" not in hint, hint
+
+
+def test_tiny_or_zero_outputs_are_left_to_the_hints_on_the_symptom():
+    ex, inputs, expected, scales = _case("fc_backward_input", {**FC, "n": 1, "in": 1})
+    assert expected["dX"].size < MIN_OUTPUT_ELEMENTS
+    assert name_the_mistake(ex, inputs, expected, scales, {"dX": np.float32(3) * expected["dX"]}) is None
+    ex, inputs, expected, scales = _case("fc_backward_input", FC)
+    assert name_the_mistake(ex, inputs, expected, scales, {"dX": np.zeros_like(expected["dX"])}) is None
+
+
+def test_the_finder_says_a_mistake_once_a_second_shape_bears_it_out_and_stops_after_a_few_shapes():
+    ex, inputs, expected, scales = _case("fc_backward_input", FC)
+    other = _case("fc_backward_input", {**FC, "n": 9, "out": 4}, seed=8)[1:]
+    wrong, wrong_other = _under(ex, inputs, activation=0), _under(ex, other[0], activation=0)
+    noise = {"dX": np.asarray(expected["dX"], dtype=np.float32) + np.float32(1)}
+    finder = MistakeFinder(ex)
+    assert finder.hint("shape 0", inputs, expected, scales, wrong) == ""  # one shape: maybe a coincidence
+    hint = finder.hint("shape 1", *other, wrong_other)
+    assert names_a_mistake(hint) and "as if activation were 0" in hint, hint
+    assert finder.hint("shape 2", *other, wrong_other) == ""  # said once: the rest cost nothing
+    finder = MistakeFinder(ex)
+    assert finder.hint("shape 0", inputs, expected, scales, wrong) == ""
+    assert finder.hint("shape 1", inputs, expected, scales, noise) == ""  # not borne out: a coincidence
+    assert finder.hint("shape 2", inputs, expected, scales, noise) == ""
+    assert finder.hint("shape 3", inputs, expected, scales, wrong) == ""
+    assert finder.hint("shape 4", *other, wrong_other) == ""  # the budget is spent
+
+
+def test_the_message_shows_a_named_mistake_before_a_symptom_of_the_first_case():
+    ex = get_exercise("fc_backward_input")
+    named = "Compared with the reference, the output is what the sum ... gives without its last term: ..."
+    res = ExerciseResult(exercise=ex.name, status="failed", correctness_max=ex.correctness_points,
+                         speed_max=ex.speed_points, mode="hidden", launch={})
+    res.shapes = [ShapeResult(label="n=1", shape={}, seed_index=0, visible=True, passed=False,
+                              hint="Every output value is 0: ..."),
+                  ShapeResult(label="n=4", shape={}, seed_index=0, visible=True, passed=False, hint=named)]
+    score_correctness(ex, res, None)
+    assert f"Hint (from n=4): {named}" in res.message and "Every output value is 0" not in res.message, res.message
+
+
+@pytest.mark.parametrize("mistake", ["none", "noise"])
+def test_an_output_no_mistake_explains_names_none(mistake):
+    ex, inputs, expected, scales = _case("conv2d_forward", {"N": 1, "C": 2, "H": 7, "W": 6, "M": 3, "K": 3, "pad": 0,
+                                                            "stride": 1})
+    y = np.asarray(expected["Y"], dtype=np.float32)
+    if mistake == "noise":
+        y = y + np.random.default_rng(1).normal(size=y.shape).astype(np.float32)
+    assert name_the_mistake(ex, inputs, expected, scales, {"Y": y}) == ""
+
+
+def test_a_reference_that_cannot_take_a_changed_input_names_nothing_and_breaks_nothing():
+    ex, inputs, expected, scales = _case("fc_backward_input", FC)
+
+    def refusing(changed):
+        raise AttributeError("a reference given inputs it was never written for")
+
+    wrong = _under(ex, inputs, activation=0)
+    assert names_a_mistake(name_the_mistake(ex, inputs, expected, scales, wrong))
+    assert name_the_mistake(replace(ex, reference=refusing), inputs, expected, scales, wrong) == ""
