@@ -83,11 +83,16 @@ def _is_prime(n: int) -> bool:
     return n > 2 and n % 2 == 1 and all(n % d for d in range(3, int(n ** 0.5) + 1, 2))
 
 
+#: The shape keys that are a vector's increment (BLAS's incx, incy): the distance between its elements, no size.
+INCREMENTS = ("incx", "incy")
+
+
 def hidden_nature(ex: Exercise, shape: dict, launch: dict) -> str:
     """What a hidden shape is like, in words that name no size: one, prime, odd, no multiple of the student's
-    block, past one pass of their grid, large."""
-    sizes = {key: value for key, value in shape.items() if isinstance(value, int) and not isinstance(value, bool)}
-    traits = []
+    block, past one pass of their grid, large; strided where a vector's increment is more than 1."""
+    sizes = {key: value for key, value in shape.items()
+             if isinstance(value, int) and not isinstance(value, bool) and key not in INCREMENTS}
+    traits = ["strided"] if any(shape.get(key, 1) != 1 for key in INCREMENTS) else []
     if len(sizes) == 1:
         (key, n), = sizes.items()
         block = next((int(launch[k]) for k in _BLOCK_KEYS if k in launch), 0)

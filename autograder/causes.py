@@ -36,6 +36,13 @@ def _power_of_two(k: int) -> bool:
     return k > 0 and k & (k - 1) == 0
 
 
+def _indexes_by_thread(code: str) -> bool:
+    """Whether ``code`` indexes an array by threadIdx.x, directly or through a name given its value
+    (``const int t = threadIdx.x; ... partial[t]``)."""
+    names = ["threadIdx\\.x", *(re.escape(name) for name in re.findall(r"\b(\w+)\s*=\s*threadIdx\.x\s*;", code))]
+    return bool(re.search(r"\[\s*(?:" + "|".join(names) + r")\b", code))
+
+
 def refine_hint(hint: str, *, source: str, launch: dict, error: str = "", wrong_result: bool = False,
                 shape: dict | None = None) -> str:
     """``hint``, or a hint naming the cause that ``source`` and ``launch`` show."""
@@ -67,7 +74,7 @@ def refine_hint(hint: str, *, source: str, launch: dict, error: str = "", wrong_
                 f"for the block: a thread used byte {at}. Ask for as many bytes as the block uses{need}.")
     asked = int(launch.get("shared", 0) or 0)
     if ("outside every buffer" in error and block and asked < 4 * block and re.search(r"extern\s+__shared__", code)
-            and re.search(r"\[\s*threadIdx\.x", code)):
+            and _indexes_by_thread(code)):
         # The GPU only says that an address was illegal; the launch line shows why.
         return (f"The dynamic shared memory asked for at launch (shared={asked} bytes on the %%cuda line) is too small "
                 f"for the block: the kernel indexes it by threadIdx.x, which needs {4 * block} bytes for "

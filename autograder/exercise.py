@@ -165,7 +165,7 @@ class Exercise:
     name: str
     title: str
     #: The C declaration of the __global__ function the student writes, e.g.
-    #: "saxpy(int n, float alpha, const float* x, float* y)"; for index notation, the comprehension's
+    #: "saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)"; for index notation, the comprehension's
     #: "def name(float(M,K) A, ...) -> (C)".  The kernel's name and arguments are read from it.
     signature: str
     #: Outputs the kernel reads too (default: a non-const pointer is written only).

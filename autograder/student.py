@@ -5,7 +5,7 @@ In a notebook::
     %load_ext autograder.student          # or: from autograder.student import *
 
     %%cuda saxpy block=256 grid=512
-    __global__ void saxpy(int n, float alpha, const float* x, float* y) { ... }
+    __global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) { ... }
 
     check("saxpy")
 

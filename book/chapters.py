@@ -103,7 +103,9 @@ CHAPTERS = (
     # Before the first chapter: short graded kernels, each with its thread map; the page prints no kernel.
     Chapter(0, "puzzles", "Warm-up puzzles", ("puzzles",), (), has_benchmark=False, prints_kernels=False),
     Chapter(1, "cuda_from_python", "CUDA from Python", ("cuda_from_python", "sums"),
-            ("indexing", "vector_add", "saxpy", "device_copy", "reduction", "peak")),
+            ("indexing", "vector_add", "saxpy", "device_copy", "reduction", "peak"),
+            # a block reduction by warp shuffles, an assignment of its own
+            more_assignments=("warp_shuffle",)),
     Chapter(2, "perceptrons_mlp", "Perceptrons and multilayer perceptrons", ("perceptrons", "mlp_backprop", "mlp_training"),
             ("perceptron", "fully_connected", "activations", "softmax", "layernorm", "sgd")),
     Chapter(3, "cnn", "Convolutional networks", ("cnn", "cnn_forward_speed", "cnn_backward", "lenet",

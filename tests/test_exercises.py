@@ -24,10 +24,10 @@ import numpy as np
 import pytest
 
 from autograder.comparison import compare
-from autograder.exercises import gemm_ladder, get_exercise
+from autograder.exercises import gemm_ladder, get_exercise, warp_shuffle
 from autograder.isolation import grade_submission
 from autograder.submission import submission_from_cell
-from benchmarks import conv_as_gemm as gemm_bench, sgemm_bf16 as bf16_bench
+from benchmarks import conv_as_gemm as gemm_bench, cuda_from_python as basics_bench, sgemm_bf16 as bf16_bench
 from benchmarks.common import results_path
 from book.chapters import CHAPTERS, chapter
 from kernels.gemm import sgemm
@@ -71,8 +71,8 @@ def test_every_planted_bug_records_the_words_that_name_its_cause():
 def test_the_words_of_a_cause_name_one_cause(tmp_path):
     (tmp_path / "saxpy").mkdir()
     path = tmp_path / "saxpy" / "hedged.edit"
-    edit = ("<<<<<<< solution\n        y[i] = alpha * x[i] + y[i];\n=======\n        y[i] = alpha * x[i] + y[i];\n"
-            "        y[0] = 0.0f;\n>>>>>>> planted bug\n")
+    line = "        y[i * incy] = alpha * x[i * incx] + y[i * incy];\n"
+    edit = f"<<<<<<< solution\n{line}=======\n{line}        y[0] = 0.0f;\n>>>>>>> planted bug\n"
     path.write_text("// Bug: y[0] zeroed.\n// Expect: rejected, race\n// Feedback: race|never written\n" + edit)
     with pytest.raises(AssertionError, match="offers several causes"):
         read_corpus_file(path)
@@ -233,6 +233,35 @@ def test_gemm_ladder_hidden_shapes_cover_the_hard_cases():
     for name in ("sgemm_register_tiles", "sgemm_float4", "sgemm_warp_tiles", "sgemm_cp_async"):
         shapes = hidden(name)
         assert any(s["M"] == 1 for s in shapes) and any(s["K"] == 1 for s in shapes) and any(s["M"] > 256 for s in shapes)
+
+
+def test_the_warp_shuffle_bands_follow_the_recorded_fraction_of_the_bandwidth_bound():
+    """The block reduction's bands are fractions of its memory-bandwidth bound turned into speed-ups over the chapter's
+    shuffle kernel through that kernel's recorded fraction of its own bound (x alone: half the exercise's bytes), at
+    about the exercise's timing size."""
+    recorded = json.loads(results_path(basics_bench.NAME).read_text())
+    exercise = warp_shuffle.DOT_SHUFFLE
+    assert abs(recorded[basics_bench.SIZE] - exercise.timing_shape["n"]) < 8
+    percent = {r["name"]: r["percent_of_peak_bandwidth"] for r in recorded["results"]}
+    for kernel, fraction in warp_shuffle.FRACTION_OF_BANDWIDTH.items():
+        assert fraction == pytest.approx(percent[kernel] / 100, abs=0.0015), kernel
+    reference = exercise.reference_kernel
+    share = reference.version.bytes(exercise.timing_shape) / exercise.bytes_moved(exercise.timing_shape)
+    assert share == pytest.approx(warp_shuffle.REFERENCE_BYTES_SHARE, rel=1e-6)
+    assert exercise.speed_bands == warp_shuffle.SPEED_BANDS
+    for (speedup, share_of_points), (fraction, bound_share) in zip(exercise.speed_bands, warp_shuffle.BOUND_BANDS):
+        assert share_of_points == bound_share
+        assert speedup * warp_shuffle.FRACTION_OF_BANDWIDTH[reference.kernel] / share == pytest.approx(fraction, abs=2e-3)
+    assert f"{warp_shuffle.FRACTION_OF_BANDWIDTH[reference.kernel]:.1%}" in exercise.description
+
+
+def test_the_block_reduction_asks_for_warp_shuffles():
+    check = warp_shuffle.shuffles
+    assert check("v += __shfl_down_sync(0xffffffffu, v, d);", "k") == ""
+    assert check("v += __shfl_xor_sync(0xffffffffu, v, m);", "k") == ""
+    assert check("v += tile.shfl_down(v, d);", "k") == ""
+    refused = check("s[t] += s[t + d]; // v += __shfl_down_sync(0xffffffffu, v, d);", "dot_shuffle")
+    assert "dot_shuffle must reduce inside each warp with warp shuffles" in refused
 
 
 def test_the_cp_async_exercise_asks_for_asynchronous_copies():

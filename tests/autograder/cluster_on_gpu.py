@@ -28,7 +28,7 @@ ASSIGNMENTS = sorted(p.name for p in (REPO / "solutions").iterdir() if p.is_dir(
 
 #: test file -> the assignments whose sample class it grades through a one-GPU cluster
 SHARES = {
-    "test_cluster_on_gpu.py": ["00_puzzles", "01_cuda_from_python", "02_perceptrons_mlp"],
+    "test_cluster_on_gpu.py": ["00_puzzles", "01_cuda_from_python", "01_warp_shuffle", "02_perceptrons_mlp"],
     "test_cluster_on_gpu_convolution.py": ["03_cnn", "04_conv_as_gemm", "04_gemm_ladder"],
     "test_cluster_on_gpu_custom_layers.py": ["05_capsules", "06_large_margin_softmax"],
     "test_cluster_on_gpu_index_notation.py": ["07_index_notation", "08_attention"],

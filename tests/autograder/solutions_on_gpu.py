@@ -22,7 +22,8 @@ ASSIGNMENTS = sorted(p.name for p in (ROOT / "solutions").iterdir() if p.is_dir(
 
 #: test file -> the assignments whose solution notebook it grades (about 100 s of grading each on an H100)
 SHARES = {
-    "test_solutions_on_gpu.py": ["00_puzzles", "01_cuda_from_python", "02_perceptrons_mlp", "03_cnn", "04_conv_as_gemm"],
+    "test_solutions_on_gpu.py": ["00_puzzles", "01_cuda_from_python", "01_warp_shuffle", "02_perceptrons_mlp", "03_cnn",
+                                 "04_conv_as_gemm"],
     "test_solutions_on_gpu_custom_layers.py": ["05_capsules", "06_large_margin_softmax", "07_index_notation"],
     "test_solutions_on_gpu_upper_rungs.py": ["04_gemm_ladder", "08_attention"],
 }

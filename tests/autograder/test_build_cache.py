@@ -22,19 +22,19 @@ pytestmark = pytest.mark.backend
 SECRET = b"build cache tests"
 HONEST = (
     "%%cuda saxpy block=256\n"
-    "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+    "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n"
     "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
+    "    if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];\n"
     "}\n"
 )
-ZEROS = HONEST.replace("y[i] = alpha * x[i] + y[i];", "y[i] = 0.0f;")
+ZEROS = HONEST.replace("y[i * incy] = alpha * x[i * incx] + y[i * incy];", "y[i] = 0.0f;")
 #: A constructor (it runs before the emulator's main()) that plants the wrong kernel's build under every build name
 #: of the honest source it will find in its build cache, and a copy of itself under the names it makes up.
 PLANTER = HONEST.replace("__global__", 'extern "C" int system(const char*);\n'
                          'struct Plant { Plant() { system("for f in $DLK_CACHE_DIR/emulator/module-*; do '
                          'cp -f /proc/self/exe $f 2>/dev/null; done; mkdir -p $DLK_CACHE_DIR/emulator; '
                          'for k in $(seq 1 50); do cp -f /proc/self/exe $DLK_CACHE_DIR/emulator/module-planted-$k; '
-                         'done"); } } plant;\n__global__', 1).replace("y[i] = alpha * x[i] + y[i];", "y[i] = 0.0f;")
+                         'done"); } } plant;\n__global__', 1).replace("y[i * incy] = alpha * x[i * incx] + y[i * incy];", "y[i] = 0.0f;")
 
 
 def _grade(cell: str, student: str, mode: str = "hidden"):
@@ -73,7 +73,8 @@ def test_builds_planted_by_a_submission_never_reach_a_later_grading(cache):
 
 def test_a_build_cannot_leave_ballast_behind(cache):
     ballast = HONEST.replace("__global__", "__device__ char ballast[96 << 20] = {1};\n__global__", 1).replace(
-        "alpha * x[i] + y[i];", "alpha * x[i] + y[i] + ballast[i];")
+        "alpha * x[i * incx] + y[i * incy];", "alpha * x[i * incx] + y[i * incy] + ballast[i];")
+    assert "ballast[i]" in ballast
     result = _grade(ballast, "ballast")
     twin = _grade(HONEST, "ballast_twin")
     assert result.status == "compile_error" and "more than 64 MB" in result.message, result.feedback_text()

@@ -47,7 +47,7 @@ def bug(name: str) -> KernelSubmission:
 
 def saxpy_cell(*body: str, block: int = 256, before: tuple[str, ...] = ()) -> str:
     """A ``%%cuda saxpy`` cell: the body lines inside saxpy's signature (``before``: lines ahead of it)."""
-    signature = "__global__ void saxpy(int n, float alpha, const float* x, float* y) {"
+    signature = "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {"
     lines = [f"%%cuda saxpy block={block}", *before, signature, *(f"    {line}" for line in body), "}"]
     return "\n".join(lines) + "\n"
 
@@ -162,7 +162,7 @@ def test_kernels_right_on_the_fixed_visible_sizes_only_fail_check(name, backend_
 
 def test_compile_error_is_reported_at_the_cells_own_line(backend_name):
     cell = saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;",
-                      "if (i < n) y[i] = alpha * x[i] + undefined_name;")
+                      "if (i < n) y[i * incy] = alpha * x[i * incx] + undefined_name;")
     result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
     assert result.status == "compile_error"
     assert re.search(r"saxpy\.cu:4\b", result.message), result.message
@@ -177,14 +177,14 @@ def test_wrong_signature_is_named(backend_name):
 
 
 def test_including_files_is_refused(backend_name):
-    cell = '%%cuda saxpy block=256\n#include "/etc/passwd"\n__global__ void saxpy(int n, float a, const float* x, float* y) {}\n'
+    cell = '%%cuda saxpy block=256\n#include "/etc/passwd"\n__global__ void saxpy(int n, float a, const float* x, int incx, float* y, int incy) {}\n'
     result = grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
     assert result.status == "compile_error" and "not allowed" in result.message
     assert "root:" not in result.feedback_text() + result.log
 
 
 def test_an_infinite_loop_costs_only_that_exercise(backend_name):
-    hang = saxpy_cell("for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 0) y[i] = alpha * x[i] + y[i];")
+    hang = saxpy_cell("for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += 0) y[i * incy] = alpha * x[i * incx] + y[i * incy];")
     start = time.monotonic()
     result = grade_submission(submission_from_cell(hang), mode="hidden", student_key=SECRET, timeout_s=10, backend=backend_name)
     assert time.monotonic() - start < 25
@@ -199,7 +199,7 @@ def test_an_out_of_bounds_write_far_from_the_array_is_caught(backend_name):
     if backend_name != "cpu":
         pytest.skip("on a GPU a write far past a buffer faults or hits another allocation unseen; near ones hit the guard")
     result = failed_launch(saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;",
-                                      "if (i < n) y[i] = alpha * x[i] + y[i];",
+                                      "if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];",
                                       "if (i == 0) y[n + 100000] = 1.0f;"), backend_name)
     assert re.search(r"out[- ]of[- ]bounds|outside", result.message, re.I), result.message
 
@@ -238,7 +238,7 @@ def test_cuda_magic_and_check_in_an_ipython_shell(capsys, monkeypatch, backend_n
     monkeypatch.setattr(student, "_SUBMISSIONS", {})
     ip = InteractiveShell.instance()
     ip.run_cell("%load_ext autograder.student")
-    ip.run_cell("%%cuda saxpy block=256\n__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+    ip.run_cell("%%cuda saxpy block=256\n__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n"
                 "    y[0] = oops;\n}\n")
     err = capsys.readouterr().err
     assert re.search(r"saxpy\.cu:3\b", err) and "oops" in err, err
@@ -282,7 +282,7 @@ def test_speed_is_measured_against_the_reference_on_a_gpu():
 @pytest.mark.gpu
 def test_a_write_just_before_a_buffer_hits_the_guard_on_a_gpu():
     """y[-1] on a GPU lands in the guard the grader puts before every buffer (no fault, no other allocation)."""
-    cell = saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;", "if (i < n) y[i] = alpha * x[i] + y[i];",
+    cell = saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;", "if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];",
                       "if (i == 0) y[-1] = 1.0f;")
     result = grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id="gpu", backend="gpu")
     assert result.status == "launch_error" and result.score == 0, result.feedback_text()
@@ -293,7 +293,7 @@ def test_a_write_just_before_a_buffer_hits_the_guard_on_a_gpu():
 def test_kernels_that_skip_work_when_timed_are_caught_on_a_gpu():
     """Correct on the correctness sizes, but does nothing for large n: the re-validation of timed calls fails it."""
     cell = saxpy_cell("int i = blockIdx.x * blockDim.x + threadIdx.x;", "if (n > 4000000) return;",
-                      "if (i < n) y[i] = alpha * x[i] + y[i];")
+                      "if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];")
     result = grade_submission(submission_from_cell(cell), mode="hidden", student_key=SECRET, student_id="gpu", backend="gpu")
     assert result.status != "passed" and result.speed_score == 0, result.feedback_text()
 
@@ -305,7 +305,7 @@ def test_a_kernel_cannot_write_files_while_graded(tmp_path, backend_name):
     target = tmp_path / "written_by_kernel"
     cell = saxpy_cell(f'FILE* f = fopen("{target}", "w");', 'if (f) { fputs("gradebook", f); fclose(f); }',
                       "for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)"
-                      " y[i] = alpha * x[i] + y[i];",
+                      " y[i * incy] = alpha * x[i * incx] + y[i * incy];",
                       block=32, before=("#include <cstdio>",))
     grade_submission(submission_from_cell(cell), mode="visible", backend=backend_name)
     assert not target.exists()

@@ -114,9 +114,12 @@ def fake_driver(launch_log):
 
 
 def saxpy_function(name, ms, launch_log, cache=None):
-    """A "kernel": NumPy saxpy on fake allocations; advances the fake clock by ``ms``."""
+    """A "kernel": NumPy saxpy on fake allocations (timed at increments of 1, the student's takes them and the
+    chapter's does not); advances the fake clock by ``ms``."""
 
-    def run(n, alpha, x, y, grid, block, shared, stream):
+    def run(n, alpha, x, *rest, grid, block, shared, stream):
+        y = rest[1] if len(rest) == 3 else rest[0]  # (incx, y, incy) or (y,)
+        assert len(rest) == 1 or int(rest[0]) == int(rest[2]) == 1, rest
         launch_log.append(name)
         xs = x.data[: 4 * int(n)].view(np.float32)
         ys = y.data[: 4 * int(n)].view(np.float32)
@@ -146,10 +149,15 @@ def fake_compare(got, want, n, rtol, atol, scale, counts, grid, block, stream):
 
 
 class FakeModule:
-    def __init__(self, name, fn):
+    """A compiled module of one kernel ``name``: saxpy with increments (the exercise's), or without (the chapter's,
+    the reference: ``strided=False``)."""
+
+    def __init__(self, name, fn, strided: bool = True):
         from kernels.runtime.signature import parse_kernels
 
-        self.signatures = parse_kernels(f"__global__ void {name}(int n, float alpha, const float* x, float* y) {{}}", "f.cu", {})
+        params = "int n, float alpha, const float* x, int incx, float* y, int incy" if strided else \
+            "int n, float alpha, const float* x, float* y"
+        self.signatures = parse_kernels(f"__global__ void {name}({params}) {{}}", "f.cu", {})
         self.compiled = types.SimpleNamespace(kernel_function=lambda kernel: fn)
 
 
@@ -177,11 +185,11 @@ def timed_saxpy(monkeypatch):
     monkeypatch.setitem(sys.modules, "pycuda", pycuda)
     monkeypatch.setitem(sys.modules, "pycuda.driver", cuda)
     monkeypatch.setattr(GpuMeasurement, "clocks", lambda self: "sm 1000 MHz")
-    ex = dataclasses.replace(get_exercise("saxpy"), timing_shape={"n": 100003})
+    ex = dataclasses.replace(get_exercise("saxpy"), timing_shape={"n": 100003, "incx": 1, "incy": 1})
     monkeypatch.setattr(GpuMeasurement, "_blend_functions", lambda self: (fake_blend, fake_compare, FakeAllocation(8)))
 
     def run(student_ms, cache=None, reference_ms=1.0):
-        ref = FakeModule("saxpy_grid_stride", saxpy_function("reference", reference_ms, launch_log))
+        ref = FakeModule("saxpy_grid_stride", saxpy_function("reference", reference_ms, launch_log), strided=False)
         stu = FakeModule("saxpy", saxpy_function("student", student_ms, launch_log, cache))
         import kernels.runtime.loader as loader
 

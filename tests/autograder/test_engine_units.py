@@ -19,12 +19,13 @@ from autograder.diagnosis import diagnose, error_map
 from autograder.comparison import compare
 from autograder.exercise import LaunchConfig, LaunchError
 from autograder.exercises import all_exercises, get_exercise
+from autograder.exercises.cuda_from_python import summed_terms
 from autograder.case_plan import derive_seed, plan_cases
 from autograder.isolation import grade_submission
 from autograder.result import ExerciseResult, ShapeResult
 from autograder.submission import KernelSubmission, parse_magic_line, submission_from_cell, submissions_from_notebook
 
-SAXPY_BODY = "__global__ void saxpy(int n, float alpha, const float* x, float* y) {}\n"
+SAXPY_BODY = "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {}\n"
 
 
 # ------------------------------------------------------------------ submissions
@@ -156,8 +157,8 @@ def test_tolerance_rejects_zeros_mean_and_float16_but_accepts_float32(name):
 
 def test_reduce_sum_tolerance_admits_a_sequential_float32_sum():
     ex = get_exercise("reduce_sum")
-    inputs = ex.make_inputs({"n": 2**20 + 1}, np.random.default_rng(3))
-    sequential = np.cumsum(inputs["x"], dtype=np.float32)[-1:]  # one atomicAdd per element, in order
+    inputs = ex.make_inputs({"n": 2**20 + 1, "incx": 3}, np.random.default_rng(3))
+    sequential = np.cumsum(summed_terms(inputs), dtype=np.float32)[-1:]  # one atomicAdd per element, in order
     assert compare(sequential, ex.reference(inputs)["out"], ex.error_scale(inputs)["out"], ex.rtol, ex.atol)["n_bad"] == 0
 
 

@@ -18,9 +18,10 @@ from autograder.exercises import all_exercises, get_exercise
 def test_roles_follow_the_declaration():
     saxpy = get_exercise("saxpy")
     assert saxpy.kernel == "saxpy"
-    assert saxpy.args == (Arg("n", "scalar"), Arg("alpha", "scalar"), Arg("x", "in"), Arg("y", "inout"))
+    assert saxpy.args == (Arg("n", "scalar"), Arg("alpha", "scalar"), Arg("x", "in"), Arg("incx", "scalar"),
+                          Arg("y", "inout"), Arg("incy", "scalar"))
     written_only = dataclasses.replace(saxpy, inout=())
-    assert written_only.args[-1] == Arg("y", "out")
+    assert written_only.args[-2] == Arg("y", "out")
 
 
 def test_an_output_the_kernel_adds_into_starts_at_zero():

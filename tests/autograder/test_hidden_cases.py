@@ -19,15 +19,16 @@ from autograder.submission import submission_from_cell
 
 SECRET = b"hidden cases tests"
 LAUNCH = {"block": 256}
-HONEST = ("__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+HONEST = ("__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n"
           "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)\n"
-          "        y[i] = alpha * x[i] + y[i];\n}\n")
+          "        y[i * incy] = alpha * x[i * incx] + y[i * incy];\n}\n")
+STEP = "y[i * incy] = alpha * x[i * incx] + y[i * incy];"
 
 
 def _special_cased(sizes) -> str:
     """Right only for the sizes it knows (the visible ones, the public hidden ones and ``sizes``), wrong elsewhere."""
     known = " || ".join(f"n == {n}" for n in sorted(sizes))
-    return HONEST.replace("y[i] = alpha * x[i] + y[i];", f"y[i] = ({known}) ? alpha * x[i] + y[i] : 0.0f;")
+    return HONEST.replace(STEP, f"y[i * incy] = ({known}) ? alpha * x[i * incx] + y[i * incy] : 0.0f;")
 
 
 def _plan(source: str, student: str = "ada") -> list[dict]:

@@ -12,14 +12,14 @@ from planted_corpus import CORPUS, read_corpus_file
 # These read the emulator's own findings (it is asked for by name below), so they run under `make test`.
 
 STUB = """%%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
-    // Grid-stride loop over i: y[i] = alpha * x[i] + y[i] (about 3 lines).
+    // Grid-stride loop over i: y[i * incy] = alpha * x[i * incx] + y[i * incy] (about 3 lines).
     // YOUR CODE HERE
 }"""
 
 SUM_STUB = """%%cuda reduce_sum block=256 grid=1056 shared=1024
-__global__ void reduce_sum(const float* x, float* out, int n)
+__global__ void reduce_sum(const float* x, int incx, float* out, int n)
 {
     extern __shared__ float partial[];  // one float per thread: shared = 4 * block bytes
     // YOUR CODE HERE
@@ -53,7 +53,7 @@ def test_a_wrong_kernel_name_is_not_a_compile_error():
 
 def test_one_hint_per_cause_not_per_shape():
     cell = STUB.replace("// YOUR CODE HERE", "int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                        "    if (i < n) y[i] = alpha * x[i] + y[i];").replace("block=256", "block=256 grid=8")
+                        "    if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];").replace("block=256", "block=256 grid=8")
     result, text = _check(cell)
     assert result.status == "failed"
     assert len(re.findall(r"grid-stride loop", text)) == 1, text
@@ -77,7 +77,7 @@ def test_check_names_the_actual_cause(name, words):
 
 @pytest.mark.parametrize("name, words, misleading", [
     # the block's shared array is the right size: the threads at or above the stride must not take the step
-    ("reduce_sum/tree_without_guard", ["missing its guard if (threadIdx.x < stride)", "thread 128",
+    ("reduce_sum/tree_without_guard", ["missing its guard if (threadIdx.x < half)", "thread 128",
                                        "the array's size is not the problem"], ["too small", "ask for shared="]),
     # each block's total lacks partial[1]: half the values, as if the grid-stride loop skipped elements
     ("reduce_sum/tree_one_step_short", ["tree reduction stops one step early", "stride 1, is missing",

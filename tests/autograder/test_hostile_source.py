@@ -24,13 +24,13 @@ TOKEN = "INSTRUCTOR-ONLY-7f3a"
 
 HEAD = "%%cuda saxpy block=256\n"
 KERNEL = (
-    "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+    "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n"
     "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
+    "    if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];\n"
     "}\n"
 )
 #: out of bounds by a little (where the guard region around the buffer catches it)
-OOB_KERNEL = KERNEL.replace("y[i] = alpha * x[i] + y[i];\n", "y[i] = alpha * x[i] + y[i];\n    if (i == 0) y[n + 2] = 1.0f;\n")
+OOB_KERNEL = KERNEL.replace("y[i * incy] = alpha * x[i * incx] + y[i * incy];\n", "y[i * incy] = alpha * x[i * incx] + y[i * incy];\n    if (i == 0) y[n + 2] = 1.0f;\n")
 
 
 @pytest.fixture(scope="module")

@@ -42,13 +42,13 @@ SECRET = b"sandbox attack tests: instructor secret 5e1c"
 HEAD = "%%cuda saxpy block=256\n"
 PREAMBLE = 'extern "C" long syscall(long number, ...);\nextern "C" int getppid(void);\n'
 HONEST = (
-    "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+    "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n"
     "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i < n) y[i] = alpha * x[i] + y[i];\n"
+    "    if (i < n) y[i * incy] = alpha * x[i * incx] + y[i * incy];\n"
     "}\n"
 )
 #: computes nothing: what a forged verdict would have to turn into points
-STUB = "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n    if (n < 0) y[0] = alpha * x[0];\n}\n"
+STUB = "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n    if (n < 0) y[0] = alpha * x[0];\n}\n"
 
 
 def _with_constructor(body: str, kernel: str = HONEST) -> str:

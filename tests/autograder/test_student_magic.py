@@ -7,9 +7,9 @@ import pytest
 from autograder import student
 from kernels.runtime import selection
 
-GOOD = """__global__ void saxpy(int n, float alpha, const float* x, float* y) {
+GOOD = """__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
-        y[i] = alpha * x[i] + y[i];
+        y[i * incy] = alpha * x[i * incx] + y[i * incy];
 }
 """
 
@@ -30,7 +30,7 @@ def _run(line, cell, capsys):
     # a header that does not parse (an expression where a number belongs)
     ("saxpy block=256 grid=n/256", GOOD),
     # a body that does not compile
-    ("saxpy block=256 grid=64", GOOD.replace("y[i] = alpha * x[i] + y[i];", "y[i] = alpha * x[i] + ;")),
+    ("saxpy block=256 grid=64", GOOD.replace("y[i * incy] = alpha * x[i * incx] + y[i * incy];", "y[i * incy] = alpha * x[i * incx] + ;")),
 ])
 def test_a_failing_cell_removes_the_earlier_kernel(line, cell, capsys):
     student.compile_cell("saxpy block=256 grid=64", GOOD, out=io.StringIO())
@@ -57,11 +57,11 @@ def test_check_of_an_unknown_exercise_lists_the_exercises(capsys):
 
 # a correct saxpy whose threads each take a chunk of CHUNK neighbouring elements: the lanes of a warp are CHUNK
 # floats apart, so each of its loads and stores touches CHUNK times the sectors a coalesced one would
-CHUNKED = """__global__ void saxpy(int n, float alpha, const float* x, float* y) {
+CHUNKED = """__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {
     int threads = blockDim.x * gridDim.x, chunk = (n + threads - 1) / threads;
     int first = (blockIdx.x * blockDim.x + threadIdx.x) * chunk;
     for (int i = first; i < first + chunk && i < n; ++i)
-        y[i] = alpha * x[i] + y[i];
+        y[i * incy] = alpha * x[i * incx] + y[i * incy];
 }
 """
 
@@ -74,7 +74,7 @@ def test_check_on_the_emulator_shows_a_correct_kernel_s_profile_with_the_hint_it
     student.check("saxpy", plot=False)
     said = capsys.readouterr().out
     assert "all visible cases pass" in said and "profile of saxpy on the CPU emulator" in said, said
-    line = 1 + next(n for n, text in enumerate(CHUNKED.splitlines(), 1) if "y[i] = alpha" in text)  # the %%cuda line is 1
+    line = 1 + next(n for n, text in enumerate(CHUNKED.splitlines(), 1) if "y[i * incy] = alpha" in text)  # the %%cuda line is 1
     assert f"line {line} reads" in said and "floats apart" in said and "occupancy" in said, said
     student.check("saxpy", plot=False, profile=False)
     assert "profile of" not in capsys.readouterr().out

@@ -98,8 +98,10 @@ def _saxpy_body(n, alpha, x, y):
     ys[:] = alpha * xs + ys
 
 
-def _module(kernel_name, fn):
-    params = [SimpleNamespace(dtype=np.dtype(t)) for t in ("int32", "float32", "float32", "float32")]
+def _module(kernel_name, fn, strided: bool = True):
+    """One kernel's compiled module: saxpy with increments (the exercise's) or without (the chapter's, the reference)."""
+    types = ("int32", "float32", "float32", "int32", "float32", "int32") if strided else ("int32", "float32", "float32", "float32")
+    params = [SimpleNamespace(dtype=np.dtype(t)) for t in types]
     return SimpleNamespace(signatures={kernel_name: SimpleNamespace(params=params)}, kernels={kernel_name: fn})
 
 
@@ -107,7 +109,8 @@ def _student(gpu: FakeGpu, caching: bool = False, replay_wrong: bool = False, la
     cache: dict[str, np.ndarray] = {}
     previous: list[np.ndarray] = []
 
-    def saxpy(n, alpha, x, y, grid, block, shared, stream):
+    def saxpy(n, alpha, x, incx, y, incy, grid, block, shared, stream):
+        assert incx == incy == 1  # timed where the chapter's kernel solves the exercise
         key = hashlib.sha256(x.tobytes()).hexdigest()
         gpu.student_inputs.append(key)
         gpu.last_student_x = x.view(np.float32)[:n].copy()
@@ -134,13 +137,13 @@ def _reference_module(name: str):
         _saxpy_body(n, alpha, x, y)
         return SLOW_MS
 
-    return _module(name, ref)
+    return _module(name, ref, strided=False)
 
 
 @pytest.fixture
 def timing(monkeypatch, tmp_path):
     gpu = FakeGpu()
-    ex = dataclasses.replace(get_exercise("saxpy"), timing_shape={"n": 4099})
+    ex = dataclasses.replace(get_exercise("saxpy"), timing_shape={"n": 4099, "incx": 1, "incy": 1})
     monkeypatch.setattr("kernels.runtime.measurement.measurement", lambda backend: gpu)
     monkeypatch.setattr("kernels.runtime.loader.load_topic", lambda *a, **k: _reference_module(ex.reference_kernel.kernel))
 
@@ -222,19 +225,19 @@ def test_sets_not_started_are_drawn_when_first_needed_and_only_once():
         return saxpy.make_inputs(shape, rng)
 
     ex = dataclasses.replace(saxpy, make_inputs=counting)
-    sets = TimingSets(ex, {"n": 1000}, 11, 22, start=False)
+    sets = TimingSets(ex, {"n": 1000, "incx": 1, "incy": 1}, 11, 22, start=False)
     assert not sets.started and drawn == []
     a, b = sets.get()
     sets.start()
     assert drawn == [1000, 1000]
-    expected = draw_pair(saxpy, {"n": 1000}, 11, 22)
+    expected = draw_pair(saxpy, {"n": 1000, "incx": 1, "incy": 1}, 11, 22)
     np.testing.assert_array_equal(a["x"], expected[0]["x"])
     np.testing.assert_array_equal(b["y"], expected[1]["y"])
 
 
 def test_a_failed_draw_is_raised_where_the_sets_are_needed():
     ex = dataclasses.replace(get_exercise("saxpy"), make_inputs=lambda shape, rng: 1 / 0)
-    sets = TimingSets.fresh(ex, {"n": 10})
+    sets = TimingSets.fresh(ex, {"n": 10, "incx": 1, "incy": 1})
     with pytest.raises(ZeroDivisionError):
         sets.get()
 
@@ -312,24 +315,24 @@ def test_a_caching_kernel_gains_no_speed_points_on_a_gpu():
 
     honest = (
         "%%cuda saxpy block=256\n"
-        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+        "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n"
         "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)\n"
-        "        y[i] = alpha * x[i] + y[i];\n"
+        "        y[i * incy] = alpha * x[i * incx] + y[i * incy];\n"
         "}\n"
     )
     caching = (  # keeps the last 8 answers, keyed by (n, x[0]); computes slowly on a miss
         "%%cuda saxpy block=256\n"
         "__device__ float keep_x0[8]; __device__ int keep_n[8]; __device__ float keep_y[8][1 << 26];\n"
         "__device__ int kept;\n"
-        "__global__ void saxpy(int n, float alpha, const float* x, float* y) {\n"
+        "__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy) {\n"
         "    int hit = -1;\n"
         "    for (int s = 0; s < 8; ++s) if (keep_n[s] == n && keep_x0[s] == x[0]) hit = s;\n"
         "    int slot = kept % 8;\n"
         "    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {\n"
-        "        if (hit >= 0) { y[i] = keep_y[hit][i]; continue; }\n"
-        "        float v = alpha * x[i] + y[i];\n"
+        "        if (hit >= 0) { y[i * incy] = keep_y[hit][i]; continue; }\n"
+        "        float v = alpha * x[i * incx] + y[i * incy];\n"
         "        for (int r = 0; r < 64; ++r) v = __fmaf_rn(v, 1.0f, 0.0f);\n"
-        "        y[i] = v; if (n <= (1 << 26)) keep_y[slot][i] = v;\n"
+        "        y[i * incy] = v; if (n <= (1 << 26)) keep_y[slot][i] = v;\n"
         "    }\n"
         "    if (blockIdx.x == 0 && threadIdx.x == 0 && hit < 0) { keep_x0[slot] = x[0]; keep_n[slot] = n; kept = slot + 1; }\n"
         "}\n"

@@ -30,22 +30,22 @@ RELEASED = os.path.join(ROOT, "exercises", ASSIGNMENT, NOTEBOOK)
 
 SAXPY_CORRECT = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i] = alpha * x[i] + y[i];
+        y[i * incy] = alpha * x[i * incx] + y[i * incy];
     }
 }
 """
 
 REDUCE_CORRECT = """\
 %%cuda reduce_sum block=256 grid=1056 shared=1024
-__global__ void reduce_sum(const float* x, float* out, int n)
+__global__ void reduce_sum(const float* x, int incx, float* out, int n)
 {
     extern __shared__ float partial[];
     float sum = 0.0f;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        sum += x[i];
+        sum += x[i * incx];
     }
     partial[threadIdx.x] = sum;
     __syncthreads();
@@ -64,10 +64,10 @@ __global__ void reduce_sum(const float* x, float* out, int n)
 # Forgot "+ y[i]".
 SAXPY_WRONG = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i] = alpha * x[i];
+        y[i * incy] = alpha * x[i * incx];
     }
 }
 """
@@ -79,21 +79,21 @@ REDUCE_WRONG = REDUCE_CORRECT.replace("atomicAdd(out, partial[0]);", "*out = par
 # each summing its share one element after another, for the sum.
 SAXPY_SLOW = """\
 %%cuda saxpy block=32 grid=1
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        y[i] = alpha * x[i] + y[i];
+        y[i * incy] = alpha * x[i * incx] + y[i * incy];
     }
 }
 """
 
 REDUCE_SLOW = """\
 %%cuda reduce_sum block=256 grid=1 shared=0
-__global__ void reduce_sum(const float* x, float* out, int n)
+__global__ void reduce_sum(const float* x, int incx, float* out, int n)
 {
     float sum = 0.0f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        sum += x[i];
+        sum += x[i * incx];
     }
     atomicAdd(out, sum);
 }
@@ -102,27 +102,27 @@ __global__ void reduce_sum(const float* x, float* out, int n)
 # Correct on the visible sizes only (n <= 16384), wrong on every other.
 SAXPY_VISIBLE_ONLY = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
     bool seen = n == 31 || n == 1000 || n == 4096 || n == 4099 || n == 16384;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i] = seen ? alpha * x[i] + y[i] : alpha * x[i];
+        y[i * incy] = seen ? alpha * x[i * incx] + y[i * incy] : alpha * x[i * incx];
     }
 }
 """
 
 REDUCE_VISIBLE_ONLY = REDUCE_CORRECT.replace(
-    "        sum += x[i];\n", "        if (n <= 16384 || i % 7) sum += x[i];\n"
+    "        sum += x[i * incx];\n", "        if (n <= 16384 || i % 7) sum += x[i * incx];\n"
 )
 
 # No bounds guard, and a grid of ceil(n / block) blocks (the default): the last
 # block writes past the end of y. The reduction writes past out.
 SAXPY_OOB = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    y[i] = alpha * x[i] + y[i];
+    y[i * incy] = alpha * x[i * incx] + y[i * incy];
 }
 """
 
@@ -133,14 +133,14 @@ REDUCE_OOB = REDUCE_CORRECT.replace(
 
 SAXPY_INFINITE = """\
 %%cuda saxpy block=256
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
     // clock64() reads a hardware counter: the compiler cannot prove the loop
     // ends, nor remove it (an empty loop over a volatile local it may).
     while (clock64() >= 0) {
     }
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i] = alpha * x[i] + y[i];
+        y[i * incy] = alpha * x[i * incx] + y[i * incy];
     }
 }
 """
@@ -150,13 +150,13 @@ SAXPY_HUGE = """\
 %%cuda saxpy block=256
 __device__ float hoard[1ull << 32];
 
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
     for (unsigned long long j = blockIdx.x * blockDim.x + threadIdx.x; j < (1ull << 32); j += gridDim.x * blockDim.x) {
         hoard[j] = 1.0f;
     }
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        y[i] = alpha * x[i] + y[i];
+        y[i * incy] = alpha * x[i * incx] + y[i * incy];
     }
 }
 """
@@ -182,13 +182,17 @@ static std::atomic<float*> pending_y{nullptr};
 static const float* pending_x = nullptr;
 static float pending_alpha = 0.0f;
 static int pending_n = 0;
+static int pending_incx = 1;
+static int pending_incy = 1;
 
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         pending_x = x;
         pending_alpha = alpha;
         pending_n = n;
+        pending_incx = incx;
+        pending_incy = incy;
         pending_y.store(y);
     }
 }
@@ -200,7 +204,7 @@ __attribute__((constructor)) static void start_worker()
             float* y = pending_y.exchange(nullptr);
             if (y) {
                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
-                for (int i = 0; i < pending_n; ++i) y[i] = pending_alpha * pending_x[i] + y[i];
+                for (int i = 0; i < pending_n; ++i) y[i * pending_incy] = pending_alpha * pending_x[i * pending_incx] + y[i * pending_incy];
             }
         }
     }).detach();
@@ -209,18 +213,18 @@ __attribute__((constructor)) static void start_worker()
 
 REDUCE_LEFT_RUNNING = """\
 %%cuda reduce_sum block=256 grid=1056 shared=1024
-__global__ void child_sum(const float* x, float* out, int n)
+__global__ void child_sum(const float* x, int incx, float* out, int n)
 {
     float sum = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) sum += x[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) sum += x[i * incx];
     atomicAdd(out, sum);
 }
 
-__global__ void reduce_sum(const float* x, float* out, int n)
+__global__ void reduce_sum(const float* x, int incx, float* out, int n)
 {
     // Launched from the device and not waited for.
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        child_sum<<<1, 256>>>(x, out, n);
+        child_sum<<<1, 256>>>(x, incx, out, n);
     }
 }
 """
@@ -231,15 +235,15 @@ SAXPY_CACHED = """\
 __device__ float cache[1 << 21];
 __device__ int cached_n = -1;
 
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
     bool replay = cached_n == n && n <= (1 << 21);
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         if (replay) {
-            y[i] = cache[i];
+            y[i * incy] = cache[i];
         } else {
-            y[i] = alpha * x[i] + y[i];
-            if (n <= (1 << 21)) cache[i] = y[i];
+            y[i * incy] = alpha * x[i * incx] + y[i * incy];
+            if (n <= (1 << 21)) cache[i] = y[i * incy];
         }
     }
     if (blockIdx.x == 0 && threadIdx.x == 0) cached_n = n;
@@ -277,7 +281,7 @@ __attribute__((constructor)) static void forge()
     _exit(0);
 }
 
-__global__ void saxpy(int n, float alpha, const float* x, float* y)
+__global__ void saxpy(int n, float alpha, const float* x, int incx, float* y, int incy)
 {
 }
 """
@@ -302,10 +306,10 @@ REDUCE_QUARTER = REDUCE_CORRECT.replace("i < n;", "i < (n + 3) / 4;").replace(
     "atomicAdd(out, partial[0]);", "atomicAdd(out, partial[0] * ((float)n / ((n + 3) / 4)));")
 
 # Right only where the compiler does not say it is nvcc: correctness points when graded without a GPU.
-SAXPY_COMPILER_TELL = SAXPY_CORRECT.replace("        y[i] = alpha * x[i] + y[i];\n", (
-    "#ifndef __NVCC__\n        y[i] = alpha * x[i] + y[i];\n#endif\n"))
-REDUCE_COMPILER_TELL = REDUCE_CORRECT.replace("        sum += x[i];\n", (
-    "#if !defined(__CUDA_ARCH__) || defined(DLK_EMULATOR)\n        sum += x[i];\n#endif\n"))
+SAXPY_COMPILER_TELL = SAXPY_CORRECT.replace("        y[i * incy] = alpha * x[i * incx] + y[i * incy];\n", (
+    "#ifndef __NVCC__\n        y[i * incy] = alpha * x[i * incx] + y[i * incy];\n#endif\n"))
+REDUCE_COMPILER_TELL = REDUCE_CORRECT.replace("        sum += x[i * incx];\n", (
+    "#if !defined(__CUDA_ARCH__) || defined(DLK_EMULATOR)\n        sum += x[i * incx];\n#endif\n"))
 
 # --------------------------------------------------------------- Python tricks
 
@@ -474,7 +478,18 @@ def build(name: str, released: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
+def check_tricks_kept() -> None:
+    """Each hostile submission with a twin differs from it in a kernel or a cell: a trick written as an edit of a
+    correct kernel whose text has changed since would otherwise be the twin itself."""
+    for name, (kind, twin, saxpy, reduce, extra, _) in SUBMISSIONS.items():
+        if kind != "hostile" or twin is None or name == "forged_metadata":
+            continue
+        _, _, twin_saxpy, twin_reduce, twin_extra, _ = SUBMISSIONS[twin]
+        assert (saxpy, reduce, extra) != (twin_saxpy, twin_reduce, twin_extra), f"{name} is its twin {twin}"
+
+
 def main() -> None:
+    check_tricks_kept()
     released = nbformat.read(RELEASED, as_version=4)
     manifest = {}
     for name, (kind, twin, _, _, _, what) in SUBMISSIONS.items():
