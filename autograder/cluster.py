@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 import nbformat
 
 from .class_grading import GradingJob, JobOutcome, run_job
-from .class_run import THIS_PROCESS, ClassRun, entry_line
+from .class_run import THIS_PROCESS, ClassRun, entry_line, phases_line
 from .course_secret import COURSE_SECRET_ENV
 from .grade_cells import graded_exercises
 from .outcome import GRADED, exception_reason
@@ -401,6 +401,8 @@ def grade_on_cluster(run: ClassRun, students: list[str], *, address: str | None,
                                            seconds=outcome.seconds)
                 bar.update(1)
                 line(entry_line(task.student, entry) + (f" on {outcome.worker}" if entry.status == GRADED else ""))
+                if run.show_phases and entry.phases:
+                    line(phases_line(entry))
 
             def failed(task: Task, reason: str) -> None:
                 entry = run.failed(task.student, task.job.submission, reason, attempts=task.attempts)

@@ -40,6 +40,7 @@ from .gpu_turn import grades_on_gpu
 from .infrastructure import InfrastructureError
 from .isolation import allow_gradings, grade_submission, stop_running_gradings
 from .outcome import GRADED, NOT_GRADABLE, GradingFailed, Outcome, exception_reason
+from .phase_times import NOTEBOOK_PARSING, PhaseTimes
 from .result import ExerciseResult
 from .safe_writes import write_text
 from .submission import KernelSubmission, submissions_from_notebook
@@ -69,6 +70,8 @@ class NotebookGrading:
     #: grading_input_digest() of the notebook graded (not written to the results file): lets the
     #: process that writes the gradebook check a grading made elsewhere is of the notebook it holds.
     input_digest: str = ""
+    #: wall seconds per phase (autograder.phase_times): the notebook's parsing and its exercises' phases, summed
+    phases: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         out = {
@@ -157,8 +160,10 @@ def grade_notebook(
     grade_fn = grade_fn or _default_grade_fn()
     grading = NotebookGrading(student=student, notebook=notebook)
     started = time.perf_counter()
+    phases = PhaseTimes()
     try:
-        submissions = submissions_from_notebook(nb)
+        with phases.phase(NOTEBOOK_PARSING):
+            submissions = submissions_from_notebook(nb)
     except Exception as exc:  # a notebook the parser rejects grades as missing kernels
         submissions = []
         grading.extraction_error = f"{type(exc).__name__}: {exc}"
@@ -204,10 +209,13 @@ def grade_notebook(
     for exercise, (result, seconds) in zip(exercises, graded):
         grading.results[exercise] = result
         grading.seconds[exercise] = seconds
+        phases.merge(result.phases)
         log(f"  {student} {exercise}: {result.status}, {exercise_points(result)}{_speedup_note(result)} "
             f"[{device_label(result.backend, result.device)}] in {seconds:.1f} s")
+    with phases.phase(NOTEBOOK_PARSING):
+        grading.input_digest = grading_input_digest(nb, exercises)
     grading.total_seconds = time.perf_counter() - started
-    grading.input_digest = grading_input_digest(nb, exercises)
+    grading.phases = phases.to_dict()
     return grading
 
 
