@@ -45,6 +45,7 @@ from .exercises import get_exercise
 from .gpu_turn import take_gpu_turn
 from .kernel_profile import case_to_profile, profile_of, profiling_case
 from .mistakes import MistakeFinder
+from .phase_times import CHILD_CHECKS, COMPILE, INPUTS, LAUNCHES, OUTPUTS, SOURCE_CHECK, TIMING, TRANSFERS, PhaseTimes
 from .result import ExerciseResult, ShapeResult
 from .scoring import (score_correctness, score_speed, speed_for_information, speed_not_measured_here,
                       speed_only_if_correct, speed_pending, timing_size_failed)
@@ -140,8 +141,9 @@ def _classify(exc: BaseException) -> tuple[str, str]:
 class CaseRunner:
     """Runs cases of one exercise with one compiled kernel on the current backend."""
 
-    def __init__(self, ex: Exercise, kernel, backend, launch: dict):
+    def __init__(self, ex: Exercise, kernel, backend, launch: dict, phases: PhaseTimes | None = None):
         self.ex = ex
+        self.phases = phases if phases is not None else PhaseTimes()
         if backend.name == "cpu":
             kernel = _inputs_returned(kernel)
         self.kernel = kernel
@@ -205,6 +207,7 @@ class CaseRunner:
         """Launch once on fresh device copies of ``inputs``; returns (outputs, inputs read back).  Outputs are
         filled as the exercise says (NaN or zeros), those named in ``zero_filled`` with zeros."""
         args, buffers = [], {}
+        phase = self.phases.phase
         try:
             for arg, param in zip(self.ex.args, self.params):
                 value = inputs.get(arg.name)
@@ -222,15 +225,17 @@ class CaseRunner:
                             host[...] = self._guard_value(param.dtype)
                 else:
                     host = value
-                whole, given = self._buffer(host)
+                with phase(TRANSFERS):
+                    whole, given = self._buffer(host)
                 buffers[arg.name] = (whole, host.size)
                 args.append(given)
-            if self.backend.name == "gpu":
-                self._poison_shared()
-            prepared = self.kernel.prepare(args, grid=config.grid, block=config.block, shared=config.shared)
-            self.kernel.launch_prepared(prepared, sync=True)
-            # Work left running on any stream, or a failure of any of it, shows up here.
-            self.backend.synchronize()
+            with phase(LAUNCHES):
+                if self.backend.name == "gpu":
+                    self._poison_shared()
+                prepared = self.kernel.prepare(args, grid=config.grid, block=config.block, shared=config.shared)
+                self.kernel.launch_prepared(prepared, sync=True)
+                # Work left running on any stream, or a failure of any of it, shows up here.
+                self.backend.synchronize()
         except E.KernelError as exc:
             status, hint = _classify(exc)
             raise CaseError(status, str(exc), hint) from None
@@ -239,7 +244,8 @@ class CaseRunner:
             if arg.name not in buffers:
                 continue
             buf, size = buffers[arg.name]
-            data = self._read(buf, size, arg.name)
+            with phase(TRANSFERS):
+                data = self._read(buf, size, arg.name)
             if arg.role in ("out", "inout"):
                 outputs[arg.name] = data.reshape(np.shape(expected[arg.name]))
             else:
@@ -277,52 +283,65 @@ def run_case(runner: CaseRunner, ex: Exercise, case: dict) -> ShapeResult:
         _, config = ex.resolve_launch(shape, runner.launch)
     except LaunchError as exc:
         raise CaseError("invalid_launch", f"Launch configuration refused for {result.label}: {exc}") from None
-    inputs, pristine, expected, scales = case_data(ex, shape, case["seed"])
+    phase = runner.phases.phase
+    with phase(INPUTS):
+        inputs, pristine, expected, scales = case_data(ex, shape, case["seed"])
     outputs, after = runner.run_once(inputs, expected, config)
     # The arrays go back to the grader, which judges the case again itself (autograder.verdict).
     if runner.outputs_dir:
-        case_outputs.save(runner.outputs_dir, f"case-{case['index']}", outputs, after)
-    first = judge_case(ex, result, outputs, after, pristine, expected, scales, config)
+        with phase(OUTPUTS):
+            case_outputs.save(runner.outputs_dir, f"case-{case['index']}", outputs, after)
+    with phase(CHILD_CHECKS):
+        first = judge_case(ex, result, outputs, after, pristine, expected, scales, config)
     if first is not None:
-        arg, cmp, got = first
-        probe_hint = ""
-        if ex.probe is not None and not runner.probed.get(result.label):
-            runner.probed[result.label] = True  # once per shape: probes cost launches
-            try:
-                probe_hint = ex.probe(shape, lambda probe_inputs: runner.run_once(
-                    probe_inputs, ex.reference(probe_inputs), config)[0])
-            except CaseError:
-                probe_hint = ""
-            if probe_hint:
-                result.hint = probe_hint
-        if not probe_hint:
-            result.hint = runner.mistakes.hint(result.label, pristine, expected, scales, outputs) or result.hint
-        if _all_nan(arg, cmp, got):
-            if result.label not in runner.read_first:  # one launch per shape; every case of that shape says it
-                runner.read_first[result.label] = _read_before_written(
-                    runner, ex, shape, case["seed"], expected, scales[arg.name], config, arg.name, cmp["bad"])
-            if runner.read_first[result.label]:
-                result.hint = runner.read_first[result.label]
-                return result
-        if runner.rerun.get(result.label):
-            return result
-        runner.rerun[result.label] = True
-        # Same inputs again (once per shape): a result that changes points to a race.
-        try:
-            again, _ = runner.run_once(ex.make_inputs(shape, np.random.default_rng(case["seed"])), expected, config)
-            g2 = again[arg.name].astype(np.float64)
-            g1 = got.astype(np.float64)
-            differs = ~((g1 == g2) | (np.isnan(g1) & np.isnan(g2)))
-            tol = cmp["tol"]
-            with np.errstate(invalid="ignore"):
-                big = differs & ~(np.abs(g1 - g2) <= tol)
-            if big.any():
-                result.hint = (f"The result changed from one run to the next with the same inputs ({int(big.sum())} "
-                               f"elements differ): a race -- a missing __syncthreads() between writing and reading "
-                               f"shared memory, or threads updating the same global value without atomicAdd.")
-        except CaseError:
-            pass
+        with phase(LAUNCHES):  # what a failing case costs besides: its probes and reruns
+            _explain_failure(runner, ex, case, result, first, pristine, expected, scales, outputs, config)
     return result
+
+
+def _explain_failure(runner: CaseRunner, ex: Exercise, case: dict, result: ShapeResult, first, pristine: dict,
+                     expected: dict, scales: dict, outputs: dict, config: LaunchConfig) -> None:
+    """A failing case's hint: a probe's, the mistake under which the reference gives the output, an output read
+    before it was written, or a race (its reruns)."""
+    shape = case["shape"]
+    arg, cmp, got = first
+    probe_hint = ""
+    if ex.probe is not None and not runner.probed.get(result.label):
+        runner.probed[result.label] = True  # once per shape: probes cost launches
+        try:
+            probe_hint = ex.probe(shape, lambda probe_inputs: runner.run_once(
+                probe_inputs, ex.reference(probe_inputs), config)[0])
+        except CaseError:
+            probe_hint = ""
+        if probe_hint:
+            result.hint = probe_hint
+    if not probe_hint:
+        result.hint = runner.mistakes.hint(result.label, pristine, expected, scales, outputs) or result.hint
+    if _all_nan(arg, cmp, got):
+        if result.label not in runner.read_first:  # one launch per shape; every case of that shape says it
+            runner.read_first[result.label] = _read_before_written(
+                runner, ex, shape, case["seed"], expected, scales[arg.name], config, arg.name, cmp["bad"])
+        if runner.read_first[result.label]:
+            result.hint = runner.read_first[result.label]
+            return
+    if runner.rerun.get(result.label):
+        return
+    runner.rerun[result.label] = True
+    # Same inputs again (once per shape): a result that changes points to a race.
+    try:
+        again, _ = runner.run_once(ex.make_inputs(shape, np.random.default_rng(case["seed"])), expected, config)
+        g2 = again[arg.name].astype(np.float64)
+        g1 = got.astype(np.float64)
+        differs = ~((g1 == g2) | (np.isnan(g1) & np.isnan(g2)))
+        tol = cmp["tol"]
+        with np.errstate(invalid="ignore"):
+            big = differs & ~(np.abs(g1 - g2) <= tol)
+        if big.any():
+            result.hint = (f"The result changed from one run to the next with the same inputs ({int(big.sum())} "
+                           f"elements differ): a race -- a missing __syncthreads() between writing and reading "
+                           f"shared memory, or threads updating the same global value without atomicAdd.")
+    except CaseError:
+        pass
 
 
 def _all_nan(arg, cmp: dict, got: np.ndarray) -> bool:
@@ -370,8 +389,11 @@ def backend_for(res: ExerciseResult):
     return backend
 
 
-def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None) -> ExerciseResult:
-    """Check one submission as described by ``request`` (see :mod:`autograder.isolation`)."""
+def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None,
+                phases: PhaseTimes | None = None) -> ExerciseResult:
+    """Check one submission as described by ``request`` (see :mod:`autograder.isolation`); ``phases`` is told
+    where the time went."""
+    phases = phases if phases is not None else PhaseTimes()
     ex = get_exercise(request["exercise"])
     mode = request["mode"]
     cases = request["cases"]
@@ -393,14 +415,16 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     source = "\n" * max(0, int(request.get("cell_line", 1)) - 1) + request["source"]
     # what the source may include and contain is decided on its preprocessed text (see source_policy)
     try:
-        problem = check_source(source)
+        with phases.phase(SOURCE_CHECK):
+            problem = check_source(source)
     except SourceRefused as exc:
         problem = str(exc)
     if problem:
         res.status, res.message = "compile_error", problem
         return res
     try:
-        module = compile_source(source, name=f"{ex.name}.cu", backend=backend)
+        with phases.phase(COMPILE):
+            module = compile_source(source, name=f"{ex.name}.cu", backend=backend)
     except E.KernelCompileError as exc:
         res.status = "compile_error"
         res.message = f"The kernel did not compile. {exc}"
@@ -409,7 +433,8 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
     except E.KernelError as exc:
         res.status, res.message = "compile_error", f"The kernel could not be loaded: {exc}"
         return res
-    problem = check_signature(ex, module) or (ex.source_check(source, ex.kernel) if ex.source_check else "")
+    with phases.phase(SOURCE_CHECK):
+        problem = check_signature(ex, module) or (ex.source_check(source, ex.kernel) if ex.source_check else "")
     if problem:
         res.status, res.message = "wrong_kernel", problem
         return res
@@ -419,7 +444,7 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
                        f"declarations. Write the kernel where the cell says YOUR CODE HERE.")
         return res
     kernel = module.function(ex.kernel)
-    runner = CaseRunner(ex, kernel, backend, launch)
+    runner = CaseRunner(ex, kernel, backend, launch, phases)
     runner.outputs_dir = request.get("outputs_dir")
 
     if request.get("gpu_lock_fd") is not None:  # compiled while another grading had the card: now our turn
@@ -458,7 +483,8 @@ def run_request(request: dict, send: Callable[..., None] = lambda *a, **k: None)
         res.thread_map = thread_map_data(ex, module, launch)
     score_correctness(ex, res, failure)
     if res.status == "passed":
-        _speed(ex, res, module, launch, backend, mode, send, request.get("outputs_dir"), timing_sets)
+        with phases.phase(TIMING):
+            _speed(ex, res, module, launch, backend, mode, send, request.get("outputs_dir"), timing_sets)
     else:
         speed_only_if_correct(res)
     res.elapsed_s = round(time.monotonic() - started, 3)

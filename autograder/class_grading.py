@@ -51,6 +51,7 @@ from .infrastructure import InfrastructureError
 from .nbgrader_autograde import TrustedAutograde
 from .nbgrader_bridge import NotebookGrading, grade_notebook
 from .outcome import GradingFailed, exception_reason
+from .phase_times import NOTEBOOK_PARSING, PhaseTimes
 from .result import speed_is_pending
 from .safe_writes import PARTIAL_SUFFIX, replace_folder
 
@@ -68,6 +69,8 @@ class GradingJob:
     grade_fn: Callable | None = None  # grade_submission replacement (tests only)
     #: notebook name -> why it cannot be graded (not in ``notebooks``: there is nothing of it to grade)
     not_gradable: dict[str, str] = field(default_factory=dict)
+    #: wall seconds per phase of making this job (autograder.phase_times): nbgrader's sanitizing pass
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -87,6 +90,7 @@ def prepare_job(config, cd, assignment: str, student: str, *, course_secret: str
 
     ``course_secret`` stays here: the job carries only this student's key.
     """
+    started = time.perf_counter()
     folder = submission_folder(cd, assignment, student)
     names = assignment_notebooks(cd, assignment)
     problems = submission_problems(folder, assignment, names, source_root(cd))
@@ -105,7 +109,8 @@ def prepare_job(config, cd, assignment: str, student: str, *, course_secret: str
         notebooks[name] = text
     return GradingJob(assignment=assignment, student=student, notebooks=notebooks,
                       student_key=student_key(course_secret, assignment, student),
-                      timeout_s=timeout_s, submission=submission, grade_fn=grade_fn, not_gradable=problems)
+                      timeout_s=timeout_s, submission=submission, grade_fn=grade_fn, not_gradable=problems,
+                      phases={NOTEBOOK_PARSING: time.perf_counter() - started})
 
 
 def worker_name() -> str:
@@ -136,10 +141,15 @@ def run_job(job: GradingJob, log: Callable[[str], None] | None = None) -> JobOut
 
     gradings = {}
     for name, text in job.notebooks.items():
-        nb = nbformat.reads(text, as_version=4)
-        gradings[name] = grade_notebook(nb, list(graded_exercises(nb)), student=job.student, notebook=name,
+        read = PhaseTimes()
+        with read.phase(NOTEBOOK_PARSING):
+            nb = nbformat.reads(text, as_version=4)
+            exercises = list(graded_exercises(nb))
+        gradings[name] = grade_notebook(nb, exercises, student=job.student, notebook=name,
                                         student_key=job.student_key, timeout_s=job.timeout_s, grade_fn=job.grade_fn,
                                         log=told)
+        read.merge(gradings[name].phases)
+        gradings[name].phases = read.to_dict()
     return JobOutcome(student=job.student, gradings=gradings, worker=worker_name(),
                       seconds=time.perf_counter() - started, lines=lines)
 

@@ -28,6 +28,7 @@ from .grading_record import GradingRecord, StudentEntry, mixed_gpu_warning, sett
 from .infrastructure import InfrastructureError
 from .nbgrader_bridge import NotebookGrading
 from .outcome import FAILED, GRADED, GradingFailed, exception_reason, outcome_summary
+from .phase_times import GRADEBOOK, PhaseTimes, phase_line
 from .safe_writes import uninterrupted
 
 #: Where a grading in the instructor's own process ran, in the record.
@@ -49,6 +50,8 @@ class ClassRun:
     settings: str = field(init=False)  # settings_hash() of this run
     #: students whose grading this run recorded (any outcome), or found up to date, in that order
     settled: list[str] = field(init=False, default_factory=list)
+    #: say where each student's grading time went (``autograder grade --phases``)
+    show_phases: bool = False
 
     def __post_init__(self):
         if self.timeout_s is not None:
@@ -93,17 +96,23 @@ class ClassRun:
         the grader's own (:class:`~autograder.infrastructure.InfrastructureError`) is raised instead, for the
         caller to grade the student again."""
         student = job.student
+        phases = PhaseTimes(job.phases)
+        for grading in gradings.values():
+            phases.merge(grading.phases)
         with uninterrupted():
             try:
-                record_gradings(self.config, self.coursedir(student), self.assignment, student, gradings,
-                                not_gradable=job.not_gradable, progress=progress)
+                with phases.phase(GRADEBOOK):
+                    record_gradings(self.config, self.coursedir(student), self.assignment, student, gradings,
+                                    not_gradable=job.not_gradable, progress=progress)
             except GradingFailed as exc:
                 if retried and isinstance(exc, InfrastructureError):
                     raise
                 return self.failed(student, job.submission, str(exc), worker=worker, attempts=attempts,
                                    seconds=seconds)
-            entry = graded_entry(self.coursedir(student), self.assignment, student, submission=job.submission,
-                                 settings=self.settings, worker=worker, attempts=attempts, seconds=seconds)
+            with phases.phase(GRADEBOOK):
+                entry = graded_entry(self.coursedir(student), self.assignment, student, submission=job.submission,
+                                     settings=self.settings, worker=worker, attempts=attempts, seconds=seconds)
+            entry.phases = phases.to_dict()
             self.record.graded(student, entry)
             self.settled.append(student)
         return entry
@@ -156,6 +165,11 @@ def entry_line(student: str, entry: StudentEntry) -> str:
     return f"  {student}: {outcome_summary(entry.outcome, entry.score, entry.max_score, entry.pending_points)}{took}"
 
 
+def phases_line(entry: StudentEntry) -> str:
+    """Where the time of a grading went (``autograder grade --phases``), "" when none was recorded."""
+    return f"    phases: {phase_line(entry.phases)}" if entry.phases else ""
+
+
 def grade_sequentially(run: ClassRun, students: list[str], say: Callable[[str], None]) -> list[str]:
     """Every student in this process, one after another; returns those whose grading failed."""
     failures = []
@@ -163,6 +177,8 @@ def grade_sequentially(run: ClassRun, students: list[str], say: Callable[[str], 
         say(f"[{i}/{len(students)}] {student}")
         entry = run.grade_here(student, say)
         say(entry_line(student, entry))
+        if run.show_phases and entry.phases:
+            say(phases_line(entry))
         if entry.status == FAILED:
             failures.append(student)
     return failures

@@ -4,6 +4,7 @@
     autograder collect  ASSIGNMENT [--exchange DIR]   exchange -> submitted/
     autograder grade    ASSIGNMENT [--student ID ...] submitted/ -> autograded/ + gradebook
                         [--cluster [SCHEDULER_ADDRESS]]   as Dask tasks, one per GPU (autograder.cluster)
+                        [--phases]                        where each grading's time went (autograder.phase_times)
     autograder feedback ASSIGNMENT [--student ID ...] autograded/ -> feedback/ (HTML)
     autograder export   ASSIGNMENT [--csv F] [--gradescope DIR]
     autograder leaderboard ASSIGNMENT [--names]       gradebook -> feedback/leaderboard_<assignment>.html
@@ -258,6 +259,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     course_secret = _course_secret_of(args)
     _quiet_nbgrader(args.verbose)
     run = ClassRun(config, args.assignment, course_secret, args.timeout)
+    run.show_phases = args.phases
     students = args.student or submitted_students(run.coursedir(), args.assignment)
     if not students:
         cd = run.coursedir()
@@ -609,6 +611,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--regrade", action="store_true", help="with --cluster: grade every submission again, "
                     "even those graded before (with or without --cluster) and unchanged since")
     sp.add_argument("--no-progress", action="store_true", help="with --cluster: no progress bar")
+    sp.add_argument("--phases", action="store_true",
+                    help="say where each student's grading time went: sandbox start, compile, input generation, "
+                    "launches, verdict, gradebook write ... (also kept in grading_record/<assignment>.json)")
 
     sp = command("feedback", cmd_feedback, help="generate HTML feedback (nbgrader generate_feedback) and the leaderboard")
     sp.add_argument("assignment")

@@ -30,9 +30,10 @@ from typing import Callable, Iterable
 import nbformat
 
 from .class_grading import GradingJob, JobOutcome, run_job
-from .class_run import THIS_PROCESS, ClassRun, entry_line
+from .class_run import THIS_PROCESS, ClassRun, entry_line, phases_line
 from .course_secret import COURSE_SECRET_ENV
 from .grade_cells import graded_exercises
+from .nbgrader_bridge import CPU_GRADINGS_ENV, cpu_gradings
 from .outcome import GRADED, exception_reason
 
 #: Extra attempts after the first for a task whose worker died or that timed out.
@@ -74,7 +75,8 @@ def visible_gpus() -> list[str]:
 
 
 def local_cluster(gpus: list[str], cpu_workers: int):
-    """One worker process per GPU (that GPU alone visible, resource GPU=1), else ``cpu_workers`` emulator workers.
+    """One worker process per GPU (that GPU alone visible, resource GPU=1), else ``cpu_workers`` emulator workers
+    (each grading as many exercises at once as it has cores of its own: ``nbgrader_bridge.cpu_gradings``).
 
     Each worker runs one grading at a time (one thread); a worker that dies is
     started again by its nanny. The scheduler gives up on a task at the first
@@ -100,8 +102,10 @@ def local_cluster(gpus: list[str], cpu_workers: int):
         }
         scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
         return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
+    # emulator workers share the host's cores: each grades as many exercises at once as its share
+    share = {CPU_GRADINGS_ENV: str(max(1, cpu_gradings() // max(1, cpu_workers)))}
     return LocalCluster(n_workers=cpu_workers, threads_per_worker=1, processes=True, memory_limit=0,
-                        dashboard_address=":0", env=no_secret, **quiet)
+                        dashboard_address=":0", env={**no_secret, **share}, **quiet)
 
 
 def connect(address: str | None, workers: int | None) -> tuple:
@@ -401,6 +405,8 @@ def grade_on_cluster(run: ClassRun, students: list[str], *, address: str | None,
                                            seconds=outcome.seconds)
                 bar.update(1)
                 line(entry_line(task.student, entry) + (f" on {outcome.worker}" if entry.status == GRADED else ""))
+                if run.show_phases and entry.phases:
+                    line(phases_line(entry))
 
             def failed(task: Task, reason: str) -> None:
                 entry = run.failed(task.student, task.job.submission, reason, attempts=task.attempts)

@@ -32,6 +32,7 @@ import os
 import resource
 import secrets
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from . import sandbox
 from .checker import run_request
 from .infrastructure import is_disk_failure
 from .exercises import get_exercise
+from .phase_times import CHILD_IMPORTS, PhaseTimes
 from .result import ExerciseResult, json_default, json_safe
 from .tc_grading import run_tc_request
 
@@ -64,9 +66,13 @@ class ResultChannel:
             view = view[written:]
 
 
-def child_main() -> None:
+def child_main(started: float | None = None) -> None:
     """Entry point of the grading child: read the request, confine itself, say it is ready and wait until the
-    grader holds its scratch space, check, report, exit."""
+    grader holds its scratch space, check, report, exit.  ``started``: ``time.perf_counter()`` when the
+    interpreter began importing the grader (the phases of the result count its imports from then)."""
+    phases = PhaseTimes()
+    if started is not None:
+        phases.add(CHILD_IMPORTS, time.perf_counter() - started)
     request = read_request()
     # moved first: the limit on open descriptors set next leaves descriptors above it alone, but makes no new one
     channel = ResultChannel(_moved_high(int(request["result_fd"]), randomly=True), request["nonce"])
@@ -76,11 +82,12 @@ def child_main() -> None:
     channel.send("ready")
     wait_for_the_grader()
     try:
-        result = check_request(request, channel.send)
+        result = check_request(request, channel.send, phases)
     except BaseException as exc:  # the grader's own code failed: the grader decides whose failure it is
         channel.send("grader_failure", cause=failure_cause(exc),
                      reason=f"the grader failed while checking this kernel ({type(exc).__name__}: {exc})")
         result = grader_failure(request, exc)
+    result.phases = phases.to_dict()
     channel.send("result", result=result.to_dict())
     sys.stdout.flush()
     os._exit(0)  # no atexit handlers of a possibly broken CUDA context
@@ -109,12 +116,13 @@ def confine(request: dict) -> None:
                  open_files=request.get("open_files_limit"))
 
 
-def check_request(request: dict, send) -> ExerciseResult:
-    """Check the request's submission: index notation is turned into a kernel (tc_grading), a kernel is run as it is."""
+def check_request(request: dict, send, phases: PhaseTimes | None = None) -> ExerciseResult:
+    """Check the request's submission: index notation is turned into a kernel (tc_grading), a kernel is run as it is;
+    ``phases`` is told where the time went."""
     exercise = get_exercise(request["exercise"])
     if exercise.language == "tc":
         return run_tc_request(request, exercise, send)
-    return run_request(request, send)
+    return run_request(request, send, phases)
 
 
 def grader_failure(request: dict, exc: BaseException) -> ExerciseResult:

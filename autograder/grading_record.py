@@ -67,6 +67,8 @@ class StudentEntry:
     attempts: int = 1
     seconds: float = 0.0
     when: str = ""
+    #: wall seconds per phase of the grading (autograder.phase_times), its exercises' summed
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def outcome(self) -> Outcome:

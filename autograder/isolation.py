@@ -65,6 +65,7 @@ from .exercise import Exercise, LaunchError
 from .exercises import all_exercises
 from .gpu_turn import GpuTurn
 from .grading_cgroup import GradingCgroup, entering_command
+from .phase_times import CHILD_IMPORTS, GRADER_BUILDS, SANDBOX_END, SANDBOX_START, VERDICT, PhaseTimes, reported_phases
 from .infrastructure import InfrastructureError, disk_failure, is_disk_failure
 from .process_tree import descendants, kill_group, task_count, tree_memory_bytes, wait_gone
 from .scratch_space import GradingScratch
@@ -187,11 +188,13 @@ def grade_submission(
         # float64 reference of that call's inputs.
         timing_sets = TimingSets.fresh(ex, timed_shape(ex), start=False)
         request["timing_seeds"] = list(timing_sets.seeds)
+    phases = PhaseTimes()
     try:
         # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
-        images = kernel_images.folder_for(ex) if lock.wants_gpu else None
+        with phases.phase(GRADER_BUILDS):
+            images = kernel_images.folder_for(ex) if lock.wants_gpu else None
         result = _run_child(ex, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images,
-                            lock=lock, timing_sets=timing_sets, cache_dir=_check_cache_dir(mode))
+                            lock=lock, timing_sets=timing_sets, cache_dir=_check_cache_dir(mode), phases=phases)
     except OSError as exc:
         if is_disk_failure(exc):
             raise disk_failure(exc, "the grading's files (its scratch folder, or the grader's builds)") from exc
@@ -199,6 +202,7 @@ def grade_submission(
     # What the emulator decided stands until a GPU confirms it: nvcc and the card may differ from it.
     result.provisional = mode == "hidden" and not lock.wants_gpu
     result.elapsed_s = round(time.monotonic() - started, 3)
+    result.phases = phases.to_dict()
     return result
 
 
@@ -275,8 +279,8 @@ def _child_command() -> list[str]:
     # -I: no user site, no PYTHONPATH, no current directory on sys.path; the
     # import path is set explicitly from the grader's own.
     bootstrap = (
-        "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-        "from autograder.grading_child import child_main; child_main()"
+        "import sys, json, time; started = time.perf_counter(); sys.path[:] = json.loads(sys.argv[1]); "
+        "from autograder.grading_child import child_main; child_main(started)"
     )
     return [sys.executable, "-I", "-c", bootstrap, json.dumps(_import_path())]
 
@@ -284,14 +288,18 @@ def _child_command() -> list[str]:
 # ------------------------------------------------------------------ running the child
 def _run_child(ex: Exercise, request: dict, limit: float, backend: str | None, memory_limit: int,
                gpu: bool = False, images: str | None = None, lock: GpuTurn | None = None,
-               timing_sets: TimingSets | None = None, cache_dir: str | None = None) -> ExerciseResult:
+               timing_sets: TimingSets | None = None, cache_dir: str | None = None,
+               phases: PhaseTimes | None = None) -> ExerciseResult:
     """Run the grading child on ``request`` in a fresh scratch space (and cgroup, where one can be made), then
-    judge what it left there; the scratch space, the cgroup and every process are gone when this returns."""
+    judge what it left there; the scratch space, the cgroup and every process are gone when this returns.
+    ``phases`` is told where the time went: the grader's own phases and those the child reported."""
+    phases = phases if phases is not None else PhaseTimes()
+    started, builds_before = time.perf_counter(), phases.seconds.get(GRADER_BUILDS, 0.0)
     scratch = GradingScratch(sandboxed=not sandbox.unavailable_reason())
     group = GradingCgroup.create(memory_limit, sandbox.PROCESS_LIMIT + CGROUP_TASKS_BESIDE) if scratch.sandboxed else None
     child = None
     try:
-        child = _start_child(request, scratch, cache_dir, limit, backend, gpu, images, lock, group)
+        child = _start_child(request, scratch, cache_dir, limit, backend, gpu, images, lock, group, phases)
         watch = _ChildWatch(request["nonce"], limit, timing_sets, child.gpu_turn_given,
                             on_ready=lambda: _let_it_go(child, scratch))
         try:
@@ -300,18 +308,39 @@ def _run_child(ex: Exercise, request: dict, limit: float, backend: str | None, m
             watch.killed_for = watch.killed_for or INTERRUPTED
             raise
         finally:
-            _end_child(child, watch, group)
+            followed = time.perf_counter() - started
+            with phases.phase(SANDBOX_END):
+                _end_child(child, watch, group)
+        builds = phases.seconds.get(GRADER_BUILDS, 0.0) - builds_before
+        _add_child_phases(phases, watch, (watch.ready_at or started) - started - builds, followed - builds)
         if watch.killed_for == INTERRUPTED:
             raise GradingInterrupted(f"the grading of {ex.name} was interrupted")
         if watch.not_started:
             raise InfrastructureError(watch.not_started)
-        return _judged(ex, request, child, watch, scratch, limit, memory_limit, gpu, timing_sets)
+        with phases.phase(VERDICT):
+            return _judged(ex, request, child, watch, scratch, limit, memory_limit, gpu, timing_sets)
     finally:
-        if child is not None and child.launch is not None:
-            child.launch.release()
-        if group is not None:
-            group.remove()
-        scratch.close()
+        with phases.phase(SANDBOX_END):
+            if child is not None and child.launch is not None:
+                child.launch.release()
+            if group is not None:
+                group.remove()
+            scratch.close()
+
+
+def _add_child_phases(phases: PhaseTimes, watch: "_ChildWatch", until_ready: float, lifetime: float) -> None:
+    """The child's reported phases, and the sandbox's start: ``until_ready`` seconds (from the scratch space's
+    making to the child's "ready", the grader's builds left out) less the child's own imports.  A report that
+    does not fit the times the grader saw -- imports longer than the start, or the rest longer than the
+    child lived after it (``lifetime``, the grader's builds left out) -- is not the child's own account: it is
+    dropped, so that a grading's phases never add up to more than its wall time."""
+    reported = reported_phases((watch.final or {}).get("phases")) if isinstance(watch.final, dict) else {}
+    imports = reported.get(CHILD_IMPORTS, 0.0)
+    rounding = 0.001 * (len(reported) + 1)  # the child rounds each phase to the millisecond
+    if imports > until_ready + rounding or sum(reported.values()) - imports > lifetime - until_ready + rounding:
+        reported = {}
+    phases.merge(reported)
+    phases.add(SANDBOX_START, until_ready - reported.get(CHILD_IMPORTS, 0.0))
 
 
 @dataclass
@@ -332,7 +361,8 @@ class _Child:
 
 
 def _start_child(request: dict, scratch: GradingScratch, cache_dir: str | None, limit: float, backend: str | None,
-                 gpu: bool, images: str | None, lock: GpuTurn | None, group: GradingCgroup | None) -> _Child:
+                 gpu: bool, images: str | None, lock: GpuTurn | None, group: GradingCgroup | None,
+                 phases: PhaseTimes) -> _Child:
     """Start the child (inside the sandbox wherever it can start) and write ``request`` to its stdin, which stays
     open until the child says it is ready and the grader holds its scratch space (:func:`_let_it_go`)."""
     read_fd, write_fd = os.pipe()
@@ -346,7 +376,8 @@ def _start_child(request: dict, scratch: GradingScratch, cache_dir: str | None, 
     if scratch.sandboxed:
         if not gpu:
             # the emulator's runtime, built by this process (only a sandbox keeps the child from writing it)
-            prebuilt = emulator_builds.folder(_grader_cache(), env, profile=bool(request.get("profile")))
+            with phases.phase(GRADER_BUILDS):
+                prebuilt = emulator_builds.folder(_grader_cache(), env, profile=bool(request.get("profile")))
             if prebuilt:
                 shared["DLK_EMULATOR_PREBUILT"] = prebuilt
         # Everything the child and the student's code will ever run starts inside this sandbox.
@@ -405,6 +436,7 @@ class _ChildWatch:
         self.gpu_turn_given = gpu_turn_given
         self.on_ready = on_ready
         self.ready = False
+        self.ready_at: float | None = None  # time.perf_counter() when the child said it was ready
         self.events: list[dict] = []
         self.log = bytearray()
         self.final: dict | None = None  # the child's result, once it sends one
@@ -478,7 +510,7 @@ class _ChildWatch:
         event, stage = msg.get("event"), msg.get("stage")
         if event == "ready":
             if not self.ready:
-                self.ready = True
+                self.ready, self.ready_at = True, time.perf_counter()
                 self.grader_failed = self.on_ready()
             return
         if event == "result":

@@ -40,11 +40,15 @@ from .gpu_turn import grades_on_gpu
 from .infrastructure import InfrastructureError
 from .isolation import allow_gradings, grade_submission, stop_running_gradings
 from .outcome import GRADED, NOT_GRADABLE, GradingFailed, Outcome, exception_reason
+from .phase_times import NOTEBOOK_PARSING, PhaseTimes
 from .result import ExerciseResult
 from .safe_writes import write_text
 from .submission import KernelSubmission, submissions_from_notebook
 
 RESULTS_SUFFIX = ".results.json"
+#: How many gradings on the CPU emulator one grading process runs at once (default: the cores it may use). A
+#: local cluster of emulator workers gives each its share of the host's cores (autograder.cluster).
+CPU_GRADINGS_ENV = "DLK_CPU_GRADINGS"
 
 
 class GradeFn(Protocol):
@@ -69,6 +73,8 @@ class NotebookGrading:
     #: grading_input_digest() of the notebook graded (not written to the results file): lets the
     #: process that writes the gradebook check a grading made elsewhere is of the notebook it holds.
     input_digest: str = ""
+    #: wall seconds per phase (autograder.phase_times): the notebook's parsing and its exercises' phases, summed
+    phases: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         out = {
@@ -125,8 +131,26 @@ def missing_result(exercise: str, message: str = "") -> ExerciseResult:
 
 
 def _overlapping_gradings(grade_fn: GradeFn, exercises: int) -> int:
-    """How many of a notebook's exercises are graded at once: two where the engine grades on a GPU."""
-    return 2 if grade_fn is grade_submission and grades_on_gpu() and exercises > 1 else 1
+    """How many of a notebook's exercises are graded at once: two where the engine grades on a GPU (one child
+    has the card while the next compiles), on the emulator one per core this process may use (each child's
+    emulated launches keep one core busy); a stand-in grader, one at a time and in order."""
+    if grade_fn is not grade_submission or exercises < 2:
+        return 1
+    return 2 if grades_on_gpu() else min(exercises, cpu_gradings())
+
+
+def cpu_gradings() -> int:
+    """Gradings on the emulator this process runs at once: ``$DLK_CPU_GRADINGS``, else the cores it may use."""
+    try:
+        given = int(os.environ.get(CPU_GRADINGS_ENV, ""))
+    except ValueError:
+        given = 0
+    if given > 0:
+        return given
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def _default_grade_fn() -> GradeFn:
@@ -157,8 +181,10 @@ def grade_notebook(
     grade_fn = grade_fn or _default_grade_fn()
     grading = NotebookGrading(student=student, notebook=notebook)
     started = time.perf_counter()
+    phases = PhaseTimes()
     try:
-        submissions = submissions_from_notebook(nb)
+        with phases.phase(NOTEBOOK_PARSING):
+            submissions = submissions_from_notebook(nb)
     except Exception as exc:  # a notebook the parser rejects grades as missing kernels
         submissions = []
         grading.extraction_error = f"{type(exc).__name__}: {exc}"
@@ -191,7 +217,7 @@ def grade_notebook(
 
     # On a GPU the exercises overlap: while one child has its turn on the card (autograder.gpu_turn), the
     # next one starts and compiles, and the grader judges the one before on the host.  On the emulator
-    # every grading is CPU work: one at a time.
+    # every grading is CPU work, nearly all of it one process's emulated launches: one per core.
     pool = ThreadPoolExecutor(max_workers=_overlapping_gradings(grade_fn, len(exercises)))
     try:
         graded = list(pool.map(grade_one, exercises))
@@ -204,10 +230,13 @@ def grade_notebook(
     for exercise, (result, seconds) in zip(exercises, graded):
         grading.results[exercise] = result
         grading.seconds[exercise] = seconds
+        phases.merge(result.phases)
         log(f"  {student} {exercise}: {result.status}, {exercise_points(result)}{_speedup_note(result)} "
             f"[{device_label(result.backend, result.device)}] in {seconds:.1f} s")
+    with phases.phase(NOTEBOOK_PARSING):
+        grading.input_digest = grading_input_digest(nb, exercises)
     grading.total_seconds = time.perf_counter() - started
-    grading.input_digest = grading_input_digest(nb, exercises)
+    grading.phases = phases.to_dict()
     return grading
 
 

@@ -139,6 +139,8 @@ class ExerciseResult:
     elapsed_s: float = 0.0
     profile: dict | None = None  # check() on the emulator: the profile of one launch (autograder.kernel_profile)
     thread_map: dict | None = None  # check() on the emulator: which thread touched which element (autograder.thread_maps)
+    #: wall seconds per phase of this grading (autograder.phase_times): where its time went, never part of a verdict
+    phases: dict = field(default_factory=dict)
 
     # ------------------------------------------------------------------ points
     @property

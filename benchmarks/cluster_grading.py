@@ -13,7 +13,10 @@ stub), each in a fresh course made from ``solutions/``. Measured in one run:
 
 Each figure is the wall time of the whole ``autograder grade`` command
 (process start, nbgrader, the gradebook); gradings per minute is the class
-size over it. Results go to ``benchmarks/results/cluster_grading.json`` on a
+size over it.  Each run also holds where a grading's time went
+(:mod:`autograder.phase_times`, as ``autograder grade --phases`` shows it per
+student): the median over the class of each phase's seconds per student, and
+each phase's total over the class. Results go to ``benchmarks/results/cluster_grading.json`` on a
 GPU; on the CPU emulator (a smoke run, e.g. ``DLK_BACKEND=cpu python3 -m
 benchmarks.cluster_grading --class-size 4``) the workers are emulator workers
 and the figures are printed, not written, unless ``--out`` names a file.
@@ -36,12 +39,14 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from autograder.phase_times import ordered
 from benchmarks.common import now_utc, software_versions, write_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,16 +95,46 @@ def make_class(root: Path, size: int) -> Path:
     return course
 
 
-def _totals(course: Path) -> dict[str, float]:
+def _entries(course: Path) -> dict[str, dict]:
     with open(course / "grading_record" / f"{ASSIGNMENT}.json") as f:
-        return {s: e["score"] for s, e in json.load(f)["students"].items()}
+        return json.load(f)["students"]
+
+
+def phase_figures(entries: dict[str, dict]) -> dict:
+    """Where the class's grading time went, from the grading record's entries: per phase, the median over the
+    class of a student's seconds in it (0 for a student whose grading never entered it) and the total."""
+    per_student = [e.get("phases") or {} for e in entries.values()]
+    names = ordered({name for phases in per_student for name in phases})
+    seconds = [float(e.get("seconds") or 0.0) for e in entries.values()]
+    return {
+        "students": len(per_student),
+        "median_grading_seconds": round(statistics.median(seconds), 3) if seconds else None,
+        "phases_median": {n: round(statistics.median([p.get(n, 0.0) for p in per_student]), 3) for n in names},
+        "phases_total": {n: round(sum(p.get(n, 0.0) for p in per_student), 3) for n in names},
+    }
+
+
+def phase_table(run: dict) -> str:
+    """The run's phases as a table: median per student and total over the class, seconds and share."""
+    figures = run.get("phases") or {}
+    median, total = figures.get("phases_median") or {}, figures.get("phases_total") or {}
+    if not total:
+        return "  (no phases recorded)"
+    whole = sum(total.values())
+    lines = [f"  {'phase':<24}{'median s':>10}{'total s':>10}{'share':>8}"]
+    for name in total:
+        lines.append(f"  {name:<24}{median.get(name, 0.0):>10.2f}{total[name]:>10.2f}{total[name] / whole:>8.1%}")
+    lines.append(f"  {'all phases':<24}{'':>10}{whole:>10.2f}   (the class's wall time: {run['seconds']:.1f} s)")
+    return "\n".join(lines)
 
 
 def measure_sequential(root: Path, size: int, timeout: str) -> dict:
     course = make_class(root / "sequential", size)
     seconds, _ = _cli(course, "grade", ASSIGNMENT, "--timeout", timeout)
+    entries = _entries(course)
     return {"path": "sequential", "workers": 1, "class_size": size, "seconds": seconds,
-            "gradings_per_minute": 60 * size / seconds, "scores": _totals(course)}
+            "gradings_per_minute": 60 * size / seconds, "phases": phase_figures(entries),
+            "scores": {s: e["score"] for s, e in entries.items()}}
 
 
 def measure_cluster(root: Path, size: int, gpus: list[str], n: int, timeout: str, warm: bool) -> dict:
@@ -119,18 +154,19 @@ def measure_cluster(root: Path, size: int, gpus: list[str], n: int, timeout: str
         seconds, out = _cli(course, "grade", ASSIGNMENT, "--cluster", local.scheduler_address, "--timeout", timeout,
                             "--no-progress")
         in_run = re.search(r"([\d.]+) gradings per minute", out)
+        entries = _entries(course)
         result = {"path": "cluster", "workers": n, "class_size": size, "seconds": seconds,
                   "gradings_per_minute": 60 * size / seconds, "cluster_start_seconds": started,
                   "gradings_per_minute_inside_the_run": float(in_run.group(1)) if in_run else None,
-                  "scores": _totals(course)}
+                  "phases": phase_figures(entries), "scores": {s: e["score"] for s, e in entries.items()}}
         if warm:
             _submit(course, "warm_correct", "correct")
             command_s, _ = _cli(course, "grade", ASSIGNMENT, "--cluster", local.scheduler_address,
                                 "--timeout", timeout, "--no-progress", "--student", "warm_correct")
-            with open(course / "grading_record" / f"{ASSIGNMENT}.json") as f:
-                entry = json.load(f)["students"]["warm_correct"]
+            entry = _entries(course)["warm_correct"]
             result["warm_correct"] = {"worker_seconds": entry["seconds"], "command_seconds": command_s,
-                                      "score": entry["score"], "devices": entry["devices"]}
+                                      "score": entry["score"], "devices": entry["devices"],
+                                      "phases": entry.get("phases") or {}}
     return result
 
 
@@ -204,11 +240,13 @@ def main() -> None:
             runs.append(measure_sequential(root, args.class_size, args.timeout))
             print(f"sequential: {runs[-1]['seconds']:.1f} s, {runs[-1]['gradings_per_minute']:.1f} gradings/min",
                   flush=True)
+            print(phase_table(runs[-1]), flush=True)
         for n in sizes:
             runs.append(measure_cluster(root, args.class_size, gpus, n, args.timeout, warm=(n == 1)))
             r = runs[-1]
             print(f"cluster of {n}: {r['seconds']:.1f} s, {r['gradings_per_minute']:.1f} gradings/min "
                   f"(cluster start {r['cluster_start_seconds']:.1f} s)", flush=True)
+            print(phase_table(r), flush=True)
             if "warm_correct" in r:
                 w = r["warm_correct"]
                 print(f"  one correct submission on the warm worker: {w['worker_seconds']:.1f} s on the worker, "

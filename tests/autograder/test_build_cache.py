@@ -114,3 +114,42 @@ def test_the_runtime_is_built_with_the_compiler_the_grading_child_will_use(tmp_p
     assert "CXX" not in child_env
     folder = emulator_builds.folder(tmp_path / "grader-cache", child_env)
     assert folder and list(Path(folder).glob("runtime-*.o"))
+
+
+def test_the_runtime_is_built_once_per_host_and_verified_before_it_is_lent(tmp_path, monkeypatch):
+    """The next grading process (a new command, another worker) finds the runtime an earlier one built, and
+    lends it without building it again; a copy whose bytes no longer match its record is built again first."""
+    from autograder.isolation import _child_env
+
+    child_env = _child_env(str(tmp_path), "cpu", 60.0)
+    monkeypatch.setattr(emulator_builds, "_folder", None)
+    first = Path(emulator_builds.folder(tmp_path / "grader-cache", child_env))
+    runtime = next(first.glob("runtime-*.o"))
+    built = runtime.stat()
+    monkeypatch.setattr(emulator_builds, "_folder", None)  # as in the next grading process
+    emulator_builds.build._toolchain_for.cache_clear()
+    assert Path(emulator_builds.folder(tmp_path / "grader-cache", child_env)) == first
+    again = runtime.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (built.st_ino, built.st_mtime_ns), "built again"
+    assert oct(again.st_mode & 0o777) == oct(0o644) and oct(first.stat().st_mode & 0o777) == oct(0o755)
+
+    runtime.write_bytes(b"not the runtime")  # changed after it was built: never lent as it is
+    monkeypatch.setattr(emulator_builds, "_folder", None)
+    emulator_builds.build._toolchain_for.cache_clear()
+    assert Path(emulator_builds.folder(tmp_path / "grader-cache", child_env)) == first
+    rebuilt = next(first.glob("runtime-*.o"))
+    assert rebuilt.read_bytes() != b"not the runtime"
+    assert Path(f"{rebuilt}.sha256").read_text().strip() == emulator_builds.build._file_hash(rebuilt)
+
+
+def test_a_runtime_folder_the_grader_does_not_own_is_not_lent(tmp_path, monkeypatch):
+    """A folder of that name made by anyone else might hold builds they wrote: the child then builds its own."""
+    from autograder.isolation import _child_env
+
+    if os.getuid() != 0:
+        pytest.skip("making a folder owned by another uid needs root")
+    cache = tmp_path / "grader-cache"
+    (cache / emulator_builds.HOST_FOLDER).mkdir(parents=True)
+    os.chown(cache / emulator_builds.HOST_FOLDER, 4242, 4242)
+    monkeypatch.setattr(emulator_builds, "_folder", None)
+    assert emulator_builds.folder(cache, _child_env(str(tmp_path), "cpu", 60.0)) is None

@@ -25,6 +25,8 @@ import time
 
 import pytest
 
+from autograder.phase_times import (CHILD_IMPORTS, COMPILE, GRADEBOOK, INPUTS, LAUNCHES, NOTEBOOK_PARSING,
+                                    SANDBOX_START, SOURCE_CHECK, TRANSFERS, VERDICT)
 from nbgrader_course import (
     ASSIGNMENT,
     NOTEBOOK,
@@ -79,15 +81,32 @@ def graded_lines(out: str) -> set[str]:
 @pytest.fixture(scope="module")
 def sequential(tmp_path_factory):
     course = course_with(tmp_path_factory.mktemp("sequential"), CLASS)
-    out = run_cli(course, "grade", ASSIGNMENT, "--timeout", TIMEOUT_S, **ENV).stdout
+    out = run_cli(course, "grade", ASSIGNMENT, "--timeout", TIMEOUT_S, "--phases", **ENV).stdout
     print(out)
-    return {"course": course, "grades": gradebook_grades(course)}
+    return {"course": course, "grades": gradebook_grades(course), "out": out}
 
 
 def test_the_class_is_large_and_mixed():
     kinds = {json.load(open(SUBMISSIONS / "manifest.json"))["submissions"][n]["kind"] for n in CLASS.values()}
     assert len(CLASS) >= 12 and kinds == {"sample", "hostile"}
     assert {"correct", "wrong", "slow"} <= set(CLASS.values())
+
+
+def test_each_grading_says_where_its_time_went(sequential):
+    """``--phases``: a line per student, the phases kept in the record, and each exercise's own phases, which
+    never add up to more than the wall time of its grading (rounded to the millisecond, each)."""
+    course, out = sequential["course"], sequential["out"]
+    entries = record(course)
+    for student, entry in entries.items():
+        assert {NOTEBOOK_PARSING, GRADEBOOK} <= set(entry["phases"]), student
+        assert re.search(rf"^  {student}: .*\n    phases: notebook parsing [\d.]+ s, ", out, re.M), student
+    graded_kernel = {SANDBOX_START, CHILD_IMPORTS, SOURCE_CHECK, COMPILE, INPUTS, TRANSFERS, LAUNCHES, VERDICT}
+    assert graded_kernel <= set(entries["correct"]["phases"])
+    assert LAUNCHES not in entries["blank"]["phases"]  # the stub compiles, and nothing of it runs
+    for student in CLASS:
+        for exercise, res in results_file(course, student)["exercises"].items():
+            assert sum(res["phases"].values()) <= res["grading_seconds"] + 0.001 * (len(res["phases"]) + 1), \
+                (student, exercise, res["phases"], res["grading_seconds"])
 
 
 def test_cluster_gradebook_equals_the_sequential_one(sequential, tmp_path):

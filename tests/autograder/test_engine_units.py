@@ -531,14 +531,27 @@ def test_a_child_takes_its_turn_on_the_gpu_and_the_next_one_waits_for_it(tmp_pat
     os.close(second)
 
 
-@pytest.mark.parametrize("backend, overlapping", [("gpu", 2), ("cpu", 1)])
-def test_a_notebook_s_exercises_overlap_only_where_they_are_graded_on_a_gpu(monkeypatch, backend, overlapping):
-    from autograder.nbgrader_bridge import _overlapping_gradings
+@pytest.mark.parametrize("backend, cores, overlapping", [("gpu", "1", 2), ("cpu", "1", 1), ("cpu", "2", 2),
+                                                          ("cpu", "8", 2)])
+def test_a_notebook_s_exercises_overlap_on_a_gpu_and_on_the_emulator_s_cores(monkeypatch, backend, cores,
+                                                                              overlapping):
+    """Two at a time on a GPU (one has the card while the next compiles); on the emulator, one per core the
+    grading process may use, at most one per exercise."""
+    from autograder.nbgrader_bridge import CPU_GRADINGS_ENV, _overlapping_gradings
 
     monkeypatch.setenv("DLK_BACKEND", backend)
+    monkeypatch.setenv(CPU_GRADINGS_ENV, cores)
     assert _overlapping_gradings(grade_submission, 2) == overlapping
     assert _overlapping_gradings(grade_submission, 1) == 1
     assert _overlapping_gradings(lambda sub, **kw: None, 2) == 1  # a stand-in grader: one at a time, in order
+
+
+def test_without_a_share_of_cores_given_the_emulator_grades_on_the_cores_the_process_may_use(monkeypatch):
+    from autograder.nbgrader_bridge import CPU_GRADINGS_ENV, cpu_gradings
+
+    for unset in ("", "none", "0", "-2"):
+        monkeypatch.setenv(CPU_GRADINGS_ENV, unset)
+        assert cpu_gradings() == len(os.sched_getaffinity(0))
 
 
 def test_a_root_grader_without_an_id_for_the_sandbox_refuses_to_grade(monkeypatch):
