@@ -421,20 +421,24 @@ def test_a_grading_cannot_fill_the_disk_nor_leave_files_behind(cache, honest_twi
                            "the seccomp filter and the grader's count stand in (the test above)")
 def test_the_kernel_counts_what_the_grader_does_not(monkeypatch, cache):
     """Where a grading has a cgroup with memory.max, memory the grader's own count misses is the kernel's to
-    count: two gigabytes written into memfds (pages of no process's resident set; here left out of the grader's
-    count on purpose) are stopped at the limit.  (Pipes fell short of it on a GPU runner: 256 descriptors a
-    process hold a process's pipes to 8 MiB, and the processes did not add up to the limit.)"""
+    count: six gigabytes written into memfds (pages of no process's resident set; here left out of the grader's
+    count on purpose) are stopped at the emulator's real limit, under which the honest twin grades.  (Pipes fell
+    short of the limit on a GPU runner: 256 descriptors a process hold a process's pipes to 8 MiB.  And the small
+    limit of the other attacks is too small here: the cgroup counts what the grading's tmpfs and page cache hold
+    too, and the honest twin passed 1 GiB at its largest hidden case.)"""
 
     monkeypatch.setattr(process_tree, "held_buffer_bytes", lambda pids: 0)
+    limit = isolation.MEMORY_LIMIT_CPU
     result = _grade(_with_constructor(
         'static char block[1 << 20]; memset(block, 1, sizeof block);\n'
-        'for (int f = 0; f < 8; ++f) {\n'  # eight memfds of 256 MiB: each under the 512 MiB file-size limit
+        'for (int f = 0; f < 24; ++f) {\n'  # 24 memfds of 256 MiB: each under the 512 MiB file-size limit
         '  long fd = syscall(319, "hoard", 0); if (fd < 0) break;\n'  # memfd_create
         '  for (int k = 0; k < 256; ++k) syscall(1, fd, block, sizeof block); }\n'
-        'for (;;) syscall(34);'), "cgroup-hoarder", memory_limit=MEMORY_LIMIT, backend="cpu")
-    assert result.status == "crashed" and "more than 1.0 GiB of memory" in result.message, result.message
-    twin = _grade(HEAD + HONEST, "cgroup-twin", memory_limit=MEMORY_LIMIT, backend="cpu")
-    assert twin.status == "passed" and result.score <= twin.score
+        'for (;;) syscall(34);'), "cgroup-hoarder", memory_limit=limit, backend="cpu")
+    assert result.status == "crashed" and f"more than {limit / 2**30:.1f} GiB of memory" in result.message, \
+        result.message
+    twin = _grade(HEAD + HONEST, "cgroup-twin", memory_limit=limit, backend="cpu")
+    assert twin.status == "passed" and result.score <= twin.score, twin.message
 
 
 def test_files_made_after_the_last_count_are_counted_at_the_end(monkeypatch, honest_twin):
