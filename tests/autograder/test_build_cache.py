@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder import emulator_builds, sandbox
-from autograder.isolation import _check_cache_dir, grade_submission
+from autograder.isolation import _check_cache_dir, _child_env, grade_submission
 from autograder.submission import submission_from_cell
 
 pytestmark = pytest.mark.backend
@@ -106,7 +106,6 @@ def test_the_runtime_folders_of_ended_grading_processes_are_removed(tmp_path):
 def test_the_runtime_is_built_with_the_compiler_the_grading_child_will_use(tmp_path, monkeypatch):
     """The grader's own $CXX is not passed to a grading child, which builds with its own default: the runtime
     lent to it is built as it would build it, whatever this process's $CXX says."""
-    from autograder.isolation import _child_env
 
     monkeypatch.setattr(emulator_builds, "_folder", None)
     monkeypatch.setenv("CXX", "no-such-compiler")
@@ -119,7 +118,6 @@ def test_the_runtime_is_built_with_the_compiler_the_grading_child_will_use(tmp_p
 def test_the_runtime_is_built_once_per_host_and_verified_before_it_is_lent(tmp_path, monkeypatch):
     """The next grading process (a new command, another worker) finds the runtime an earlier one built, and
     lends it without building it again; a copy whose bytes no longer match its record is built again first."""
-    from autograder.isolation import _child_env
 
     child_env = _child_env(str(tmp_path), "cpu", 60.0)
     monkeypatch.setattr(emulator_builds, "_folder", None)
@@ -144,7 +142,6 @@ def test_the_runtime_is_built_once_per_host_and_verified_before_it_is_lent(tmp_p
 
 def test_a_runtime_folder_the_grader_does_not_own_is_not_lent(tmp_path, monkeypatch):
     """A folder of that name made by anyone else might hold builds they wrote: the child then builds its own."""
-    from autograder.isolation import _child_env
 
     if os.getuid() != 0:
         pytest.skip("making a folder owned by another uid needs root")

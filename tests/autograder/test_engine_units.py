@@ -22,6 +22,7 @@ from autograder.exercises import all_exercises, get_exercise
 from autograder.exercises.cuda_from_python import summed_terms
 from autograder.case_plan import derive_seed, plan_cases
 from autograder.isolation import grade_submission
+from autograder.nbgrader_bridge import CPU_GRADINGS_ENV, _overlapping_gradings, cpu_gradings
 from autograder.result import ExerciseResult, ShapeResult
 from autograder.submission import KernelSubmission, parse_magic_line, submission_from_cell, submissions_from_notebook
 
@@ -537,7 +538,6 @@ def test_a_notebook_s_exercises_overlap_on_a_gpu_and_on_the_emulator_s_cores(mon
                                                                               overlapping):
     """Two at a time on a GPU (one has the card while the next compiles); on the emulator, one per core the
     grading process may use, at most one per exercise."""
-    from autograder.nbgrader_bridge import CPU_GRADINGS_ENV, _overlapping_gradings
 
     monkeypatch.setenv("DLK_BACKEND", backend)
     monkeypatch.setenv(CPU_GRADINGS_ENV, cores)
@@ -547,7 +547,6 @@ def test_a_notebook_s_exercises_overlap_on_a_gpu_and_on_the_emulator_s_cores(mon
 
 
 def test_without_a_share_of_cores_given_the_emulator_grades_on_the_cores_the_process_may_use(monkeypatch):
-    from autograder.nbgrader_bridge import CPU_GRADINGS_ENV, cpu_gradings
 
     for unset in ("", "none", "0", "-2"):
         monkeypatch.setenv(CPU_GRADINGS_ENV, unset)
