@@ -3,7 +3,7 @@
     autograder release  ASSIGNMENT...|all [--exchange DIR]  solutions/ -> exercises/ (+ exchange)
     autograder collect  ASSIGNMENT [--exchange DIR]   exchange -> submitted/
     autograder grade    ASSIGNMENT [--student ID ...] submitted/ -> autograded/ + gradebook
-                        [--cluster [SCHEDULER_ADDRESS]]   as Dask tasks, one per GPU (autograder.cluster)
+                        [--cluster [SCHEDULER_ADDRESS]]   as Dask tasks, timed one at a time per GPU (autograder.cluster)
                         [--phases]                        where each grading's time went (autograder.phase_times)
     autograder feedback ASSIGNMENT [--student ID ...] autograded/ -> feedback/ (HTML)
     autograder export   ASSIGNMENT [--csv F] [--gradescope DIR]
@@ -277,7 +277,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
 def _check_cluster_options(args: argparse.Namespace) -> None:
     """Options of the cluster path: valid values, and only with --cluster."""
     if args.cluster is None:
-        for flag, value in (("--workers", args.workers), ("--task-timeout", args.task_timeout)):
+        for flag, value in (("--workers", args.workers), ("--per-gpu", args.per_gpu),
+                            ("--task-timeout", args.task_timeout)):
             if value is not None:
                 raise SystemExit(f"autograder: {flag} is an option of --cluster (grading as Dask tasks)")
         return
@@ -286,6 +287,11 @@ def _check_cluster_options(args: argparse.Namespace) -> None:
     if args.workers is not None and args.cluster:
         raise SystemExit("autograder: --workers sizes the local cluster; a cluster at an address has the "
                          "workers started there (dask worker ADDRESS --resources GPU=1)")
+    if args.per_gpu is not None and args.per_gpu < 1:
+        raise SystemExit(f"autograder: --per-gpu {args.per_gpu}: each GPU needs at least 1 grading at a time")
+    if args.per_gpu is not None and args.cluster:
+        raise SystemExit("autograder: --per-gpu sizes the local cluster; on a cluster at an address, start that "
+                         "many workers per card (dask worker ADDRESS --nworkers N --resources GPU=1)")
     if args.retries < 0:
         raise SystemExit(f"autograder: --retries {args.retries}: the number of retries cannot be negative")
     if args.task_timeout is not None and args.task_timeout <= 0:
@@ -321,7 +327,7 @@ def _grade_on_cluster(args: argparse.Namespace, run: ClassRun, students: list[st
     """Every student missing or changed, as Dask tasks; results written here as they arrive."""
     done = grade_on_cluster(run, students, address=args.cluster, workers=args.workers, retries=args.retries,
                             task_timeout=args.task_timeout, regrade=args.regrade, progress=not args.no_progress,
-                            say=_say)
+                            say=_say, per_gpu=args.per_gpu)
     record = run.record
     _final_table(record, students, done.graded_now)
     graded = sum(1 for s in done.graded_now if s in record.students and record.students[s].status == GRADED)
@@ -601,7 +607,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "(e.g. tcp://head:8786), or without one on a local cluster of one worker per visible GPU "
                     "(emulator workers when there is none); grades only what is missing or changed")
     sp.add_argument("--workers", type=int, default=None,
-                    help="with --cluster and no address: the local cluster's workers (at most one per GPU)")
+                    help="with --cluster and no address: the local cluster's GPUs (emulator workers without one)")
+    sp.add_argument("--per-gpu", type=int, default=None, metavar="N",
+                    help="with --cluster and no address: gradings sharing each GPU at once, one worker each "
+                    "(default: two cores per grading, at most 8); kernels are still checked and timed one "
+                    "grading at a time per card")
     sp.add_argument("--retries", type=int, default=DEFAULT_RETRIES,
                     help="with --cluster: attempts after the first for a grading whose worker died or timed out "
                     "(default %(default)s); then it is recorded as failed, with the reason")

@@ -2,7 +2,8 @@
 
 The instructor's process (the driver, :func:`grade_on_cluster`) prepares each
 student's job (:meth:`autograder.class_run.ClassRun.job`), submits it as a Dask task
-asking for ``resources={"GPU": 1}`` when the cluster has GPU workers, and
+asking for ``resources={"GPU": 1}`` when the cluster has GPU workers (each worker grades one
+submission at a time; several workers may share a card, which they time on in turn), and
 writes each result into nbgrader's gradebook and the grading record as it
 arrives, as the sequential path does (:class:`autograder.class_run.ClassRun`).
 Workers only grade (:func:`autograder.class_grading.run_job`): the
@@ -74,14 +75,34 @@ def visible_gpus() -> list[str]:
     return [line.strip() for line in out.stdout.splitlines() if line.strip().isdigit()] if out.returncode == 0 else []
 
 
-def local_cluster(gpus: list[str], cpu_workers: int):
-    """One worker process per GPU (that GPU alone visible, resource GPU=1), else ``cpu_workers`` emulator workers
-    (each grading as many exercises at once as it has cores of its own: ``nbgrader_bridge.cpu_gradings``).
+#: The most gradings that share one card on a local cluster (one worker process each).
+MAX_GRADINGS_PER_GPU = 8
 
-    Each worker runs one grading at a time (one thread); a worker that dies is
-    started again by its nanny. The scheduler gives up on a task at the first
-    worker death while running it, so that the driver's bounded retries (and
-    the reason) are the only ones.
+
+def gradings_per_gpu(gpus: int, cores: int | None = None) -> int:
+    """How many gradings share each card of a local cluster: two of the host's cores per grading (a grading
+    overlaps two exercises), at most :data:`MAX_GRADINGS_PER_GPU`, at least one."""
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    return max(1, min(MAX_GRADINGS_PER_GPU, cores // (2 * max(1, gpus))))
+
+
+def local_cluster(gpus: list[str], cpu_workers: int, per_gpu: int | None = None):
+    """``per_gpu`` worker processes per GPU (default :func:`gradings_per_gpu`; that GPU alone visible, resource
+    GPU=1), else ``cpu_workers`` emulator workers (each grading as many exercises at once as it has cores of its
+    own: ``nbgrader_bridge.cpu_gradings``).
+
+    Each worker runs one grading at a time (one thread). The workers of one card
+    share it as the sequential path's exercises do: each grading child compiles,
+    draws its inputs and is judged on the host's cores while another has its turn
+    on the card, and kernels are checked and timed one grading at a time per card
+    (:mod:`autograder.gpu_turn`), so the card is never idle while a grading waits
+    for nvcc. A worker that dies is started again by its nanny. The scheduler
+    gives up on a task at the first worker death while running it, so that the
+    driver's bounded retries (and the reason) are the only ones.
     """
     import logging
 
@@ -94,11 +115,12 @@ def local_cluster(gpus: list[str], cpu_workers: int):
     # (a job carries each student's own key; a worker never needs the course secret).
     no_secret = {COURSE_SECRET_ENV: ""}
     if gpus:
+        sharing = per_gpu or gradings_per_gpu(len(gpus))
         workers = {
-            f"gpu-{gpu}": {"cls": Nanny, "options": {
+            f"gpu-{gpu}" + (f"-{slot}" if sharing > 1 else ""): {"cls": Nanny, "options": {
                 "nthreads": 1, "resources": {"GPU": 1}, "memory_limit": 0,
                 "env": {"CUDA_VISIBLE_DEVICES": gpu, **no_secret}, **quiet}}
-            for gpu in gpus
+            for gpu in gpus for slot in range(sharing)
         }
         scheduler = {"cls": Scheduler, "options": {"dashboard_address": ":0"}}
         return SpecCluster(workers=workers, scheduler=scheduler, silence_logs=logging.ERROR)
@@ -108,7 +130,7 @@ def local_cluster(gpus: list[str], cpu_workers: int):
                         dashboard_address=":0", env={**no_secret, **share}, **quiet)
 
 
-def connect(address: str | None, workers: int | None) -> tuple:
+def connect(address: str | None, workers: int | None, per_gpu: int | None = None) -> tuple:
     """A Dask client: to the scheduler at ``address``, else to a local cluster made here (client, cluster or None)."""
     from distributed import Client
 
@@ -122,7 +144,7 @@ def connect(address: str | None, workers: int | None) -> tuple:
     if workers is not None:
         gpus = gpus[:workers]
     cpu_workers = workers or max(1, min(os.cpu_count() or 1, 4))
-    cluster = local_cluster(gpus, cpu_workers)
+    cluster = local_cluster(gpus, cpu_workers, per_gpu)
     return Client(cluster), cluster
 
 
@@ -132,7 +154,7 @@ def _workers(client):
 
 
 def cluster_gpus(client) -> int:
-    """How many workers offer a GPU resource."""
+    """How many workers offer a GPU resource (workers sharing one card each count)."""
     return sum(1 for w in _workers(client) if (w.get("resources") or {}).get("GPU", 0) >= 1)
 
 
@@ -351,10 +373,11 @@ class ClusterRun:
 
 def grade_on_cluster(run: ClassRun, students: list[str], *, address: str | None, workers: int | None,
                      retries: int, task_timeout: float | None, regrade: bool, progress: bool,
-                     say: Callable[[str], None]) -> ClusterRun:
+                     say: Callable[[str], None], per_gpu: int | None = None) -> ClusterRun:
     """Every student of ``students`` missing or changed (every one, ``regrade``), as Dask tasks, on the cluster
-    whose scheduler is at ``address`` (else a local cluster of ``workers``); each result recorded as it arrives."""
-    client, local = connect(address or None, workers)
+    whose scheduler is at ``address`` (else a local cluster of ``workers``, ``per_gpu`` gradings sharing each
+    card); each result recorded as it arrives."""
+    client, local = connect(address or None, workers, per_gpu)
     try:
         if not _workers(client):
             say("waiting for the cluster's first worker ...")
@@ -362,7 +385,8 @@ def grade_on_cluster(run: ClassRun, students: list[str], *, address: str | None,
         gpu_workers = cluster_gpus(client)
         where = "a local cluster" if local is not None else f"the cluster at {address}"
         say(f"grading {run.assignment} on {where}: {len(_workers(client))} worker(s), "
-            + (f"{gpu_workers} with a GPU (one grading per GPU at a time)" if gpu_workers
+            + (f"{gpu_workers} grading on a GPU (one grading each; kernels checked and timed one grading at a "
+               f"time per card)" if gpu_workers
                else "none with a GPU: correctness on the CPU emulator, speed not measured"))
         submitted = {s: run.submission(s) for s in students}
         todo, up_to_date = run.to_grade(students, submitted, bool(gpu_workers), regrade)

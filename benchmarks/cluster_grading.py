@@ -6,8 +6,11 @@ stub), each in a fresh course made from ``solutions/``. Measured in one run:
 
 * the sequential path (``autograder grade``), the peer;
 * the cluster path (``autograder grade --cluster ADDRESS``) on a cluster of
-  one GPU worker, then of two when two GPUs are visible; the cluster is
-  started once before its class (its start-up is reported apart);
+  one GPU, then of two and of four when that many are visible, each card
+  shared by ``--per-gpu`` gradings at once (one worker process each; the
+  one-GPU cluster at every value given, so that sharing a card is measured
+  against not sharing it in one run); the cluster is started once before its
+  class (its start-up is reported apart);
 * one more correct submission graded on the warm one-GPU worker: the
   worker's grading time and the whole command's.
 
@@ -28,8 +31,8 @@ first's runs (same GPU model and class size, each run with its own date)::
     python3 -m benchmarks.cluster_grading --sequential-only --gpus 1 --out /tmp/sequential.json
     python3 -m benchmarks.cluster_grading --no-sequential --gpus 1 --with /tmp/sequential.json
 
-Usage: python3 -m benchmarks.cluster_grading [--class-size N] [--gpus K] [--timeout S] [--out FILE]
-       [--no-sequential | --sequential-only] [--with FILE]
+Usage: python3 -m benchmarks.cluster_grading [--class-size N] [--gpus K] [--per-gpu N[,N...]] [--timeout S]
+       [--out FILE] [--no-sequential | --sequential-only] [--with FILE]
 """
 
 from __future__ import annotations
@@ -137,25 +140,27 @@ def measure_sequential(root: Path, size: int, timeout: str) -> dict:
             "scores": {s: e["score"] for s, e in entries.items()}}
 
 
-def measure_cluster(root: Path, size: int, gpus: list[str], n: int, timeout: str, warm: bool) -> dict:
-    """A cluster of ``n`` workers: one per GPU of ``gpus``, or without GPUs ``n`` emulator workers (a smoke run)."""
+def measure_cluster(root: Path, size: int, gpus: list[str], n: int, timeout: str, warm: bool, per_gpu: int) -> dict:
+    """A cluster of ``n`` GPUs of ``gpus``, ``per_gpu`` workers sharing each, or without GPUs ``n`` emulator workers
+    (a smoke run)."""
     import dask
     from distributed import Client
 
     from autograder import cluster as grading_cluster  # deferred: heavy, nbformat and jsonschema take seconds to load
 
-    course = make_class(root / f"cluster{n}", size)
+    course = make_class(root / f"cluster{n}x{per_gpu}", size)
     t0 = time.perf_counter()
     with dask.config.set(grading_cluster.CLUSTER_CONFIG):
-        local = grading_cluster.local_cluster(gpus[:n], cpu_workers=n)
+        local = grading_cluster.local_cluster(gpus[:n], cpu_workers=n, per_gpu=per_gpu)
     with local, Client(local) as client:
-        client.wait_for_workers(n, timeout=300)
+        client.wait_for_workers(n * per_gpu if gpus else n, timeout=300)
         started = time.perf_counter() - t0
         seconds, out = _cli(course, "grade", ASSIGNMENT, "--cluster", local.scheduler_address, "--timeout", timeout,
                             "--no-progress")
         in_run = re.search(r"([\d.]+) gradings per minute", out)
         entries = _entries(course)
-        result = {"path": "cluster", "workers": n, "class_size": size, "seconds": seconds,
+        result = {"path": "cluster", "workers": n, "per_gpu": per_gpu if gpus else 1, "class_size": size,
+                  "seconds": seconds,
                   "gradings_per_minute": 60 * size / seconds, "cluster_start_seconds": started,
                   "gradings_per_minute_inside_the_run": float(in_run.group(1)) if in_run else None,
                   "phases": phase_figures(entries), "scores": {s: e["score"] for s, e in entries.items()}}
@@ -204,8 +209,11 @@ def _earlier_runs(path: Path, device: dict, class_size: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--class-size", type=int, default=40, help="submissions in the class (default 40)")
-    parser.add_argument("--gpus", type=int, default=None, help="largest cluster measured (default: every visible GPU, "
-                        "at most 2; on the emulator: 2 emulator workers)")
+    parser.add_argument("--gpus", type=int, default=None, help="largest cluster measured, 1, 2 or 4 GPUs (default: "
+                        "every visible GPU, at most 4; on the emulator: 2 emulator workers)")
+    parser.add_argument("--per-gpu", default=None, metavar="N[,N...]",
+                        help="gradings sharing each card at once (default: autograder.cluster.gradings_per_gpu); "
+                        "with several values the one-GPU cluster is measured at each, larger ones at the last")
     parser.add_argument("--timeout", default="120", help="time limit per exercise, seconds (default 120)")
     parser.add_argument("--out", help="results file (default benchmarks/results/cluster_grading.json on a GPU)")
     parser.add_argument("--no-sequential", action="store_true",
@@ -222,15 +230,24 @@ def main() -> None:
     if args.no_sequential and args.sequential_only:
         raise SystemExit("--no-sequential and --sequential-only: nothing left to measure")
 
-    from autograder.cluster import visible_gpus  # deferred: heavy, loaded when a run starts (see measure_cluster)
+    from autograder.cluster import gradings_per_gpu, visible_gpus  # deferred: heavy, loaded when a run starts (see measure_cluster)
 
     gpus = visible_gpus()
     on_gpu = bool(gpus)
     workers = gpus if on_gpu else ["0", "1"]  # emulator workers stand in for GPUs in a smoke run
-    limit = args.gpus if args.gpus is not None else 2
+    limit = args.gpus if args.gpus is not None else 4
     if limit < 1:
         raise SystemExit(f"--gpus {args.gpus}: measure at least one worker")
-    sizes = [] if args.sequential_only else [n for n in (1, 2) if n <= min(limit, len(workers))]
+    sizes = [] if args.sequential_only else [n for n in (1, 2, 4) if n <= min(limit, len(workers))]
+    try:
+        sharing = ([int(v) for v in args.per_gpu.split(",")] if args.per_gpu
+                   else [gradings_per_gpu(max(sizes or [1]))])
+    except ValueError:
+        raise SystemExit(f"--per-gpu {args.per_gpu}: give whole numbers separated by commas, e.g. 1,8") from None
+    if any(k < 1 for k in sharing):
+        raise SystemExit(f"--per-gpu {args.per_gpu}: each card needs at least one grading at a time")
+    if not on_gpu:
+        sharing = [1]  # emulator workers share no card
     device = _gpu_device(gpus) if on_gpu else {"name": "CPU emulator workers", "gpus": []}
     earlier = _earlier_runs(Path(args.earlier), device, args.class_size) if args.earlier else []
     root = Path(tempfile.mkdtemp(prefix="dlk-cluster-bench-"))
@@ -241,10 +258,12 @@ def main() -> None:
             print(f"sequential: {runs[-1]['seconds']:.1f} s, {runs[-1]['gradings_per_minute']:.1f} gradings/min",
                   flush=True)
             print(phase_table(runs[-1]), flush=True)
-        for n in sizes:
-            runs.append(measure_cluster(root, args.class_size, gpus, n, args.timeout, warm=(n == 1)))
+        plan = [(1, k) for k in sharing[:-1] if 1 in sizes] + [(n, sharing[-1]) for n in sizes]
+        for n, k in plan:
+            runs.append(measure_cluster(root, args.class_size, gpus, n, args.timeout,
+                                        warm=(n == 1 and k == sharing[0]), per_gpu=k))
             r = runs[-1]
-            print(f"cluster of {n}: {r['seconds']:.1f} s, {r['gradings_per_minute']:.1f} gradings/min "
+            print(f"cluster of {n} ({k} per card): {r['seconds']:.1f} s, {r['gradings_per_minute']:.1f} gradings/min "
                   f"(cluster start {r['cluster_start_seconds']:.1f} s)", flush=True)
             print(phase_table(r), flush=True)
             if "warm_correct" in r:
@@ -255,8 +274,8 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     now = now_utc()
     runs = sorted(earlier + [{**r, "date": now} for r in runs],
-                  key=lambda r: (r["path"] != "sequential", r["workers"]))
-    measured = [(r["path"], r["workers"]) for r in runs]
+                  key=lambda r: (r["path"] != "sequential", r["workers"], r.get("per_gpu", 1)))
+    measured = [(r["path"], r["workers"], r.get("per_gpu", 1)) for r in runs]
     if len(set(measured)) < len(measured):
         raise SystemExit(f"--with {args.earlier}: it measured a path this command measured again ({measured})")
     base = runs[0]["scores"]  # the sequential path's, else the one-GPU cluster's
@@ -264,12 +283,18 @@ def main() -> None:
         r["same_scores_as_sequential" if runs[0]["path"] == "sequential" else "same_scores_as_one_worker"] = \
             r["scores"] == base
     seq = runs[0]["gradings_per_minute"] if runs[0]["path"] == "sequential" else None
-    one = next((r for r in runs if r["path"] == "cluster" and r["workers"] == 1), None)
-    two = next((r for r in runs if r["path"] == "cluster" and r["workers"] == 2), None)
-    summary = {
-        "cluster_1_over_sequential": one["gradings_per_minute"] / seq if one and seq else None,
-        "cluster_2_over_cluster_1": two["gradings_per_minute"] / one["gradings_per_minute"] if one and two else None,
-    }
+    summary = {"gradings_per_minute": {f"{r['path']} {r['workers']}x{r.get('per_gpu', 1)}": round(r["gradings_per_minute"], 2)
+                                       for r in runs}}
+    for r in runs:  # each cluster against the sequential path, and against one card shared alike
+        if r["path"] != "cluster":
+            continue
+        label = f"cluster_{r['workers']}x{r.get('per_gpu', 1)}"
+        if seq:
+            summary[f"{label}_over_sequential"] = r["gradings_per_minute"] / seq
+        one = next((o for o in runs if o["path"] == "cluster" and o["workers"] == 1
+                    and o.get("per_gpu", 1) == r.get("per_gpu", 1)), None)
+        if one is not None and r["workers"] > 1:
+            summary[f"{label}_over_1x{r.get('per_gpu', 1)}"] = r["gradings_per_minute"] / one["gradings_per_minute"]
     print(json.dumps(summary))
     if not (on_gpu or args.out):
         print("(emulator workers: figures printed, not written; a GPU run writes benchmarks/results/cluster_grading.json)")

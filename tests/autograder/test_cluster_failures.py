@@ -14,7 +14,7 @@ import time
 import pytest
 
 from autograder.class_grading import GradingJob
-from autograder.cluster import CLUSTER_CONFIG, Task, run_tasks
+from autograder.cluster import CLUSTER_CONFIG, Task, grading_slots, gradings_per_gpu, local_cluster, run_tasks
 from autograder.result import ExerciseResult
 from nbgrader_course import ASSIGNMENT, NOTEBOOK, REPO
 
@@ -158,8 +158,6 @@ def test_a_worker_grades_in_the_grader_s_own_environment(monkeypatch):
     """Dask starts workers with malloc trimming and one BLAS thread unless told otherwise; a grading worker is not."""
     from distributed import Client
 
-    from autograder.cluster import local_cluster
-
     tuned = ("MALLOC_TRIM_THRESHOLD_", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
     for name in tuned:
         monkeypatch.delenv(name, raising=False)
@@ -167,3 +165,23 @@ def test_a_worker_grades_in_the_grader_s_own_environment(monkeypatch):
         seen = c.run(lambda: {name: os.environ.get(name) for name in tuned})
     (env,) = seen.values()
     assert env == dict.fromkeys(tuned), env
+
+
+@pytest.mark.parametrize("gpus, cores, sharing", [(1, 16, 8), (4, 64, 8), (2, 16, 4), (1, 2, 1), (1, 1, 1), (8, 8, 1)])
+def test_a_card_is_shared_by_two_cores_worth_of_gradings(gpus, cores, sharing):
+    assert gradings_per_gpu(gpus, cores) == sharing
+
+
+def test_workers_sharing_a_card_each_see_it_alone_and_grade_one_at_a_time():
+    """Two gradings share card 0: two worker processes, each with one thread and a GPU resource, card 0 alone visible
+    (the grading children then take their turns on it through the card's lock file)."""
+    from distributed import Client
+
+    with local_cluster(["0"], cpu_workers=1, per_gpu=2) as cluster, Client(cluster) as c:
+        c.wait_for_workers(2, timeout=60)
+        seen = c.run(lambda: os.environ.get("CUDA_VISIBLE_DEVICES"))
+        info = c.scheduler_info(n_workers=-1)["workers"].values()
+        assert sorted(w["name"] for w in info) == ["gpu-0-0", "gpu-0-1"]
+        assert [(w["resources"], w["nthreads"]) for w in info] == [({"GPU": 1}, 1)] * 2
+        assert sorted(seen.values()) == ["0", "0"]
+        assert grading_slots(c, on_gpus=True) == 2

@@ -68,6 +68,9 @@ def test_gpu_models_come_from_graded_entries_only(tmp_path):
     (["--cluster", "--retries", "-1"], "--retries -1: the number of retries cannot be negative"),
     (["--cluster", "--task-timeout", "0"], "--task-timeout 0: the time limit must be more than 0"),
     (["--cluster", "tcp://head:8786", "--workers", "2"], "--workers sizes the local cluster"),
+    (["--per-gpu", "4"], "--per-gpu is an option of --cluster"),
+    (["--cluster", "--per-gpu", "0"], "--per-gpu 0: each GPU needs at least 1 grading at a time"),
+    (["--cluster", "tcp://head:8786", "--per-gpu", "4"], "start that many workers per card"),
 ])
 def test_cluster_options_are_checked_with_a_message(tmp_path, monkeypatch, capsys, argv, message):
     monkeypatch.setenv("DLK_GRADER_SECRET", "s")
