@@ -116,10 +116,46 @@ def test_persistent_blocks_fill_the_gpu_in_whole_clusters():
     assert S.persistent_blocks({"M": 8192, "N": 8192, "K": 64}, {**d, "S_BLOCKS": 128}, sms=132) == 128
 
 
-def test_small_products_get_smaller_tiles():
-    assert S.planned_config("sgemm_bf16_warp_specialized", {"M": 1024, "N": 1024, "K": 64}, sms=132)["T_BN"] == 128
-    assert S.planned_config("sgemm_bf16_fused", {"M": 2048, "N": 2048, "K": 64}, sms=132)["T_BN"] == 256
-    assert S.planned_config("sgemm_bf16_fused", {"M": 1024, "N": 1024, "K": 64, "batch": 4}, sms=132)["T_BN"] == 256
+def test_persistent_blocks_count_a_split_of_k_in_the_cluster():
+    split = {**S.DEFAULTS["sgemm_bf16_warp_specialized"], "T_BN": 128, "S_STAGES": 5, "S_SPLIT_K": 2}
+    square = {"M": 1024, "N": 1024, "K": 1024}
+    assert S.persistent_blocks(square, {**split, "S_CLUSTER": 1}, sms=132) == 128  # 64 tiles, two blocks each
+    assert S.persistent_blocks(square, split, sms=132) == 128                       # 32 clusters of four
+    assert S.persistent_blocks({"M": 8192, "N": 8192, "K": 64}, split, sms=133) == 132
+
+
+@pytest.mark.parametrize("kernel", ["sgemm_bf16_warp_specialized", "sgemm_bf16_fused"])
+def test_planned_config_fills_the_multiprocessors_on_small_products_and_keeps_the_defaults_on_large(kernel):
+    """1024^3 in DEFAULTS' 128 x 256 tiles keeps 32 of 132 multiprocessors busy: its plan must put at least three
+    quarters of them to work.  From 4096^3 on, and at attention's batched Q K^T, DEFAULTS stay."""
+    defaults = S.DEFAULTS[kernel]
+    small = {"M": 1024, "N": 1024, "K": 1024}
+    assert S.persistent_blocks(small, defaults, sms=132) == 32
+    planned = S.planned_config(kernel, small, sms=132)
+    assert planned != defaults and S.persistent_blocks(small, planned, sms=132) >= 99
+    for shape in ({"M": 4096, "N": 4096, "K": 4096}, {"M": 6144, "N": 6144, "K": 6144},
+                  {"M": 8192, "N": 8192, "K": 8192}, {"M": 4096, "N": 4096, "K": 64, "batch": 16},
+                  {"M": 1024, "N": 1024, "K": 64, "batch": 4}):
+        assert S.planned_config(kernel, shape, sms=132) == defaults, shape
+    # K of a single k-tile is never split between two blocks (one of them would have nothing to sum)
+    assert int(S.planned_config(kernel, {"M": 1024, "N": 1024, "K": 64}, sms=132).get("S_SPLIT_K", 1)) == 1
+
+
+def test_planned_config_takes_the_first_plan_that_holds():
+    kernel, shape = "sgemm_bf16_warp_specialized", {"M": 1024, "N": 1024, "K": 256}   # 0.24 tiles a multiprocessor
+    plans = (S.SizePlan(0.5, 512, {"S_SPLIT_K": 2}), S.SizePlan(0.2, 0, {"T_BN": 64}), S.SizePlan(0.3, 0, {"T_BN": 128}))
+    assert S.planned_config(kernel, shape, sms=132, plans=plans)["T_BN"] == 128
+    assert S.planned_config(kernel, {**shape, "K": 512}, sms=132, plans=plans)["S_SPLIT_K"] == 2
+    assert S.planned_config(kernel, shape, sms=66, plans=plans) == S.DEFAULTS[kernel]   # 0.48 a multiprocessor
+
+
+def test_every_planned_configuration_fits_in_shared_memory_and_a_larger_one_is_refused():
+    for config in (S.DEFAULTS["sgemm_bf16_warp_specialized"], *(plan.config for plan in S.SIZE_PLANS)):
+        full = {**S.DEFAULTS["sgemm_bf16_warp_specialized"], **config}
+        assert S.persistent_shared_bytes(full) <= S.MAX_SHARED_BYTES, config
+    too_big = {**S.DEFAULTS["sgemm_bf16_warp_specialized"], "S_SPLIT_K": 2}   # 128 x 256 sums to exchange, 3 stages
+    with pytest.raises(ValueError, match="fewer S_STAGES"):
+        S.KERNELS["sgemm_bf16_warp_specialized"].launch({"M": 1024, "N": 1024, "K": 1024}, too_big)
 
 
 def test_tensor_maps_refuse_what_the_tma_unit_cannot_copy():
@@ -200,6 +236,15 @@ def test_the_ptx_versions_batched_with_float_output(backend, kernel):
     ("sgemm_bf16_warp_specialized", {"T_BN": 128}),
     ("sgemm_bf16_warp_specialized", {"T_BN": 128, "S_CLUSTER": 1, "S_STAGES": 6}),
     ("sgemm_bf16_warp_specialized", {"S_BLOCKS": 8, "S_GROUP": 2}),
+    ("sgemm_bf16_warp_specialized", {"T_BN": 64, "S_STAGES": 8}),
+    ("sgemm_bf16_warp_specialized", {"T_BN": 64, "S_STAGES": 8, "S_CLUSTER": 1}),
+    # split-K: K of 9, 2 and 1 k-tiles (the second block of a one-k-tile product sums nothing); clusters of two and
+    # of four; few blocks walking many tiles, so that every phase of the exchange's barriers is used
+    ("sgemm_bf16_warp_specialized", {"T_BN": 128, "S_STAGES": 5, "S_CLUSTER": 1, "S_SPLIT_K": 2}),
+    ("sgemm_bf16_warp_specialized", {"T_BN": 128, "S_STAGES": 5, "S_SPLIT_K": 2}),
+    ("sgemm_bf16_warp_specialized", {"T_BN": 128, "S_STAGES": 5, "S_CLUSTER": 1, "S_SPLIT_K": 2, "S_BLOCKS": 4}),
+    ("sgemm_bf16_warp_specialized", {"T_BN": 128, "S_STAGES": 4, "S_CLUSTER": 1, "S_SPLIT_K": 2, "S_TMA_STORE": 0}),
+    ("sgemm_bf16_fused", {"T_BN": 128, "S_STAGES": 5, "S_SPLIT_K": 2, "S_BLOCKS": 8}),
 ], ids=lambda c: c if isinstance(c, str) else ",".join(f"{k}={v}" for k, v in c.items()) or "defaults")
 def test_the_configurations_the_benchmark_tries(backend, kernel, config):
     _hopper(backend)
@@ -211,6 +256,16 @@ def test_the_configurations_the_benchmark_tries(backend, kernel, config):
             assert worst_error(C, S.fused_reference(A, B, bias, "gelu"), A, B) < 2 * BF16_BOUND
         else:
             assert_product(S.KERNELS[kernel].launcher(A, B, config=config), A, B)
+
+
+@pytest.mark.gpu
+def test_split_k_batched_with_float_output(backend):
+    _hopper(backend)
+    A, B = operands(300, 200, 520, seed=10, batch=3)
+    config = {**S.DEFAULTS["sgemm_bf16_warp_specialized"], "T_BN": 128, "S_STAGES": 5, "S_SPLIT_K": 2, "S_BLOCKS": 8}
+    C = S.sgemm_bf16_warp_specialized(A, B, out_dtype=np.float32, config=config)
+    assert C.shape == (3, 300, 200) and C.dtype == np.float32
+    assert_product(C, A, B, FLOAT_BOUND)
 
 
 @pytest.mark.gpu

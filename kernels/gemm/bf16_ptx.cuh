@@ -9,6 +9,7 @@
 //   mbarrier, cp.async.bulk.tensor     versions 14 to 16: the TMA unit copies tiles described by a tensor map
 //   wgmma                              versions 14 to 16: a warpgroup's products, operands in shared memory
 //   setmaxnreg, cluster barriers, mapa versions 15 and 16: warp specialisation and thread-block clusters
+//   st.async                           versions 15 and 16 split along K: partial sums into the partner block
 #pragma once
 
 #include "warp_mma.cuh"   // shared_address, ldmatrix_x4, mma_m16n8k16
@@ -191,6 +192,22 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long l
         : "l"(a), "l"(b), "r"(accumulate));
 }
 
+// d += A B for one k16 step of a 64 x 64 tile (versions 15 and 16 on small products: twice the tiles of 64 x 128).
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], unsigned long long a, unsigned long long b, int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31} "
+        ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(accumulate));
+}
+
 // tanh(x) by the special-function unit, one instruction (relative error about 2^-11, below BF16's 2^-9).
 __device__ __forceinline__ float tanh_approx(float x)
 {
@@ -214,6 +231,20 @@ __device__ __forceinline__ unsigned cluster_rank()
     unsigned rank;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
     return rank;
+}
+// The address in the cluster's shared memory window of what lies at `p` in the shared memory of block `rank`.
+__device__ __forceinline__ unsigned cluster_address(const void* p, unsigned rank)
+{
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(shared_address(p)), "r"(rank));
+    return remote;
+}
+// Four floats into another block's shared memory (`dst`, `bar` from cluster_address): the store counts its 16 bytes
+// down that block's barrier `bar`, as a TMA copy does, so the block waiting there needs no other signal and no fence.
+__device__ __forceinline__ void st_async_v4(unsigned dst, float x, float y, float z, float w, unsigned bar)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n"
+                 :: "r"(dst), "f"(x), "f"(y), "f"(z), "f"(w), "r"(bar) : "memory");
 }
 // Every thread of every block of the cluster arrives, then waits for all of them.
 __device__ __forceinline__ void cluster_sync()

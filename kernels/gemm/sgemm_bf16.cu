@@ -253,8 +253,12 @@ sgemm_bf16_mma(int M, int N, int K, const __nv_bfloat16* __restrict__ A, const _
 // B's T_BN rows.
 #define T_BM 128
 #ifndef T_BN
-#define T_BN 256                                      // 128 or 256
+#define T_BN 256                                      // 64, 128 or 256
 #endif
+#if T_BN != 64 && T_BN != 128 && T_BN != 256
+#error "T_BN must be 64, 128 or 256 (the wgmma shapes m64n64, m64n128, m64n256)"
+#endif
+#define T_B_BOX (T_BN < 128 ? T_BN : 128)             // rows of B one TMA copy moves (a box has at most 256 rows)
 #define T_BK 64
 #define T_ROW_BYTES 128                               // T_BK BF16 values
 #define T_A_BYTES (T_BM * T_ROW_BYTES)
@@ -273,8 +277,10 @@ __device__ __forceinline__ void warpgroup_products(float (&acc)[T_ACC], const un
         unsigned long long da = swizzled_descriptor(a + 32 * s), db = swizzled_descriptor(b + 32 * s);
 #if T_BN == 256
         wgmma_m64n256k16(acc, da, db, !(first && s == 0));
-#else
+#elif T_BN == 128
         wgmma_m64n128k16(acc, da, db, !(first && s == 0));
+#else
+        wgmma_m64n64k16(acc, da, db, !(first && s == 0));
 #endif
     }
     wgmma_commit();
@@ -359,7 +365,8 @@ __device__ __forceinline__ void tma_stage(unsigned char* stage, unsigned long lo
     mbarrier_arrive_expect(full, T_STAGE_BYTES);
     tma_load(stage, a_map, full, kt * T_BK, m0, batch);
     #pragma unroll
-    for (int h = 0; h < T_BN / 128; ++h) tma_load(stage + T_A_BYTES + h * 128 * T_ROW_BYTES, b_map, full, kt * T_BK, n0 + 128 * h, batch);
+    for (int h = 0; h < T_BN / T_B_BOX; ++h)
+        tma_load(stage + T_A_BYTES + h * T_B_BOX * T_ROW_BYTES, b_map, full, kt * T_BK, n0 + T_B_BOX * h, batch);
 }
 
 __global__ void __launch_bounds__(256, 1)
@@ -421,9 +428,23 @@ sgemm_bf16_wgmma_tma(int M, int N, int K, const unsigned long long* __restrict__
 //     blocks are done with it: every consumer warp arrives on the empty mbarrier of each block of the cluster.
 //     With S_TMA_STORE the epilogue goes through shared memory and the TMA unit (store_warpgroup_tma), so that
 //     writing C overlaps the next tile's products.
+//     A small product has too few tiles for the multiprocessors (1024^3 in 128 x 128 tiles: 64 for 132).  With
+//     S_SPLIT_K = 2 two blocks of a cluster share each tile, each summing half of its k-tiles, and add their halves
+//     through distributed shared memory: in the block of split s, consumer warpgroup s keeps its 64 rows and
+//     receives the partner block's sums of them, the other consumer sends its own sums to the partner (st.async,
+//     which counts its bytes down the partner's barrier as a TMA copy does).  So each block stores half of the
+//     tile, and no second kernel or atomic adds are needed.  With S_CLUSTER = 2 as well, a cluster is four blocks:
+//     two tile rows (sharing B's tiles by multicast) times two halves of K.
 #ifndef S_CLUSTER
-#define S_CLUSTER 2                                   // blocks per cluster: 1 or 2
+#define S_CLUSTER 2                                   // blocks sharing B's tile (tile rows per cluster): 1 or 2
 #endif
+#ifndef S_SPLIT_K
+#define S_SPLIT_K 1                                   // blocks sharing a tile, each with a share of its k-tiles: 1 or 2
+#endif
+#if S_SPLIT_K != 1 && S_SPLIT_K != 2
+#error "S_SPLIT_K must be 1 or 2"
+#endif
+#define S_CLUSTER_BLOCKS (S_CLUSTER * S_SPLIT_K)     // block rank = split + S_SPLIT_K * (tile row in the cluster)
 #ifndef S_STAGES
 #define S_STAGES 3                                    // 4 fit beside the staging tiles only without S_TMA_STORE
 #endif
@@ -440,8 +461,10 @@ sgemm_bf16_wgmma_tma(int M, int N, int K, const unsigned long long* __restrict__
 #define S_THREADS 384
 #define S_CONSUMER_WARPS 8
 #define S_STAGING_BYTES (S_TMA_STORE ? 2 * 64 * T_BN * 2 : 0)   // a 64 x T_BN BF16 tile per consumer warpgroup
+#define S_REDUCE_BYTES (S_SPLIT_K > 1 ? 64 * T_BN * 4 : 0)      // the partner's float sums of 64 x T_BN
 
-// Cluster tile `id` of the schedule: matrix `batch`, tile row tm of this block, tile column tn.
+// Cluster tile `id` of the schedule: matrix `batch`, tile row tm of this block (`rank`: its row in the cluster),
+// tile column tn.
 __device__ __forceinline__ void scheduled_tile(int id, int tiles_m, int tiles_n, unsigned rank, int& batch, int& tm, int& tn)
 {
     int cluster_rows = (tiles_m + S_CLUSTER - 1) / S_CLUSTER, per_batch = cluster_rows * tiles_n;
@@ -450,13 +473,45 @@ __device__ __forceinline__ void scheduled_tile(int id, int tiles_m, int tiles_n,
     tm = tm * S_CLUSTER + rank;
 }
 
-// A consumer warp is done with a stage: it arrives on the stage's empty barrier in every block of the cluster
-// (each block's producer refills the stage in both blocks' shared memory).
-__device__ __forceinline__ void release_stage(unsigned long long* empty, unsigned rank)
+// A consumer warp is done with a stage: it arrives on the stage's empty barrier in every block that shares B's
+// tile with it, its own and the blocks of the same split in the other tile rows of the cluster (each block's
+// producer refills the stage in all of their shared memory).
+__device__ __forceinline__ void release_stage(unsigned long long* empty, unsigned split, unsigned row)
 {
     mbarrier_arrive(empty);
     #pragma unroll
-    for (int r = 1; r < S_CLUSTER; ++r) mbarrier_arrive_cluster(empty, (rank + r) % S_CLUSTER);
+    for (int r = 1; r < S_CLUSTER; ++r) mbarrier_arrive_cluster(empty, split + S_SPLIT_K * ((row + r) % S_CLUSTER));
+}
+
+// Split-K's exchange (S_SPLIT_K = 2).  The sending warpgroup: its sums, as float4s in the order of its threads
+// (coalesced, no bank conflicts), into the partner's buffer, where the receiver's threads hold the same elements.
+// It first waits until the partner has read the previous tile's sums (`released`, phase sent - 1).
+__device__ __forceinline__ void send_sums(float (&acc)[T_ACC], unsigned remote_buffer, unsigned remote_reduced,
+                                          unsigned long long* released, int sent)
+{
+    int t = threadIdx.x % 128;
+    if (sent > 0) mbarrier_wait(released, (sent - 1) & 1);
+    #pragma unroll
+    for (int i = 0; i < T_ACC / 4; ++i)
+        st_async_v4(remote_buffer + (i * 128 + t) * 16, acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3],
+                    remote_reduced);
+}
+
+// The receiving warpgroup: waits for the partner's S_REDUCE_BYTES (phase `received` of `reduced`), adds them to its
+// own sums, and tells the partner that the buffer may be written again (each warp on `released` there).
+__device__ __forceinline__ void receive_sums(float (&acc)[T_ACC], const float4* buffer, unsigned long long* reduced,
+                                             unsigned long long* released, unsigned partner, int received)
+{
+    int t = threadIdx.x % 128;
+    if (t == 0) mbarrier_arrive_expect(reduced, S_REDUCE_BYTES);   // (the bytes may land before or after this)
+    mbarrier_wait(reduced, received & 1);
+    #pragma unroll
+    for (int i = 0; i < T_ACC / 4; ++i) {
+        float4 v = buffer[i * 128 + t];
+        acc[4 * i] += v.x; acc[4 * i + 1] += v.y; acc[4 * i + 2] += v.z; acc[4 * i + 3] += v.w;
+    }
+    __syncwarp();
+    if (t % 32 == 0) mbarrier_arrive_cluster(released, partner);
 }
 
 // The epilogue through shared memory (S_TMA_STORE): the warpgroup writes its 64 x T_BN tile of C, as BF16, into
@@ -502,33 +557,43 @@ __device__ __forceinline__ void warp_specialized(int M, int N, int K, int batche
     const void* c_map = maps + 32;                     // read with S_TMA_STORE only
     unsigned char* smem = swizzle_aligned(tma_smem);
     unsigned char* staging = smem + S_STAGES * T_STAGE_BYTES;
-    unsigned long long* full = reinterpret_cast<unsigned long long*>(staging + S_STAGING_BYTES);
+    unsigned char* reduce_buffer = staging + S_STAGING_BYTES;   // S_SPLIT_K = 2 only
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(reduce_buffer + S_REDUCE_BYTES);
     unsigned long long* empty = full + S_STAGES;
+    unsigned long long* reduced = empty + S_STAGES;    // the partner's sums have landed in reduce_buffer
+    unsigned long long* released = reduced + 1;        // the partner has read the sums this block sent
     int t = threadIdx.x, wg = t / 128;
-    unsigned rank = S_CLUSTER > 1 ? cluster_rank() : 0;
+    unsigned rank = S_CLUSTER_BLOCKS > 1 ? cluster_rank() : 0;
+    unsigned split = rank % S_SPLIT_K, row = rank / S_SPLIT_K;   // this block's half of K, its tile row in the cluster
     int tiles_m = (M + T_BM - 1) / T_BM, tiles_n = (N + T_BN - 1) / T_BN;
     int tiles = ((tiles_m + S_CLUSTER - 1) / S_CLUSTER) * tiles_n * batches;   // cluster tiles
-    int clusters = gridDim.x / S_CLUSTER, cluster = blockIdx.x / S_CLUSTER;
-    int k_tiles = (K + T_BK - 1) / T_BK;
+    int clusters = gridDim.x / S_CLUSTER_BLOCKS, cluster = blockIdx.x / S_CLUSTER_BLOCKS;
+    int k_tiles = (K + T_BK - 1) / T_BK, k_share = (k_tiles + S_SPLIT_K - 1) / S_SPLIT_K;
+    int k_begin = min(k_tiles, (int)split * k_share), k_end = min(k_tiles, k_begin + k_share);   // this block's k-tiles
 
     if (t == 0) {
         for (int s = 0; s < S_STAGES; ++s) {
             mbarrier_init(&full[s], 1);
             mbarrier_init(&empty[s], S_CONSUMER_WARPS * S_CLUSTER);
         }
+        mbarrier_init(reduced, 1);                     // the receiver's arrival, with the bytes to expect
+        mbarrier_init(released, 4);                    // one arrival per warp of the partner's receiver
         mbarrier_init_fence();
     }
     // Every block's barriers are initialised before any block copies into it or arrives on them.
-    if (S_CLUSTER > 1) cluster_sync(); else __syncthreads();
+    if (S_CLUSTER_BLOCKS > 1) cluster_sync(); else __syncthreads();
 
     if (wg == 0) {
         registers_decrease<40>();
         if (t != 0) return;
+        unsigned short sharers = 0;                    // the blocks of this split: B's tile is multicast to them
+        #pragma unroll
+        for (int r = 0; r < S_CLUSTER; ++r) sharers |= (unsigned short)(1 << (split + S_SPLIT_K * r));
         int fill = 0;                                  // k-tiles issued so far: stage fill % S_STAGES, round fill / S_STAGES
         for (int id = cluster; id < tiles; id += clusters) {
             int batch, tm, tn;
-            scheduled_tile(id, tiles_m, tiles_n, rank, batch, tm, tn);
-            for (int kt = 0; kt < k_tiles; ++kt, ++fill) {
+            scheduled_tile(id, tiles_m, tiles_n, row, batch, tm, tn);
+            for (int kt = k_begin; kt < k_end; ++kt, ++fill) {
                 int slot = fill % S_STAGES;
                 // A fresh barrier counts as completed in the phase before its first: round 0 does not wait.
                 mbarrier_wait(&empty[slot], ((fill / S_STAGES) & 1) ^ 1);
@@ -538,10 +603,10 @@ __device__ __forceinline__ void warp_specialized(int M, int N, int K, int batche
                 constexpr int part = T_BN / S_CLUSTER, box = part < 128 ? part : 128;   // rows of B this block copies
                 #pragma unroll
                 for (int h = 0; h < part / box; ++h) {
-                    int rows = rank * part + h * box;
+                    int rows = row * part + h * box;
                     if (S_CLUSTER > 1)
                         tma_load_multicast(stage + T_A_BYTES + rows * T_ROW_BYTES, b_map, &full[slot], kt * T_BK,
-                                           tn * T_BN + rows, batch, (unsigned short)((1 << S_CLUSTER) - 1));
+                                           tn * T_BN + rows, batch, sharers);
                     else
                         tma_load(stage + T_A_BYTES + rows * T_ROW_BYTES, b_map, &full[slot], kt * T_BK, tn * T_BN + rows,
                                  batch);
@@ -556,23 +621,41 @@ __device__ __forceinline__ void warp_specialized(int M, int N, int K, int batche
 
     registers_increase<232>();
     int consumer = wg - 1, warp = (t / 32) % 4, lane = t % 32;
+#if S_SPLIT_K > 1
+    // This consumer keeps its rows of each tile (it is consumer `split`), or sends them to the partner.
+    bool sends = consumer != (int)split;
+    unsigned partner = rank ^ 1;                       // the block of the other split, same tile
+    unsigned remote_buffer = cluster_address(reduce_buffer, partner), remote_reduced = cluster_address(reduced, partner);
+    int exchanged = 0;                                 // tiles whose sums were sent, or received
+#endif
     float acc[T_ACC];
     #pragma unroll
     for (int i = 0; i < T_ACC; ++i) acc[i] = 0.0f;
     int use = 0;                                       // k-tiles consumed so far
     for (int id = cluster; id < tiles; id += clusters) {
         int batch, tm, tn;
-        scheduled_tile(id, tiles_m, tiles_n, rank, batch, tm, tn);
-        for (int kt = 0; kt < k_tiles; ++kt, ++use) {
+        scheduled_tile(id, tiles_m, tiles_n, row, batch, tm, tn);
+        for (int kt = k_begin; kt < k_end; ++kt, ++use) {
             int slot = use % S_STAGES;
             mbarrier_wait(&full[slot], (use / S_STAGES) & 1);
-            warpgroup_products(acc, smem + slot * T_STAGE_BYTES, consumer, kt == 0);
+            warpgroup_products(acc, smem + slot * T_STAGE_BYTES, consumer, kt == k_begin);
             wgmma_wait<1>();                           // the products of the k-tile before are done: release it
-            if (kt > 0 && lane == 0) release_stage(&empty[(use - 1) % S_STAGES], rank);
+            if (kt > k_begin && lane == 0) release_stage(&empty[(use - 1) % S_STAGES], split, row);
         }
         wgmma_wait<0>();
-        if (lane == 0) release_stage(&empty[(use - 1) % S_STAGES], rank);
+        if (lane == 0 && k_end > k_begin) release_stage(&empty[(use - 1) % S_STAGES], split, row);
         wgmma_release(acc);
+#if S_SPLIT_K > 1
+        if (k_end == k_begin) {                        // (split 1 of a product of one k-tile: no sums of its own)
+            #pragma unroll
+            for (int i = 0; i < T_ACC; ++i) acc[i] = 0.0f;
+        }
+        if (sends) {
+            send_sums(acc, remote_buffer, remote_reduced, released, exchanged++);
+            continue;
+        }
+        receive_sums(acc, reinterpret_cast<const float4*>(reduce_buffer), reduced, released, partner, exchanged++);
+#endif
         if (S_TMA_STORE && N % 8 == 0)                 // (TMA rows of a multiple of 16 bytes)
             store_warpgroup_tma(c_map, staging + consumer * 64 * T_BN * 2, consumer, tm * T_BM + consumer * 64,
                                 tn * T_BN, batch, N, acc, FUSED ? bias : nullptr);
@@ -580,10 +663,14 @@ __device__ __forceinline__ void warp_specialized(int M, int N, int K, int batche
             store_warpgroup(C + (size_t)batch * M * N, M, N, tm * T_BM + consumer * 64 + warp * 16 + lane / 4,
                             tn * T_BN, lane % 4, acc, FUSED ? bias : nullptr);
     }
+#if S_SPLIT_K > 1
+    // The partner has read the last sums sent (it arrives on this block's barrier, which must outlive that).
+    if (sends && exchanged > 0) mbarrier_wait(released, (exchanged - 1) & 1);
+#endif
     if (S_TMA_STORE && threadIdx.x % 128 == 0) bulk_wait();   // the last tile's stores are done before the block ends
 }
 
-__global__ void __launch_bounds__(S_THREADS, 1) __cluster_dims__(S_CLUSTER, 1, 1)
+__global__ void __launch_bounds__(S_THREADS, 1) __cluster_dims__(S_CLUSTER_BLOCKS, 1, 1)
 sgemm_bf16_warp_specialized(int M, int N, int K, int batches, const unsigned long long* __restrict__ maps, out_t* C)
 {
     warp_specialized<false>(M, N, K, batches, maps, C, nullptr);
@@ -593,7 +680,7 @@ sgemm_bf16_warp_specialized(int M, int N, int K, int batches, const unsigned lon
 // 16. Version 15 with a fused epilogue: C = activation(A B^T + bias), bias one BF16 value per column, the
 //     activation chosen by BF_ACTIVATION, applied to the float sums in registers before the one BF16 store.  A
 //     library GEMM followed by a bias kernel and an activation kernel writes C and reads it back twice.
-__global__ void __launch_bounds__(S_THREADS, 1) __cluster_dims__(S_CLUSTER, 1, 1)
+__global__ void __launch_bounds__(S_THREADS, 1) __cluster_dims__(S_CLUSTER_BLOCKS, 1, 1)
 sgemm_bf16_fused(int M, int N, int K, int batches, const unsigned long long* __restrict__ maps, out_t* C,
                  const __nv_bfloat16* __restrict__ bias)
 {

@@ -17,6 +17,8 @@ driver writes on the host (:mod:`kernels.runtime.tensor_maps`), and so need K to
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import ml_dtypes
 import numpy as np
 
@@ -35,6 +37,7 @@ WMMA_TILE, WMMA_THREADS = 128, 256              # sgemm_bf16.cu: W_BM = W_BN, W_
 MMA_TILE, MMA_THREADS, MMA_TILE_BYTES = 128, 256, 128 * 64 * 2   # R_BM = R_BN, R_THREADS, R_TILE_BYTES
 TMA_BM, TMA_BK = 128, 64                        # T_BM, T_BK
 ALIGNMENT_SLACK = 1024                          # the swizzle's 1024-byte alignment of the stages (swizzle_aligned)
+MAX_SHARED_BYTES = 227 * 1024                   # dynamic shared memory a Hopper multiprocessor gives one block
 #: The tile configurations (sgemm_bf16.cu's defines); the benchmark compares a few.
 DEFAULTS = {
     "sgemm_bf16_mma": {"R_STAGES": 4},
@@ -225,24 +228,48 @@ def maps_on_device(words: np.ndarray) -> DeviceBuffer:
 
 
 def _b_box_rows(kernel: str, defines: dict) -> int:
-    """Rows of B one TMA copy moves: 128, or for version 15 and 16 in a cluster, the block's share if smaller."""
+    """Rows of B one TMA copy moves: T_BN up to 128, or for versions 15 and 16 sharing B's tile in a cluster, the
+    block's share if smaller."""
     bn = int(defines["T_BN"])
     share = bn // int(defines.get("S_CLUSTER", 1)) if kernel != "sgemm_bf16_wgmma_tma" else bn
     return min(share, 128)
 
 
-#: Versions 15 and 16 on products too small for 128 x 256 tiles to give half the multiprocessors one each:
-#: 128 x 128 tiles (twice as many), six stages deep.
-SMALL_PRODUCT_CONFIG = {"T_BN": 128, "S_STAGES": 6}
+class SizePlan(NamedTuple):
+    """A configuration of versions 15 and 16 (over DEFAULTS) for products whose DEFAULTS tiles number at most
+    ``tiles_per_multiprocessor`` a multiprocessor, and whose K is at least ``least_k``."""
+    tiles_per_multiprocessor: float
+    least_k: int
+    config: dict
 
 
-def planned_config(kernel: str, shape, sms: int | None = None) -> dict:
-    """The configuration versions 15 and 16 run a product of ``shape`` with when none is given: DEFAULTS, or
-    SMALL_PRODUCT_CONFIG where DEFAULTS' tiles are fewer than half the multiprocessors (1024³ on 132)."""
+#: What versions 15 and 16 run a product with when no configuration is given: the first plan that holds, else
+#: DEFAULTS.  The one table to edit after measuring (benchmarks/sgemm_bf16_small.py prints the plans its run
+#: supports).  In 128 x 256 tiles, 1024^3 makes 0.24 a multiprocessor of an H100 (132), 2048^3 0.97, 4096^3 3.9.
+#: Products with too few tiles for half the multiprocessors: 128 x 128 tiles (twice as many), and where K is long
+#: enough for two halves of at least four k-tiles each, each tile shared by the two blocks of a cluster along K
+#: (S_SPLIT_K), which again doubles the blocks at work: 128 for 1024^3.
+SIZE_PLANS = (
+    SizePlan(0.5, 512, {"T_BN": 128, "S_STAGES": 5, "S_CLUSTER": 1, "S_SPLIT_K": 2}),
+    SizePlan(0.5, 0, {"T_BN": 128, "S_STAGES": 6}),
+)
+
+
+def tiles_per_multiprocessor(kernel: str, shape, sms: int | None = None) -> float:
+    """DEFAULTS' tiles of a product of ``shape`` (versions 15 and 16), per multiprocessor."""
     batch, M, N, _ = _sizes(shape)
     sms = multiprocessors() if sms is None else sms
-    tiles = blocks_for(M, TMA_BM) * blocks_for(N, int(DEFAULTS[kernel]["T_BN"])) * batch
-    return {**DEFAULTS[kernel], **(SMALL_PRODUCT_CONFIG if 2 * tiles < sms else {})}
+    return blocks_for(M, TMA_BM) * blocks_for(N, int(DEFAULTS[kernel]["T_BN"])) * batch / sms
+
+
+def planned_config(kernel: str, shape, sms: int | None = None, plans=None) -> dict:
+    """The configuration versions 15 and 16 run a product of ``shape`` with when none is given: the first of
+    ``plans`` (SIZE_PLANS) that holds for it, over DEFAULTS; else DEFAULTS."""
+    per_multiprocessor, K = tiles_per_multiprocessor(kernel, shape, sms), _sizes(shape)[3]
+    for plan in SIZE_PLANS if plans is None else plans:
+        if per_multiprocessor <= plan.tiles_per_multiprocessor and K >= plan.least_k:
+            return {**DEFAULTS[kernel], **plan.config}
+    return dict(DEFAULTS[kernel])
 
 
 def _tma_product(kernel: str, A, B, out, out_dtype, config, sync, prepare_only, bias=None, activation=None):
@@ -303,7 +330,8 @@ def sgemm_bf16_wgmma_tma(A, B, out=None, *, out_dtype=bfloat16, config: dict | N
 def sgemm_bf16_warp_specialized(A, B, out=None, *, out_dtype=bfloat16, config: dict | None = None, sync=True,
                                 prepare_only=False):
     """Version 15: a producer and two consumer warpgroups, one persistent block per multiprocessor, clusters of
-    two sharing B's tiles (``config``: T_BN, S_STAGES, S_CLUSTER, S_GROUP, S_BLOCKS); any M, N, K a multiple of 8."""
+    two sharing B's tiles (``config``: T_BN 64, 128 or 256, S_STAGES, S_CLUSTER, S_SPLIT_K, S_GROUP, S_BLOCKS,
+    S_TMA_STORE; by default planned_config's); any M, N, K a multiple of 8."""
     return _tma_product("sgemm_bf16_warp_specialized", A, B, out, out_dtype, config, sync, prepare_only)
 
 
@@ -347,22 +375,34 @@ def _tma_launch(shape, defines=None):
 
 
 def persistent_blocks(shape, defines=None, sms: int | None = None) -> int:
-    """Blocks of versions 15 and 16: one per multiprocessor (or S_BLOCKS), a whole number of clusters, and no
-    more clusters than there are cluster tiles."""
+    """Blocks of versions 15 and 16: one per multiprocessor (or S_BLOCKS), a whole number of clusters (S_CLUSTER
+    tile rows times S_SPLIT_K halves of K), and no more clusters than there are cluster tiles."""
     batch, M, N, _ = _sizes(shape)
     d = defines or DEFAULTS["sgemm_bf16_warp_specialized"]
-    cluster = int(d["S_CLUSTER"])
+    rows = int(d["S_CLUSTER"])
+    cluster = rows * int(d.get("S_SPLIT_K", 1))
     sms = int(d.get("S_BLOCKS") or (multiprocessors() if sms is None else sms))
-    cluster_tiles = blocks_for(blocks_for(M, TMA_BM), cluster) * blocks_for(N, int(d["T_BN"])) * batch
+    cluster_tiles = blocks_for(blocks_for(M, TMA_BM), rows) * blocks_for(N, int(d["T_BN"])) * batch
     return max(cluster, min(sms // cluster, cluster_tiles) * cluster)
+
+
+def persistent_shared_bytes(defines: dict) -> int:
+    """Dynamic shared memory of a block of versions 15 and 16 (sgemm_bf16.cu's warp_specialized): the stages, the
+    staging tiles of TMA stores, split-K's buffer of the partner's float sums, the barriers, the alignment."""
+    stages, bn = int(defines["S_STAGES"]), int(defines["T_BN"])
+    staging = 2 * 64 * bn * 2 if int(defines.get("S_TMA_STORE", 0)) and not int(defines.get("BF_OUT_FLOAT", 0)) else 0
+    reduce = 64 * bn * 4 if int(defines.get("S_SPLIT_K", 1)) > 1 else 0
+    return stages * _stage_bytes(defines) + staging + reduce + (2 * stages + 2) * 8 + ALIGNMENT_SLACK
 
 
 def _persistent_launch(shape, defines=None):
     d = defines or planned_config("sgemm_bf16_warp_specialized", shape)
-    stages = int(d["S_STAGES"])
-    staging = 2 * 64 * int(d["T_BN"]) * 2 if int(d.get("S_TMA_STORE", 0)) and not int(d.get("BF_OUT_FLOAT", 0)) else 0
-    return as_launch(persistent_blocks(shape, d), 384,
-                     stages * _stage_bytes(d) + staging + 2 * stages * 8 + ALIGNMENT_SLACK)
+    shared = persistent_shared_bytes(d)
+    if shared > MAX_SHARED_BYTES:
+        raise ValueError(f"the configuration T_BN={d['T_BN']}, S_STAGES={d['S_STAGES']} needs {shared} bytes of shared "
+                         f"memory a block, more than the {MAX_SHARED_BYTES} a Hopper multiprocessor gives one: use "
+                         f"fewer S_STAGES (or S_TMA_STORE=0)")
+    return as_launch(persistent_blocks(shape, d), 384, shared)
 
 
 def _record_defines(kernel: str) -> dict:
