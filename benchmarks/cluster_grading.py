@@ -285,16 +285,16 @@ def main() -> None:
     seq = runs[0]["gradings_per_minute"] if runs[0]["path"] == "sequential" else None
     summary = {"gradings_per_minute": {f"{r['path']} {r['workers']}x{r.get('per_gpu', 1)}": round(r["gradings_per_minute"], 2)
                                        for r in runs}}
-    for r in runs:  # each cluster against the sequential path, and against one card shared alike
-        if r["path"] != "cluster":
+    rate = {(r["path"], r["workers"], r.get("per_gpu", 1)): r["gradings_per_minute"] for r in runs}
+    for (path, n, k), per_minute in rate.items():
+        if path != "cluster":
             continue
-        label = f"cluster_{r['workers']}x{r.get('per_gpu', 1)}"
-        if seq:
-            summary[f"{label}_over_sequential"] = r["gradings_per_minute"] / seq
-        one = next((o for o in runs if o["path"] == "cluster" and o["workers"] == 1
-                    and o.get("per_gpu", 1) == r.get("per_gpu", 1)), None)
-        if one is not None and r["workers"] > 1:
-            summary[f"{label}_over_1x{r.get('per_gpu', 1)}"] = r["gradings_per_minute"] / one["gradings_per_minute"]
+        if seq:  # each cluster against the sequential path
+            summary[f"cluster_{n}x{k}_over_sequential"] = per_minute / seq
+        # several cards against one shared alike; one card shared against one card not shared
+        base = (1, k) if n > 1 else (1, 1)
+        if (n, k) != base and ("cluster", *base) in rate:
+            summary[f"cluster_{n}x{k}_over_{base[0]}x{base[1]}"] = per_minute / rate[("cluster", *base)]
     print(json.dumps(summary))
     if not (on_gpu or args.out):
         print("(emulator workers: figures printed, not written; a GPU run writes benchmarks/results/cluster_grading.json)")
