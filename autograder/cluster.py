@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -156,6 +157,23 @@ def _workers(client):
 def cluster_gpus(client) -> int:
     """How many workers offer a GPU resource (workers sharing one card each count)."""
     return sum(1 for w in _workers(client) if (w.get("resources") or {}).get("GPU", 0) >= 1)
+
+
+def _card_of_this_worker() -> str:
+    """Run on a worker: the card it grades on, as host and visible devices."""
+    return f"{socket.gethostname()}:{os.environ.get('CUDA_VISIBLE_DEVICES', 'all')}"
+
+
+def cluster_cards(client) -> int:
+    """How many cards the cluster's GPU workers grade on (workers sharing a card count once)."""
+    gpu_workers = [address for address, w in client.scheduler_info(n_workers=-1).get("workers", {}).items()
+                   if (w.get("resources") or {}).get("GPU", 0) >= 1]
+    if not gpu_workers:
+        return 0
+    try:
+        return len(set(client.run(_card_of_this_worker, workers=gpu_workers).values()))
+    except Exception:  # a worker left while asked: count each worker as a card
+        return len(gpu_workers)
 
 
 @dataclass
@@ -385,8 +403,8 @@ def grade_on_cluster(run: ClassRun, students: list[str], *, address: str | None,
         gpu_workers = cluster_gpus(client)
         where = "a local cluster" if local is not None else f"the cluster at {address}"
         say(f"grading {run.assignment} on {where}: {len(_workers(client))} worker(s), "
-            + (f"{gpu_workers} grading on a GPU (one grading each; kernels checked and timed one grading at a "
-               f"time per card)" if gpu_workers
+            + (f"{gpu_workers} grading on {cluster_cards(client)} GPU(s) (one grading each; kernels checked and "
+               f"timed one grading at a time per card)" if gpu_workers
                else "none with a GPU: correctness on the CPU emulator, speed not measured"))
         submitted = {s: run.submission(s) for s in students}
         todo, up_to_date = run.to_grade(students, submitted, bool(gpu_workers), regrade)

@@ -246,12 +246,14 @@ class SizePlan(NamedTuple):
 #: What versions 15 and 16 run a product with when no configuration is given: the first plan that holds, else
 #: DEFAULTS.  The one table to edit after measuring (benchmarks/sgemm_bf16_small.py prints the plans its run
 #: supports).  In 128 x 256 tiles, 1024^3 makes 0.24 a multiprocessor of an H100 (132), 2048^3 0.97, 4096^3 3.9.
-#: Products with too few tiles for half the multiprocessors: 128 x 128 tiles (twice as many), and where K is long
-#: enough for two halves of at least four k-tiles each, each tile shared by the two blocks of a cluster along K
-#: (S_SPLIT_K), which again doubles the blocks at work: 128 for 1024^3.
+#: Measured on an H100 (benchmarks/results/sgemm_bf16_small.json, each against cuBLAS in the same run): at 1024^3,
+#: 128 x 64 tiles without clusters (128 blocks) were fastest, ahead of each 128 x 128 tile split along K by a
+#: cluster's two blocks (also 128 blocks: the exchange through distributed shared memory costs more than the
+#: narrower tiles lose); at 2048^3 (one tile a multiprocessor), 128 x 128 tiles six stages deep.  Only where
+#: measured: a batch of short products (K of 64, attention's shapes) keeps DEFAULTS.
 SIZE_PLANS = (
-    SizePlan(0.5, 512, {"T_BN": 128, "S_STAGES": 5, "S_CLUSTER": 1, "S_SPLIT_K": 2}),
-    SizePlan(0.5, 0, {"T_BN": 128, "S_STAGES": 6}),
+    SizePlan(0.48, 0, {"T_BN": 64, "S_STAGES": 8, "S_CLUSTER": 1}),
+    SizePlan(1.0, 1024, {"T_BN": 128, "S_STAGES": 6}),
 )
 
 

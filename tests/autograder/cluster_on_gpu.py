@@ -112,7 +112,7 @@ def check_sample_class_on_one_gpu(assignment: str, tmp_path: Path) -> None:
     gpus = visible_gpus_for_grading()
     course, kinds = sample_class(tmp_path, assignment, solved=2, stubs=1)
     out = run(course, "grade", assignment, "--cluster", "--timeout", "300", "--no-progress", gpus=gpus[0])
-    assert "1 worker(s), 1 with a GPU" in out
+    assert re.search(r"(\d+) worker\(s\), \1 grading on 1 GPU\(s\)", out), out
     entries = record(course, assignment)
     assert set(entries) == set(kinds) and all(e["status"] == "graded" for e in entries.values())
     for student, kind in kinds.items():

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from autograder.class_grading import GradingJob
-from autograder.cluster import CLUSTER_CONFIG, Task, grading_slots, gradings_per_gpu, local_cluster, run_tasks
+from autograder.cluster import (CLUSTER_CONFIG, Task, cluster_cards, grading_slots, gradings_per_gpu, local_cluster,
+                                run_tasks)
 from autograder.result import ExerciseResult
 from nbgrader_course import ASSIGNMENT, NOTEBOOK, REPO
 
@@ -185,3 +186,4 @@ def test_workers_sharing_a_card_each_see_it_alone_and_grade_one_at_a_time():
         assert [(w["resources"], w["nthreads"]) for w in info] == [({"GPU": 1}, 1)] * 2
         assert sorted(seen.values()) == ["0", "0"]
         assert grading_slots(c, on_gpus=True) == 2
+        assert cluster_cards(c) == 1  # two gradings, one card
