@@ -192,7 +192,7 @@ def grade_submission(
     try:
         # the grader's own kernels, compiled here once for every child (the child loads, never writes, them)
         with phases.phase(GRADER_BUILDS):
-            images = kernel_images.folder_for(ex) if lock.wants_gpu else None
+            images = kernel_images.folder_for(ex, _grader_cache()) if lock.wants_gpu else None
         result = _run_child(ex, request, limit, backend, memory_limit, gpu=lock.wants_gpu, images=images,
                             lock=lock, timing_sets=timing_sets, cache_dir=_check_cache_dir(mode), phases=phases)
     except OSError as exc:

@@ -12,15 +12,23 @@ image's name -- a hash of the exact text nvcc would compile, its options, the
 architecture and the headers (:func:`kernels.runtime.gpu.image_key`) --
 matches, and runs nvcc itself otherwise.  A child can read the folder but
 never write it, so nothing a grading leaves behind reaches another.
+
+The folder is the host's (:data:`HOST_FOLDER` below the grader's cache), so
+that the grading processes of a cluster (several per card, started afresh with
+each cluster) compile each image once between them, not once each: a grading
+process that finds an image there uses it, and one building waits for another
+already building (a lock file beside the folder).
 """
 
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import tempfile
 import threading
+from pathlib import Path
 
 from kernels.runtime.gpu import store_image
 from kernels.runtime.input_blend import CUDA_SOURCE
@@ -56,25 +64,58 @@ def _device_arch() -> str:
     return f"sm_{major}{minor}"
 
 
-def folder_for(ex: Exercise) -> str | None:
-    """The folder of images with every grader kernel ``ex``'s grading compiles; None when they cannot be
-    built here (no PyCUDA, no device, a compile error): the child then compiles them itself."""
+#: The folder of the images built on this host, below the grader's cache (each image named by a hash of what
+#: built it, so that images of other sources, options or architectures lie side by side).
+HOST_FOLDER = "kernel-images-host"
+
+
+def _host_folder(cache_base: Path) -> str:
+    """:data:`HOST_FOLDER` below ``cache_base``, made if missing; refused unless it is a folder of this user's own
+    (only a folder no one else may have written is lent to the children)."""
+    cache_base.mkdir(parents=True, exist_ok=True)
+    made = cache_base / HOST_FOLDER
+    made.mkdir(exist_ok=True)
+    if made.is_symlink() or not made.is_dir() or made.stat().st_uid != os.getuid():
+        raise PermissionError(f"{made} is not a folder of this user's own")
+    os.chmod(made, 0o755)  # the sandbox's processes run as a uid of their own: they read, never write
+    return str(made)
+
+
+def _own_folder() -> str:
+    made = tempfile.mkdtemp(prefix="dlk-kernel-images-")
+    os.chmod(made, 0o755)
+    atexit.register(shutil.rmtree, made, True)
+    return made
+
+
+def folder_for(ex: Exercise, cache_base: Path | None = None) -> str | None:
+    """The folder of images with every grader kernel ``ex``'s grading compiles: the host's below ``cache_base``,
+    else (none given, or not usable) one of this process's own; None when they cannot be built here (no
+    PyCUDA, no device, a compile error): the child then compiles them itself."""
     global _folder, _arch
     with _lock:
         try:
             if _folder is None:
                 _arch = _device_arch()
-                _folder = tempfile.mkdtemp(prefix="dlk-kernel-images-")
-                os.chmod(_folder, 0o755)  # the sandbox's processes run as a uid of their own: they read, never write
-                atexit.register(shutil.rmtree, _folder, True)
-            backend = _ImageBackend(_folder, _arch)
-            if "runtime" not in _done:
-                compile_source(CUDA_SOURCE, "input_blend.cu", backend=backend)
-                compile_source(POISON_SOURCE, "poison_shared.cu", backend=backend)
-                _done.add("runtime")
-            if ex.name not in _done and ex.reference_kernel is not None:
-                ex.reference_kernel.compile(backend)  # exactly as the timing compiles it
+                try:
+                    _folder = _host_folder(cache_base) if cache_base is not None else _own_folder()
+                except OSError:  # no host cache here: this process's own folder still saves each child nvcc
+                    _folder = _own_folder()
+            wanted = [name for name in ("runtime", ex.name) if name not in _done]
+            if ex.reference_kernel is None and ex.name in wanted:
+                wanted.remove(ex.name)
                 _done.add(ex.name)
+            if wanted:
+                with open(os.path.join(_folder, ".building"), "a") as guard:
+                    fcntl.flock(guard, fcntl.LOCK_EX)  # another grading process building the same images: wait
+                    backend = _ImageBackend(_folder, _arch)  # an image already there is not built again
+                    if "runtime" in wanted:
+                        compile_source(CUDA_SOURCE, "input_blend.cu", backend=backend)
+                        compile_source(POISON_SOURCE, "poison_shared.cu", backend=backend)
+                        _done.add("runtime")
+                    if ex.name in wanted:
+                        ex.reference_kernel.compile(backend)  # exactly as the timing compiles it
+                        _done.add(ex.name)
         except Exception:  # noqa: BLE001 - images only save time: without them the child compiles
             return None
         return _folder

@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from autograder import sandbox
+from autograder import kernel_images, sandbox
+from autograder.exercises import get_exercise
 from kernels.runtime import gpu as gpu_backend
 
 
@@ -77,8 +78,6 @@ def test_the_images_folder_is_read_only_inside_the_sandbox(tmp_path):
 
 @pytest.mark.gpu
 def test_a_child_on_the_gpu_loads_the_reference_kernel_instead_of_compiling_it(tmp_path, monkeypatch):
-    from autograder import kernel_images
-    from autograder.exercises import get_exercise
     from kernels.runtime.loader import load_topic
     from kernels.runtime.selection import make_backend
 
@@ -94,3 +93,38 @@ def test_a_child_on_the_gpu_loads_the_reference_kernel_instead_of_compiling_it(t
     rk = ex.reference_kernel
     module = load_topic(rk.topic, rk.defines or None, backend=make_backend("gpu"))
     assert module.compiled.kernel_function(rk.kernel) is not None
+
+
+def _a_fresh_grading_process(monkeypatch) -> list[str]:
+    """kernel_images as a grading process that has built nothing yet sees it (on a Hopper); nvcc recorded, not run."""
+    compiled: list[str] = []
+    monkeypatch.setattr(kernel_images, "_folder", None)
+    monkeypatch.setattr(kernel_images, "_done", set())
+    monkeypatch.setattr(kernel_images, "_device_arch", lambda: "sm_90")
+    monkeypatch.setattr(gpu_backend, "_compile_image", lambda text, *args: compiled.append(text) or b"image")
+    return compiled
+
+
+def test_the_grading_processes_of_a_host_build_each_image_once_between_them(tmp_path, monkeypatch):
+    """A cluster starts several grading processes per card afresh: the first builds the grader's kernels into the
+    host's folder, the next finds them there and runs no nvcc."""
+    ex = get_exercise("saxpy")
+    first = _a_fresh_grading_process(monkeypatch)
+    folder = kernel_images.folder_for(ex, tmp_path / "cache")
+    assert folder == str(tmp_path / "cache" / kernel_images.HOST_FOLDER)
+    assert len(first) >= 3 and len([f for f in os.listdir(folder) if f.endswith(".cubin")]) == len(first)
+    assert os.stat(folder).st_mode & 0o777 == 0o755  # the children read it as a uid of their own, never write
+    second = _a_fresh_grading_process(monkeypatch)
+    assert kernel_images.folder_for(ex, tmp_path / "cache") == folder and second == []
+
+
+def test_a_host_folder_that_is_a_link_is_not_lent_to_the_children(tmp_path, monkeypatch):
+    """Attack: the host folder replaced by a link to a folder someone else filled. Its twin above is lent."""
+    elsewhere = tmp_path / "planted"
+    elsewhere.mkdir()
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / kernel_images.HOST_FOLDER).symlink_to(elsewhere)
+    compiled = _a_fresh_grading_process(monkeypatch)
+    folder = kernel_images.folder_for(get_exercise("saxpy"), tmp_path / "cache")
+    assert folder and not folder.startswith(str(tmp_path)) and len(compiled) >= 3  # a folder of this process's own
+    assert os.listdir(elsewhere) == []
