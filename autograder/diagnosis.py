@@ -17,6 +17,13 @@ GUARD_FLOAT = np.float32(-7.0e33)  # an unlikely finite value a kernel would not
 GUARD_MAGNITUDE = 1.0e32  # outputs this large can only come from reading the guard
 MAP_BINS_1D = 256
 MAP_BINS_2D = 64
+#: Small errors are said to look like rounding only when they reach this fraction of the rows that hold values (of
+#: an output of at least ROWS_FOR_SPREAD such rows): rounding puts an error on every value computed.
+ROUNDING_ROWS = 0.9
+ROWS_FOR_SPREAD = 4
+#: ... and when their correlation with the values stays below this (of at least VALUES_FOR_CORRELATION values).
+PROPORTIONAL = 0.9
+VALUES_FOR_CORRELATION = 32
 
 
 def error_map(bad: np.ndarray) -> dict | None:
@@ -88,6 +95,9 @@ def diagnose(
     with np.errstate(divide="ignore", invalid="ignore"):
         rel_to_scale = np.nanmax(err / np.maximum(s, 1e-300)) if err.size else 0.0
     if rel_to_scale < 5e-3 and np.all(err <= 500 * tol):
+        structured = _not_rounding(got64, exp, bad, rel_to_scale)
+        if structured:
+            return structured
         return (f"The errors are small (up to {rel_to_scale:.1e} of the values' size), the size of float16 rounding "
                 "(about 5e-4): is some arithmetic or accumulation done in half precision, or with a fast, less exact intrinsic?")
     if got.size == 1:
@@ -99,6 +109,35 @@ def diagnose(
         if ratio > 1:
             return (f"The result is {ratio:.2f} times the right value: some elements were added more than once (a "
                     f"stride that is too short, or partial sums added twice).")
+    return ""
+
+
+def _not_rounding(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, rel_to_scale: float) -> str:
+    """The hint for small errors with a structure that rounding does not have, or '' when they may be rounding.
+
+    Rounding to fewer bits (half precision, a fast intrinsic) puts an error of either sign on every value computed,
+    whatever the value: it reaches every row, and it is not proportional to the values.  A slightly wrong formula
+    (a divisor off by one, a term left out, an epsilon in the wrong place) is off in the rows where that term
+    matters, or by the same fraction of every value."""
+    small = f"The errors are small (up to {rel_to_scale:.1e} of the values' size) but not spread like rounding"
+    if got.ndim >= 2:
+        rows_bad = np.any(bad.reshape(-1, got.shape[-1]), axis=1)
+        rows_valued = np.any(expected.reshape(-1, got.shape[-1]) != 0, axis=1)
+        valued, wrong = int(rows_valued.sum()), int(rows_bad.sum())
+        if valued >= ROWS_FOR_SPREAD and wrong < ROUNDING_ROWS * valued:
+            return (f"{small}: they lie in {wrong} of the {valued} rows, where rounding would reach every row. A "
+                    f"term of the formula goes wrong, or matters, in those rows, not the precision -- what sets them "
+                    f"apart from the others (their values, their mean or spread)?")
+    finite = np.isfinite(got) & np.isfinite(expected)
+    if np.count_nonzero(finite) >= VALUES_FOR_CORRELATION:
+        error, value = (got - expected)[finite], expected[finite]
+        if error.std() > 0 and value.std() > 0:
+            correlation = float(np.corrcoef(value, error)[0, 1])
+            if abs(correlation) >= PROPORTIONAL:
+                way = "too large" if correlation > 0 else "too small"
+                return (f"{small}: they are proportional to the values (correlation {correlation:+.2f}), which rounding "
+                        f"errors never are -- the values come out {way} by about the same fraction: a factor, a "
+                        f"divisor or a normalisation in the formula is slightly off, not the precision.")
     return ""
 
 

@@ -155,6 +155,20 @@ class Reduction:
                 raise ValueError(f"reduction over {name}: its axes are named once each, in order ({axes})")
 
 
+@dataclass(frozen=True)
+class FormulaMistake:
+    """A common way to get an exercise's formula wrong, as its own float64 reference: the grader names it when a
+    kernel's output matches it, and only it, on two shapes (:mod:`autograder.mistakes`).
+
+    ``words`` say what the formula does wrong and what is right, as the hint ends ``Compared with the reference,
+    the output is what the formula gives ...``; ``reference`` takes a case's inputs and returns the mistaken
+    formula's outputs, as ``Exercise.reference`` returns the right one's."""
+
+    key: str
+    words: str
+    reference: Callable[[Mapping], dict]
+
+
 def reducing(name: str, *axes: int, kind: str = "sum") -> tuple[Reduction, ...]:
     """The ``reductions`` of an exercise whose outputs reduce input ``name`` over ``axes``."""
     return (Reduction(((name, tuple(axes)),), kind),)
@@ -233,6 +247,8 @@ class Exercise:
     language: str = "cuda"
     #: The reductions its outputs are made of (:class:`Reduction`); none for an elementwise exercise.
     reductions: tuple[Reduction, ...] = ()
+    #: Common ways to get the formula wrong (:class:`FormulaMistake`), named when the output shows one.
+    formula_mistakes: tuple[FormulaMistake, ...] = ()
 
     def __post_init__(self):
         if not self.kernel:

@@ -7,7 +7,10 @@ transposed.  Each of those is a change of the inputs (or of where the
 output's elements lie) that the float64 reference can be run under; when the
 kernel's output matches the reference under exactly one such change, and not
 under the inputs as given, that change is the mistake, and it is said in
-those words.  Nothing here reads the kernel's source or its name: a
+those words.  An exercise may add the common ways to get its formula
+wrong (:class:`~autograder.exercise.FormulaMistake`: eps outside the square
+root, the variance over c - 1), each a float64 reference of its own, tried
+the same way.  Nothing here reads the kernel's source or its name: a
 student's own bug is named the same way.
 
 Where several changes give the output (a sum of one term, a filter of one
@@ -30,7 +33,7 @@ import numpy as np
 from .comparison import compare
 
 if TYPE_CHECKING:
-    from .exercise import Exercise
+    from .exercise import Exercise, FormulaMistake
 
 #: Cases whose inputs hold more elements than this are not tried (each hypothesis is one reference run).
 MAX_INPUT_ELEMENTS = 1 << 17
@@ -49,6 +52,8 @@ _STEPS = {2: "two", 4: "four", 8: "eight", 16: "sixteen", 32: "thirty-two"}
 NAMED = "Compared with the reference, "
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
 _LETTERS = "ijklmn"
+#: The key of a mistake made of two that give the same output (:func:`_term_left_out`).
+TERM_LEFT_OUT = "term left out"
 
 
 @dataclass(frozen=True)
@@ -84,17 +89,37 @@ def _fitting(ex: Exercise, inputs: dict, expected: dict, scales: dict, got: dict
     if (len(outs) != len(ex.outputs) or all(not np.any(v) for v in outs.values())
             or sum(v.size for v in outs.values()) < MIN_OUTPUT_ELEMENTS):
         return None  # nothing back, every value 0 (the hints on the symptom say that better), or too few to tell
+    wanted = set(key[1:]) if key is not None and key[0] == TERM_LEFT_OUT else {key}
     fitting: list[Hypothesis] = []
     for hypothesis in _hypotheses(ex, inputs, arrays, expected, scales, outs):
-        if key is not None and hypothesis.key != key:
+        if key is not None and hypothesis.key not in wanted:
             continue
         with np.errstate(all="ignore"):  # a wrong reference may overflow or divide by 0: it then matches nothing
             fits = _matches(ex, hypothesis, expected, scales, outs)
         if fits and all(hypothesis.words != other.words for other in fitting):
             fitting.append(hypothesis)
-            if len(fitting) > 1:
+            if len(fitting) > 2 or (len(fitting) == 2 and _term_left_out(fitting) is None):
                 break  # the output fits several mistakes: say nothing rather than guess
-    return fitting
+    term = _term_left_out(fitting)
+    if key is not None and key[0] == TERM_LEFT_OUT:
+        return [term] if term is not None else []  # borne out only where both give the output again
+    return [term] if term is not None else fitting
+
+
+def _term_left_out(fitting: list[Hypothesis]) -> Hypothesis | None:
+    """One mistake for two that are one: an input all 0 and a scalar 0 that both give the output are the term that
+    is their product, left out (weight_decay = 0 and W = 0 both drop weight_decay * W)."""
+    if len(fitting) != 2:
+        return None
+    by_kind = {h.key[0]: h for h in fitting}
+    array, scalar = by_kind.get("zero"), by_kind.get("scalar")
+    if array is None or scalar is None or scalar.key[2] != 0:
+        return None
+    a, s = array.key[1], scalar.key[1]
+    return Hypothesis((TERM_LEFT_OUT, array.key, scalar.key),
+                      f"the output is what the right formula gives without its term in {s} and {a} ({s} = 0 and {a} "
+                      f"all 0 give it alike, every other input as given): is the term with {s} times {a} added, and "
+                      f"where it belongs?", array.outputs)
 
 
 class MistakeFinder:
@@ -169,6 +194,9 @@ def _hypotheses(ex: Exercise, inputs: dict, arrays: dict, expected: dict, scales
         return outputs
 
     yield from _sums_cut_short(ex, arrays, under)
+    for mistake in ex.formula_mistakes:
+        yield Hypothesis(("formula", mistake.key), f"the output is what the formula gives {mistake.words}",
+                         _mistaken(mistake, inputs, scales, got))
     for name, x in arrays.items():
         yield from _inputs_misread(name, x, under, read_only=name not in ex.inout)
     sizes = {int(n) for x in [*arrays.values(), *expected.values()] for n in np.shape(x)}
@@ -192,6 +220,15 @@ def _hypotheses(ex: Exercise, inputs: dict, arrays: dict, expected: dict, scales
                              f"maximum start from 0 instead of from the first value (or -INFINITY)?",
                              lambda name=name, want=want: {name: (np.maximum(want, 0.0), scales[name])})
     yield from _scaled(expected, scales, got)
+
+
+def _mistaken(mistake: FormulaMistake, inputs: dict, scales: dict, got: dict) -> Callable[[], dict | None]:
+    """The outputs of ``mistake``'s formula on the case's inputs, with the right formula's rounding scale (the
+    mistaken formula rounds on terms of the same size)."""
+    def outputs():
+        result = mistake.reference({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()})
+        return {name: (result[name], scales[name]) for name in got if name in result}
+    return outputs
 
 
 def _index(name: str, axis: int, ndim: int) -> str:

@@ -32,9 +32,9 @@ import math
 import numpy as np
 
 from kernels.lsoftmax import lsoftmax
-from kernels.lsoftmax.lsoftmax import binomial_term_sizes, cosine, label_coefficients, norms, psi_reference
+from kernels.lsoftmax.lsoftmax import binomial_term_sizes, chebyshev, cosine, label_coefficients, norms, psi_reference
 
-from ..exercise import Exercise, Reduction, ReferenceKernel
+from ..exercise import Exercise, FormulaMistake, Reduction, ReferenceKernel
 from ._parts import BLOCK_256, SHARED, grid_key, one_dimensional_launch
 
 
@@ -224,6 +224,22 @@ def _patch_secret(rng, launch):
                          float(rng.choice([0.0, 0.1, 10.0])), angle_margin=float(rng.choice([0.2, 0.5, 1.1])))]
 
 
+def _every_logit_blended(inputs):
+    out = _patch_reference(inputs)["out"]
+    lam = float(inputs["lam"])
+    others = np.ones(out.shape, bool)
+    others[np.arange(inputs["batch"]), inputs["labels"]] = False
+    out[others] = lam * inputs["logits"].astype(np.float64)[others] / (1 + lam)
+    return {"out": out}
+
+
+PATCH_MISTAKES = (
+    FormulaMistake("every logit blended",
+                   "with every logit of the row blended, lam f / (1 + lam), where only the label's logit changes: "
+                   "out[i][j] is logits[i][j], unchanged, for every j other than labels[i].",
+                   _every_logit_blended),
+)
+
 #: The chapter's kernel, with its own arguments (no angular margin).
 PATCH_ORDER = ("logits", "labels", "x_norm", "w_norm", "out", "batch", "classes", "m", "lam")
 
@@ -244,6 +260,7 @@ LSOFTMAX_PATCH_LOGITS = Exercise(
     **_one_thread_per(lambda s: s["batch"] * s["classes"], "batch * classes"),
     correctness_points=6.0,
     speed_points=2.0,
+    formula_mistakes=PATCH_MISTAKES,
     reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_patch_logits"], arg_order=PATCH_ORDER,
                                      solves={"angle_margin": 0.0}),
     timing_shape=_layer_shape(4096, 10000, 4, 0.0, angle_margin=0.0),
@@ -289,6 +306,25 @@ def _grad_reference(inputs):
     X, Wy, _, _, _, coef_w, coef_x, _, _, _ = _grad_parts(inputs)
     g = inputs["grad_target"].astype(np.float64)[:, None]
     return {"grad_x": g * (coef_w[:, None] * Wy + coef_x[:, None] * X)}
+
+
+def _grad_slope_without_the_sign(inputs):
+    """The reference with psi'(c) = m U_{m-1}(c), the (-1)^k of psi' left out (psi keeps it)."""
+    X, Wy, a, b, psi, _, _, m, lam, margin = _grad_parts(inputs)
+    c = np.clip(cosine((X * Wy).sum(axis=1), a, b), -1.0, 1.0)
+    slope = m * chebyshev(c, m)[1]
+    coef_w = (lam + slope) / (1 + lam)
+    coef_x = a / np.maximum(b, 1e-12) * (psi - c * slope - margin) / (1 + lam)
+    g = inputs["grad_target"].astype(np.float64)[:, None]
+    return {"grad_x": g * (coef_w[:, None] * Wy + coef_x[:, None] * X)}
+
+
+GRAD_MISTAKES = (
+    FormulaMistake("slope without the sign of k",
+                   "with psi'(c) = m U_{m-1}(c), without the (-1)^k that psi has: where k is odd the slope's sign "
+                   "is wrong -- psi'(c) = (-1)^k m U_{m-1}(c).",
+                   _grad_slope_without_the_sign),
+)
 
 
 def _grad_scale(inputs):
@@ -338,6 +374,7 @@ LSOFTMAX_MARGIN_GRAD_INPUT = Exercise(
     **_one_thread_per(lambda s: s["batch"], "batch"),
     correctness_points=6.0,
     speed_points=2.0,
+    formula_mistakes=GRAD_MISTAKES,
     reference_kernel=ReferenceKernel(lsoftmax.KERNELS["lsoftmax_margin_grad_input"], arg_order=GRAD_ORDER,
                                      solves={"cos_margin": 0.0}),
     timing_shape=_layer_shape(4096, 10000, 4, 0.0, dim=512, cos_margin=0.0),

@@ -36,8 +36,8 @@ import numpy as np
 
 from kernels.dense import fully_connected, layernorm, perceptron, softmax
 
-from ..exercise import (Exercise, LaunchConfig, LaunchError, LaunchKey, Reduction, ReferenceKernel, ceil_div, reducing,
-                        varied)
+from ..exercise import (Exercise, FormulaMistake, LaunchConfig, LaunchError, LaunchKey, Reduction, ReferenceKernel,
+                        ceil_div, reducing, varied)
 from ..secret_sizes import size_avoiding
 from ._parts import (BLOCK_REQUIRED, SHARED, TREE_SUM_RTOL, grid_key, one_dimensional_launch, shapes, sum_terms,
                      tree_sum_scale, warp_per_row_keys)
@@ -506,6 +506,44 @@ def _layernorm_scale(inputs):
             + np.abs(inputs["beta"].astype(np.float64))}
 
 
+def _normalised(inputs, variance, root=lambda var, eps: np.sqrt(var + eps)):
+    """Y of the rows of H = X + R with ``variance(H)`` (one number per row) in place of the biased variance."""
+    H = _with_residual(inputs)
+    mu = H.mean(axis=1, keepdims=True)
+    sd = root(variance(H - mu), float(inputs["eps"]))
+    return {"Y": (H - mu) / sd * inputs["gamma"].astype(np.float64) + inputs["beta"].astype(np.float64)}
+
+
+def _within_lanes(deviations: np.ndarray) -> np.ndarray:
+    """The squared deviations of each lane's elements (lane l holds l, l + 32, ...) from that lane's own mean,
+    summed over the lanes, over c: the variance without the spread between the lanes' means."""
+    c = deviations.shape[1]
+    total = np.zeros((deviations.shape[0], 1))
+    for lane in range(min(32, c)):
+        part = deviations[:, lane::32]
+        total[:, 0] += ((part - part.mean(axis=1, keepdims=True)) ** 2).sum(axis=1)
+    return total / c
+
+
+LAYERNORM_MISTAKES = (
+    FormulaMistake("eps outside the root",
+                   "with eps added to the standard deviation, 1 / (sqrt(var) + eps), instead of under the square "
+                   "root, 1 / sqrt(var + eps): the two agree only where the spread is far above sqrt(eps).",
+                   lambda inputs: _normalised(inputs, lambda d: (d ** 2).mean(axis=1, keepdims=True),
+                                              lambda var, eps: np.sqrt(var) + eps)),
+    FormulaMistake("unbiased variance",
+                   "with the variance divided by c - 1 (the sample variance) instead of by c: LayerNorm's variance "
+                   "is the biased one, the mean of the squared deviations.",
+                   lambda inputs: _normalised(inputs, lambda d: (d ** 2).sum(axis=1, keepdims=True) / (d.shape[1] - 1))),
+    FormulaMistake("variance within the lanes",
+                   "with the variance measured inside each lane's part of the row (lane l holding elements l, l + 32, "
+                   "...), each about its own mean, and the spread between the parts' means left out: merging two "
+                   "parts adds the squared gap between their means, times count_a count_b / (count_a + count_b), "
+                   "to the sum of squared deviations.",
+                   lambda inputs: _normalised(inputs, _within_lanes)),
+)
+
+
 def _layernorm_probe(shape, run) -> str:
     """The same ramp normalised in rows of 5 and of 64 features: NaN in the short rows alone points at the lanes
     that hold no element."""
@@ -559,6 +597,7 @@ LAYERNORM_RESIDUAL = Exercise(
     # the mean and the variance of each row of X + R (tests/autograder/test_approximation.py computes them from a
     # part of the row, as a kernel that samples it would)
     reductions=(Reduction((("X", (1,)), ("R", (1,)))),),
+    formula_mistakes=LAYERNORM_MISTAKES,
     description=("Y[i][j] = (H[i][j] - mu_i) / sqrt(var_i + eps) * gamma[j] + beta[j] with H = X + R (a row plus its "
                  "residual, added in the same pass), mu_i and var_i the mean and the (biased) variance of row i of H "
                  "over its c features. X, R and Y are n-by-c, row-major. One warp per row (block a multiple of 32; "

@@ -247,6 +247,25 @@ def test_hint_for_all_zeros_and_nan_and_small_errors():
     assert "half" in diagnose(_cmp(half, exp), half, exp, None, None, cfg, exp)
 
 
+def test_small_errors_with_a_structure_are_not_called_half_precision():
+    """Rounding to half precision reaches every row and is not proportional to the values: its twin, a 2-D output
+    rounded to float16, keeps the hint; a few rows off by a little, or every value off by the same small factor,
+    is a formula's mistake, and the hint says so instead of blaming the precision."""
+    rng = np.random.default_rng(3)
+    exp = rng.standard_normal((20, 64)) + 0.2
+    cfg = LaunchConfig((1, 1, 1), (128, 1, 1))
+    scale = np.abs(exp) + 1
+    half = exp.astype(np.float16).astype(np.float32)
+    assert "half precision" in diagnose(_cmp(half, exp), half, exp, None, None, cfg, scale)
+    some_rows = exp.astype(np.float32)
+    some_rows[[2, 9, 15]] *= np.float32(1.001)  # three of twenty rows a little off
+    hint = diagnose(_cmp(some_rows, exp), some_rows, exp, None, None, cfg, scale)
+    assert "half precision" not in hint and "3 of the 20 rows" in hint, hint
+    scaled = (exp * 0.9995).astype(np.float32)  # every value 0.05 % too small
+    hint = diagnose(_cmp(scaled, exp), scaled, exp, None, None, cfg, scale)
+    assert "half precision" not in hint and "proportional to the values" in hint and "too small" in hint, hint
+
+
 def test_an_infinite_output_is_an_overflow_and_a_guard_sized_one_is_a_read_past_the_end():
     """inf (a sum of exponentials that overflowed) is larger than the guard value but never the guard itself."""
     exp = np.arange(1, 101, dtype=np.float64)

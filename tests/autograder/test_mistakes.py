@@ -72,6 +72,24 @@ def test_an_input_never_read_and_a_scalar_left_out_are_named():
     assert "as if activation were 0" in hint, hint
 
 
+def test_a_term_that_two_changes_leave_out_alike_is_named_once():
+    """weight_decay = 0 and W all 0 both drop weight_decay * W: the term is named, not either change alone."""
+    ex, inputs, expected, scales = _case("fc_backward_weight", {"n": 6, "in": 5, "out": 7, "weight_decay": 0.5})
+    hint = name_the_mistake(ex, inputs, expected, scales, _under(ex, inputs, weight_decay=np.float32(0)))
+    assert "without its term in weight_decay and W" in hint, hint
+
+
+def test_a_formula_mistake_of_the_exercise_is_named_and_its_honest_twin_is_not():
+    ex, inputs, expected, scales = _case("layernorm_residual", {"n": 12, "c": 40, "residual": 1, "offset": 0.0,
+                                                                "eps": 1e-5})
+    unbiased = next(m for m in ex.formula_mistakes if m.key == "unbiased variance")
+    wrong = {k: np.asarray(v, np.float32) for k, v in unbiased.reference(inputs).items()}
+    hint = name_the_mistake(ex, inputs, expected, scales, wrong)
+    assert "variance divided by c - 1" in hint, hint
+    right = {k: np.asarray(v, np.float32) for k, v in expected.items()}
+    assert name_the_mistake(ex, inputs, expected, scales, right) == ""
+
+
 def test_an_input_read_transposed_or_rotated_is_named():
     ex, inputs, expected, scales = _case("conv2d_forward", {"N": 1, "C": 2, "H": 7, "W": 6, "M": 3, "K": 3, "pad": 0,
                                                             "stride": 1})
