@@ -202,3 +202,33 @@ PROFILE_COLUMNS = (
     ("l2_percent", "L2 throughput, % of peak", "{:.0f}".format),
     ("shared_bank_conflicts", "shared-memory bank conflicts", "{:,.0f}".format),
 )
+
+
+def small_product_rows(data: dict, planned_now) -> list[dict]:
+    """The recorded sweep of version 15's configurations on small products (``benchmarks/sgemm_bf16_small.py``):
+    per shape, cuBLAS and each configuration with its time and share of cuBLAS, the one ``planned_now(shape)``
+    picks today marked ``planned`` (the record's own mark is what was planned when it was measured)."""
+    rows = []
+    for r in data.get("results") or []:
+        row = {"shape": r["group"], "configuration": r["name"], "µs": 1e3 * r["median_ms"],
+               "% of cuBLAS": r.get("percent_of_cublas"), "planned": False}
+        if r.get("kind") == "kernel" and r.get("config") is not None:
+            shape = {k: r[k] for k in ("batch", "M", "N", "K") if k in r}
+            row["planned"] = r["config"] == planned_now(shape)
+        rows.append(row)
+    return rows
+
+
+def small_product_phrase(rows: list[dict]) -> str:
+    """"at 1024³ the planned configuration reaches 83.9 % of cuBLAS (the best of the N tried) ..." per square."""
+    parts = []
+    for shape in dict.fromkeys(r["shape"] for r in rows if r["shape"].startswith("square")):
+        timed = [r for r in rows if r["shape"] == shape and r["% of cuBLAS"] is not None]
+        planned = next((r for r in timed if r["planned"]), None)
+        if planned is None or not timed:
+            continue
+        best = max(timed, key=lambda r: r["% of cuBLAS"])
+        side = "the fastest" if best is planned else f"the fastest, {best['configuration']}, {best['% of cuBLAS']:.1f} %"
+        parts.append(f"at {shape.split()[-1]}³ the planned {planned['configuration']} reaches "
+                     f"{planned['% of cuBLAS']:.1f} % of cuBLAS ({side} of {len(timed)} configurations)")
+    return "; ".join(parts)

@@ -117,7 +117,7 @@ CHAPTERS = (
              "conv_implicit_gemm"),
             ("im2col", "sgemm", "sgemm_hopper", "conv2d_gemm", "sgemm_bf16"),
             # versions 10, 11 and 13 to 16 of the GEMM need a Hopper GPU
-            more_benchmarks=("sgemm_tensor_cores", "sgemm_bf16"),
+            more_benchmarks=("sgemm_tensor_cores", "sgemm_bf16", "sgemm_bf16_small"),
             # the upper rungs of the GEMM ladders, one exercise each
             more_assignments=("gemm_ladder",)),
     Chapter(5, "capsules", "Capsule networks", ("capsules", "capsules_fast"),
