@@ -24,6 +24,11 @@ ROWS_FOR_SPREAD = 4
 #: ... and when their correlation with the values stays below this (of at least VALUES_FOR_CORRELATION values).
 PROPORTIONAL = 0.9
 VALUES_FOR_CORRELATION = 32
+#: float16's unit roundoff: one rounding to half precision moves a value by at most this fraction of it.
+FLOAT16_UNIT_ROUNDOFF = 2.0 ** -11
+#: Errors all of one sign on at least this many values are not rounding's, which takes either sign (six of one sign
+#: by chance: 1 in 32), when each is beyond what one rounding could do.
+SAME_SIGN_VALUES = 6
 
 
 def error_map(bad: np.ndarray) -> dict | None:
@@ -95,9 +100,14 @@ def diagnose(
     with np.errstate(divide="ignore", invalid="ignore"):
         rel_to_scale = np.nanmax(err / np.maximum(s, 1e-300)) if err.size else 0.0
     if rel_to_scale < 5e-3 and np.all(err <= 500 * tol):
-        structured = _not_rounding(got64, exp, bad, rel_to_scale)
+        structured = _not_rounding(got64, exp, bad, rel_to_scale, np.broadcast_to(np.asarray(scale, dtype=np.float64), got.shape))
         if structured:
             return structured
+        if got.size == 1:  # one value cannot show the spread of rounding, nor a formula's structure
+            return (f"The error is small ({rel_to_scale:.1e} of the value's size), the size of float16 rounding (about "
+                    f"5e-4) or of a formula slightly off -- one value cannot tell which: is some arithmetic or "
+                    f"accumulation done in half precision, or a term of the formula off (left out, or rescaled "
+                    f"wrongly)?")
         return (f"The errors are small (up to {rel_to_scale:.1e} of the values' size), the size of float16 rounding "
                 "(about 5e-4): is some arithmetic or accumulation done in half precision, or with a fast, less exact intrinsic?")
     if got.size == 1:
@@ -112,13 +122,14 @@ def diagnose(
     return ""
 
 
-def _not_rounding(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, rel_to_scale: float) -> str:
+def _not_rounding(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, rel_to_scale: float,
+                  scale: np.ndarray) -> str:
     """The hint for small errors with a structure that rounding does not have, or '' when they may be rounding.
 
     Rounding to fewer bits (half precision, a fast intrinsic) puts an error of either sign on every value computed,
     whatever the value: it reaches every row, and it is not proportional to the values.  A slightly wrong formula
     (a divisor off by one, a term left out, an epsilon in the wrong place) is off in the rows where that term
-    matters, or by the same fraction of every value."""
+    matters, or by the same fraction of every value, or all one way by more than a rounding."""
     small = f"The errors are small (up to {rel_to_scale:.1e} of the values' size) but not spread like rounding"
     if got.ndim >= 2:
         rows_bad = np.any(bad.reshape(-1, got.shape[-1]), axis=1)
@@ -138,6 +149,13 @@ def _not_rounding(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, rel_to
                 return (f"{small}: they are proportional to the values (correlation {correlation:+.2f}), which rounding "
                         f"errors never are -- the values come out {way} by about the same fraction: a factor, a "
                         f"divisor or a normalisation in the formula is slightly off, not the precision.")
+    errors = (got - expected)[bad]
+    if (errors.size >= SAME_SIGN_VALUES and (np.all(errors > 0) or np.all(errors < 0))
+            and np.all(np.abs(errors) > FLOAT16_UNIT_ROUNDOFF * scale[bad])):
+        way = "too large" if errors[0] > 0 else "too small"
+        return (f"{small}: all {errors.size} wrong values are {way}, each by more than one float16 rounding could "
+                f"move it, where rounding errors take either sign -- a term of the formula is off (a sum divided by "
+                f"a part of itself, a part left out or not rescaled), not the precision.")
     return ""
 
 

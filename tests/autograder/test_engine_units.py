@@ -266,6 +266,24 @@ def test_small_errors_with_a_structure_are_not_called_half_precision():
     assert "half precision" not in hint and "proportional to the values" in hint and "too small" in hint, hint
 
 
+def test_small_errors_on_a_few_values_all_one_way_are_not_called_half_precision():
+    """One row of seven values, too few for the row and correlation tests: rounded to float16, the errors take either
+    sign and stay within one rounding (the hint stays); all seven too large by 0.4 % (a sum divided by a part of
+    itself) is beyond one rounding and all one way, which rounding never is.  A single value cannot tell either way,
+    and the hint says so."""
+    exp = np.array([[0.31, 0.02, 0.11, 0.07, 0.25, 0.13, 0.11]])
+    cfg = LaunchConfig((1, 1, 1), (32, 1, 1))
+    half = exp.astype(np.float16).astype(np.float32)
+    assert "half precision" in diagnose(_cmp(half, exp), half, exp, None, None, cfg, exp)
+    too_large = (exp * 1.004).astype(np.float32)
+    hint = diagnose(_cmp(too_large, exp), too_large, exp, None, None, cfg, exp)
+    assert "half precision" not in hint and "all 7 wrong values are too large" in hint, hint
+    one = np.array([15.3])
+    off = (one * 0.9995).astype(np.float32)
+    hint = diagnose(_cmp(off, one), off, one, None, None, cfg, one)
+    assert "half precision" in hint and "one value cannot tell which" in hint, hint
+
+
 def test_an_infinite_output_is_an_overflow_and_a_guard_sized_one_is_a_read_past_the_end():
     """inf (a sum of exponentials that overflowed) is larger than the guard value but never the guard itself."""
     exp = np.arange(1, 101, dtype=np.float64)
