@@ -185,12 +185,19 @@ def _matches(ex: Exercise, hypothesis: Hypothesis, expected: dict, scales: dict,
 
 def _hypotheses(ex: Exercise, inputs: dict, arrays: dict, expected: dict, scales: dict,
                 got: dict) -> Iterator[Hypothesis]:
-    def under(**changed) -> Callable[[], dict | None]:
+    def under(cropped: bool = False, larger_only: bool = False, **changed) -> Callable[[], dict | None]:
+        """The reference's outputs under ``changed``; ``cropped``: where they come out larger (a stride or a
+        dilation of 1 gives more output pixels), their leading corner of the output's own shape -- what a kernel
+        that indexes its own output with the changed value writes; ``larger_only``: None unless they do."""
         def outputs():
             given = {**{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()}, **changed}
             result = ex.reference(given)
+            if larger_only and not any(np.shape(result[name]) != np.shape(got[name]) for name in got):
+                return None
             rounding = ex.error_scale(given)  # the rounding of the formula the kernel computed, not of the right one
-            return {name: (result[name], np.maximum(rounding[name], scales[name])) for name in got}
+            fit = (lambda x, name: _corner(x, np.shape(got[name]))) if cropped else (lambda x, name: x)
+            return {name: (fit(result[name], name), np.maximum(fit(rounding[name], name), scales[name]))
+                    for name in got}
         return outputs
 
     yield from _sums_cut_short(ex, arrays, under)
@@ -202,15 +209,17 @@ def _hypotheses(ex: Exercise, inputs: dict, arrays: dict, expected: dict, scales
     sizes = {int(n) for x in [*arrays.values(), *expected.values()] for n in np.shape(x)}
     for arg in ex.args:
         value = inputs.get(arg.name)
-        if (arg.role == "scalar" and isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
-                and value not in sizes):  # a size of the tensors: another value of it is another problem
+        if arg.role == "scalar" and isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+            # A value that is a size of the tensors may be one (another value of a size is another problem): it is
+            # tried only where the output comes out larger, as a stride or a dilation of 1 makes it, never a size.
+            is_a_size = value in sizes
             for neutral in (0, 1):
                 if value != neutral:
                     yield Hypothesis(
                         ("scalar", arg.name, neutral),
                         f"the output is what the right formula gives with {arg.name} = {neutral} (every other input "
                         f"as given): the kernel computes as if {arg.name} were {neutral} -- is {arg.name} read, and "
-                        f"used where it belongs?", under(**{arg.name: type(value)(neutral)}))
+                        f"used where it belongs?", under(cropped=True, larger_only=is_a_size, **{arg.name: type(value)(neutral)}))
     for name, want in expected.items():
         yield from _stored_elsewhere(name, np.asarray(want, dtype=np.float64), scales[name], got)
     if any(reduction.kind == "max" for reduction in ex.reductions):
@@ -220,6 +229,14 @@ def _hypotheses(ex: Exercise, inputs: dict, arrays: dict, expected: dict, scales
                              f"maximum start from 0 instead of from the first value (or -INFINITY)?",
                              lambda name=name, want=want: {name: (np.maximum(want, 0.0), scales[name])})
     yield from _scaled(expected, scales, got)
+
+
+def _corner(x, shape: tuple) -> np.ndarray:
+    """The leading corner of ``x`` of ``shape``, where ``x`` is at least as large along every axis; else ``x``."""
+    x = np.asarray(x)
+    if x.ndim != len(shape) or any(have < want for have, want in zip(x.shape, shape)):
+        return x
+    return x[tuple(slice(0, want) for want in shape)]
 
 
 def _mistaken(mistake: FormulaMistake, inputs: dict, scales: dict, got: dict) -> Callable[[], dict | None]:

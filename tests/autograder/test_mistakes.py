@@ -72,6 +72,22 @@ def test_an_input_never_read_and_a_scalar_left_out_are_named():
     assert "as if activation were 0" in hint, hint
 
 
+def test_a_stride_or_dilation_ignored_is_named_though_its_value_is_also_a_size():
+    """A kernel that ignores the stride (or dilation) writes the corner of the stride-1 output that its own output's
+    size covers; the stride here is 2, as C is, and is still tried (a size set to 1 never makes the output larger).
+    Its honest twin, the right output, names nothing."""
+    for exercise, shape, name in (
+            ("conv2d_forward", {"N": 1, "C": 2, "H": 9, "W": 8, "M": 3, "K": 3, "pad": 1, "stride": 2}, "stride"),
+            ("conv2d_forward_tiled", {"N": 1, "C": 2, "H": 11, "W": 10, "M": 3, "K": 3, "dilation": 2}, "dilation")):
+        ex, inputs, expected, scales = _case(exercise, shape)
+        larger = _under(ex, inputs, **{name: 1})
+        corner = {k: v[tuple(slice(0, n) for n in expected[k].shape)].copy() for k, v in larger.items()}
+        hint = name_the_mistake(ex, inputs, expected, scales, corner)
+        assert names_a_mistake(hint) and f"as if {name} were 1" in hint, hint
+        right = {k: np.asarray(v, dtype=np.float32) for k, v in expected.items()}
+        assert name_the_mistake(ex, inputs, expected, scales, right) == ""
+
+
 def test_a_term_that_two_changes_leave_out_alike_is_named_once():
     """weight_decay = 0 and W all 0 both drop weight_decay * W: the term is named, not either change alone."""
     ex, inputs, expected, scales = _case("fc_backward_weight", {"n": 6, "in": 5, "out": 7, "weight_decay": 0.5})
