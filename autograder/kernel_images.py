@@ -1,4 +1,4 @@
-"""The grader's own kernels, compiled once per grading process for every sandboxed grading to load.
+"""The grader's own kernels, compiled once per host for every sandboxed grading to load.
 
 A grading child on the GPU needs, besides the student's kernel, the grader's
 own: the exercise's reference kernel (timed beside the student's), the
@@ -17,7 +17,7 @@ The folder is the host's (:data:`HOST_FOLDER` below the grader's cache), so
 that the grading processes of a cluster (several per card, started afresh with
 each cluster) compile each image once between them, not once each: a grading
 process that finds an image there uses it, and one building waits for another
-already building (a lock file beside the folder).
+already building (a lock file in the folder).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Iterator, Mapping
 
 #: The phases, in the order a grading meets them (a table lists them so; names not here come after, as met).
 NOTEBOOK_PARSING = "notebook parsing"  # nbgrader's sanitizing pass, reading the %%cuda cells
-GRADER_BUILDS = "grader builds"  # the grader's own runtime and kernels, built once per grading process
+GRADER_BUILDS = "grader builds"  # the grader's own runtime and kernels, built once per host
 SANDBOX_START = "sandbox start"  # scratch space, cgroup, sandbox, until the child is ready (less its imports)
 CHILD_IMPORTS = "child imports"  # the child's interpreter and the modules it imports
 SOURCE_CHECK = "source check"  # what the source may include and contain, on its preprocessed text

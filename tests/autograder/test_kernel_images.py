@@ -1,4 +1,4 @@
-"""The grader's own kernels are compiled once per grading process and loaded, read-only, by each child.
+"""The grader's own kernels are compiled once per host and loaded, read-only, by each child.
 
 An image is found by a hash of exactly what nvcc would compile (the text, the
 options, the architecture and the headers), so a changed header or define is
