@@ -206,6 +206,25 @@ def _earlier_runs(path: Path, device: dict, class_size: int) -> list[dict]:
     return runs
 
 
+def summary_of(runs: list[dict]) -> dict:
+    """Every run's gradings per minute, each cluster against the sequential path, several cards against one
+    shared alike, and one card shared against one card not shared (where the runs hold both)."""
+    seq = runs[0]["gradings_per_minute"] if runs[0]["path"] == "sequential" else None
+    summary = {"gradings_per_minute": {f"{r['path']} {r['workers']}x{r.get('per_gpu', 1)}":
+                                       round(r["gradings_per_minute"], 2) for r in runs}}
+    rate = {(r["path"], r["workers"], r.get("per_gpu", 1)): r["gradings_per_minute"] for r in runs}
+    for (path, n, k), per_minute in rate.items():
+        if path != "cluster":
+            continue
+        if seq:  # each cluster against the sequential path
+            summary[f"cluster_{n}x{k}_over_sequential"] = per_minute / seq
+        # several cards against one shared alike; one card shared against one card not shared
+        base = (1, k) if n > 1 else (1, 1)
+        if (n, k) != base and ("cluster", *base) in rate:
+            summary[f"cluster_{n}x{k}_over_{base[0]}x{base[1]}"] = per_minute / rate[("cluster", *base)]
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--class-size", type=int, default=40, help="submissions in the class (default 40)")
@@ -282,19 +301,7 @@ def main() -> None:
     for r in runs[1:]:
         r["same_scores_as_sequential" if runs[0]["path"] == "sequential" else "same_scores_as_one_worker"] = \
             r["scores"] == base
-    seq = runs[0]["gradings_per_minute"] if runs[0]["path"] == "sequential" else None
-    summary = {"gradings_per_minute": {f"{r['path']} {r['workers']}x{r.get('per_gpu', 1)}": round(r["gradings_per_minute"], 2)
-                                       for r in runs}}
-    rate = {(r["path"], r["workers"], r.get("per_gpu", 1)): r["gradings_per_minute"] for r in runs}
-    for (path, n, k), per_minute in rate.items():
-        if path != "cluster":
-            continue
-        if seq:  # each cluster against the sequential path
-            summary[f"cluster_{n}x{k}_over_sequential"] = per_minute / seq
-        # several cards against one shared alike; one card shared against one card not shared
-        base = (1, k) if n > 1 else (1, 1)
-        if (n, k) != base and ("cluster", *base) in rate:
-            summary[f"cluster_{n}x{k}_over_{base[0]}x{base[1]}"] = per_minute / rate[("cluster", *base)]
+    summary = summary_of(runs)
     print(json.dumps(summary))
     if not (on_gpu or args.out):
         print("(emulator workers: figures printed, not written; a GPU run writes benchmarks/results/cluster_grading.json)")
