@@ -35,7 +35,7 @@ from .class_grading import GradingJob, JobOutcome, run_job
 from .class_run import THIS_PROCESS, ClassRun, entry_line, phases_line
 from .course_secret import COURSE_SECRET_ENV
 from .grade_cells import graded_exercises
-from .nbgrader_bridge import CPU_GRADINGS_ENV, cpu_gradings
+from .nbgrader_bridge import CPU_GRADINGS_ENV, cpu_gradings, usable_cores
 from .outcome import GRADED, exception_reason
 
 #: Extra attempts after the first for a task whose worker died or that timed out.
@@ -83,11 +83,7 @@ MAX_GRADINGS_PER_GPU = 8
 def gradings_per_gpu(gpus: int, cores: int | None = None) -> int:
     """How many gradings share each card of a local cluster: two of the host's cores per grading (a grading
     overlaps two exercises), at most :data:`MAX_GRADINGS_PER_GPU`, at least one."""
-    if cores is None:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cores = os.cpu_count() or 1
+    cores = usable_cores() if cores is None else cores
     return max(1, min(MAX_GRADINGS_PER_GPU, cores // (2 * max(1, gpus))))
 
 
@@ -154,9 +150,15 @@ def _workers(client):
     return client.scheduler_info(n_workers=-1).get("workers", {}).values()
 
 
+def _gpu_workers(client) -> list[str]:
+    """The addresses of the workers that offer a GPU resource."""
+    return [address for address, w in client.scheduler_info(n_workers=-1).get("workers", {}).items()
+            if (w.get("resources") or {}).get("GPU", 0) >= 1]
+
+
 def cluster_gpus(client) -> int:
     """How many workers offer a GPU resource (workers sharing one card each count)."""
-    return sum(1 for w in _workers(client) if (w.get("resources") or {}).get("GPU", 0) >= 1)
+    return len(_gpu_workers(client))
 
 
 def _card_of_this_worker() -> str:
@@ -166,8 +168,7 @@ def _card_of_this_worker() -> str:
 
 def cluster_cards(client) -> int:
     """How many cards the cluster's GPU workers grade on (workers sharing a card count once)."""
-    gpu_workers = [address for address, w in client.scheduler_info(n_workers=-1).get("workers", {}).items()
-                   if (w.get("resources") or {}).get("GPU", 0) >= 1]
+    gpu_workers = _gpu_workers(client)
     if not gpu_workers:
         return 0
     try:

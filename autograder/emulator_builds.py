@@ -29,6 +29,8 @@ from pathlib import Path
 
 from kernels.runtime.emulator import build
 
+from .host_folders import lent_folder
+
 _lock = threading.Lock()
 _folder: str | None = None
 #: The folder of the runtimes built on this host, below the grader's cache (each under a name that is a hash of
@@ -52,11 +54,9 @@ def folder(cache_base: Path, child_env: dict, profile: bool = False) -> str | No
         try:
             cache_base.mkdir(parents=True, exist_ok=True)
             _remove_orphans(cache_base)
-            made = cache_base / HOST_FOLDER
-            made.mkdir(exist_ok=True)
-            if made.is_symlink() or not made.is_dir() or made.stat().st_uid != os.getuid():
+            made = lent_folder(cache_base, HOST_FOLDER)
+            if made is None:
                 return None  # only a folder of the grader's own is lent: no one else may have written it
-            os.chmod(made, 0o755)  # the sandbox's processes run as a uid of their own: they read, never write
             build.toolchain(made, env=child_env)  # a runtime found there is verified against its record first
             _readable(made)
         except Exception:  # noqa: BLE001 - the prebuilt runtime only saves time: without it the child builds

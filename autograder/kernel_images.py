@@ -36,6 +36,7 @@ from kernels.runtime.measurement import POISON_SOURCE
 from kernels.runtime.module import compile_source
 
 from .exercise import Exercise
+from .host_folders import lent_folder
 
 _lock = threading.Lock()
 _folder: str | None = None
@@ -69,18 +70,6 @@ def _device_arch() -> str:
 HOST_FOLDER = "kernel-images-host"
 
 
-def _host_folder(cache_base: Path) -> str:
-    """:data:`HOST_FOLDER` below ``cache_base``, made if missing; refused unless it is a folder of this user's own
-    (only a folder no one else may have written is lent to the children)."""
-    cache_base.mkdir(parents=True, exist_ok=True)
-    made = cache_base / HOST_FOLDER
-    made.mkdir(exist_ok=True)
-    if made.is_symlink() or not made.is_dir() or made.stat().st_uid != os.getuid():
-        raise PermissionError(f"{made} is not a folder of this user's own")
-    os.chmod(made, 0o755)  # the sandbox's processes run as a uid of their own: they read, never write
-    return str(made)
-
-
 def _own_folder() -> str:
     made = tempfile.mkdtemp(prefix="dlk-kernel-images-")
     os.chmod(made, 0o755)
@@ -97,23 +86,23 @@ def folder_for(ex: Exercise, cache_base: Path | None = None) -> str | None:
         try:
             if _folder is None:
                 _arch = _device_arch()
+                host = None
                 try:
-                    _folder = _host_folder(cache_base) if cache_base is not None else _own_folder()
+                    host = lent_folder(cache_base, HOST_FOLDER) if cache_base is not None else None
                 except OSError:  # no host cache here: this process's own folder still saves each child nvcc
-                    _folder = _own_folder()
-            wanted = [name for name in ("runtime", ex.name) if name not in _done]
-            if ex.reference_kernel is None and ex.name in wanted:
-                wanted.remove(ex.name)
-                _done.add(ex.name)
-            if wanted:
+                    pass
+                _folder = str(host) if host is not None else _own_folder()
+            runtime = "runtime" not in _done
+            reference = ex.reference_kernel is not None and ex.name not in _done
+            if runtime or reference:
                 with open(os.path.join(_folder, ".building"), "a") as guard:
                     fcntl.flock(guard, fcntl.LOCK_EX)  # another grading process building the same images: wait
                     backend = _ImageBackend(_folder, _arch)  # an image already there is not built again
-                    if "runtime" in wanted:
+                    if runtime:
                         compile_source(CUDA_SOURCE, "input_blend.cu", backend=backend)
                         compile_source(POISON_SOURCE, "poison_shared.cu", backend=backend)
                         _done.add("runtime")
-                    if ex.name in wanted:
+                    if reference:
                         ex.reference_kernel.compile(backend)  # exactly as the timing compiles it
                         _done.add(ex.name)
         except Exception:  # noqa: BLE001 - images only save time: without them the child compiles

@@ -145,8 +145,11 @@ def cpu_gradings() -> int:
         given = int(os.environ.get(CPU_GRADINGS_ENV, ""))
     except ValueError:
         given = 0
-    if given > 0:
-        return given
+    return given if given > 0 else usable_cores()
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, else the machine's), at least one."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):

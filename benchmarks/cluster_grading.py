@@ -49,6 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from autograder import cluster as grading_cluster
 from autograder.phase_times import ordered
 from benchmarks.common import now_utc, software_versions, write_results
 
@@ -145,8 +146,6 @@ def measure_cluster(root: Path, size: int, gpus: list[str], n: int, timeout: str
     (a smoke run)."""
     import dask
     from distributed import Client
-
-    from autograder import cluster as grading_cluster  # deferred: heavy, nbformat and jsonschema take seconds to load
 
     course = make_class(root / f"cluster{n}x{per_gpu}", size)
     t0 = time.perf_counter()
@@ -249,9 +248,7 @@ def main() -> None:
     if args.no_sequential and args.sequential_only:
         raise SystemExit("--no-sequential and --sequential-only: nothing left to measure")
 
-    from autograder.cluster import gradings_per_gpu, visible_gpus  # deferred: heavy, loaded when a run starts (see measure_cluster)
-
-    gpus = visible_gpus()
+    gpus = grading_cluster.visible_gpus()
     on_gpu = bool(gpus)
     workers = gpus if on_gpu else ["0", "1"]  # emulator workers stand in for GPUs in a smoke run
     limit = args.gpus if args.gpus is not None else 4
@@ -260,7 +257,7 @@ def main() -> None:
     sizes = [] if args.sequential_only else [n for n in (1, 2, 4) if n <= min(limit, len(workers))]
     try:
         sharing = ([int(v) for v in args.per_gpu.split(",")] if args.per_gpu
-                   else [gradings_per_gpu(max(sizes or [1]))])
+                   else [grading_cluster.gradings_per_gpu(max(sizes or [1]))])
     except ValueError:
         raise SystemExit(f"--per-gpu {args.per_gpu}: give whole numbers separated by commas, e.g. 1,8") from None
     if any(k < 1 for k in sharing):

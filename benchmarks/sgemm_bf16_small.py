@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from benchmarks import sgemm_bf16 as ladder
 from benchmarks.common import Contract, require_gpu_backend, timed_row, untimed_row, write_results
 from kernels.gemm import sgemm_bf16
 from kernels.runtime import borrow
@@ -42,11 +43,11 @@ CANDIDATES = {
     4096: ({}, {"T_BN": 128, "S_STAGES": 6}),
 }
 #: (group, batch, M, N, K) timed with planned_config's configuration only.
-CHECKED_SHAPES = (("attention Q K^T, head 64", 16, 4096, 4096, 64), ("attention Q K^T, head 128", 16, 4096, 4096, 128))
+CHECKED_SHAPES = tuple(shape for shape in ladder.SHAPES if shape[0] in (ladder.QK_64, ladder.QK_128))
 #: A configuration must beat DEFAULTS by this share to be planned.
 MARGIN = 0.01
 #: The book shows every row of the sweep, per shape, and marks the one planned_config picks today.
-CONTRACT = Contract(NAME, groups=(*(f"square {n}" for n in CANDIDATES), *(group for group, *_ in CHECKED_SHAPES)))
+CONTRACT = Contract(NAME, groups=(*(ladder.square(n) for n in CANDIDATES), *(group for group, *_ in CHECKED_SHAPES)))
 
 
 def label(config: dict) -> str:
@@ -106,14 +107,12 @@ def check_fused(torch, n: int) -> dict:
     Bt = torch.randn(n, n, device="cuda").to(torch.bfloat16)
     bias = torch.randn(n, device="cuda").to(torch.bfloat16)
     C = torch.empty(n, n, device="cuda", dtype=torch.bfloat16).fill_(float("nan"))
-    x = A.double() @ Bt.double().t() + bias.double()
-    ref = 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
-    scale = A.double().abs() @ Bt.double().abs().t() + bias.double().abs()
+    ref, scale = ladder.gelu_reference(torch, A, Bt, bias)
     Ad, Bd, Cd, bd = (borrow(t.data_ptr(), tuple(t.shape), sgemm_bf16.bfloat16) for t in (A, Bt, C, bias))
     config = sgemm_bf16.planned_config("sgemm_bf16_fused", {"M": n, "N": n, "K": n})
     sgemm_bf16.sgemm_bf16_fused(Ad, Bd, bd, out=Cd, activation="gelu")
     err = None if torch.isnan(C).any() else float(((C.double() - ref).abs() / scale).max())
-    return {"name": f"version 16 (bias, GELU) {label(over_defaults(config))}", "group": f"square {n}",
+    return {"name": f"version 16 (bias, GELU) {label(over_defaults(config))}", "group": ladder.square(n),
             "max_error": err, "correct": err is not None and err <= 2 * BF16_BOUND, "config": config}
 
 
@@ -181,7 +180,7 @@ def measure(squares=tuple(CANDIDATES), checked=CHECKED_SHAPES) -> dict:
     sms = multiprocessors()
     rows, by_square, checks = [], {}, []
     for n in squares:
-        group_rows = measure_shape(torch, f"square {n}", 1, n, n, n, CANDIDATES[n])
+        group_rows = measure_shape(torch, ladder.square(n), 1, n, n, n, CANDIDATES[n])
         by_square[n] = group_rows
         rows += group_rows
         print_group(group_rows, sms)
