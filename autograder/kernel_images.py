@@ -30,7 +30,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from kernels.runtime.gpu import store_image
+from kernels.runtime.gpu import image_path, store_image
 from kernels.runtime.input_blend import CUDA_SOURCE
 from kernels.runtime.measurement import POISON_SOURCE
 from kernels.runtime.module import compile_source
@@ -44,16 +44,25 @@ _arch: str | None = None
 _done: set[str] = set()
 
 
+class _ImageMissing(Exception):
+    """An image the folder does not hold yet."""
+
+
 class _ImageBackend:
-    """A stand-in backend whose ``compile`` stores the image a GPU would build (nvcc only, no context)."""
+    """A stand-in backend whose ``compile`` stores the image a GPU would build (nvcc only, no context); with
+    ``build=False`` it only looks whether the folder holds the image, and raises :class:`_ImageMissing` if not."""
 
     name = "gpu"
 
-    def __init__(self, folder: str, arch: str):
-        self.folder, self.arch = folder, arch
+    def __init__(self, folder: str, arch: str, build: bool = True):
+        self.folder, self.arch, self.build = folder, arch, build
 
     def compile(self, source, source_name, options, include_dirs, signatures):
-        store_image(self.folder, source, source_name, options, include_dirs, signatures, self.arch)
+        if self.build:
+            store_image(self.folder, source, source_name, options, include_dirs, signatures, self.arch)
+        elif not os.path.exists(image_path(self.folder, source, source_name, options, include_dirs, signatures,
+                                           self.arch)):
+            raise _ImageMissing(source_name)
         return None
 
 
@@ -95,16 +104,29 @@ def folder_for(ex: Exercise, cache_base: Path | None = None) -> str | None:
             runtime = "runtime" not in _done
             reference = ex.reference_kernel is not None and ex.name not in _done
             if runtime or reference:
-                with open(os.path.join(_folder, ".building"), "a") as guard:
-                    fcntl.flock(guard, fcntl.LOCK_EX)  # another grading process building the same images: wait
-                    backend = _ImageBackend(_folder, _arch)  # an image already there is not built again
-                    if runtime:
-                        compile_source(CUDA_SOURCE, "input_blend.cu", backend=backend)
-                        compile_source(POISON_SOURCE, "poison_shared.cu", backend=backend)
-                        _done.add("runtime")
-                    if reference:
-                        ex.reference_kernel.compile(backend)  # exactly as the timing compiles it
-                        _done.add(ex.name)
+                try:
+                    # Without the lock first: once the host's images are built, the grading processes of a cluster
+                    # (32 starting at once on a four-card host) need no turn at the lock to find them.
+                    _compile_grader_kernels(ex, runtime, reference, _ImageBackend(_folder, _arch, build=False))
+                except _ImageMissing:
+                    with open(os.path.join(_folder, ".building"), "a") as guard:
+                        fcntl.flock(guard, fcntl.LOCK_EX)  # another grading process building the same images: wait
+                        # an image already there is not built again
+                        _compile_grader_kernels(ex, runtime, reference, _ImageBackend(_folder, _arch))
+                if runtime:
+                    _done.add("runtime")
+                if reference:
+                    _done.add(ex.name)
         except Exception:  # noqa: BLE001 - images only save time: without them the child compiles
             return None
         return _folder
+
+
+def _compile_grader_kernels(ex: Exercise, runtime: bool, reference: bool, backend: _ImageBackend) -> None:
+    """The grader's kernels a grading of ``ex`` compiles, through ``backend``: the timing's blend and the
+    shared-memory poisoning (``runtime``), the exercise's reference kernel (``reference``)."""
+    if runtime:
+        compile_source(CUDA_SOURCE, "input_blend.cu", backend=backend)
+        compile_source(POISON_SOURCE, "poison_shared.cu", backend=backend)
+    if reference:
+        ex.reference_kernel.compile(backend)  # exactly as the timing compiles it

@@ -159,12 +159,18 @@ def show_compiler_warnings(log: str, source: str, source_name: str, shown: set |
         warnings.warn(compile_warning_message(log, source, source_name, "nvcc"), KernelCompileWarning, stacklevel=4)
 
 
+def image_path(folder: str, source: str, source_name: str, options, include_dirs, signatures, arch: str) -> str:
+    """Where :func:`store_image` keeps the image of ``source`` for a device of ``arch``."""
+    text, _, _ = _image_source(source, source_name, signatures)
+    return os.path.join(folder, image_key(text, options, include_dirs, arch) + ".cubin")
+
+
 def store_image(folder: str, source: str, source_name: str, options, include_dirs, signatures, arch: str) -> str:
     """Compile ``source`` as :meth:`GPUBackend.compile` would on a device of ``arch`` and keep its image in
     ``folder`` (no GPU context needed: nvcc only); returns the image's path."""
-    text, _, _ = _image_source(source, source_name, signatures)
-    path = os.path.join(folder, image_key(text, options, include_dirs, arch) + ".cubin")
+    path = image_path(folder, source, source_name, options, include_dirs, signatures, arch)
     if not os.path.exists(path):
+        text, _, _ = _image_source(source, source_name, signatures)
         image = _compile_image(text, options, include_dirs, arch)
         partial = f"{path}.{os.getpid()}.partial"
         with open(partial, "wb") as f:

@@ -115,7 +115,23 @@ def test_the_grading_processes_of_a_host_build_each_image_once_between_them(tmp_
     assert len(first) >= 3 and len([f for f in os.listdir(folder) if f.endswith(".cubin")]) == len(first)
     assert os.stat(folder).st_mode & 0o777 == 0o755  # the children read it as a uid of their own, never write
     second = _a_fresh_grading_process(monkeypatch)
-    assert kernel_images.folder_for(ex, tmp_path / "cache") == folder and second == []
+    turns = []  # a process that finds every image takes no turn at the lock (a cluster's 32 would queue there)
+    monkeypatch.setattr(kernel_images.fcntl, "flock", lambda *args: turns.append(args))
+    assert kernel_images.folder_for(ex, tmp_path / "cache") == folder and second == [] and turns == []
+
+
+def test_a_process_that_misses_an_image_builds_it_in_its_turn_at_the_lock(tmp_path, monkeypatch):
+    """One image removed from a built host folder: the next process takes the lock and builds that one alone."""
+    ex = get_exercise("saxpy")
+    _a_fresh_grading_process(monkeypatch)
+    folder = kernel_images.folder_for(ex, tmp_path / "cache")
+    images = sorted(f for f in os.listdir(folder) if f.endswith(".cubin"))
+    os.remove(os.path.join(folder, images[0]))
+    again = _a_fresh_grading_process(monkeypatch)
+    turns = []
+    monkeypatch.setattr(kernel_images.fcntl, "flock", lambda *args: turns.append(args))
+    assert kernel_images.folder_for(ex, tmp_path / "cache") == folder
+    assert len(again) == 1 and len(turns) == 1 and sorted(f for f in os.listdir(folder) if f.endswith(".cubin")) == images
 
 
 def test_a_host_folder_that_is_a_link_is_not_lent_to_the_children(tmp_path, monkeypatch):
