@@ -27,6 +27,8 @@ _HALVING = re.compile(r"(/=\s*2\b|>>=\s*1\b|=\s*\w+\s*/\s*2\b|=\s*\w+\s*>>\s*1\b
 # The variable of a loop that halves it every step: a tree reduction's stride.
 _HALVING_LOOP = re.compile(r"for\s*\(\s*(?:(?:unsigned|int|long|size_t|auto|const)\s+)*(\w+)\s*=[^;]*;[^;]*;\s*"
                            r"\1\s*(?:/=\s*2\b|>>=\s*1\b|=\s*\1\s*/\s*2\b|=\s*\1\s*>>\s*1\b)\s*\)")
+# The emulator's report of an access to an argument's buffer before its first element.
+_BEFORE_START = re.compile(r"out-of-bounds (read|write) of .*? (?:from|to) argument '(\w+)' .*?at element (-\d+)")
 # The emulator's report of an access past a shared array: the line, its statement and the thread.
 _SHARED_OUT_OF_BOUNDS = re.compile(r"out-of-bounds (?:read|write) of .*? (?:from|to) (?:dynamic shared memory|shared array)"
                                    r".*?line (\d+): `([^`]*)`.*?thread \((\d+),")
@@ -87,7 +89,20 @@ def refine_hint(hint: str, *, source: str, launch: dict, error: str = "", wrong_
         return (f"The block size {block} is not a power of two: a tree reduction that halves the stride "
                 f"({block} -> {block // 2} -> ... ) drops an element whenever the count is odd. Launch a power-of-two "
                 f"block (e.g. block=128 or 256), or let the tree handle odd counts.")
-    return hint
+    return _before_the_start(error) or hint
+
+
+def _before_the_start(error: str) -> str:
+    """The hint for an access the emulator caught at a negative element of an argument: a check of the lower end
+    missing, which a check ``if (i < n)`` does not make."""
+    m = _BEFORE_START.search(error)
+    if not m:
+        return ""
+    rw, name, at = m.groups()
+    return (f"The {rw} at element {at} of '{name}' falls before its first element: an index that went below 0 (a "
+            f"neighbour i - 1 of the first element, a pixel of the padding above or left of the map) was used with "
+            f"no check that it is >= 0. A bounds check covers both ends: 0 <= i < n (for a map, 0 <= y < H and "
+            f"0 <= x < W).")
 
 
 def _unguarded_tree_step(code: str, error: str, wrong_result: bool = False) -> str:

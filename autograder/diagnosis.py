@@ -169,7 +169,9 @@ def _elements(count: int) -> str:
 
 def _where(bad: np.ndarray, block: int, threads: int, n: int) -> str:
     """Where the wrong elements of a 1-D output lie, in terms of blocks and grid-stride passes."""
-    if bad.ndim != 1 or n < 2:
+    if bad.ndim != 1:
+        return _past_one_pass(bad, threads)
+    if n < 2:
         return ""
     idx = np.flatnonzero(bad)
     if idx.size == 0:
@@ -180,9 +182,7 @@ def _where(bad: np.ndarray, block: int, threads: int, n: int) -> str:
     k = int(idx.min())
     if k > 0 and idx.size >= 0.99 * (n - k):  # (nearly) every element from k on is wrong, every one before it right
         if k == threads:
-            return (f", every element from index {k} on (grid x block = {threads} threads, so each thread handled one "
-                    f"element): the kernel covers one pass of the grid only -- use a grid-stride loop "
-                    f"(i += blockDim.x * gridDim.x) so any grid covers any n")
+            return _one_pass_only(f"index {k}", threads)
         if k == block and threads > block:
             return (f", every element from index {k} = blockDim.x on, and none before it: those elements were "
                     f"processed by several blocks -- the grid-stride step must be the whole grid, "
@@ -201,3 +201,18 @@ def _where(bad: np.ndarray, block: int, threads: int, n: int) -> str:
             return (", only at the first or last thread of blocks (block edges): an off-by-one in the index, "
                     "or a bounds check at tile/block edges")
     return ""
+
+
+def _one_pass_only(first: str, threads: int) -> str:
+    return (f", every element from {first} on (grid x block = {threads} threads, so each thread handled one "
+            f"element): the kernel covers one pass of the grid only -- use a grid-stride loop "
+            f"(i += blockDim.x * gridDim.x) so any grid covers any n")
+
+
+def _past_one_pass(bad: np.ndarray, threads: int) -> str:
+    """For an output of several axes: every element wrong from flat index ``threads`` (the grid's threads) on, in
+    the order of its row-major flat index, and none before -- one element per thread, one pass of the grid."""
+    idx = np.flatnonzero(bad)
+    if idx.size == 0 or threads < 2 or int(idx.min()) != threads or idx.size < 0.99 * (bad.size - threads):
+        return ""
+    return _one_pass_only(f"flat (row-major) index {threads}", threads)

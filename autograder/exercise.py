@@ -162,11 +162,14 @@ class FormulaMistake:
 
     ``words`` say what the formula does wrong and what is right, as the hint ends ``Compared with the reference,
     the output is what the formula gives ...``; ``reference`` takes a case's inputs and returns the mistaken
-    formula's outputs, as ``Exercise.reference`` returns the right one's."""
+    formula's outputs, as ``Exercise.reference`` returns the right one's; ``error_scale``, where the mistaken
+    formula adds terms the right one has not (a value where the right one is 0), its own rounding scale, as
+    ``Exercise.error_scale`` gives the right one's (the larger of the two is used)."""
 
     key: str
     words: str
     reference: Callable[[Mapping], dict]
+    error_scale: Callable[[Mapping], dict] | None = None
 
 
 def reducing(name: str, *axes: int, kind: str = "sum") -> tuple[Reduction, ...]:

@@ -62,7 +62,8 @@ def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None, mistakes: M
         if arg.name in outputs and outputs[arg.name].shape != want:
             result.error = (f"{arg.name} has shape {outputs[arg.name].shape} for these inputs, but should have {want}: "
                             f"are the indices and their ranges right?")
-            result.hint = "print the inferred ranges with check_text(...).describe_ranges() to see where they differ"
+            result.hint = (_axes_differ(arg.name, outputs[arg.name].shape, want)
+                           or "print the inferred ranges with check_text(...).describe_ranges() to see where they differ")
             return result
     if outputs_dir:
         case_outputs.save(outputs_dir, f"case-{case['index']}", outputs)
@@ -70,6 +71,28 @@ def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None, mistakes: M
     if not result.passed:
         result.hint = mistakes.hint(result.label, pristine, expected, scales, outputs) or result.hint
     return result
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+
+
+def _axes_differ(name: str, got: tuple, want: tuple) -> str:
+    """What the shape ``got`` of output ``name`` shows against ``want``, where one reading alone fits: an axis left
+    out of the output, or two axes that have each other's sizes; '' otherwise (a range off is said by the error)."""
+    if len(got) == len(want) - 1:
+        left_out = [k for k in range(len(want)) if tuple(want[:k] + want[k + 1:]) == tuple(got)]
+        if len(left_out) == 1:
+            k = left_out[0]
+            return (f"{name} has no {_ORDINALS[k]} axis: the index of that axis is missing from "
+                    f"{name}(...) on the left, so each value of it is not kept apart -- an index on the right only is "
+                    f"summed over (or, read at one value, leaves the rest of its range out).")
+    if len(got) == len(want):
+        differ = [k for k in range(len(want)) if got[k] != want[k]]
+        if len(differ) == 2 and (got[differ[0]], got[differ[1]]) == (want[differ[1]], want[differ[0]]):
+            first, second = (_ORDINALS[k] for k in differ)
+            return (f"The {first} and {second} axes of {name} have each other's sizes: their indices are swapped "
+                    f"where they are read on the right (their ranges are inferred from there), or on the left.")
+    return ""
 
 
 def run_tc_request(request: dict, ex: Exercise, send) -> ExerciseResult:

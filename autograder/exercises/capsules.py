@@ -33,7 +33,7 @@ import numpy as np
 
 from kernels.capsules import capsule_prediction, capsule_prediction_backward
 
-from ..exercise import Exercise, ReferenceKernel, reducing
+from ..exercise import Exercise, FormulaMistake, ReferenceKernel, reducing
 from ._index_width import needs_64_bit_indices
 from ._parts import BLOCK_256, SHARED, extent, grid_key, one_dimensional_launch, tensor_inputs
 
@@ -112,6 +112,40 @@ def _shared_weights(record, output: str, operands: tuple[str, str]) -> dict:
     return {"reference": lambda inputs: compute(inputs, False), "error_scale": lambda inputs: compute(inputs, True)}
 
 
+def _mistake(key: str, words: str, record, output: str, operands: tuple[str, str], change) -> FormulaMistake:
+    """A common mistake of one of the exercises: the exercise's formula on the inputs as ``change`` (inputs ->
+    inputs) makes them, with its rounding scale on them."""
+    formula = _shared_weights(record, output, operands)
+    return FormulaMistake(key, words, lambda inputs: formula["reference"](change(inputs)),
+                          lambda inputs: formula["error_scale"](change(inputs)))
+
+
+def _rows_of_matrix_read(inputs) -> dict:
+    """W as a kernel reads it that finds the row of output capsule j alone (row j of its type's out_caps * out_dim
+    rows, at j * in_dim) for every d of that capsule."""
+    W = np.asarray(inputs["W"])
+    types, out_caps, out_dim, in_dim = W.shape
+    rows = W.reshape(types, out_caps * out_dim, in_dim)[:, :out_caps]
+    return {**inputs, "W": np.broadcast_to(rows[:, :, None, :], W.shape).copy()}
+
+
+def _columns_stepped_by_one(inputs) -> dict:
+    """W as a kernel reads it that steps down column k by 1 instead of by in_dim: term q at k + q of its type's
+    matrix in memory."""
+    W = np.asarray(inputs["W"])
+    types, out_caps, out_dim, in_dim = W.shape
+    rows = out_caps * out_dim
+    along = np.arange(rows)[:, None] + np.arange(in_dim)[None, :]
+    return {**inputs, "W": W.reshape(types, -1)[:, along].reshape(W.shape)}
+
+
+def _first_position(inputs) -> dict:
+    """The inputs of the first position alone: capsules i < types."""
+    types = inputs["types"]
+    return {**inputs, "in_caps": types, "u": np.asarray(inputs["u"])[:, :types],
+            "grad_u_hat": np.asarray(inputs["grad_u_hat"])[:, :types]}
+
+
 def _capsule_exercise(name: str, title: str, operands: tuple[str, str], output: str, record, description: str,
                       **extra):
     """One of the three exercises: ``name(const float* a, const float* b, float* output, sizes..., int types)``, one
@@ -146,6 +180,11 @@ CAPSULE_PREDICT = _capsule_exercise(
     source_check=needs_64_bit_indices(
         "The exercise needs sizes past 2^31 elements (u_hat of a large layer: batch 16,384 at DigitCaps' shape), "
         "where a 32-bit index overflows; the grader cannot allocate a case that large, so it reads the source."),
+    formula_mistakes=(_mistake(
+        "row of the output capsule", "with every d of output capsule j multiplied by one row of W: row j of the "
+        "type's out_caps * out_dim rows (at j * in_dim), where row j * out_dim + d belongs -- is the row of the output "
+        "element (j * out_dim + d) used where W's row is found, not j alone?",
+        PREDICT_REFERENCE, "u_hat", ("u", "W"), _rows_of_matrix_read),),
     reductions=reducing("W", 3))
 
 CAPSULE_GRAD_INPUT = _capsule_exercise(
@@ -154,6 +193,10 @@ CAPSULE_GRAD_INPUT = _capsule_exercise(
     "grad_u[b][i][k] = sum over j < out_caps and d < out_dim of W[i % types][j][d][k] * grad_u_hat[b][i][j][d] "
     "(for one sample and input capsule: the transpose of its shared matrix times the gradient of the ROW = "
     "out_caps * out_dim outputs). " + SHARING + " grad_u is [batch][in_caps][in_dim].",
+    formula_mistakes=(_mistake(
+        "column stepped by one", "with column k of W read one value apart: term q of the sum reads W at k + q of the "
+        "type's matrix, along a row, where k + q * in_dim (down column k, a row of in_dim values apart) belongs.",
+        GRAD_INPUT_REFERENCE, "grad_u", ("grad_u_hat", "W"), _columns_stepped_by_one),),
     reductions=reducing("grad_u_hat", 2, 3))
 
 CAPSULE_GRAD_WEIGHT = _capsule_exercise(
@@ -164,6 +207,11 @@ CAPSULE_GRAD_WEIGHT = _capsule_exercise(
     "grad_u_hat[b][p*types + t][j][d] * u[b][p*types + t][k]: a shared weight is used by every sample at every "
     "position, so its gradient is a reduction over both. " + SHARING + " grad_W is [types][out_caps][out_dim][in_dim].",
     # the batch is the one axis that is summed whole (the positions share the input capsule axis with the types)
-    reductions=reducing("grad_u_hat", 0))
+    reductions=reducing("grad_u_hat", 0),
+    formula_mistakes=(_mistake(
+        "first position alone", "with the sum over the batch alone, at the first position: the gradient of W[t] takes "
+        "capsule i = t only, where the capsules p * types + t of every position p, which share W[t], add their terms "
+        "too (a sum over the batch and the positions).",
+        GRAD_WEIGHT_REFERENCE, "grad_W", ("grad_u_hat", "u"), _first_position),))
 
 EXERCISES = [CAPSULE_PREDICT, CAPSULE_GRAD_INPUT, CAPSULE_GRAD_WEIGHT]

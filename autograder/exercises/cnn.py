@@ -24,7 +24,7 @@ import numpy as np
 
 from kernels.conv import conv2d, conv2d_backward, pooling
 
-from ..exercise import Exercise, LaunchConfig, ReferenceKernel, ceil_div, reducing, varied as _varied
+from ..exercise import Exercise, FormulaMistake, LaunchConfig, ReferenceKernel, ceil_div, reducing, varied as _varied
 from ._parts import BLOCK_256, grid_key, one_dimensional_launch, shapes
 
 NAIVE_REFERENCE = conv2d.KERNELS["conv2d_forward_naive"]
@@ -268,6 +268,32 @@ def max_pool(X, pool: int, stride: int) -> np.ndarray:
     return Y
 
 
+def max_pool_rows_apart(X, pool: int, stride: int, row_pitch: int) -> np.ndarray:
+    """float64 max pooling that reads the window's row dy at corner + dy*row_pitch + dx of X's memory (row_pitch W is
+    the right one); IndexError where that leaves X."""
+    X = np.asarray(X, np.float64)
+    planes, (H, W) = X.shape[0] * X.shape[1], X.shape[2:]
+    H_out, W_out = (H - pool) // stride + 1, (W - pool) // stride + 1
+    corner = (np.arange(planes)[:, None, None] * H * W + np.arange(H_out)[None, :, None] * stride * W
+              + np.arange(W_out)[None, None, :] * stride)
+    flat = X.ravel()
+    Y = np.full(corner.shape, -np.inf)
+    for dy in range(pool):
+        for dx in range(pool):
+            Y = np.maximum(Y, np.take(flat, corner + dy * row_pitch + dx, mode="raise"))
+    return Y.reshape(X.shape[:2] + (H_out, W_out))
+
+
+POOL_MISTAKES = (
+    FormulaMistake("window rows W_out apart",
+                   "with the rows of a window W_out = (W - pool) / stride + 1 apart in X instead of W: row dy of the "
+                   "window is read at corner + dy*W_out + dx, where corner + dy*W + dx belongs (a row of X is W "
+                   "values long).",
+                   lambda inputs: {"Y": max_pool_rows_apart(inputs["X"], inputs["pool"], inputs["stride"],
+                                                            (inputs["W"] - inputs["pool"]) // inputs["stride"] + 1)}),
+)
+
+
 def _pool_inputs(shape, rng):
     N, C, H, W, pool, stride = _pool_dims(shape)
     # Mean below zero: many windows are all negative (a maximum started at 0 is wrong there).
@@ -290,6 +316,7 @@ MAX_POOL_FORWARD = Exercise(
     make_inputs=_pool_inputs,
     reference=_pool_reference,
     error_scale=_pool_scale,
+    formula_mistakes=POOL_MISTAKES,
     rtol=1e-6,  # the maximum is exact in float32
     atol=1e-30,
     visible_shapes=POOL_VISIBLE,
@@ -341,6 +368,37 @@ def input_gradient(dY, Wf, H: int, W: int, stride: int) -> np.ndarray:
     return dX
 
 
+def input_gradient_every_tap(dY, Wf, H: int, W: int, stride: int) -> np.ndarray:
+    """float64 dE/dX as a kernel gives it that takes every tap p <= h, as at stride 1, with the window (h - p) /
+    stride rounded down: dY[n][m][(h - p) // stride][(w - q) // stride] * Wf[m][c][p][q] where the quotient is
+    inside dY, whether or not h - p is a multiple of stride."""
+    dY, Wf = np.asarray(dY, np.float64), np.asarray(Wf, np.float64)
+    N, M, H_out, W_out = dY.shape
+    K = Wf.shape[2]
+    dX = np.zeros((N, Wf.shape[1], H, W))
+    for p in range(K):
+        rows = np.arange(H) - p
+        row_in = (rows >= 0) & (rows // stride < H_out)
+        for q in range(K):
+            cols = np.arange(W) - q
+            col_in = (cols >= 0) & (cols // stride < W_out)
+            taken = dY[:, :, np.clip(rows // stride, 0, H_out - 1)][:, :, :, np.clip(cols // stride, 0, W_out - 1)]
+            dX += np.einsum("nmhw,mc->nchw", taken * (row_in[:, None] & col_in[None, :]), Wf[:, :, p, q])
+    return dX
+
+
+BACKWARD_MISTAKES = (
+    FormulaMistake("every tap taken",
+                   "with every tap p <= h taken, as at stride 1: (h - p) / stride is rounded down for the taps "
+                   "between two windows, whose h - p is no multiple of stride and which no window puts over pixel h "
+                   "-- only the taps p = h % stride, h % stride + stride, ... (and the same for q and w) add a term.",
+                   lambda inputs: {"dX": input_gradient_every_tap(inputs["dY"], inputs["Wf"], inputs["H"], inputs["W"],
+                                                                  inputs["stride"])},
+                   lambda inputs: {"dX": input_gradient_every_tap(np.abs(inputs["dY"]), np.abs(inputs["Wf"]),
+                                                                  inputs["H"], inputs["W"], inputs["stride"])}),
+)
+
+
 def _bwd_reference(inputs):
     return {"dX": input_gradient(inputs["dY"], inputs["Wf"], inputs["H"], inputs["W"], inputs["stride"])}
 
@@ -370,6 +428,7 @@ CONV2D_BACKWARD_INPUT = Exercise(
     make_inputs=_bwd_inputs,
     reference=_bwd_reference,
     error_scale=_bwd_scale,
+    formula_mistakes=BACKWARD_MISTAKES,
     visible_shapes=STRIDED_VISIBLE,
     hidden_shapes=STRIDED_HIDDEN,
     secret_shapes=lambda rng, launch: _conv_secret(rng, launch, lambda r: {"stride": int(r.integers(1, 4))}),

@@ -23,7 +23,7 @@ import numpy as np
 from kernels.conv import conv2d_gemm, im2col
 from kernels.gemm import sgemm
 
-from ..exercise import Exercise, LaunchConfig, ReferenceKernel, reducing
+from ..exercise import Exercise, FormulaMistake, LaunchConfig, ReferenceKernel, reducing
 from ._gemm import alpha_beta_probe, mnk as _mnk, secret_mn, tile_keys as _tile_keys, tiled_launch as _tiled_launch, varied
 from ._parts import BLOCK_256, grid_key, one_dimensional_launch, shapes
 
@@ -91,9 +91,77 @@ def _im2col_reference(inputs):
     return {"U": unroll(inputs["X"][n0:n0 + count], inputs["K"], inputs["pad"], inputs["stride"], inputs["dilation"])}
 
 
+def gathered(X, K: int, pad: int, stride: int, dilation: int, rows, cols) -> np.ndarray:
+    """float64 unrolled matrices of the samples of X at the output pixels (rows[p], cols[p]), whatever their number:
+    [s][c K^2 + i K + j][p] = X[s][c][rows[p] stride - pad + i dilation][cols[p] stride - pad + j dilation], 0
+    outside the map.  A kernel that finds a pixel, or a tap's place, wrongly still reads inside this pattern."""
+    X = np.asarray(X, np.float64)
+    S, C, H, W = X.shape
+    taps = np.arange(K) * dilation
+    ys = np.asarray(rows)[None, :] * stride - pad + taps[:, None]  # [i][p]
+    xs = np.asarray(cols)[None, :] * stride - pad + taps[:, None]  # [j][p]
+    inside = ((ys >= 0) & (ys < H))[:, None, :] & ((xs >= 0) & (xs < W))[None, :, :]  # [i][j][p]
+    U = X[:, :, np.clip(ys, 0, H - 1)[:, None, :], np.clip(xs, 0, W - 1)[None, :, :]] * inside
+    return U.reshape(S, C * K * K, len(rows))
+
+
+#: The ways the unroll goes wrong, each a change of what is gathered: (key, words, the unrolled matrices of
+#: the case's samples under it).  The im2col kernel stores them; the implicit GEMM multiplies them by Wmat.
+def _pixels(inputs, width: int | None = None):
+    """The output pixels (h, w) of the columns p < H_out W_out, found with ``width`` (default W_out) as the row's length."""
+    p = np.arange(inputs["H_out"] * inputs["W_out"])
+    width = inputs["W_out"] if width is None else width
+    return p // width, p % width
+
+
+def _samples(inputs):
+    n0, count = int(inputs.get("n0", 0)), int(inputs.get("count", inputs["X"].shape[0]))
+    return inputs["X"][n0:n0 + count]
+
+
+def _unrolled_as(inputs, X=None, stride=None, dilation=None, width=None, taps_swapped=False) -> np.ndarray:
+    U = gathered(_samples(inputs) if X is None else X, inputs["K"], inputs["pad"],
+                 inputs["stride"] if stride is None else stride, inputs["dilation"] if dilation is None else dilation,
+                 *_pixels(inputs, width))
+    if taps_swapped:
+        K = inputs["K"]
+        U = U.reshape(U.shape[0], -1, K, K, U.shape[-1]).swapaxes(2, 3).reshape(U.shape)
+    return U
+
+
+UNROLL_MISTAKES = (
+    ("stride 1", "with stride 1 for the receptive field: the input's row and column are h - pad + i*dilation and "
+                 "w - pad + j*dilation, where h*stride - pad + i*dilation and w*stride - pad + j*dilation belong -- "
+                 "is stride used where the window's corner is found?",
+     lambda inputs: _unrolled_as(inputs, stride=1)),
+    ("dilation 1", "with the filter's taps next to each other (dilation 1): the input's row and column are "
+                   "h*stride - pad + i and w*stride - pad + j, where i*dilation and j*dilation belong -- is dilation "
+                   "used where a tap's place is found?",
+     lambda inputs: _unrolled_as(inputs, dilation=1)),
+    ("pixel from H_out", "with the output pixel of column p found with H_out where W_out belongs (h = p / H_out, "
+                         "w = p % H_out): the rows of the output are W_out pixels long, so h = p / W_out, "
+                         "w = p % W_out.",
+     lambda inputs: _unrolled_as(inputs, width=inputs["H_out"])),
+    ("taps transposed", "with the filter's taps transposed: tap (i, j) taken as (j, i), so row c*K*K + i*K + j holds "
+                        "the tap at row j and column i of the window -- is i the tap's row (k / K % K) and j its "
+                        "column (k % K)?",
+     lambda inputs: _unrolled_as(inputs, taps_swapped=True)),
+)
+
+
 def _im2col_scale(inputs):
     # A copy is exact: the tolerance only forgives nothing but the last bit, and padding must be 0.
     return {"U": np.abs(_im2col_reference(inputs)["U"])}
+
+
+IM2COL_MISTAKES = (
+    FormulaMistake("samples from 0",
+                   "with the samples counted from 0, not from n0: sample s is read at X[s], where X[n0 + s] belongs "
+                   "-- is n0 added to the sample's index where X is read?",
+                   lambda inputs: {"U": _unrolled_as(inputs, X=inputs["X"][:inputs["count"]])}),
+    *(FormulaMistake(key, words, lambda inputs, unrolled=unrolled: {"U": unrolled(inputs)})
+      for key, words, unrolled in UNROLL_MISTAKES),
+)
 
 
 def _im2col_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
@@ -130,6 +198,7 @@ IM2COL = Exercise(
     make_inputs=_im2col_inputs,
     reference=_im2col_reference,
     error_scale=_im2col_scale,
+    formula_mistakes=IM2COL_MISTAKES,
     rtol=1e-7,
     atol=0.0,
     visible_shapes=IM2COL_VISIBLE,
@@ -271,9 +340,9 @@ def _conv_inputs(shape, rng):
             "H_out": H_out, "W_out": W_out}
 
 
-def _convolution(X, Wmat, inputs) -> np.ndarray:
-    """Y[n][m][p] = sum over taps k of Wmat[m][k] U[n][k][p] in float64, U the dilated unroll of X."""
-    U = unroll(X, inputs["K"], inputs["pad"], inputs["stride"], inputs["dilation"])
+def _convolution(X, Wmat, inputs, U=None) -> np.ndarray:
+    """Y[n][m][p] = sum over taps k of Wmat[m][k] U[n][k][p] in float64, U the dilated unroll of X (or ``U``)."""
+    U = unroll(X, inputs["K"], inputs["pad"], inputs["stride"], inputs["dilation"]) if U is None else U
     Y = np.einsum("mk,nkp->nmp", np.asarray(Wmat, np.float64), U)
     return Y.reshape(Y.shape[0], Y.shape[1], inputs["H_out"], inputs["W_out"])
 
@@ -284,6 +353,12 @@ def _conv_reference(inputs):
 
 def _conv_scale(inputs):
     return {"Y": _convolution(np.abs(inputs["X"]), np.abs(inputs["Wmat"]), inputs)}
+
+
+CONV_MISTAKES = tuple(
+    FormulaMistake(key, words, lambda inputs, unrolled=unrolled: {"Y": _convolution(inputs["X"], inputs["Wmat"], inputs,
+                                                                                    unrolled(inputs))})
+    for key, words, unrolled in UNROLL_MISTAKES)
 
 
 def _conv_launch(shape, launch) -> LaunchConfig:
@@ -318,6 +393,7 @@ CONV2D_GEMM_FORWARD = Exercise(
     make_inputs=_conv_inputs,
     reference=_conv_reference,
     error_scale=_conv_scale,
+    formula_mistakes=CONV_MISTAKES,
     visible_shapes=CONV_VISIBLE,
     hidden_shapes=CONV_HIDDEN,
     secret_shapes=_conv_secret,

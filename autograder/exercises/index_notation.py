@@ -27,7 +27,7 @@ import numpy as np
 from kernels.index_notation import generated
 from kernels.index_notation.examples import MV
 
-from ..exercise import Exercise, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, reducing
+from ..exercise import Exercise, FormulaMistake, LaunchConfig, LaunchKey, ReferenceKernel, ceil_div, reducing
 from ..exercise import varied as _varied
 from ._parts import shapes
 
@@ -46,13 +46,20 @@ def _f64(a) -> np.ndarray:
 
 
 def _tc_exercise(name, title, signature, make_inputs, output, compute, visible, hidden, secret, flops, bytes_moved,
-                 description, reductions=()) -> Exercise:
+                 description, reductions=(), mistakes=()) -> Exercise:
     """An index-notation exercise: correctness only.  ``signature`` is the first line of the comprehension asked
     for (what the student's cell starts with); ``compute(inputs, magnitude)`` its float64 result from the inputs
-    (from their magnitudes when ``magnitude``: the error scale of a sum of products)."""
+    (from their magnitudes when ``magnitude``: the error scale of a sum of products); ``mistakes``, (key, words,
+    compute) of the common ways to get it wrong, each named when the output shows it
+    (:class:`~autograder.exercise.FormulaMistake`, its scale from the magnitudes as well)."""
 
     def magnitudes(inputs):
         return {key: np.abs(value) if isinstance(value, np.ndarray) else value for key, value in inputs.items()}
+
+    formula_mistakes = tuple(
+        FormulaMistake(key, words, lambda inputs, wrong=wrong: {output: wrong(inputs)},
+                       lambda inputs, wrong=wrong: {output: wrong(magnitudes(inputs))})
+        for key, words, wrong in mistakes)
 
     return Exercise(
         name=name, title=title, kernel=name, signature=signature, make_inputs=make_inputs,
@@ -60,7 +67,7 @@ def _tc_exercise(name, title, signature, make_inputs, output, compute, visible, 
         error_scale=lambda inputs: {output: compute(magnitudes(inputs))},
         visible_shapes=visible, hidden_shapes=hidden, secret_shapes=secret, launch_keys=(), launch_config=_no_launch,
         correctness_points=5.0, speed_points=0.0, reference_kernel=None, flops=flops, bytes_moved=bytes_moved,
-        description=description, language="tc", reductions=reductions)
+        description=description, language="tc", reductions=reductions, formula_mistakes=formula_mistakes)
 
 
 # ------------------------------------------------------------------------------ 1. batched product, Y transposed
@@ -97,12 +104,18 @@ def pooled(H: int, W: int) -> tuple[int, int]:
 
 def _avgpool(inputs) -> np.ndarray:
     X = _f64(inputs["X"])
+    return _windows(X, 3, np.add) / 9
+
+
+def _windows(X, window: int, combine) -> np.ndarray:
+    """``combine`` over the window x window values at rows 2i.., columns 2j.. of X, for the output of 3 x 3 windows
+    at stride 2 (np.add: their sum; np.maximum: their largest)."""
     Ho, Wo = pooled(*X.shape[2:])
-    Y = np.zeros((*X.shape[:2], Ho, Wo))
-    for u in range(3):
-        for v in range(3):
-            Y += X[:, :, u:u + 2 * (Ho - 1) + 1:2, v:v + 2 * (Wo - 1) + 1:2]
-    return Y / 9
+    Y = np.full((*X.shape[:2], Ho, Wo), 0.0 if combine is np.add else -np.inf)
+    for u in range(window):
+        for v in range(window):
+            Y = combine(Y, X[:, :, u:u + 2 * (Ho - 1) + 1:2, v:v + 2 * (Wo - 1) + 1:2])
+    return Y
 
 
 NCHW = "N C H W"
@@ -118,7 +131,14 @@ TC_AVGPOOL = _tc_exercise(
     bytes_moved=lambda s: 4.0 * s["N"] * s["C"] * (s["H"] * s["W"] + pooled(s["H"], s["W"])[0] * pooled(s["H"], s["W"])[1]),
     description="Y(n,c,i,j) = the mean of X over the 3 x 3 window at rows 2i .. 2i+2 and columns 2j .. 2j+2: windows "
                 "that overlap by one row and column; Y is N x C x (floor((H-3)/2) + 1) x (floor((W-3)/2) + 1).",
-    reductions=reducing("X", 2, 3))
+    reductions=reducing("X", 2, 3),
+    mistakes=(("maximum", "with the largest value of each window where its mean belongs: max=! where the sum of the "
+                          "window's nine values divided by nine (+=! ... / 9) is asked for.",
+               lambda inputs: _windows(_f64(inputs["X"]), 3, np.maximum)),
+              ("2 x 2 windows", "with windows of two by two values (the chapter's avgpool2x2: the mean of X at rows 2i, "
+                                "2i+1 and columns 2j, 2j+1) where windows of three by three belong: u and v each run "
+                                "over three values, and the sum is divided by nine.",
+               lambda inputs: _windows(_f64(inputs["X"]), 2, np.add) / 4)))
 
 
 # ------------------------------------------------------------------------------ 3. depthwise convolution, depth multiplier
@@ -136,6 +156,12 @@ def _depthwise(inputs) -> np.ndarray:
         for v in range(K):
             Y += X[:, :, None, u:u + H - K + 1, v:v + W - K + 1] * F[None, :, :, u, v, None, None]
     return Y
+
+
+def _depthwise_channels_summed(inputs) -> np.ndarray:
+    """The output of an ordinary convolution over the channels (sum over c of X(n,c) with F(c,q)), the same for every c."""
+    Y = _depthwise(inputs).sum(axis=1, keepdims=True)
+    return np.broadcast_to(Y, (Y.shape[0], np.shape(inputs["X"])[1], *Y.shape[2:])).copy()
 
 
 def _dw_out(s) -> int:
@@ -156,7 +182,11 @@ TC_DEPTHWISE = _tc_exercise(
     description="Y(n,c,q,h,w) = sum over kh, kw of X(n,c,h+kh,w+kw) * F(c,q,kh,kw): each input channel c convolved "
                 "with Q filters of its own (the depth multiplier of MobileNet's depthwise layers: Y, N x C x Q x H' x W', "
                 "is the NCHW output of C*Q maps, map c*Q + q); no sum over channels, no padding, stride 1.",
-    reductions=reducing("F", 2, 3))
+    reductions=reducing("F", 2, 3),
+    mistakes=(("channels summed", "with the channels summed, as in an ordinary convolution: every Y(n,c,q,h,w) holds the "
+                                  "sum over all channels of X(n,c',..) * F(c',q,..), where a depthwise convolution "
+                                  "keeps channel c apart -- c is an index of the output, read in X and F as c.",
+               _depthwise_channels_summed),))
 
 
 # ------------------------------------------------------------------------------ 4. capsule predictions, shared matrices
@@ -183,7 +213,10 @@ TC_CAPSULE = _tc_exercise(
     description="u_hat(b,p,t,j,d) = sum over e of W(t,j,d,e) * u(b,p,t,e): the input capsule of type t at position p "
                 "of the grid predicts every output capsule j through the D x E matrix W(t,j) of its type, the same at "
                 "every position (a convolutional capsule layer's weight sharing).",
-    reductions=reducing("W", 3))
+    reductions=reducing("W", 3),
+    mistakes=(("products squared", "with every product squared: the sum over e of (W(t,j,d,e) * u(b,p,t,e))^2, where "
+                                   "the sum of the products W(t,j,d,e) * u(b,p,t,e) belongs (each factor once).",
+               lambda i: np.einsum("tjde,bpte->bptjd", _f64(i["W"]) ** 2, _f64(i["u"]) ** 2)),))
 
 
 # ------------------------------------------------------------------------------ 5. beat the generated kernel, N vectors

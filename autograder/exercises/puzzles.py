@@ -20,7 +20,7 @@ import numpy as np
 
 from kernels.runtime.versions import LaunchConfig, launch_1d
 
-from ..exercise import Exercise, Reduction, reducing, varied
+from ..exercise import Exercise, FormulaMistake, Reduction, reducing, varied
 from ._parts import shapes
 
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -279,8 +279,9 @@ SHARED_REVERSE = _puzzle(
 # ------------------------------------------------------------------ 8. pooling
 
 
-def pooling_spec(a):
-    windows = [a[2 * j:2 * j + 3] for j in range((len(a) + 1) // 2)]
+def pooling_spec(a, step: int = 2):
+    """out[j] = the largest of a[step j .. step j + 2] (those that exist), j < ceil(n / 2); ``step`` 2 is the puzzle's."""
+    windows = [a[step * j:step * j + 3] for j in range((len(a) + 1) // 2)]
     return np.array([window.max() for window in windows])
 
 
@@ -295,6 +296,10 @@ POOLING = _puzzle(
     hidden_shapes=({"n": 1}, {"n": 2}, {"n": 3}, {"n": 17}, {"n": 100}),
     secret_shapes=_sizes(40, 300, 2),
     launch_config=_blocks_for(lambda shape: (_n(shape) + 1) // 2),
+    formula_mistakes=(FormulaMistake(
+        "windows one apart", "with windows one element apart: window j starts at a[j], where a[2j] belongs (the "
+        "windows of 3 move by 2, overlapping by one).",
+        lambda inputs: {"out": pooling_spec(_f64(inputs["a"]), step=1)}),),
     thread_map={"n": 13},
     points=2.0,
     description=f"out[j] = the largest of a[2j], a[2j+1], a[2j+2] (those that exist), for j < ceil(n / 2): windows "
@@ -339,9 +344,10 @@ DOT = _puzzle(
 # ------------------------------------------------------------------ 10. conv1d
 
 
-def conv1d_spec(a, w):
-    r = len(w) // 2
-    padded = np.concatenate([np.zeros(r), a, np.zeros(r)])
+def conv1d_spec(a, w, r: int | None = None):
+    """out[i] = sum over j of w[j] a[i + j - r], a being 0 outside it; ``r`` None: k / 2, the centred filter."""
+    r = len(w) // 2 if r is None else r
+    padded = np.concatenate([np.zeros(r), a, np.zeros(len(w))])
     return np.array([np.dot(w, padded[i:i + len(w)]) for i in range(len(a))])
 
 
@@ -363,6 +369,10 @@ CONV1D = _puzzle(
     make_inputs=_conv_inputs,
     reference=lambda inputs: {"out": conv1d_spec(_f64(inputs["a"]), _f64(inputs["w"]))},
     error_scale=lambda inputs: {"out": conv1d_spec(np.abs(_f64(inputs["a"])), np.abs(_f64(inputs["w"])))},
+    formula_mistakes=(FormulaMistake(
+        "filter not centred", "with the filter not centred: out[i] = sum over j of w[j] a[i + j], where "
+        "a[i + j - k/2] belongs -- does the window (the tile of the block) start k/2 elements before the output's "
+        "element?", lambda inputs: {"out": conv1d_spec(_f64(inputs["a"]), _f64(inputs["w"]), r=0)}),),
     visible_shapes=shapes("n k", [(16, 3), (13, 5)]),
     hidden_shapes=shapes("n k", [(1, 3), (8, 1), (9, 7), (30, 3), (100, 5)]),
     secret_shapes=_conv_secret,
