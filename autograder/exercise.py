@@ -162,11 +162,15 @@ class FormulaMistake:
 
     ``words`` say what the formula does wrong and what is right, as the hint ends ``Compared with the reference,
     the output is what the formula gives ...``; ``reference`` takes a case's inputs and returns the mistaken
-    formula's outputs, as ``Exercise.reference`` returns the right one's."""
+    formula's outputs, as ``Exercise.reference`` returns the right one's.  The right formula's error scale serves
+    the mistaken one too (its terms are of the same size), except where the rounding scales with the result
+    itself (a BF16 output): ``result_scale`` takes the mistaken formula's outputs and returns that part of its
+    scale, the larger of the two then serving."""
 
     key: str
     words: str
     reference: Callable[[Mapping], dict]
+    result_scale: Callable[[Mapping], dict] | None = None
 
 
 def reducing(name: str, *axes: int, kind: str = "sum") -> tuple[Reduction, ...]:

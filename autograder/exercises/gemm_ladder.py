@@ -36,8 +36,8 @@ from kernels.gemm import sgemm, sgemm_bf16
 from kernels.runtime.signature import strip_comments
 from kernels.runtime.versions import KernelVersion
 
-from ..exercise import Exercise, LaunchConfig, ReferenceKernel, reducing
-from ._gemm import alpha_beta_probe, mnk, nan_reaches, not_read, secret_mn, tile_keys, tiled_launch, varied
+from ..exercise import Exercise, FormulaMistake, LaunchConfig, ReferenceKernel, reducing
+from ._gemm import alpha_beta_probe, epilogue_left_out, mnk, nan_reaches, not_read, secret_mn, tile_keys, tiled_launch, varied
 from ._parts import shapes
 
 #: The fraction of cuBLAS's speed each rung's kernel reaches on one GPU in one run (an H100, M = N = K = 4096):
@@ -302,6 +302,23 @@ def _bf16_scale(inputs):
     return {"C": np.abs(_bf16_reference(inputs)["C"]) + TERMS_SHARE * terms}
 
 
+#: The rows and columns of one WMMA fragment of B (m16n16k16).
+FRAGMENT = 16
+
+
+def _b_fragments_transposed(inputs):
+    """C with every 16 x 16 block of B (N x K, zero past its edges) read transposed, B's rows where its columns
+    belong: a matrix_b fragment loaded in the other layout (row_major where B^T, held as B, needs col_major)."""
+    B = np.asarray(inputs["B"], np.float64)
+    N, K = B.shape
+    n_pad, k_pad = -(-N // FRAGMENT) * FRAGMENT, -(-K // FRAGMENT) * FRAGMENT
+    padded = np.zeros((n_pad, k_pad))
+    padded[:N, :K] = B
+    blocks = padded.reshape(n_pad // FRAGMENT, FRAGMENT, k_pad // FRAGMENT, FRAGMENT)
+    misread = blocks.transpose(0, 3, 2, 1).reshape(n_pad, k_pad)[:N, :K]
+    return {"C": _axpby(inputs["A"], misread, inputs["C"], float(inputs["alpha"]), float(inputs["beta"]))}
+
+
 def _bf16_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
     M, N = secret_mn(rng, launch, 64, most=1)
     return [{"M": M, "N": N, "K": int(rng.integers(2, 33)), "alpha": float(rng.choice([0.5, -1.25, 2.0])),
@@ -330,6 +347,11 @@ BF16_WMMA = _rung(
                                      (65, 33, 48, 1.0, 1.0), (16, 16, 8, 0.25, 3.0))),
     secret_shapes=_bf16_secret,
     probe=alpha_beta_probe(_bf16_inputs),
+    formula_mistakes=(epilogue_left_out(_bf16_reference), FormulaMistake(
+        "B fragments transposed", "with every 16 x 16 block of B read transposed (B[n0 + q][k0 + p] where B[n0 + p][k0 + "
+        "q] belongs): B's fragments hold its rows where its columns belong -- B is N x K, so B^T's matrix_b fragment "
+        "is loaded col_major from it, not row_major", _b_fragments_transposed,
+        result_scale=lambda outputs: {"C": np.abs(outputs["C"])})),
     peak_over_fp32=TENSOR_CORES_OVER_FP32,
     label=lambda shape: _label(shape, f"alpha={shape['alpha']:g}, beta={shape['beta']:g}"),
     description=("C[i][j] = alpha * (sum over k < K of A[i][k] * B[j][k]) + beta * C[i][j] for i < M, j < N: A is M x K "
