@@ -240,6 +240,26 @@ def _batched_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
     return [{"M": M, "N": N, "K": int(rng.integers(2, 60)) | 1, "batch": int(rng.integers(2, 4))}]
 
 
+#: k per stage of a double-buffered k-loop, the sizes whose last stage fetched one step short is named.
+K_STEPS = (8, 16, 32)
+
+
+def _last_k_tile_again(step: int) -> FormulaMistake:
+    """C with the last k-tile of ``step`` replaced by the one before it, multiplied again: the next tile fetched
+    while t + 2 < tiles, so the last one's buffer is filled with what the registers last held."""
+    def reference(inputs):
+        A, B = np.asarray(inputs["A"], np.float64), np.asarray(inputs["B"], np.float64)
+        tiles = -(-A.shape[-1] // step)
+        if tiles < 2:
+            return {"C": _product(A, B)}
+        kept, again = slice(0, (tiles - 1) * step), slice((tiles - 2) * step, (tiles - 1) * step)
+        return {"C": _product(A[..., kept], B[..., kept, :]) + _product(A[..., again], B[..., again, :])}
+    return FormulaMistake(
+        f"last k-tile of {step} again", f"with the last k-tile (k-tiles of {step}) replaced by the one before it, "
+        f"multiplied twice: the last tile is never fetched, and its buffer gets what the registers last held -- is "
+        f"tile t + 1 fetched while t + 1 < tiles?", reference)
+
+
 # Visible: one whole tile, a batch of two and of three (one of them a single row), sizes no multiple of a tile.
 # Hidden: four 1 x 1 x 1 products, skinny products in batches, an inner dimension of 1, one product of primes.
 BATCHED_AXES = "M N K batch"
@@ -248,6 +268,7 @@ WARP_TILES = _rung(
     ((0.70, 1.0), (0.60, 0.75), (0.50, 0.5), (0.40, 0.25)), tile=128, threads=128,
     name="sgemm_warp_tiles",
     reductions=reducing("A", 2),
+    formula_mistakes=tuple(_last_k_tile_again(step) for step in K_STEPS),
     title="Warp tiles, double-buffered, for a batch of products",
     signature="sgemm_warp_tiles(int M, int N, int K, const float* A, const float* B, float* C, int batch)",
     make_inputs=_batched_inputs,

@@ -16,6 +16,7 @@ from autograder.exercises import get_exercise
 from autograder.mistakes import MIN_OUTPUT_ELEMENTS, MistakeFinder, name_the_mistake, names_a_mistake
 from autograder.result import ExerciseResult, ShapeResult
 from autograder.scoring import score_correctness
+from autograder.tc_grading import _indices_reordered
 from autograder.verdict import case_data
 
 
@@ -232,3 +233,15 @@ def test_a_mistake_on_a_bf16_output_is_judged_within_the_rounding_of_its_own_val
     assert not names_a_mistake(name_the_mistake(unscaled, inputs, expected, scales, misread))
     right = {"C": expected["C"].astype(bf16).astype(np.float32)}
     assert name_the_mistake(ex, inputs, expected, scales, right) == ""
+
+
+def test_a_comprehension_whose_result_has_its_indices_in_another_order_is_told_which():
+    ex, inputs, expected, scales = _case("tc_batched_matmul", {"B": 2, "M": 3, "K": 4, "N": 5})
+    want = expected["Z"]
+    hint = _indices_reordered(ex, "Z", want.transpose(0, 2, 1).astype(np.float32), want, scales["Z"])
+    assert "Z[i][k][j] of the right result is where Z[i][j][k] is" in hint, hint
+    rotated = want.transpose(1, 2, 0)  # rotated[i][j][k] = want[k][i][j]
+    hint = _indices_reordered(ex, "Z", rotated.astype(np.float32), want, scales["Z"])
+    assert "Z[k][i][j] of the right result is where Z[i][j][k] is" in hint, hint
+    wrong = want.transpose(0, 2, 1) * 1.5  # the shape of the transpose, other values: not the result reordered
+    assert _indices_reordered(ex, "Z", wrong.astype(np.float32), want, scales["Z"]) == ""
