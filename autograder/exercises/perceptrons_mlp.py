@@ -297,10 +297,25 @@ def _input_slope_of_z(inputs):
     return {"dX": (inputs["dY"].astype(np.float64) @ inputs["W"].astype(np.float64)) * s * (1.0 - s)}
 
 
+#: Sizes of a fixed array a kernel may cache a row of dY in, whose sum then stops at that many outputs.
+CACHE_SIZES = (32, 64, 128, 256)
+
+
+def _first_outputs(count: int):
+    """dX from the first ``count`` outputs' terms alone (all of them where there are no more)."""
+    def reference(inputs):
+        dY = inputs["dY"].astype(np.float64)
+        return _input_reference({**inputs, "dY": np.where(np.arange(dY.shape[1]) < count, dY, 0.0)})
+    return reference
+
+
 INPUT_MISTAKES = (
     FormulaMistake("sigmoid of the output", "with the sigmoid's slope taken as sigmoid(X) (1 - sigmoid(X)), as if X "
                    "were the sigmoid's input: X is already its output, so the slope is X (1 - X)",
                    _input_slope_of_z),
+    *(FormulaMistake(f"first {count} outputs", f"with the sum over j stopped after the first {count} outputs, the "
+                     f"others left out: a row of dY cached in a fixed array of {count}, or a loop bounded by "
+                     f"{count} -- the sum runs over all out_features", _first_outputs(count)) for count in CACHE_SIZES),
 )
 
 
