@@ -122,6 +122,21 @@ def _linear(inputs, magnitudes: bool) -> np.ndarray:
     return np.maximum(out, 0.0) if inputs["epilogue"] & RELU and not magnitudes else out
 
 
+#: Widths of a block's tile of C whose bias read by the column within the tile is named.
+TILE_WIDTHS = (16, 32, 64, 128, 256)
+
+
+def _bias_of_the_tile_column(width: int) -> FormulaMistake:
+    """C with column j given the bias of column j % ``width``: the column within a block's tile, not within C."""
+    def reference(inputs):
+        bias = np.asarray(inputs["bias"])
+        return {"C": _linear({**inputs, "bias": bias[np.arange(bias.size) % width]}, magnitudes=False)}
+    return FormulaMistake(
+        f"bias of the tile column {width}", f"with column j given the bias of column j % {width}: the bias is read "
+        f"at the column within the block's tile (tiles {width} wide), not at the column of C -- is its index the "
+        f"tile's first column plus the thread's?", reference)
+
+
 def _linear_probe(shape, run) -> str:
     """Names a bias read without its bit, and a ReLU taken before the bias is added (seen with A all zeros, where the
     answer is max(bias, 0))."""
@@ -152,6 +167,7 @@ REGISTER_TILES = _rung(
     tile=128, threads=256,
     name="sgemm_register_tiles",
     reductions=reducing("A", 1),
+    formula_mistakes=tuple(_bias_of_the_tile_column(width) for width in TILE_WIDTHS),
     title="2-D register tiles: a linear layer's product with its bias and ReLU",
     signature=("sgemm_register_tiles(int M, int N, int K, const float* A, const float* B, const float* bias, "
                "float* C, int epilogue)"),
