@@ -83,7 +83,7 @@ def diagnose(
         where = _where(bad, block, threads, n)
         return _sentence(f"{_elements(cmp['n_bad'])} never updated (still holding the input value){where}")
     if prefill == "nan" and np.all(nan_bad):
-        where = _where(bad, block, threads, n)
+        where = _where(bad, block, threads, n) or _grid_axes_swapped(bad, config)
         return _sentence(f"{_elements(cmp['n_bad'])} never written (still holding the NaN the grader filled the output with){where}")
     if np.any(nan_bad):
         return ("NaN in the output where the answer is a number: a value was read before it was written -- an accumulator "
@@ -165,6 +165,24 @@ def _sentence(text: str) -> str:
 
 def _elements(count: int) -> str:
     return "1 element was" if count == 1 else f"{count} elements were"
+
+
+def _grid_axes_swapped(bad: np.ndarray, config: LaunchConfig) -> str:
+    """Where a launch lays a thread per element of a 2-D output, x along its columns, and the elements left unwritten
+    are exactly those outside the rows its x covers and the columns its y covers (a kernel taking its row from x and
+    its column from y), those words; else ''."""
+    if bad.ndim != 2 or config.grid[2] != 1 or config.block[2] != 1:
+        return ""
+    along_x, along_y = config.grid[0] * config.block[0], config.grid[1] * config.block[1]
+    if along_x < bad.shape[1] or along_y < bad.shape[0]:
+        return ""  # not a thread per element with x along the columns: the words would not hold
+    rows, cols = np.indices(bad.shape)
+    swapped = ~((rows < along_x) & (cols < along_y))
+    if not np.any(swapped) or not np.array_equal(bad, swapped):
+        return ""
+    return (f", and they are exactly those outside rows < {along_x} (grid x block along x) and columns < {along_y} "
+            f"(along y): the kernel takes its row from the x index and its column from y, where the launch lays x "
+            f"along the columns -- are x and y swapped in the index computation?")
 
 
 def _where(bad: np.ndarray, block: int, threads: int, n: int) -> str:

@@ -162,14 +162,17 @@ class FormulaMistake:
 
     ``words`` say what the formula does wrong and what is right, as the hint ends ``Compared with the reference,
     the output is what the formula gives ...``; ``reference`` takes a case's inputs and returns the mistaken
-    formula's outputs, as ``Exercise.reference`` returns the right one's; ``error_scale``, where the mistaken
-    formula adds terms the right one has not (a value where the right one is 0), its own rounding scale, as
-    ``Exercise.error_scale`` gives the right one's (the larger of the two is used)."""
+    formula's outputs, as ``Exercise.reference`` returns the right one's.  The right formula's error scale serves
+    the mistaken one too (its terms are of the same size), except where ``error_scale`` gives the mistaken
+    formula's own (from the case's inputs: it adds terms the right one has not, a value where the right one is 0)
+    or ``result_scale`` the part of it that grows with its result (from its outputs: a BF16 output); the largest
+    then serves."""
 
     key: str
     words: str
     reference: Callable[[Mapping], dict]
     error_scale: Callable[[Mapping], dict] | None = None
+    result_scale: Callable[[Mapping], dict] | None = None
 
 
 def reducing(name: str, *axes: int, kind: str = "sum") -> tuple[Reduction, ...]:

@@ -241,10 +241,13 @@ def _corner(x, shape: tuple) -> np.ndarray:
 
 def _mistaken(mistake: FormulaMistake, inputs: dict, scales: dict, got: dict) -> Callable[[], dict | None]:
     """The outputs of ``mistake``'s formula on the case's inputs, with the right formula's rounding scale (the
-    mistaken formula rounds on terms of the same size), or its own where it gives one and that is larger."""
+    mistaken formula rounds on terms of the same size), or the largest of it and the mistake's own."""
     def outputs():
         result = mistake.reference({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in inputs.items()})
         own = mistake.error_scale(dict(inputs)) if mistake.error_scale is not None else {}
+        if mistake.result_scale is not None:
+            for name, scale in mistake.result_scale(result).items():
+                own[name] = np.maximum(own[name], scale) if name in own else scale
         return {name: (result[name], np.maximum(scales[name], own[name]) if name in own else scales[name])
                 for name in got if name in result}
     return outputs

@@ -9,6 +9,7 @@ reference, through the same comparison as the CUDA exercises.
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -17,7 +18,7 @@ from kernels.runtime import errors as E
 
 from . import case_outputs
 from .checker import _shape_dict, backend_for
-from .comparison import CaseError
+from .comparison import CaseError, compare
 from .exercise import Exercise
 from .mistakes import MistakeFinder
 from .result import ExerciseResult, ShapeResult
@@ -42,6 +43,23 @@ def _interface_problem(ex: Exercise, cd) -> str:
     return ""
 
 
+def _indices_reordered(ex: Exercise, name: str, got: np.ndarray, want: np.ndarray, scale) -> str:
+    """Where ``got`` is the right ``want`` with its axes in another order (a left-hand side whose indices are listed
+    in another order than the exercise's), that order in words; else ''."""
+    letters = "ijklmn"[:want.ndim]
+    scale = np.broadcast_to(np.asarray(scale, np.float64), want.shape)
+    for order in itertools.permutations(range(want.ndim)):
+        if list(order) == sorted(order) or got.shape != tuple(want.shape[a] for a in order):
+            continue
+        if not compare(np.asarray(got, np.float64), want.transpose(order), scale.transpose(order), ex.rtol,
+                       ex.atol)["n_bad"]:
+            stored = "][".join(letters[a] for a in np.argsort(order))  # got[i][j].. holds want[stored]
+            return (f"{name} holds the right values with its indices in another order: {name}[{stored}] of the "
+                    f"right result is where {name}[{']['.join(letters)}] is (the result transposed) -- are the "
+                    f"indices on the left-hand side in the order the exercise gives them?")
+    return ""
+
+
 def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None, mistakes: MistakeFinder) -> ShapeResult:
     from kernels.index_notation import TcShapeError  # deferred: as in run_tc_request
 
@@ -62,7 +80,9 @@ def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None, mistakes: M
         if arg.name in outputs and outputs[arg.name].shape != want:
             result.error = (f"{arg.name} has shape {outputs[arg.name].shape} for these inputs, but should have {want}: "
                             f"are the indices and their ranges right?")
-            result.hint = (_axes_differ(arg.name, outputs[arg.name].shape, want)
+            result.hint = (_indices_reordered(ex, arg.name, outputs[arg.name], np.asarray(expected[arg.name]),
+                                              scales[arg.name])
+                           or _axes_differ(arg.name, outputs[arg.name].shape, want)
                            or "print the inferred ranges with check_text(...).describe_ranges() to see where they differ")
             return result
     if outputs_dir:

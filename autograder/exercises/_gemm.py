@@ -5,7 +5,8 @@
   ``shared``) and that launch, over a number of layers (the samples of a convolution, a batch of products);
 * shapes drawn per student that are a multiple of neither the student's tiles nor 32;
 * probes that name what an output full of NaN or a wrong factor hides: an input read where the exercise says it
-  is not (C where beta is 0, a bias the epilogue does not add), alpha applied to beta C too.
+  is not (C where beta is 0, a bias the epilogue does not add), alpha applied to beta C too;
+* the epilogue left out, the mistake a product with alpha and beta shows when it is the chapter's plain A B.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from kernels.gemm.sgemm import TILE
 from kernels.runtime.versions import LaunchConfig
 
-from ..exercise import LaunchKey, ceil_div, varied as _varied
+from ..exercise import FormulaMistake, LaunchKey, ceil_div, varied as _varied
 from ._parts import SHARED
 
 
@@ -98,3 +99,11 @@ def alpha_beta_probe(make_inputs, output: str = "C"):
         return ""
 
     return probe
+
+
+def epilogue_left_out(reference, output: str = "C") -> FormulaMistake:
+    """The plain product where BLAS's epilogue is asked for: ``reference`` (the exercise's) at alpha 1 and beta 0."""
+    return FormulaMistake(
+        "epilogue left out", f"with alpha = 1 and beta = 0, the plain product A B stored: alpha does not scale it and "
+        f"beta {output} is not added -- is the epilogue, {output} = alpha (A B) + beta {output}, applied before the store?",
+        lambda inputs: reference({**inputs, "alpha": np.float32(1.0), "beta": np.float32(0.0)}))

@@ -24,7 +24,8 @@ from kernels.conv import conv2d_gemm, im2col
 from kernels.gemm import sgemm
 
 from ..exercise import Exercise, FormulaMistake, LaunchConfig, ReferenceKernel, reducing
-from ._gemm import alpha_beta_probe, mnk as _mnk, secret_mn, tile_keys as _tile_keys, tiled_launch as _tiled_launch, varied
+from ._gemm import (alpha_beta_probe, epilogue_left_out, mnk as _mnk, secret_mn, tile_keys as _tile_keys,
+                    tiled_launch as _tiled_launch, varied)
 from ._parts import BLOCK_256, grid_key, one_dimensional_launch, shapes
 
 IM2COL_REFERENCE = im2col.KERNELS["im2col_unroll"]
@@ -303,6 +304,7 @@ SGEMM_TILED = Exercise(
                                      solves={"alpha": 1.0, "beta": 0.0}),
     timing_shape=GEMM_TIMING,
     probe=alpha_beta_probe(_gemm_inputs),
+    formula_mistakes=(epilogue_left_out(_gemm_reference),),
     label=_gemm_label,
     description=("C[i][j] = alpha * (sum over k < K of A[i][k] * B[k][j]) + beta * C[i][j] for i < M, j < N (A is M x K, "
                  "B is K x N, C is M x N, row-major): BLAS's SGEMM. Where beta is 0, C is not read (it may hold NaN). "

@@ -36,8 +36,8 @@ from kernels.gemm import sgemm, sgemm_bf16
 from kernels.runtime.signature import strip_comments
 from kernels.runtime.versions import KernelVersion
 
-from ..exercise import Exercise, LaunchConfig, ReferenceKernel, reducing
-from ._gemm import alpha_beta_probe, mnk, nan_reaches, not_read, secret_mn, tile_keys, tiled_launch, varied
+from ..exercise import Exercise, FormulaMistake, LaunchConfig, ReferenceKernel, reducing
+from ._gemm import alpha_beta_probe, epilogue_left_out, mnk, nan_reaches, not_read, secret_mn, tile_keys, tiled_launch, varied
 from ._parts import shapes
 
 #: The fraction of cuBLAS's speed each rung's kernel reaches on one GPU in one run (an H100, M = N = K = 4096):
@@ -122,6 +122,21 @@ def _linear(inputs, magnitudes: bool) -> np.ndarray:
     return np.maximum(out, 0.0) if inputs["epilogue"] & RELU and not magnitudes else out
 
 
+#: Widths of a block's tile of C whose bias read by the column within the tile is named.
+TILE_WIDTHS = (16, 32, 64, 128, 256)
+
+
+def _bias_of_the_tile_column(width: int) -> FormulaMistake:
+    """C with column j given the bias of column j % ``width``: the column within a block's tile, not within C."""
+    def reference(inputs):
+        bias = np.asarray(inputs["bias"])
+        return {"C": _linear({**inputs, "bias": bias[np.arange(bias.size) % width]}, magnitudes=False)}
+    return FormulaMistake(
+        f"bias of the tile column {width}", f"with column j given the bias of column j % {width}: the bias is read "
+        f"at the column within the block's tile (tiles {width} wide), not at the column of C -- is its index the "
+        f"tile's first column plus the thread's?", reference)
+
+
 def _linear_probe(shape, run) -> str:
     """Names a bias read without its bit, and a ReLU taken before the bias is added (seen with A all zeros, where the
     answer is max(bias, 0))."""
@@ -152,6 +167,7 @@ REGISTER_TILES = _rung(
     tile=128, threads=256,
     name="sgemm_register_tiles",
     reductions=reducing("A", 1),
+    formula_mistakes=tuple(_bias_of_the_tile_column(width) for width in TILE_WIDTHS),
     title="2-D register tiles: a linear layer's product with its bias and ReLU",
     signature=("sgemm_register_tiles(int M, int N, int K, const float* A, const float* B, const float* bias, "
                "float* C, int epilogue)"),
@@ -240,6 +256,26 @@ def _batched_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
     return [{"M": M, "N": N, "K": int(rng.integers(2, 60)) | 1, "batch": int(rng.integers(2, 4))}]
 
 
+#: k per stage of a double-buffered k-loop, the sizes whose last stage fetched one step short is named.
+K_STEPS = (8, 16, 32)
+
+
+def _last_k_tile_again(step: int) -> FormulaMistake:
+    """C with the last k-tile of ``step`` replaced by the one before it, multiplied again: the next tile fetched
+    while t + 2 < tiles, so the last one's buffer is filled with what the registers last held."""
+    def reference(inputs):
+        A, B = np.asarray(inputs["A"], np.float64), np.asarray(inputs["B"], np.float64)
+        tiles = -(-A.shape[-1] // step)
+        if tiles < 2:
+            return {"C": _product(A, B)}
+        kept, again = slice(0, (tiles - 1) * step), slice((tiles - 2) * step, (tiles - 1) * step)
+        return {"C": _product(A[..., kept], B[..., kept, :]) + _product(A[..., again], B[..., again, :])}
+    return FormulaMistake(
+        f"last k-tile of {step} again", f"with the last k-tile (k-tiles of {step}) replaced by the one before it, "
+        f"multiplied twice: the last tile is never fetched, and its buffer gets what the registers last held -- is "
+        f"tile t + 1 fetched while t + 1 < tiles?", reference)
+
+
 # Visible: one whole tile, a batch of two and of three (one of them a single row), sizes no multiple of a tile.
 # Hidden: four 1 x 1 x 1 products, skinny products in batches, an inner dimension of 1, one product of primes.
 BATCHED_AXES = "M N K batch"
@@ -248,6 +284,7 @@ WARP_TILES = _rung(
     ((0.70, 1.0), (0.60, 0.75), (0.50, 0.5), (0.40, 0.25)), tile=128, threads=128,
     name="sgemm_warp_tiles",
     reductions=reducing("A", 2),
+    formula_mistakes=tuple(_last_k_tile_again(step) for step in K_STEPS),
     title="Warp tiles, double-buffered, for a batch of products",
     signature="sgemm_warp_tiles(int M, int N, int K, const float* A, const float* B, float* C, int batch)",
     make_inputs=_batched_inputs,
@@ -302,6 +339,23 @@ def _bf16_scale(inputs):
     return {"C": np.abs(_bf16_reference(inputs)["C"]) + TERMS_SHARE * terms}
 
 
+#: The rows and columns of one WMMA fragment of B (m16n16k16).
+FRAGMENT = 16
+
+
+def _b_fragments_transposed(inputs):
+    """C with every 16 x 16 block of B (N x K, zero past its edges) read transposed, B's rows where its columns
+    belong: a matrix_b fragment loaded in the other layout (row_major where B^T, held as B, needs col_major)."""
+    B = np.asarray(inputs["B"], np.float64)
+    N, K = B.shape
+    n_pad, k_pad = -(-N // FRAGMENT) * FRAGMENT, -(-K // FRAGMENT) * FRAGMENT
+    padded = np.zeros((n_pad, k_pad))
+    padded[:N, :K] = B
+    blocks = padded.reshape(n_pad // FRAGMENT, FRAGMENT, k_pad // FRAGMENT, FRAGMENT)
+    misread = blocks.transpose(0, 3, 2, 1).reshape(n_pad, k_pad)[:N, :K]
+    return {"C": _axpby(inputs["A"], misread, inputs["C"], float(inputs["alpha"]), float(inputs["beta"]))}
+
+
 def _bf16_secret(rng: np.random.Generator, launch: dict) -> list[dict]:
     M, N = secret_mn(rng, launch, 64, most=1)
     return [{"M": M, "N": N, "K": int(rng.integers(2, 33)), "alpha": float(rng.choice([0.5, -1.25, 2.0])),
@@ -330,6 +384,11 @@ BF16_WMMA = _rung(
                                      (65, 33, 48, 1.0, 1.0), (16, 16, 8, 0.25, 3.0))),
     secret_shapes=_bf16_secret,
     probe=alpha_beta_probe(_bf16_inputs),
+    formula_mistakes=(epilogue_left_out(_bf16_reference), FormulaMistake(
+        "B fragments transposed", "with every 16 x 16 block of B read transposed (B[n0 + q][k0 + p] where B[n0 + p][k0 + "
+        "q] belongs): B's fragments hold its rows where its columns belong -- B is N x K, so B^T's matrix_b fragment "
+        "is loaded col_major from it, not row_major", _b_fragments_transposed,
+        result_scale=lambda outputs: {"C": np.abs(outputs["C"])})),
     peak_over_fp32=TENSOR_CORES_OVER_FP32,
     label=lambda shape: _label(shape, f"alpha={shape['alpha']:g}, beta={shape['beta']:g}"),
     description=("C[i][j] = alpha * (sum over k < K of A[i][k] * B[j][k]) + beta * C[i][j] for i < M, j < N: A is M x K "

@@ -49,17 +49,18 @@ def _tc_exercise(name, title, signature, make_inputs, output, compute, visible, 
                  description, reductions=(), mistakes=()) -> Exercise:
     """An index-notation exercise: correctness only.  ``signature`` is the first line of the comprehension asked
     for (what the student's cell starts with); ``compute(inputs, magnitude)`` its float64 result from the inputs
-    (from their magnitudes when ``magnitude``: the error scale of a sum of products); ``mistakes``, (key, words,
-    compute) of the common ways to get it wrong, each named when the output shows it
-    (:class:`~autograder.exercise.FormulaMistake`, its scale from the magnitudes as well)."""
+    (from their magnitudes when ``magnitude``: the error scale of a sum of products); ``mistakes``, the common ways
+    to get it wrong, each named when the output shows it: a :class:`~autograder.exercise.FormulaMistake`, or
+    (key, words, compute) made into one whose scale comes from the magnitudes as well."""
 
     def magnitudes(inputs):
         return {key: np.abs(value) if isinstance(value, np.ndarray) else value for key, value in inputs.items()}
 
     formula_mistakes = tuple(
-        FormulaMistake(key, words, lambda inputs, wrong=wrong: {output: wrong(inputs)},
-                       lambda inputs, wrong=wrong: {output: wrong(magnitudes(inputs))})
-        for key, words, wrong in mistakes)
+        mistake if isinstance(mistake, FormulaMistake) else
+        FormulaMistake(mistake[0], mistake[1], lambda inputs, wrong=mistake[2]: {output: wrong(inputs)},
+                       lambda inputs, wrong=mistake[2]: {output: wrong(magnitudes(inputs))})
+        for mistake in mistakes)
 
     return Exercise(
         name=name, title=title, kernel=name, signature=signature, make_inputs=make_inputs,
@@ -78,6 +79,20 @@ def _bmm_inputs(s, rng):
 
 BMM = "B M K N"
 
+
+def _bmm_terms(inputs) -> np.ndarray:
+    """X(b,i,k) and Y(b,j,k) side by side: axes b, i, j, k."""
+    return _f64(inputs["X"])[:, :, None, :], _f64(inputs["Y"])[:, None, :, :]
+
+
+BMM_MISTAKES = (
+    FormulaMistake("maximum for sum", "with the largest product over k (max=!) where their sum is asked for (+=!)",
+                   lambda inputs: {"Z": np.max(np.multiply(*_bmm_terms(inputs)), axis=3)}),
+    FormulaMistake("added for multiplied", "with X(b,i,k) + Y(b,j,k) summed over k, the terms added where they are "
+                   "to be multiplied: is the operator between X and Y *?",
+                   lambda inputs: {"Z": np.sum(np.add(*_bmm_terms(inputs)), axis=3)}),
+)
+
 TC_BATCHED_MATMUL = _tc_exercise(
     "tc_batched_matmul", "A batched matrix product with the second operand transposed (attention's scores)",
     "def batched_matmul_nt(float(B,M,K) X, float(B,N,K) Y) -> (Z)", _bmm_inputs, "Z",
@@ -89,7 +104,7 @@ TC_BATCHED_MATMUL = _tc_exercise(
     bytes_moved=lambda s: 4.0 * s["B"] * (s["M"] * s["K"] + s["N"] * s["K"] + s["M"] * s["N"]),
     description="Z(b,i,j) = sum over k of X(b,i,k) * Y(b,j,k): one product X[b] Y[b]^T per b, both operands read "
                 "along k (the scores Q K^T of attention, one matrix per head).",
-    reductions=reducing("X", 2))
+    reductions=reducing("X", 2), mistakes=BMM_MISTAKES)
 
 
 # ------------------------------------------------------------------------------ 2. average pooling, 3 x 3 windows, stride 2
@@ -237,6 +252,41 @@ def _products(A, x) -> np.ndarray:
     return generated.KERNELS["mv"].reference(A, np.asarray(x).T).T
 
 
+#: Lanes whose partial sums a warp's shuffle tree adds when it starts at offset lanes / 2 (none at 1: no tree).
+TREE_LANES = (1, 2, 4, 8, 16)
+
+
+def _lanes_only(lanes: int):
+    """C from the terms of a warp's first ``lanes`` lanes alone, where lane l takes k = l, l + 32, ... ."""
+    def reference(inputs):
+        A = _f64(inputs["A"]).copy()
+        A[:, np.arange(A.shape[1]) % 32 >= lanes] = 0.0
+        return {"C": _products(A, inputs["x"])}
+    return reference
+
+
+def _first_vector_only(inputs):
+    """C[0] alone; the rows of the other vectors never written (the grader's NaN)."""
+    C = np.full((int(inputs["N"]), int(inputs["M"])), np.nan)
+    C[0] = _products(inputs["A"], inputs["x"][:1])[0]
+    return {"C": C}
+
+
+MV_MISTAKES = (
+    *(FormulaMistake(f"lanes below {lanes}",
+                     ("with the terms of lane 0 alone (k = 0, 32, 64, ...) where a warp's lanes take every 32nd k: the "
+                      "other 31 lanes' partial sums are never added to lane 0's -- is there a shuffle sum over the "
+                      "warp (offsets 16, 8, 4, 2, 1) before lane 0 stores?" if lanes == 1 else
+                      f"with the terms of the first {lanes} lanes alone (k % 32 < {lanes}) where a warp's lanes take "
+                      f"every 32nd k: the shuffle tree starts at offset {lanes // 2}, so only {lanes} lanes' partial "
+                      f"sums reach lane 0 -- it starts at 16 to add all 32"),
+                     _lanes_only(lanes)) for lanes in TREE_LANES),
+    FormulaMistake("first vector only", "with the first vector alone: C[0] is right, and the rows of C for the other "
+                   "vectors are never written -- does the loop over the N vectors run past the first?",
+                   _first_vector_only),
+)
+
+
 MV_FASTER = Exercise(
     name="mv_faster",
     title="Faster than the generated kernel: a matrix with few rows times a few vectors",
@@ -261,6 +311,7 @@ MV_FASTER = Exercise(
     timing_shape={"M": 64, "K": 1 << 17, "N": 1},
     speed_bands=((4.0, 1.0), (2.0, 0.75), (1.2, 0.5)),
     reductions=reducing("A", 1),
+    formula_mistakes=MV_MISTAKES,
     description=("C[n][i] = sum over k < K of A[i][k] * x[n][k] for every vector n < N and row i < M (A is M x K, x is "
                  "N x K, C is N x M, row-major): a matrix times N vectors, each row of A best read once for all of "
                  "them. Block b computes rows b*rows .. b*rows + rows - 1 with `block` threads: grid ceil(M / rows). "

@@ -63,6 +63,22 @@ def _forward_reference(inputs):
     return {"y": FORWARD_REFERENCE.reference(inputs["x"].T, inputs["params"])}
 
 
+def _weighted_sum(inputs, bias: bool = True) -> np.ndarray:
+    """z[i] = params[0] x[0][i] + ... + params[d-1] x[d-1][i] (+ the bias params[d]), float64."""
+    p = inputs["params"].astype(np.float64)
+    return inputs["x"].astype(np.float64).T @ p[:-1] + (p[-1] if bias else 0.0)
+
+
+FORWARD_MISTAKES = (
+    FormulaMistake("no bias", "without the bias params[d], sigmoid(w . x) where sigmoid(w . x + params[d]) is asked "
+                   "for: is the bias, the last of the d + 1 params, added to the weighted sum?",
+                   lambda inputs: {"y": 1.0 / (1.0 + np.exp(-_weighted_sum(inputs, bias=False)))}),
+    FormulaMistake("step", "with the step function (1 where the weighted sum is positive, else 0) in place of the "
+                   "sigmoid 1 / (1 + exp(-z)): the output is a probability between 0 and 1, not a class",
+                   lambda inputs: {"y": (_weighted_sum(inputs) > 0).astype(np.float64)}),
+)
+
+
 def _forward_scale(inputs):
     # The weighted sum is rounded on the scale of sum |w_j x_j| + |b|; the sigmoid's slope is at most 1/4.
     x = inputs["x"].astype(np.float64).T
@@ -92,6 +108,7 @@ PERCEPTRON_FORWARD = Exercise(
     correctness_points=4.0,
     speed_points=0.0,
     reductions=reducing("x", 0),
+    formula_mistakes=FORWARD_MISTAKES,
     reference_kernel=ReferenceKernel(FORWARD_REFERENCE, solves={"d": 1}),
     timing_shape={"n": 2**22 + 3, "d": 1},
     description=("y[i] = sigmoid(params[0] x[0][i] + ... + params[d-1] x[d-1][i] + params[d]) for every sample i < n; "
@@ -272,6 +289,58 @@ def _weight_reference(inputs):
             + float(inputs["weight_decay"]) * inputs["W"].astype(np.float64)}
 
 
+def _input_slope_of_z(inputs):
+    """dX with the sigmoid's slope taken at X as if X were its input Z: sigmoid(X) (1 - sigmoid(X))."""
+    if int(inputs["activation"]) != 1:
+        return _input_reference(inputs)
+    s = 1.0 / (1.0 + np.exp(-np.asarray(inputs["X"], np.float64)))
+    return {"dX": (inputs["dY"].astype(np.float64) @ inputs["W"].astype(np.float64)) * s * (1.0 - s)}
+
+
+#: Sizes of a fixed array a kernel may cache a row of dY in, whose sum then stops at that many outputs.
+CACHE_SIZES = (32, 64, 128, 256)
+
+
+def _first_outputs(count: int):
+    """dX from the first ``count`` outputs' terms alone (all of them where there are no more)."""
+    def reference(inputs):
+        dY = inputs["dY"].astype(np.float64)
+        return _input_reference({**inputs, "dY": np.where(np.arange(dY.shape[1]) < count, dY, 0.0)})
+    return reference
+
+
+INPUT_MISTAKES = (
+    FormulaMistake("sigmoid of the output", "with the sigmoid's slope taken as sigmoid(X) (1 - sigmoid(X)), as if X "
+                   "were the sigmoid's input: X is already its output, so the slope is X (1 - X)",
+                   _input_slope_of_z),
+    *(FormulaMistake(f"first {count} outputs", f"with the sum over j stopped after the first {count} outputs, the "
+                     f"others left out: a row of dY cached in a fixed array of {count}, or a loop bounded by "
+                     f"{count} -- the sum runs over all out_features", _first_outputs(count)) for count in CACHE_SIZES),
+)
+
+
+def _decay_times_gradient(inputs):
+    """dW with the decay scaling the gradient, (dY^T X) (1 + weight_decay), where weight_decay W is to be added."""
+    product = inputs["dY"].astype(np.float64).T @ inputs["X"].astype(np.float64)
+    return {"dW": product * (1.0 + float(inputs["weight_decay"]))}
+
+
+def _mean_over_samples(inputs):
+    """dW with the sum over the samples divided by n: (dY^T X) / n + weight_decay W."""
+    product = inputs["dY"].astype(np.float64).T @ inputs["X"].astype(np.float64)
+    return {"dW": product / int(inputs["n"]) + float(inputs["weight_decay"]) * inputs["W"].astype(np.float64)}
+
+
+WEIGHT_MISTAKES = (
+    FormulaMistake("decay scales the gradient", "with the decay scaling the gradient, (dY^T X) (1 + weight_decay), "
+                   "where weight_decay W is to be added to it: the penalty's gradient is weight_decay times W itself",
+                   _decay_times_gradient),
+    FormulaMistake("mean over the samples", "with the sum over the samples divided by n (their mean), (dY^T X) / n + "
+                   "weight_decay W: dY already carries the loss's 1/n, so the outer products are summed, not averaged",
+                   _mean_over_samples),
+)
+
+
 def _weight_scale(inputs):
     return {"dW": np.abs(inputs["dY"].astype(np.float64)).T @ np.abs(inputs["X"].astype(np.float64))
             + abs(float(inputs["weight_decay"])) * np.abs(inputs["W"].astype(np.float64))}
@@ -283,7 +352,8 @@ def _with(rows, name, values):
 
 
 def _fc_backward(name: str, title: str, signature: str, operands: tuple[str, str], output: str, record, extra: str,
-                 values, chapter, inputs, reference, scale, reduced: tuple[str, int], description: str) -> Exercise:
+                 values, chapter, inputs, reference, scale, reduced: tuple[str, int], description: str,
+                 mistakes: tuple[FormulaMistake, ...] = ()) -> Exercise:
     """A backward kernel on a 2-D grid with, by default, one 16 x 16 block per 16 x 16 tile of the output; its
     extra scalar ``extra`` takes ``values`` over the shapes, and ``chapter`` where the chapter's kernel (which
     reads ``operands``) is the exercise (the timing shape's value)."""
@@ -303,6 +373,7 @@ def _fc_backward(name: str, title: str, signature: str, operands: tuple[str, str
                           f"blocks along x; default ceil({SIZE_ARGS[columns]} / block_x)",
                           f"blocks along y; default ceil({SIZE_ARGS[rows]} / block_y)"),
         launch_config=_launch, correctness_points=5.0, speed_points=1.0, reductions=reducing(*reduced),
+        formula_mistakes=mistakes,
         flops=record.flops, bytes_moved=record.bytes,
         reference_kernel=ReferenceKernel(record, arg_order=(*operands, output, "n", "in_features", "out_features"),
                                          solves={extra: chapter}))
@@ -317,7 +388,7 @@ FC_BACKWARD_INPUT = _fc_backward(
     "gradient dE/dY W carried on through the activation f that produced this layer's input X = f(Z), fused into "
     "the same kernel (dX is then dE/dZ). f' from f's output X: activation 0 identity (1), 1 sigmoid (X (1 - X)), "
     "2 tanh (1 - X^2), 3 ReLU (1 where X > 0, else 0). dY is n-by-out, W out-by-in, X and dX n-by-in, all "
-    "row-major. Speed is compared with the chapter's fc_backward_input at activation 0.")
+    "row-major. Speed is compared with the chapter's fc_backward_input at activation 0.", INPUT_MISTAKES)
 
 FC_BACKWARD_WEIGHT = _fc_backward(
     "fc_backward_weight", "Fully connected layer, backward: dE/dW = dE/dY^T X + weight decay",
@@ -327,7 +398,7 @@ FC_BACKWARD_WEIGHT = _fc_backward(
     "dW[j][k] = sum over samples i of dY[i][j] * X[i][k] + weight_decay * W[j][k] for every output j < out_features "
     "and input k < in_features: the outer products dE/dy x^T summed over the minibatch, plus the gradient of the L2 "
     "penalty weight_decay / 2 |W|^2, fused into the same kernel. dY is n-by-out, X n-by-in, W and dW out-by-in, all "
-    "row-major. Speed is compared with the chapter's fc_backward_weight at weight_decay 0.")
+    "row-major. Speed is compared with the chapter's fc_backward_weight at weight_decay 0.", WEIGHT_MISTAKES)
 
 
 # ============================================================ rows, a warp per row: softmax and LayerNorm

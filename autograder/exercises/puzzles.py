@@ -151,6 +151,9 @@ ZIP = _puzzle(
     launch_config=_one_block_of_n,
     thread_map={"n": 8},
     description="out[i] = a[i] b[i]; one block of exactly n threads.",
+    formula_mistakes=(FormulaMistake(
+        "a read for b", "with a read where b belongs, a[i] * a[i]: b never reaches the result -- is b read, and "
+        "multiplied where it belongs?", lambda inputs: {"out": zip_spec(_f64(inputs["a"]), _f64(inputs["a"]))}),),
 )
 
 # ------------------------------------------------------------------ 3. guard
@@ -226,6 +229,9 @@ BROADCAST = _puzzle(
     thread_map={"rows": 4, "cols": 6},
     description="out[r][c] = col[r] row[c] (an outer product), out rows-by-cols, at most 8 x 8; one block of 8 x 8 "
                 "threads.",
+    formula_mistakes=(FormulaMistake(
+        "sum for product", "with col[r] + row[c], the sum where the product col[r] * row[c] is asked for: is the "
+        "operator between them *?", lambda inputs: {"out": _f64(inputs["col"])[:, None] + _f64(inputs["row"])[None, :]}),),
 )
 
 # ------------------------------------------------------------------ 6. blocks

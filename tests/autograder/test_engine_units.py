@@ -234,6 +234,19 @@ def test_hint_for_errors_in_the_last_partial_block():
     assert "never written" in hint and "bounds check" in hint
 
 
+def test_a_2d_output_written_only_where_the_grid_covers_it_with_x_and_y_swapped_says_so():
+    exp = np.arange(1, 33 * 20 + 1, dtype=np.float64).reshape(33, 20)  # 33 rows, 20 columns
+    cfg = LaunchConfig((2, 3, 1), (16, 16, 1))  # x covers 32 columns, y 48 rows: all of it, laid as meant
+    swapped = exp.astype(np.float32).copy()
+    swapped[32:, :] = np.nan  # rows from x (32 of them), columns from y (48, all 20)
+    hint = diagnose(_cmp(swapped, exp), swapped, exp, None, "nan", cfg, np.abs(exp) + 1)
+    assert "never written" in hint and "are x and y swapped" in hint, hint
+    elsewhere = exp.astype(np.float32).copy()
+    elsewhere[:, 15:] = np.nan  # unwritten, but not where a swap of x and y leaves elements
+    hint = diagnose(_cmp(elsewhere, exp), elsewhere, exp, None, "nan", cfg, np.abs(exp) + 1)
+    assert "never written" in hint and "swapped" not in hint, hint
+
+
 def test_hint_for_all_zeros_and_nan_and_small_errors():
     exp = np.arange(1, 101, dtype=np.float64)
     cfg = LaunchConfig((1, 1, 1), (128, 1, 1))

@@ -16,6 +16,7 @@ from autograder.exercises import get_exercise
 from autograder.mistakes import MIN_OUTPUT_ELEMENTS, MistakeFinder, name_the_mistake, names_a_mistake
 from autograder.result import ExerciseResult, ShapeResult
 from autograder.scoring import score_correctness
+from autograder.tc_grading import _indices_reordered
 from autograder.verdict import case_data
 
 
@@ -133,7 +134,7 @@ def test_an_output_stored_transposed_or_packed_too_small_is_named():
 
 
 def test_a_common_factor_is_named_only_over_enough_elements():
-    ex, inputs, expected, scales = _case("fc_backward_weight", {"n": 4, "in": 3, "out": 5,
+    ex, inputs, expected, scales = _case("fc_backward_weight", {"n": 5, "in": 3, "out": 5,
                                                                 "weight_decay": 0.0})
     quarter = {"dW": np.asarray(expected["dW"] / 4, dtype=np.float32)}
     hint = name_the_mistake(ex, inputs, expected, scales, quarter)
@@ -208,3 +209,39 @@ def test_a_reference_that_cannot_take_a_changed_input_names_nothing_and_breaks_n
     wrong = _under(ex, inputs, activation=0)
     assert names_a_mistake(name_the_mistake(ex, inputs, expected, scales, wrong))
     assert name_the_mistake(replace(ex, reference=refusing), inputs, expected, scales, wrong) == ""
+
+
+def test_a_formula_mistake_and_a_factor_that_give_the_same_output_name_neither():
+    # over n = 4 samples without decay, the mean over the samples is the sum divided by 4: the output cannot tell
+    ex, inputs, expected, scales = _case("fc_backward_weight", {"n": 4, "in": 3, "out": 5, "weight_decay": 0.0})
+    assert name_the_mistake(ex, inputs, expected, scales, {"dW": np.asarray(expected["dW"] / 4, np.float32)}) == ""
+    ex, inputs, expected, scales = _case("fc_backward_weight", {"n": 4, "in": 3, "out": 5, "weight_decay": 0.5})
+    mean = expected["dW"] - 0.75 * (expected["dW"] - 0.5 * inputs["W"].astype(np.float64))
+    hint = name_the_mistake(ex, inputs, expected, scales, {"dW": np.asarray(mean, np.float32)})
+    assert "divided by n (their mean)" in hint, hint
+
+
+def test_a_mistake_on_a_bf16_output_is_judged_within_the_rounding_of_its_own_values():
+    ex = get_exercise("gemm_bf16_wmma")
+    mistake, = (m for m in ex.formula_mistakes if m.key == "B fragments transposed")
+    ex, inputs, expected, scales = _case("gemm_bf16_wmma", {"M": 40, "N": 72, "K": 24, "alpha": 0.5, "beta": 1.0})
+    bf16 = inputs["B"].dtype
+    misread = {"C": mistake.reference(inputs)["C"].astype(bf16).astype(np.float32)}  # stored in BF16, as C is
+    hint = name_the_mistake(ex, inputs, expected, scales, misread)
+    assert "every 16 x 16 block of B read transposed" in hint, hint
+    unscaled = replace(ex, formula_mistakes=(replace(mistake, result_scale=None),))
+    assert not names_a_mistake(name_the_mistake(unscaled, inputs, expected, scales, misread))
+    right = {"C": expected["C"].astype(bf16).astype(np.float32)}
+    assert name_the_mistake(ex, inputs, expected, scales, right) == ""
+
+
+def test_a_comprehension_whose_result_has_its_indices_in_another_order_is_told_which():
+    ex, inputs, expected, scales = _case("tc_batched_matmul", {"B": 2, "M": 3, "K": 4, "N": 5})
+    want = expected["Z"]
+    hint = _indices_reordered(ex, "Z", want.transpose(0, 2, 1).astype(np.float32), want, scales["Z"])
+    assert "Z[i][k][j] of the right result is where Z[i][j][k] is" in hint, hint
+    rotated = want.transpose(1, 2, 0)  # rotated[i][j][k] = want[k][i][j]
+    hint = _indices_reordered(ex, "Z", rotated.astype(np.float32), want, scales["Z"])
+    assert "Z[k][i][j] of the right result is where Z[i][j][k] is" in hint, hint
+    wrong = want.transpose(0, 2, 1) * 1.5  # the shape of the transpose, other values: not the result reordered
+    assert _indices_reordered(ex, "Z", wrong.astype(np.float32), want, scales["Z"]) == ""
