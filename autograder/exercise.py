@@ -162,11 +162,14 @@ class FormulaMistake:
 
     ``words`` say what the formula does wrong and what is right, as the hint ends ``Compared with the reference,
     the output is what the formula gives ...``; ``reference`` takes a case's inputs and returns the mistaken
-    formula's outputs, as ``Exercise.reference`` returns the right one's."""
+    formula's outputs, as ``Exercise.reference`` returns the right one's; ``rounding``, where given, its error
+    scales, as ``Exercise.error_scale`` gives the right one's, where the mistaken formula rounds on other terms (a
+    mask that lets other keys in): the larger of the two is allowed."""
 
     key: str
     words: str
     reference: Callable[[Mapping], dict]
+    rounding: Callable[[Mapping], dict] | None = None
 
 
 def reducing(name: str, *axes: int, kind: str = "sum") -> tuple[Reduction, ...]:
