@@ -112,6 +112,8 @@ def _term_left_out(fitting: list[Hypothesis]) -> Hypothesis | None:
     if len(fitting) != 2:
         return None
     by_kind = {h.key[0]: h for h in fitting}
+    if by_kind.get("zero") is not None and by_kind.get("index 0") is not None:
+        return _read_at_index_zero(by_kind["zero"], by_kind["index 0"])
     array, scalar = by_kind.get("zero"), by_kind.get("scalar")
     if array is None or scalar is None or scalar.key[2] != 0:
         return None
@@ -120,6 +122,25 @@ def _term_left_out(fitting: list[Hypothesis]) -> Hypothesis | None:
                       f"the output is what the right formula gives without its term in {s} and {a} ({s} = 0 and {a} "
                       f"all 0 give it alike, every other input as given): is the term with {s} times {a} added, and "
                       f"where it belongs?", array.outputs)
+
+
+def _read_at_index_zero(never_read: Hypothesis, first_only: Hypothesis) -> Hypothesis | None:
+    """One mistake for two that are one: an input all 0 and an input read at index 0 of one axis that give the same
+    output.  The same input: the formula does not change when it is the same along that axis (a normalisation takes
+    out a constant per row), so it never reaches the result.  Another input: the one all 0 holds indices (labels)
+    into it, and index 0 read in their place is what both say."""
+    name, other = never_read.key[1], first_only.key[1]
+    index = _index(other, first_only.key[2], first_only.key[2] + 2)
+    if other == name:
+        why = (f"the formula does not change when {name} is the same along that index, so the output cannot tell "
+               f"the two apart")
+    elif "index 0 used in its place" in never_read.words:  # an integer input: indices
+        why = f"{name} holds the indices into {other}, and index 0 read in their place gives both"
+    else:
+        return None
+    return Hypothesis((TERM_LEFT_OUT, never_read.key, first_only.key),
+                      f"{never_read.words} (Reading {other} as if {index} were always 0 gives the same output: {why}.)",
+                      never_read.outputs)
 
 
 class MistakeFinder:
@@ -171,10 +192,13 @@ def _matches(ex: Exercise, hypothesis: Hypothesis, expected: dict, scales: dict,
     for name, value in got.items():
         want, scale = wrong.get(name, (expected[name], scales[name]))
         want = np.asarray(want, dtype=np.float64)
-        if want.shape != value.shape or np.any(np.isinf(want)):
+        if want.shape != value.shape:
             return False
-        known = ~np.isnan(want)  # NaN: an element the mistake leaves unwritten, which must still hold the grader's NaN
-        if not np.all(np.isnan(value[~known])) or not np.any(known):
+        same_inf = np.isinf(want) & (want == value)  # an infinity the mistake gives (log 0) is matched only exactly
+        if np.any(np.isinf(want) & ~same_inf):
+            return False
+        known = ~np.isnan(want) & ~same_inf  # NaN: an element the mistake leaves unwritten, which must still hold the grader's NaN
+        if not np.all(np.isnan(value[np.isnan(want)])) or not np.any(known):
             return False
         scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), want.shape)
         if compare(value[known], want[known], scale[known], ex.rtol, ex.atol)["n_bad"]:

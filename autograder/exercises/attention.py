@@ -34,7 +34,7 @@ import numpy as np
 from kernels.attention import attention
 from kernels.runtime.versions import LaunchConfig
 
-from ..exercise import Exercise, LaunchKey, ReferenceKernel, ceil_div, reducing, varied
+from ..exercise import Exercise, FormulaMistake, LaunchKey, ReferenceKernel, ceil_div, reducing, varied
 from ..secret_sizes import size_avoiding
 from ._parts import one_dimensional_launch, warp_per_row_keys
 
@@ -129,6 +129,77 @@ def _secret_resume_shapes(rng: np.random.Generator, launch: dict) -> list[dict]:
     return [_resume_shape(size_avoiding(rng, 40, 200, 32), size_avoiding(rng, 33, 1200, 32), 1, 1)]
 
 
+def _new_part_state(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the new scores' own maximum, their sum of exp(x - it)) per row; (-inf, 0) where every new score is masked."""
+    m_new = S.max(axis=1, initial=-np.inf)
+    with np.errstate(invalid="ignore"):
+        l_new = np.where(m_new > -np.inf, np.exp(S - np.where(m_new > -np.inf, m_new, 0.0)[:, None]).sum(axis=1), 0.0)
+    return m_new, l_new
+
+
+def _resumed(inputs, l_new_at_m_new, earlier_rescaled=True) -> dict:
+    """lse and P from the new scores' (m_new, l_new) and the earlier part's state, merged as the formula does;
+    ``earlier_rescaled`` False: l_prev added as it is, never brought to the common maximum."""
+    S = inputs["S"].astype(np.float64)
+    m_new, l_new = l_new_at_m_new
+    m_prev, l_prev = inputs["m_prev"].astype(np.float64), inputs["l_prev"].astype(np.float64)
+    M = np.maximum(m_new, m_prev)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        new = np.where(m_new > -np.inf, l_new * np.exp(m_new - M), 0.0)
+        earlier = np.where(m_prev > -np.inf, l_prev * (np.exp(m_prev - M) if earlier_rescaled else 1.0), 0.0)
+        lse = M + np.log(new + earlier)
+    return {"P": np.exp(S - lse[:, None]), "lse": lse}
+
+
+def _lanes_added_as_they_are(inputs) -> dict:
+    """The lanes' sums (lane l holding the scores l, l + 32, ..., each summed against its own maximum) added without
+    bringing them to the row's maximum, then merged with the earlier part."""
+    S = inputs["S"].astype(np.float64)
+    lane_max, lane_sum = zip(*(_new_part_state(S[:, lane::32]) for lane in range(min(32, S.shape[1]))))
+    return _resumed(inputs, (np.max(lane_max, axis=0), np.sum(lane_sum, axis=0)))
+
+
+def _probabilities_of_the_new_part(inputs) -> dict:
+    """lse as it should be, P normalised by the new scores' own log-sum-exp (NaN where they are all masked: the
+    kernel's e^(-inf + inf))."""
+    S = inputs["S"].astype(np.float64)
+    m_new, l_new = _new_part_state(S)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        new_lse = m_new + np.log(l_new)
+        P = np.exp(S - new_lse[:, None])
+    return {"P": P, "lse": _resume_reference(inputs)["lse"]}
+
+
+def _resume_rounding(inputs, wrong: dict) -> dict:
+    """The error scales of a mistaken merge's outputs ``wrong``: the right formula's relative rounding, on them."""
+    right, scale = _resume_reference(inputs), _resume_scale(inputs)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        relative = np.where(right["P"] > 0, scale["P"] / np.where(right["P"] > 0, right["P"], 1.0), 0.0)
+        lse = np.where(np.isfinite(wrong["lse"]), np.abs(wrong["lse"]), 0.0) + scale["lse"] - np.abs(right["lse"])
+    return {"P": np.nan_to_num(np.abs(wrong["P"])) * relative, "lse": lse}
+
+
+def _resume_mistake(key: str, words: str, reference) -> FormulaMistake:
+    return FormulaMistake(key, words, reference, lambda inputs: _resume_rounding(inputs, reference(inputs)))
+
+
+RESUME_MISTAKES = (
+    _resume_mistake("earlier sum not rescaled",
+                    "with the earlier part's sum added as it is, l e^(m - M) + l_prev, where it counts exponentials "
+                    "against m_prev: it must be brought to the common maximum too, l_prev e^(m_prev - M).",
+                    lambda inputs: _resumed(inputs, _new_part_state(inputs["S"].astype(np.float64)), False)),
+    _resume_mistake("lanes added without rescale",
+                    "with the lanes' sums added as they are, each counting exponentials against its own lane's "
+                    "maximum: when two states merge, each sum must be brought to the common maximum, l_a e^(m_a - M) "
+                    "+ l_b e^(m_b - M), not l_a + l_b.",
+                    _lanes_added_as_they_are),
+    _resume_mistake("probabilities of the new part alone",
+                    "with lse right but P normalised by the new scores' own log-sum-exp, as if the earlier part had "
+                    "no probability: P = e^(S - lse) with the whole row's lse, the one written.",
+                    _probabilities_of_the_new_part),
+)
+
+
 ONLINE_SOFTMAX_RESUME = Exercise(
     name="online_softmax_resume",
     title="The online softmax resumed from a saved state: merging (m, l) of an earlier part of each row",
@@ -139,6 +210,7 @@ ONLINE_SOFTMAX_RESUME = Exercise(
     # the row's maximum and sum of exponentials: new scores a kernel did not read are scores at -inf
     reductions=reducing("S", 1, kind="max"),
     error_scale=_resume_scale,
+    formula_mistakes=RESUME_MISTAKES,
     visible_shapes=(_resume_shape(1, 1, 0, 0), _resume_shape(4, 40, 1, 0), _resume_shape(30, 100, 1, 1),
                     _resume_shape(64, 64, 0, 1)),
     hidden_shapes=(_resume_shape(1, 5, 1, 0), _resume_shape(3, 31, 1, 1), _resume_shape(37, 33, 1, 1),
@@ -292,6 +364,10 @@ def _padded_inputs(shape, rng):
             "heads": int(shape["heads"]), "scale": np.float32(shape["scale"]), "causal": int(shape["causal"])}
 
 
+def _padded_reference(inputs) -> dict:
+    return dict(zip(("O", "lse"), _attention(inputs, _padded_visible(inputs))))
+
+
 def _padded_visible(inputs):
     n = int(inputs["N"])
     i, j = np.arange(n)[:, None], np.arange(n)[None, :]
@@ -308,6 +384,57 @@ PADDED_HIDDEN_SHAPES = (_forward_shape(1, 1, 1, 8, 0, padded=0), _forward_shape(
                         _forward_shape(3, 1, 100, 64, 0, padded=1), _forward_shape(2, 1, 65, 3, 1, padded=1, scale=0.7),
                         _forward_shape(2, 1, 130, 48, 0, padded=1))
 
+def _lse_without_the_maximum(inputs, visible) -> dict:
+    """O as it should be, lse as log l alone: each row's log-sum-exp less its largest visible score."""
+    O, lse = _attention(inputs, visible)
+    Q, K = inputs["Q"].astype(np.float64), inputs["K"].astype(np.float64)
+    top = np.empty(lse.shape)
+    for b in range(Q.shape[0]):
+        mask = visible(b)
+        S = float(inputs["scale"]) * np.einsum("hid,hjd->hij", Q[b], K[b])
+        top[b] = np.where(mask, S, -np.inf).max(axis=-1)
+    return {"O": O, "lse": lse - top}
+
+
+def _unpadded(inputs) -> dict:
+    """The inputs with every sequence N keys long: what a kernel that never reads kv_len computes on."""
+    return {**inputs, "kv_len": np.full_like(inputs["kv_len"], int(inputs["N"]))}
+
+
+def _one_key_long(inputs) -> tuple[dict, object]:
+    """(inputs, visible) of the mask j <= kv_len[b] where j < kv_len[b] is meant: one key of padding more, and for a
+    sequence with no padding a key of zeros past N (what a kernel that fills a tile's keys past N with zeros reads
+    there)."""
+    n = int(inputs["N"])
+    zeros = np.zeros((*inputs["K"].shape[:2], 1, inputs["K"].shape[3]), np.float32)
+    longer = {**inputs, "K": np.concatenate([inputs["K"], zeros], axis=2),
+              "V": np.concatenate([inputs["V"], zeros], axis=2)}
+    i, j = np.arange(n)[:, None], np.arange(n + 1)[None, :]
+
+    def visible(b):
+        keep = np.broadcast_to(j <= int(inputs["kv_len"][b]), (n, n + 1))
+        return keep & (j <= i) if inputs["causal"] else keep
+    return longer, visible
+
+
+PADDED_MISTAKES = (
+    FormulaMistake("lse without the maximum",
+                   "with lse = log l alone, each row's log-sum-exp less its largest score: l sums exponentials "
+                   "against the running maximum m, so the log-sum-exp is m + log l (in log2 units (m + log2 l) ln 2).",
+                   lambda inputs: _lse_without_the_maximum(inputs, _padded_visible(inputs))),
+    FormulaMistake("padding seen",
+                   "with every key seen, the padding from kv_len[b] on included: is kv_len read, and are the keys "
+                   "from kv_len[b] on masked (and their tiles skipped)?",
+                   lambda inputs: _padded_reference(_unpadded(inputs)),
+                   lambda inputs: _attention_scale(_unpadded(inputs), _padded_visible(_unpadded(inputs)))),
+    FormulaMistake("padding mask one key long",
+                   "with the keys j <= kv_len[b] seen, one key of padding more than j < kv_len[b] (where a sequence "
+                   "has no padding, a key of zeros past N): is the mask off by one, <= where < is meant?",
+                   lambda inputs: dict(zip(("O", "lse"), _attention(*_one_key_long(inputs)))),
+                   lambda inputs: _attention_scale(*_one_key_long(inputs))),
+)
+
+
 ATTENTION_FORWARD_PADDED = _fused_forward(
     name="attention_forward_padded",
     title="Fused attention forward in float with a key-padding mask and any head dimension up to 64",
@@ -316,6 +443,7 @@ ATTENTION_FORWARD_PADDED = _fused_forward(
     make_inputs=_padded_inputs,
     visible=_padded_visible,
     mask={"padded": 0},
+    formula_mistakes=PADDED_MISTAKES,
     visible_shapes=PADDED_VISIBLE_SHAPES,
     hidden_shapes=PADDED_HIDDEN_SHAPES,
     secret_shapes=lambda rng, launch: [_secret_forward(rng, padded=1)],
@@ -378,6 +506,54 @@ def _secret_window(rng, launch):
     return [{**shape, "window": int(rng.integers(1, shape["seq"]))}]
 
 
+def _window_mistake(inputs, mask: np.ndarray) -> dict:
+    """O and lse of the scores under ``mask`` (N, N); a row that sees no key has O NaN (0 / 0) and lse -inf."""
+    O, lse = _attention(inputs, lambda b: mask)
+    O[:, :, ~mask.any(axis=1)] = np.nan
+    return {"O": O, "lse": lse}
+
+
+def _window_one_key_wider(inputs) -> np.ndarray:
+    window = int(inputs["window"])
+    return window_mask(int(inputs["N"]), int(inputs["causal"]), window + 1 if window else 0)
+
+
+def _window_behind_only(inputs) -> np.ndarray:
+    n, window = int(inputs["N"]), int(inputs["window"])
+    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+    keep = (j <= i) if inputs["causal"] else np.ones((n, n), bool)
+    return keep & (i - j < window) if window else keep
+
+
+def _causal_before_the_query(inputs) -> np.ndarray:
+    n = int(inputs["N"])
+    mask = window_mask(n, 0, int(inputs["window"]))
+    return mask & (np.arange(n)[None, :] < np.arange(n)[:, None]) if inputs["causal"] else mask
+
+
+def _mask_mistake(key: str, words: str, mask_of) -> FormulaMistake:
+    """The mistake of a mask ``mask_of(inputs) -> (N, N)`` other than the window's, rounding on the keys it lets in."""
+    return FormulaMistake(key, words, lambda inputs: _window_mistake(inputs, mask_of(inputs)),
+                          lambda inputs: _attention_scale(inputs, lambda b: mask_of(inputs)))
+
+
+WINDOW_MISTAKES = (
+    _mask_mistake("window one key wider",
+                   "with the keys |i - j| <= window seen where |i - j| < window is meant: one key too many on each "
+                   "side of the window -- is the window's mask off by one, <= where < is meant?",
+                   _window_one_key_wider),
+    _mask_mistake("window behind only",
+                   "with the window checked on one side only, i - j < window: without the causal mask a query also "
+                   "sees every key after it, where the window stops at i + window - 1 (|i - j| < window, and the "
+                   "key tiles past the last query's window skipped)",
+                   _window_behind_only),
+    _mask_mistake("causal mask without the query's own key",
+                   "with the causal mask keeping the keys j < i, before the query, where j <= i is meant: a query "
+                   "does not see its own key, and the first query sees none (0 / 0: NaN)",
+                   _causal_before_the_query),
+)
+
+
 ATTENTION_FORWARD_WINDOW = _fused_forward(
     name="attention_forward_window",
     title="Fused attention forward in float with a sliding window: masks and the tiles they skip",
@@ -386,6 +562,7 @@ ATTENTION_FORWARD_WINDOW = _fused_forward(
     make_inputs=_window_inputs,
     visible=_window_visible,
     mask={"window": 0},
+    formula_mistakes=WINDOW_MISTAKES,
     visible_shapes=WINDOW_VISIBLE_SHAPES,
     hidden_shapes=WINDOW_HIDDEN_SHAPES,
     secret_shapes=_secret_window,

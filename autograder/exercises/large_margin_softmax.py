@@ -125,6 +125,55 @@ def _cos_secret(rng, launch):
     return [_cos_shape(int(rng.integers(300, 9000)), int(rng.integers(2, 7)), float(rng.choice([0.15, 0.5, 0.9])))]
 
 
+def _cos_parts(inputs):
+    """(c clamped to [-1, 1], m, alpha, cos(m theta), sin(theta), U_{m-1}(c)) in float64."""
+    c = np.clip(inputs["cos_theta"].astype(np.float64), -1, 1)
+    m = int(inputs["m"])
+    t, u = chebyshev(c, m)
+    return c, m, float(inputs["angle_margin"]), t, np.sqrt(1 - c * c), u
+
+
+def _cos_with_sine_term(inputs, sine_term) -> dict:
+    """cos(alpha) T_m(c) - sin(alpha) ``sine_term(c, sin theta, U_{m-1}(c))``, k as it should be."""
+    c, m, alpha, t, sine, u = _cos_parts(inputs)
+    return {"cos_mtheta": math.cos(alpha) * t - math.sin(alpha) * sine_term(c, sine, u)}
+
+
+def _k_counting(inputs, thresholds_of) -> dict:
+    """k as the number of ``thresholds_of(m, alpha)`` c lies below, cos(m theta + alpha) as it should be."""
+    c = np.clip(inputs["cos_theta"].astype(np.float64), -1, 1)
+    k = sum((c < t).astype(np.int64) for t in thresholds_of(int(inputs["m"]), float(inputs["angle_margin"])))
+    return {"k_out": np.asarray(k, np.float64)}
+
+
+COS_MISTAKES = (
+    FormulaMistake("sine term added",
+                   "cos(m theta - alpha): the sine term added, cos(alpha) T_m(c) + sin(alpha) sin(theta) U_{m-1}(c), "
+                   "where cos(m theta + alpha) subtracts it",
+                   lambda inputs: _cos_with_sine_term(inputs, lambda c, sine, u: -sine * u)),
+    FormulaMistake("margin inside the multiple",
+                   "cos(m (theta + alpha)): the margin added to theta before the angle is multiplied by m, where it "
+                   "is added after, cos(m theta + alpha) = cos(alpha) T_m(c) - sin(alpha) sin(theta) U_{m-1}(c)",
+                   lambda inputs: {"cos_mtheta": np.cos(int(inputs["m"]) * (np.arccos(np.clip(
+                       inputs["cos_theta"].astype(np.float64), -1, 1)) + float(inputs["angle_margin"])))}),
+    FormulaMistake("sine not rooted",
+                   "with sin(theta) taken as 1 - c^2, its square: sin(theta) = sqrt(1 - c^2)",
+                   lambda inputs: _cos_with_sine_term(inputs, lambda c, sine, u: sine * sine * u)),
+    FormulaMistake("sine of m theta without U",
+                   "with sin(m theta) taken as sin(theta), without the factor U_{m-1}(c): sin(m theta) = sin(theta) "
+                   "U_{m-1}(c) (the two agree only for m = 1)",
+                   lambda inputs: _cos_with_sine_term(inputs, lambda c, sine, u: sine)),
+    FormulaMistake("thresholds not shifted",
+                   "with k counting the thresholds cos(j pi / m) of the margin-free k: with the margin they are "
+                   "cos((j pi - alpha) / m), where m theta + alpha passes j pi",
+                   lambda inputs: _k_counting(inputs, lambda m, alpha: thresholds(m, 0.0)[:-1])),
+    FormulaMistake("last threshold missing",
+                   "with k counting only the first m - 1 thresholds, as the margin-free k does: with the margin, "
+                   "m theta + alpha can pass m pi too (c below cos((m pi - alpha) / m)), and k reaches m",
+                   lambda inputs: _k_counting(inputs, lambda m, alpha: thresholds(m, alpha)[:-1])),
+)
+
+
 #: The chapter's kernels, with their own arguments (no margin beyond m).
 COS_ORDER = ("cos_theta", "cos_mtheta", "k_out", "N", "m")
 
@@ -136,6 +185,7 @@ LSOFTMAX_COS_MTHETA = Exercise(
     make_inputs=_cos_inputs,
     reference=_cos_reference,
     error_scale=_cos_scale,
+    formula_mistakes=COS_MISTAKES,
     visible_shapes=(_cos_shape(1000, 2, 0.0), _cos_shape(4096, 3, 0.5), _cos_shape(777, 4, 0.3), _cos_shape(10, 2, 1.0)),
     hidden_shapes=(_cos_shape(1, 2, 0.7), _cos_shape(20011, 4, 0.2), _cos_shape(5003, 5, 0.5), _cos_shape(3001, 6, 1.3),
                    _cos_shape(257, 2, 0.0), _cos_shape(4099, 3, 0.35)),
@@ -233,11 +283,29 @@ def _every_logit_blended(inputs):
     return {"out": out}
 
 
+def _patch_with_psi(inputs, psi_of) -> dict:
+    """The patch with psi as ``psi_of(cos(m theta + alpha), k)`` gives it."""
+    rows, labels, f, ab, c = _label_terms(inputs)
+    lam = float(inputs["lam"])
+    value, k = angular_margin(c, inputs["m"], float(inputs["angle_margin"]))
+    out = inputs["logits"].astype(np.float64)
+    out[rows, labels] = (lam * f + ab * psi_of(value, k)) / (1 + lam)
+    return {"out": out}
+
+
 PATCH_MISTAKES = (
     FormulaMistake("every logit blended",
                    "with every logit of the row blended, lam f / (1 + lam), where only the label's logit changes: "
                    "out[i][j] is logits[i][j], unchanged, for every j other than labels[i].",
                    _every_logit_blended),
+    FormulaMistake("psi without -2k",
+                   "with psi = (-1)^k cos(m theta + alpha), without its - 2k: psi must fall by 2 at each multiple of "
+                   "pi that m theta + alpha passes to stay continuous and decreasing.",
+                   lambda inputs: _patch_with_psi(inputs, lambda value, k: np.where(k % 2 == 1, -value, value))),
+    FormulaMistake("psi without the sign of k",
+                   "with psi = cos(m theta + alpha) - 2k, without the (-1)^k: where k is odd the cosine's sign must "
+                   "flip, psi = (-1)^k cos(m theta + alpha) - 2k.",
+                   lambda inputs: _patch_with_psi(inputs, lambda value, k: value - 2 * k)),
 )
 
 #: The chapter's kernel, with its own arguments (no angular margin).
@@ -319,11 +387,33 @@ def _grad_slope_without_the_sign(inputs):
     return {"grad_x": g * (coef_w[:, None] * Wy + coef_x[:, None] * X)}
 
 
+def _grad_with(inputs, coefficients) -> dict:
+    """The gradient with the coefficients of W_y and x as ``coefficients(coef_w, coef_x, a / b, margin / (1 + lam))``
+    gives them from the right ones."""
+    X, Wy, a, b, _, coef_w, coef_x, _, lam, margin = _grad_parts(inputs)
+    along_w, along_x = coefficients(coef_w, coef_x, a / np.maximum(b, 1e-12), margin / (1 + lam))
+    g = inputs["grad_target"].astype(np.float64)[:, None]
+    return {"grad_x": g * (along_w[:, None] * Wy + along_x[:, None] * X)}
+
+
 GRAD_MISTAKES = (
     FormulaMistake("slope without the sign of k",
                    "with psi'(c) = m U_{m-1}(c), without the (-1)^k that psi has: where k is odd the slope's sign "
                    "is wrong -- psi'(c) = (-1)^k m U_{m-1}(c).",
                    _grad_slope_without_the_sign),
+    FormulaMistake("term along x missing",
+                   "with the term along W_y alone: the term along x, (a / b) (psi - c psi'(c) - cos_margin) / "
+                   "(1 + lam) x, from a b through b = |x| (and the margin's), is missing.",
+                   lambda inputs: _grad_with(inputs, lambda w, x, ratio, margin: (w, 0 * x))),
+    FormulaMistake("norms swapped",
+                   "with b / a in the coefficient of x where a / b belongs (a = |W_y|, b = |x|): d(a b)/dx = a x / b.",
+                   lambda inputs: _grad_with(inputs, lambda w, x, ratio, margin: (
+                       w, x / np.maximum(ratio, 1e-300) ** 2))),
+    FormulaMistake("margin along W",
+                   "with the cosine margin's term on W_y, (lam + psi'(c) - cos_margin) / (1 + lam), as if a b cos_margin "
+                   "depended on x through f: it depends on x through b = |x| only, -(a / b) cos_margin / (1 + lam) "
+                   "in the coefficient of x.",
+                   lambda inputs: _grad_with(inputs, lambda w, x, ratio, margin: (w - margin, x + ratio * margin))),
 )
 
 

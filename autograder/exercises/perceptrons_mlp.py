@@ -467,6 +467,85 @@ def _softmax_scale(inputs):
     return {"P": _softmax_reference(inputs)["P"] * (1.0 + 4 * ROUNDING * (argument + c / 32 + 5))}
 
 
+def _softmax_by_lanes(inputs, row_peaks, row_sums) -> dict:
+    """P from a maximum and a sum per lane, as a warp-per-row kernel computes them wrongly: lane l holds the scores
+    l, l + 32, ...; ``row_peaks(peaks) -> (n, 32)`` and ``row_sums(sums) -> (n, 32)`` give what each lane ends with
+    from the lanes' own (n, 32) maxima and sums against them."""
+    X, inside = _tempered(inputs)
+    n, c = X.shape
+    lane_of = np.arange(c) % 32
+    padded = np.full((n, 32 * -(-c // 32)), -np.inf)
+    padded[:, :c] = X
+    by_lane = padded.reshape(n, -1, 32)
+    peaks = row_peaks(by_lane.max(axis=1))
+    with np.errstate(invalid="ignore"):
+        e = np.where(inside, np.exp(X - peaks[:, lane_of]), 0.0)
+    sums = row_sums(np.pad(e, ((0, 0), (0, padded.shape[1] - c))).reshape(n, -1, 32).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {"P": np.where(inside, e / sums[:, lane_of], 0.0)}
+
+
+def _half_warp_peaks(peaks: np.ndarray) -> np.ndarray:
+    """Each half-warp's maximum, the shuffles starting at 8: lanes 0..15 and 16..31 each fold their own."""
+    halves = peaks.reshape(-1, 2, 16).max(axis=2)
+    return np.repeat(halves, 16, axis=1)
+
+
+def _shuffled_down(values: np.ndarray) -> np.ndarray:
+    """What each lane holds after v += __shfl_down_sync(v, step) for step 16, 8, 4, 2, 1: lane 0 the sum, the
+    others a part of it (a lane whose source is past 31 gets its own value back, and doubles it)."""
+    v = values.copy()
+    for step in (16, 8, 4, 2, 1):
+        source = np.arange(32) + step
+        v = v + np.where(source < 32, v[:, np.minimum(source, 31)], v)
+    return v
+
+
+def _every_lane(sums: np.ndarray) -> np.ndarray:
+    """The lanes' sums folded with __shfl_xor_sync: every lane holds the row's."""
+    return np.repeat(sums.sum(axis=1, keepdims=True), 32, axis=1)
+
+
+def _row_peak(peaks: np.ndarray) -> np.ndarray:
+    return np.repeat(peaks.max(axis=1, keepdims=True), 32, axis=1)
+
+
+def _lane_mistake(key: str, words: str, row_peaks, row_sums) -> FormulaMistake:
+    """A mistake of the lanes' maximum or sum (:func:`_softmax_by_lanes`), rounding as the right formula does
+    relative to its values."""
+    def reference(inputs):
+        return _softmax_by_lanes(inputs, row_peaks, row_sums)
+
+    def rounding(inputs):
+        right, scale = _softmax_reference(inputs)["P"], _softmax_scale(inputs)["P"]
+        relative = np.divide(scale, right, out=np.zeros_like(scale), where=right > 0)
+        return {"P": np.nan_to_num(np.abs(reference(inputs)["P"])) * relative}
+    return FormulaMistake(key, words, reference, rounding)
+
+
+def _unmasked(inputs) -> dict:
+    return {**inputs, "lengths": np.full_like(inputs["lengths"], int(inputs["c"]))}
+
+
+SOFTMAX_MISTAKES = (
+    FormulaMistake("lengths ignored",
+                   "with every row normalised over all c scores, its length ignored: the scores from lengths[i] on "
+                   "are padding, left out of the maximum and the sum, and their probabilities 0",
+                   lambda inputs: _softmax_reference(_unmasked(inputs)),
+                   lambda inputs: _softmax_scale(_unmasked(inputs))),
+    _lane_mistake("half-warp maximum",
+                   "with the maximum folded over each half of the warp only (lanes 0-15 and 16-31, as shuffles that "
+                   "start at 8 fold it): each half subtracts its own maximum, and the sum adds exponentials on two "
+                   "scales -- the fold of a warp starts at 16",
+                   _half_warp_peaks, _every_lane),
+    _lane_mistake("sum left in lane zero",
+                   "with each lane dividing by what __shfl_down_sync leaves it: the row's sum reaches lane 0 only, the "
+                   "other lanes hold a part of it -- fold with __shfl_xor_sync (every lane gets the total), or "
+                   "broadcast lane 0's with __shfl_sync(mask, sum, 0)",
+                   _row_peak, _shuffled_down),
+)
+
+
 def _softmax_probe(shape, run) -> str:
     """NaN and inf told apart by rows made for it: an ordinary row, an empty one (length 0) and one whose scores
     pass 88 once divided by the temperature, with the failing case's n, c and temperature."""
@@ -508,6 +587,7 @@ SOFTMAX_ROWS = Exercise(
     make_inputs=_softmax_inputs,
     reference=_softmax_reference,
     error_scale=_softmax_scale,
+    formula_mistakes=SOFTMAX_MISTAKES,
     visible_shapes=(_softmax_shape(1, 1, 1.0, 0), _softmax_shape(5, 40, 1.0, 1), _softmax_shape(64, 100, 0.5, 0),
                     _softmax_shape(40, 257, 2.0, 1), _softmax_shape(20, 1000, 1.0, 0, 60.0)),
     hidden_shapes=(_softmax_shape(3, 31, 0.05, 1), _softmax_shape(1, 7, 0.3, 0), _softmax_shape(37, 33, 1.0, 1, 90.0),
