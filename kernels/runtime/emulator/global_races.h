@@ -336,13 +336,22 @@ void end_segment() {
 }  // namespace race
 
 #if DLK_ASAN
+// Linked with the sanitizer's shared library, these definitions take the place of its own. Linked with its static
+// library (DLK_STATIC_ASAN, faster: its thread-local data is then reached without __tls_get_addr at every fiber
+// switch), both definitions would clash: the linker sends the instrumented code's calls to __wrap_<name> instead
+// (-Wl,--wrap, see build.py).
+#if DLK_STATIC_ASAN
+#define DLK_HOOK(name) __wrap_##name
+#else
+#define DLK_HOOK(name) name
+#endif
 extern "C" {
 #define DLK_REPORT(n)                                                                     \
-  void __asan_report_load##n##_noabort(uintptr_t a) {                                     \
+  void DLK_HOOK(__asan_report_load##n##_noabort)(uintptr_t a) {                           \
     if (race::tracked(a, n)) race::track(a, n, race::READ, race::pc_of(__builtin_return_address(0))); \
     else race::stop(), __asan_report_load_n((void*)a, n);                                  \
   }                                                                                       \
-  void __asan_report_store##n##_noabort(uintptr_t a) {                                    \
+  void DLK_HOOK(__asan_report_store##n##_noabort)(uintptr_t a) {                          \
     if (race::tracked(a, n)) race::track(a, n, race::WRITE, race::pc_of(__builtin_return_address(0))); \
     else race::stop(), __asan_report_store_n((void*)a, n);                                 \
   }
@@ -352,15 +361,16 @@ DLK_REPORT(4)
 DLK_REPORT(8)
 DLK_REPORT(16)
 #undef DLK_REPORT
-void __asan_report_load_n_noabort(uintptr_t a, size_t n) {
+void DLK_HOOK(__asan_report_load_n_noabort)(uintptr_t a, size_t n) {
   if (race::tracked(a, n)) race::track(a, n, race::READ, race::pc_of(__builtin_return_address(0)));
   else race::stop(), __asan_report_load_n((void*)a, n);
 }
-void __asan_report_store_n_noabort(uintptr_t a, size_t n) {
+void DLK_HOOK(__asan_report_store_n_noabort)(uintptr_t a, size_t n) {
   if (race::tracked(a, n)) race::track(a, n, race::WRITE, race::pc_of(__builtin_return_address(0)));
   else race::stop(), __asan_report_store_n((void*)a, n);
 }
 }
+#undef DLK_HOOK
 #endif
 
 extern "C" void __dlk_atomic_access(void* address, size_t bytes, void* ret) {
