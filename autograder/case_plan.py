@@ -120,12 +120,15 @@ def hidden_nature(ex: Exercise, shape: dict, launch: dict) -> str:
 
 
 _WHOLE_NUMBER = re.compile(r"(?<![\w.+\-])\d+(?![\w.]|\.\d)")
+#: Whole numbers a hint may give that are facts of a number format, never a case's size: float16's largest value.
+FORMAT_FACTS = frozenset({65504})
 
 
 def concealed(text: str, launch: dict) -> str:
     """``text`` about a hidden case with every whole number that may tell its sizes written N: counts, indices,
-    extents.  The student's own launch numbers (and its threads, grid x block) stay, as do 0, 1 and decimals."""
-    known = {0, 1, *(int(v) for v in launch.values() if isinstance(v, int))}
+    extents.  The student's own launch numbers (and its threads, grid x block) stay, as do 0, 1, decimals and the
+    :data:`FORMAT_FACTS`."""
+    known = {0, 1, *FORMAT_FACTS, *(int(v) for v in launch.values() if isinstance(v, int))}
     blocks = [int(v) for k, v in launch.items() if k.startswith("block") and isinstance(v, int)]
     grids = [int(v) for k, v in launch.items() if k.startswith("grid") and isinstance(v, int)]
     if blocks and grids:

@@ -24,6 +24,9 @@ ROWS_FOR_SPREAD = 4
 #: ... and when their correlation with the values stays below this (of at least VALUES_FOR_CORRELATION values).
 PROPORTIONAL = 0.9
 VALUES_FOR_CORRELATION = 32
+#: What an Inf where the answer is finite comes from.
+INF_HINT = ("Inf in the output where the answer is finite: an overflow (e.g. accumulating in half precision: float16 "
+            "tops out at 65504) or a division by 0 (a sum or a count that stayed 0).")
 #: float16's unit roundoff: one rounding to half precision moves a value by at most this fraction of it.
 FLOAT16_UNIT_ROUNDOFF = 2.0 ** -11
 #: Errors all of one sign on at least this many values are not rounding's, which takes either sign (six of one sign
@@ -90,7 +93,7 @@ def diagnose(
                 "that is not initialised (float sum = 0.0f;), shared memory read before every thread stored to it, or an "
                 "element read from past the end of an input.")
     if np.any(np.isinf(bad_got)):
-        return "Inf in the output: an overflow, e.g. accumulating in half precision (float16 tops out at 65504)."
+        return INF_HINT
     where = _where(bad, block, threads, n)
     if where:
         return _sentence(f"Wrong values{where}")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from autograder.case_plan import concealed, plan_cases, submission_digest
+from autograder.diagnosis import INF_HINT
 from autograder.exercises import get_exercise
 from autograder.isolation import grade_submission
 from autograder.submission import submission_from_cell
@@ -66,6 +67,8 @@ def test_numbers_that_could_tell_a_size_are_concealed_and_the_launch_s_are_kept(
     text = "With x[2048:4099] set to ones the kernel returns 2051, not 2051.5; 53 elements; block 256; 1e-05; -1"
     assert concealed(text, {"block": 256, "grid": 16}) == (
         "With x[N:N] set to ones the kernel returns N, not 2051.5; N elements; block 256; 1e-05; -1")
+    # float16's largest value is a fact of the format, no size: "tops out at N" would leave the student guessing
+    assert concealed(INF_HINT, {"block": 256, "grid": 16}) == INF_HINT and "65504" in INF_HINT
 
 
 @pytest.mark.backend
