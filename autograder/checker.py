@@ -152,9 +152,12 @@ class CaseRunner:
         self.guard = GUARD_ELEMENTS if backend.name == "gpu" else 0
         self.params = kernel.signature.params
         self._poison = None
-        self.probed: dict[str, bool] = {}
+        self.probed: dict[str, str] = {}  # per shape probed: the probe's hint, or ''
         self.rerun: dict[str, bool] = {}
-        self.read_first: dict[str, str] = {}  # per shape: the hint for an output read before it was written, or ''
+        # per shape: what the NaN of an output comes from, as (hint, whether it is the only cause there is): an
+        # output read before it was written (the only one) or a NaN the kernel computes (a probe or a named mistake
+        # says which computation better); ('', False) when neither
+        self.read_first: dict[str, tuple[str, bool]] = {}
         self.mistakes = MistakeFinder(ex)  # names a mistake from a wrong output, within its cost
         self.outputs_dir: str | None = None  # where each case's buffers are handed back to the grader
 
@@ -305,24 +308,24 @@ def _explain_failure(runner: CaseRunner, ex: Exercise, case: dict, result: Shape
     before it was written, or a race (its reruns)."""
     shape = case["shape"]
     arg, cmp, got = first
-    probe_hint = ""
-    if ex.probe is not None and not runner.probed.get(result.label):
-        runner.probed[result.label] = True  # once per shape: probes cost launches
+    if ex.probe is not None and result.label not in runner.probed:  # once per shape: probes cost launches
         try:
-            probe_hint = ex.probe(shape, lambda probe_inputs: runner.run_once(
+            runner.probed[result.label] = ex.probe(shape, lambda probe_inputs: runner.run_once(
                 probe_inputs, ex.reference(probe_inputs), config)[0])
         except CaseError:
-            probe_hint = ""
-        if probe_hint:
-            result.hint = probe_hint
-    if not probe_hint:
-        result.hint = runner.mistakes.hint(result.label, pristine, expected, scales, outputs) or result.hint
+            runner.probed[result.label] = ""
+    probe_hint = runner.probed.get(result.label, "")
+    if probe_hint:
+        result.hint = probe_hint
+    mistake_hint = "" if probe_hint else runner.mistakes.hint(result.label, pristine, expected, scales, outputs)
+    result.hint = mistake_hint or result.hint
     if _all_nan(arg, cmp, got):
         if result.label not in runner.read_first:  # one launch per shape; every case of that shape says it
             runner.read_first[result.label] = _read_before_written(
                 runner, ex, shape, case["seed"], expected, scales[arg.name], config, arg.name, cmp["bad"])
-        if runner.read_first[result.label]:
-            result.hint = runner.read_first[result.label]
+        hint, only_cause = runner.read_first[result.label]
+        if hint and (only_cause or not (probe_hint or mistake_hint)):
+            result.hint = hint
             return
     if runner.rerun.get(result.label):
         return
@@ -351,26 +354,32 @@ def _all_nan(arg, cmp: dict, got: np.ndarray) -> bool:
 
 
 def _read_before_written(runner: CaseRunner, ex: Exercise, shape: dict, seed: int, expected: dict, scale,
-                         config: LaunchConfig, name: str, bad: np.ndarray) -> str:
+                         config: LaunchConfig, name: str, bad: np.ndarray) -> tuple[str, bool]:
     """The hint for an output ``name`` whose ``bad`` elements came out NaN although the kernel writes them: it read
     them (``+=``) before writing them, and the NaN the grader fills outputs with went through.  One launch, with
-    that output set to 0 first, tells it from elements never written (which stay 0); '' when that is not it."""
+    that output set to 0 first, tells it from elements never written (which stay 0) and from a NaN the kernel
+    computes (which stays NaN): (the hint, whether it is the only cause there is); ('', False) when neither is it."""
     try:
         again, _ = runner.run_once(ex.make_inputs(shape, np.random.default_rng(seed)), expected, config,
                                    zero_filled=(name,))
     except CaseError:
-        return ""
+        return "", False
     now = again[name].astype(np.float64)[bad]
+    if now.size and np.all(np.isnan(now)):  # NaN from a 0 start: the kernel computed it, it did not leave it there
+        return (f"{name} came out NaN where the answer is a number, and still does with {name} set to 0 before the "
+                f"launch: the kernel writes NaN there, it does not leave those elements unwritten. NaN comes from 0/0, "
+                f"inf - inf, 0 * inf, the square root or log of a negative number, acos or asin of a value past +-1 "
+                f"(a cosine rounded to just over 1), or a value read before anything was stored to it."), False
     written = np.count_nonzero(np.isfinite(now) & (now != 0))
     if not written:
-        return ""
+        return "", False
     right = compare(again[name], expected[name], scale, ex.rtol, ex.atol)["n_bad"] == 0
     outcome = "the kernel's result is right" if right else f"{written} of them change"
     return (f"{name} came out NaN where the kernel does write it: it reads {name} before writing it "
             f"(read-before-write), e.g. it adds into the output ({name}[...] += ...) instead of storing to it "
             f"({name}[...] = ...). With {name} set to 0 before the launch, {outcome}; but the grader fills "
             f"every output with NaN before the launch to catch exactly this, as a GPU leaves whatever was in memory "
-            f"there. Accumulate in a register and store the result once, or set the element before adding into it.")
+            f"there. Accumulate in a register and store the result once, or set the element before adding into it."), True
 
 
 # ------------------------------------------------------------------ the whole request

@@ -85,6 +85,11 @@ def test_check_names_the_actual_cause(name, words):
     # out[i] += ... into the NaN the grader fills outputs with: written, but read first
     ("map/adds_into_the_output", ["reads out before writing it (read-before-write)", "out[...] += ...",
                                   "the kernel's result is right", "fills every output with NaN"], ["never written"]),
+    # psi' through acos: 0/0 where the cosine is +-1, a NaN the kernel computes and stores (its twin, a kernel that
+    # leaves elements unwritten, is not: saxpy/no_grid_stride below)
+    ("lsoftmax_margin_grad_input/derivative_through_acos", ["the kernel writes NaN there",
+                                                            "does not leave those elements unwritten", "0/0"],
+     ["never written", "read-before-write"]),
 ])
 def test_check_names_the_cause_a_misleading_symptom_hides(name, words, misleading):
     result, text = _check(planted(name))
@@ -101,7 +106,8 @@ def test_a_kernel_without_a_grid_stride_loop_fails_check(name):
     """check() adds a size just past one pass of the student's own grid (the released reduce_sum stub's grid=1056)."""
     result, text = _check(planted(name))
     assert result.status == "failed", text
-    assert "grid-stride loop" in result.message.split("Hint: ", 1)[1], text
+    hint = result.message.split("Hint: ", 1)[1]
+    assert "grid-stride loop" in hint and "writes NaN there" not in hint, text
 
 
 def test_the_size_past_one_pass_follows_the_launch_line():
