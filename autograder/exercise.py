@@ -175,6 +175,14 @@ class FormulaMistake:
     result_scale: Callable[[Mapping], dict] | None = None
 
 
+def relative_rounding(right: np.ndarray, scale: np.ndarray, wrong: np.ndarray) -> np.ndarray:
+    """A mistaken formula's error scale where the right one's grows with its (non-negative) values: the right
+    formula's rounding relative to its values, ``scale / right``, on the mistaken values ``wrong`` (0 where the right
+    value is 0, and a NaN or Inf the mistake gives counts as 0)."""
+    relative = np.divide(scale, right, out=np.zeros_like(scale, dtype=np.float64), where=right > 0)
+    return np.nan_to_num(np.abs(wrong)) * relative
+
+
 def reducing(name: str, *axes: int, kind: str = "sum") -> tuple[Reduction, ...]:
     """The ``reductions`` of an exercise whose outputs reduce input ``name`` over ``axes``."""
     return (Reduction(((name, tuple(axes)),), kind),)

@@ -50,8 +50,9 @@ UNROLLS = (2, 4, 8, 16, 32)
 _STEPS = {2: "two", 4: "four", 8: "eight", 16: "sixteen", 32: "thirty-two"}
 #: Every hint here starts with these words, so that the verdict can prefer a named mistake to a symptom.
 NAMED = "Compared with the reference, "
-_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
-_LETTERS = "ijklmn"
+#: An axis in words, and the letters its index takes, as the hints write them.
+ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
+INDEX_LETTERS = "ijklmn"
 #: The key of a mistake made of two that give the same output (:func:`_term_left_out`).
 TERM_LEFT_OUT = "term left out"
 
@@ -278,7 +279,7 @@ def _mistaken(mistake: FormulaMistake, inputs: dict, scales: dict, got: dict) ->
 
 
 def _index(name: str, axis: int, ndim: int) -> str:
-    ordinal = "last" if axis == ndim - 1 and ndim > 2 else _ORDINALS[axis] if axis < len(_ORDINALS) else f"#{axis}"
+    ordinal = "last" if axis == ndim - 1 and ndim > 2 else ORDINALS[axis] if axis < len(ORDINALS) else f"#{axis}"
     return f"the {ordinal} index of {name}"
 
 
@@ -386,7 +387,7 @@ def _stored_elsewhere(name: str, want: np.ndarray, scale, got: dict) -> Iterator
     smaller written packed from its start."""
     shape = want.shape
     full_scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), shape)
-    letters = _LETTERS[:want.ndim]
+    letters = INDEX_LETTERS[:want.ndim]
     for order in itertools.permutations(range(want.ndim)):
         if list(order) == sorted(order) or all(shape[a] == 1 for a, o in zip(range(want.ndim), order) if a != o):
             continue

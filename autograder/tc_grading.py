@@ -20,7 +20,7 @@ from . import case_outputs
 from .checker import _shape_dict, backend_for
 from .comparison import CaseError, compare
 from .exercise import Exercise
-from .mistakes import MistakeFinder
+from .mistakes import INDEX_LETTERS, ORDINALS, MistakeFinder
 from .result import ExerciseResult, ShapeResult
 from .scoring import score_correctness
 from .verdict import case_data, judge_case
@@ -46,7 +46,7 @@ def _interface_problem(ex: Exercise, cd) -> str:
 def _indices_reordered(ex: Exercise, name: str, got: np.ndarray, want: np.ndarray, scale) -> str:
     """Where ``got`` is the right ``want`` with its axes in another order (a left-hand side whose indices are listed
     in another order than the exercise's), that order in words; else ''."""
-    letters = "ijklmn"[:want.ndim]
+    letters = INDEX_LETTERS[:want.ndim]
     scale = np.broadcast_to(np.asarray(scale, np.float64), want.shape)
     for order in itertools.permutations(range(want.ndim)):
         if list(order) == sorted(order) or got.shape != tuple(want.shape[a] for a in order):
@@ -93,9 +93,6 @@ def _run_case(tc, ex: Exercise, case: dict, outputs_dir: str | None, mistakes: M
     return result
 
 
-_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth")
-
-
 def _axes_differ(name: str, got: tuple, want: tuple) -> str:
     """What the shape ``got`` of output ``name`` shows against ``want``, where one reading alone fits: an axis left
     out of the output, or two axes that have each other's sizes; '' otherwise (a range off is said by the error)."""
@@ -103,13 +100,13 @@ def _axes_differ(name: str, got: tuple, want: tuple) -> str:
         left_out = [k for k in range(len(want)) if tuple(want[:k] + want[k + 1:]) == tuple(got)]
         if len(left_out) == 1:
             k = left_out[0]
-            return (f"{name} has no {_ORDINALS[k]} axis: the index of that axis is missing from "
+            return (f"{name} has no {ORDINALS[k]} axis: the index of that axis is missing from "
                     f"{name}(...) on the left, so each value of it is not kept apart -- an index on the right only is "
                     f"summed over (or, read at one value, leaves the rest of its range out).")
     if len(got) == len(want):
         differ = [k for k in range(len(want)) if got[k] != want[k]]
         if len(differ) == 2 and (got[differ[0]], got[differ[1]]) == (want[differ[1]], want[differ[0]]):
-            first, second = (_ORDINALS[k] for k in differ)
+            first, second = (ORDINALS[k] for k in differ)
             return (f"The {first} and {second} axes of {name} have each other's sizes: their indices are swapped "
                     f"where they are read on the right (their ranges are inferred from there), or on the left.")
     return ""

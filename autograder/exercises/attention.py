@@ -34,7 +34,8 @@ import numpy as np
 from kernels.attention import attention
 from kernels.runtime.versions import LaunchConfig
 
-from ..exercise import Exercise, FormulaMistake, LaunchKey, ReferenceKernel, ceil_div, reducing, varied
+from ..exercise import (Exercise, FormulaMistake, LaunchKey, ReferenceKernel, ceil_div, reducing, relative_rounding,
+                        varied)
 from ..secret_sizes import size_avoiding
 from ._parts import one_dimensional_launch, warp_per_row_keys
 
@@ -173,10 +174,9 @@ def _probabilities_of_the_new_part(inputs) -> dict:
 def _resume_rounding(inputs, wrong: dict) -> dict:
     """The error scales of a mistaken merge's outputs ``wrong``: the right formula's relative rounding, on them."""
     right, scale = _resume_reference(inputs), _resume_scale(inputs)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        relative = np.where(right["P"] > 0, scale["P"] / np.where(right["P"] > 0, right["P"], 1.0), 0.0)
+    with np.errstate(invalid="ignore"):
         lse = np.where(np.isfinite(wrong["lse"]), np.abs(wrong["lse"]), 0.0) + scale["lse"] - np.abs(right["lse"])
-    return {"P": np.nan_to_num(np.abs(wrong["P"])) * relative, "lse": lse}
+    return {"P": relative_rounding(right["P"], scale["P"], wrong["P"]), "lse": lse}
 
 
 def _resume_mistake(key: str, words: str, reference) -> FormulaMistake:

@@ -37,7 +37,7 @@ import numpy as np
 from kernels.dense import fully_connected, layernorm, perceptron, softmax
 
 from ..exercise import (Exercise, FormulaMistake, LaunchConfig, LaunchError, LaunchKey, Reduction, ReferenceKernel,
-                        ceil_div, reducing, varied)
+                        ceil_div, reducing, relative_rounding, varied)
 from ..secret_sizes import size_avoiding
 from ._parts import (BLOCK_REQUIRED, SHARED, TREE_SUM_RTOL, grid_key, one_dimensional_launch, shapes, sum_terms,
                      tree_sum_scale, warp_per_row_keys)
@@ -517,9 +517,8 @@ def _lane_mistake(key: str, words: str, row_peaks, row_sums) -> FormulaMistake:
         return _softmax_by_lanes(inputs, row_peaks, row_sums)
 
     def rounding(inputs):
-        right, scale = _softmax_reference(inputs)["P"], _softmax_scale(inputs)["P"]
-        relative = np.divide(scale, right, out=np.zeros_like(scale), where=right > 0)
-        return {"P": np.nan_to_num(np.abs(reference(inputs)["P"])) * relative}
+        return {"P": relative_rounding(_softmax_reference(inputs)["P"], _softmax_scale(inputs)["P"],
+                                       reference(inputs)["P"])}
     return FormulaMistake(key, words, reference, rounding)
 
 
